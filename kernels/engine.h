@@ -1,0 +1,142 @@
+/* engine.h - the training engine's contract: one driver, several backends.
+ *
+ * The driver (engine.c) owns everything that is the same on every backend:
+ * the model description, the canonical parameter/buffer slabs, weight init or
+ * --load, synthetic data or --data, warm-up, timing, statistics, validity,
+ * --save / --save-grads and the JSON result record (docs/result-record.md).
+ * A backend fills a gb_backend_ops_t and does only the computation of one
+ * replica: forward, loss, backward, (gradient all-reduce), SGD update.
+ *
+ * The CPU backend (kernels/cpu, oneDNN) is linked into gpubench. The CUDA
+ * backend (kernels/cuda) is libgpubench_cuda.so, loaded with dlopen by
+ * gb_backend_get("cuda") only when a GPU job runs; it exports one symbol,
+ * gb_cuda_backend_ops (a const gb_backend_ops_t), whose `abi` must equal
+ * GB_BACKEND_ABI.
+ *
+ * Conventions: functions return 0 on success and -1 on failure, writing a
+ * one-line reason into err (GB_ERR_LEN bytes). Canonical slabs are laid out as
+ * model.h describes (torchvision state_dict order and shapes). Images are
+ * (N, 3, H, W) float32 NCHW on the host; labels int32 in [0, classes).
+ */
+#ifndef GB_ENGINE_H
+#define GB_ENGINE_H
+
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_BACKEND_ABI 1
+#define GB_ERR_LEN 512
+
+typedef enum {
+    GB_PREC_FP32 = 0, /* fp32 everywhere (TF32 off on GPUs) */
+    GB_PREC_TF32,     /* fp32 storage, TF32 tensor-core math (GPU only) */
+    GB_PREC_FP16,     /* fp16 compute, fp32 master weights, dynamic loss scaling (GPU) */
+    GB_PREC_BF16,     /* bf16 compute, fp32 master weights */
+} gb_precision_t;
+
+/* "fp32" "tf32" "fp16" "bf16"; parse returns -1 on an unknown name. */
+const char *gb_precision_name(gb_precision_t p);
+int gb_precision_parse(const char *s, gb_precision_t *out);
+
+typedef struct gb_train_config {
+    char backend[16];      /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
+    gb_precision_t precision;
+    gb_model_config_t model; /* ResNet-50 at image_size by default */
+    int batch;             /* per device (replica), as in every published table */
+    int devices;           /* replicas: GPUs, or CPU replicas splitting the cores */
+    int steps, warmup;     /* timed steps, untimed warm-up steps */
+    int threads;           /* CPU threads in all (0: every online core) */
+    float lr, momentum, weight_decay; /* torch.optim.SGD semantics */
+    uint64_t seed;         /* weights (unless --load) and synthetic data */
+    double bucket_mb;      /* gradient all-reduce bucket size (data parallel) */
+    char interconnect[16]; /* "auto", "nvlink", "pcie" (multi-GPU) */
+    const char *load_path;       /* safetensors with parameters and running stats, or NULL */
+    const char *data_path;       /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
+    const char *save_path;       /* safetensors of parameters + buffers after the run, or NULL */
+    const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
+    int cuda_graph;        /* 1: capture the step in a CUDA graph where possible */
+} gb_train_config_t;
+
+/* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3
+ * warm-up, lr 0.1, momentum 0.9, weight decay 1e-4, seed 1, 25 MB buckets. */
+void gb_train_config_default(gb_train_config_t *cfg);
+
+/* What one step of one replica reports. */
+typedef struct gb_step_out {
+    float loss;      /* mean cross-entropy over this replica's batch (before loss scaling) */
+    double ms;       /* device-timed step time (CUDA events); < 0 when the backend has no
+                        device timer and the driver's wall clock is used */
+    int skipped;     /* 1 when fp16 loss scaling found an overflow and skipped the update */
+} gb_step_out_t;
+
+/* Backend facts for the result record. Strings are NUL-terminated. */
+typedef struct gb_backend_info {
+    char device_model[128]; /* GPU name, or the CPU model for the CPU backend */
+    int device_count;       /* usable devices (GPUs; 1 for the CPU) */
+    char versions[512];     /* JSON object text: {"onednn":"2.6.3","isa":"..."} */
+} gb_backend_info_t;
+
+/* Per-replica report after the run. */
+typedef struct gb_replica_report {
+    size_t peak_mem_bytes; /* device memory peak (GPU) or bytes the backend allocated (CPU) */
+    char *details_json;    /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
+} gb_replica_report_t;
+
+/* Opaque collective over the replicas of one job (threads on the CPU, NCCL on
+ * GPUs); NULL for a single replica. Defined by the data-parallel work. */
+typedef struct gb_comm gb_comm_t;
+
+typedef struct gb_backend_ops {
+    int abi; /* GB_BACKEND_ABI */
+    const char *name;
+    /* Facts about the machine for this backend; -1 when it cannot run here
+     * (no driver, no GPU) with the reason in err. */
+    int (*probe)(gb_backend_info_t *info, char *err, size_t errlen);
+    /* One replica on device `replica` (GPU ordinal; CPU replica index), all
+     * memory allocated here, none during steps. */
+    int (*create)(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
+                  void **state, char *err, size_t errlen);
+    /* Canonical slabs in and out; nbt is num_batches_tracked. */
+    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt,
+                     char *err, size_t errlen);
+    int (*get_state)(void *state, float *params, float *buffers, int64_t *nbt, char *err,
+                     size_t errlen);
+    /* Gradients of the last step (after averaging over replicas), canonical. */
+    int (*get_grads)(void *state, float *grads, char *err, size_t errlen);
+    /* This replica's batch: `batch` images and labels, kept until replaced. */
+    int (*set_batch)(void *state, const float *images, const int32_t *labels, char *err,
+                     size_t errlen);
+    /* One training step on the current batch. */
+    int (*step)(void *state, gb_step_out_t *out, char *err, size_t errlen);
+    int (*report)(void *state, gb_replica_report_t *rep, char *err, size_t errlen);
+    void (*destroy)(void **state);
+    /* Single-precision GEMM throughput probe C = A*B (m x k times k x n),
+     * median of `reps` timed runs after warm-up; NULL when unsupported. */
+    int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
+                char *err, size_t errlen);
+} gb_backend_ops_t;
+
+/* The ops of backend `name` ("cpu" or "cuda"); loads libgpubench_cuda.so on
+ * first use of "cuda" (next to the executable, in its ../lib, or $GB_CUDA_LIB).
+ * NULL with a reason in err when it is not available. */
+const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errlen);
+
+/* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
+typedef struct gb_train_result {
+    double images_per_sec;   /* global batch / median step time */
+    double step_ms_median, step_ms_p90, step_ms_min, step_ms_max, step_ms_mean;
+    double loss_first, loss_last; /* first and last timed step (warm-up excluded) */
+    size_t peak_mem_bytes;
+    int valid;
+    char invalid_reason[256];
+    char *record_json; /* malloc'd result record; free with gb_train_result_free */
+} gb_train_result_t;
+
+/* Run warm-up + timed steps as configured. Returns 0 and fills `res`, or -1
+ * with a reason in err. */
+int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
+void gb_train_result_free(gb_train_result_t *res);
+
+#endif
