@@ -1,0 +1,19 @@
+/* commands.h - every `gpubench` subcommand: one function per command, each in
+ * its own cmd_*.c file, registered in the table in main.c. Each returns the
+ * process exit status (0 ok, 1 failure, 2 usage error) and never calls exit()
+ * itself, so `gpubench run` can compose them. */
+#ifndef GB_CLI_COMMANDS_H
+#define GB_CLI_COMMANDS_H
+
+typedef int (*gb_cmd_fn)(int argc, char **argv);
+
+typedef struct gb_command {
+    const char *name;
+    gb_cmd_fn fn;
+    const char *summary;
+} gb_command_t;
+
+int cmd_help(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+#endif
