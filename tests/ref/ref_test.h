@@ -31,12 +31,26 @@ static inline void push_from_zero(double *x, size_t n, double margin) {
         if (fabs(x[i]) < margin) x[i] = x[i] < 0 ? -margin : margin;
 }
 
-/* k indices into an array of numel elements: the first, the last, and k - 2
- * drawn at random (repeats allowed). k >= 2. */
-static inline void sample_indices(gb_rng_t *r, size_t numel, size_t *idx, size_t k) {
+/* Up to k distinct indices into an array of numel elements: all of them when
+ * numel <= k, else the first, the last and k - 2 others drawn at random.
+ * Returns how many were written. k >= 2. */
+static inline size_t sample_indices(gb_rng_t *r, size_t numel, size_t *idx, size_t k) {
+    if (numel <= k) {
+        for (size_t i = 0; i < numel; i++) idx[i] = i;
+        return numel;
+    }
     idx[0] = 0;
     idx[1] = numel - 1;
-    for (size_t i = 2; i < k; i++) idx[i] = (size_t)(gb_rng_next(r) % numel);
+    for (size_t i = 2; i < k; i++) {
+        size_t j, pick;
+        do {
+            pick = (size_t)(gb_rng_next(r) % numel);
+            for (j = 0; j < i && idx[j] != pick; j++) {
+            }
+        } while (j < i);
+        idx[i] = pick;
+    }
+    return k;
 }
 
 /* The projection L = <dy, out> where out is what fwd(self) computes from the
