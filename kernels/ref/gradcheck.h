@@ -33,24 +33,24 @@
 #define GB_CMP_WORST 8 /* worst pairs kept in a report */
 
 typedef struct gb_cmp_pair {
-    size_t index;   /* element index in the compared arrays */
-    double got;     /* value under test (analytic gradient in gb_gradcheck) */
-    double ref;     /* reference value (numeric gradient in gb_gradcheck) */
-    double err;     /* |got - ref| (Inf when either is not finite) */
-    double ratio;   /* err / (atol + rtol * |ref|): > 1 is a failure */
+    size_t index; /* element index in the compared arrays */
+    double got;   /* value under test (analytic gradient in gb_gradcheck) */
+    double ref;   /* reference value (numeric gradient in gb_gradcheck) */
+    double err;   /* |got - ref| (Inf when either is not finite) */
+    double ratio; /* err / (atol + rtol * |ref|): > 1 is a failure */
 } gb_cmp_pair_t;
 
 typedef struct gb_cmp {
-    size_t n;            /* elements compared */
-    size_t n_bad;        /* elements over the tolerance (non-finite ones included) */
-    size_t n_nonfinite;  /* elements where got or ref is NaN or Inf */
-    double atol, rtol;   /* the tolerance used */
-    double max_abs;      /* max |got - ref| over finite pairs */
-    double max_rel;      /* max |got - ref| / |ref| over finite pairs with ref != 0 */
-    double rel_l2;       /* ||got - ref||_2 / ||ref||_2 (0 when both are 0, Inf when only
-                            ref is; finite pairs) */
-    double max_ratio;    /* max err / (atol + rtol |ref|); Inf with non-finite pairs */
-    int n_worst;         /* valid entries in worst[] */
+    size_t n;           /* elements compared */
+    size_t n_bad;       /* elements over the tolerance (non-finite ones included) */
+    size_t n_nonfinite; /* elements where got or ref is NaN or Inf */
+    double atol, rtol;  /* the tolerance used */
+    double max_abs;     /* max |got - ref| over finite pairs */
+    double max_rel;     /* max |got - ref| / |ref| over finite pairs with ref != 0 */
+    double rel_l2;      /* ||got - ref||_2 / ||ref||_2 (0 when both are 0, Inf when only
+                           ref is; finite pairs) */
+    double max_ratio;   /* max err / (atol + rtol |ref|); Inf with non-finite pairs */
+    int n_worst;        /* valid entries in worst[] */
     gb_cmp_pair_t worst[GB_CMP_WORST]; /* largest ratio first */
 } gb_cmp_t;
 
@@ -83,22 +83,23 @@ typedef struct gb_gc_opts {
     double atol, rtol; /* per element: |analytic - numeric| <= atol + rtol * |numeric| */
     /* Non-smooth functions (ReLU, max pool) have kinks; a central difference
      * whose step straddles one is wrong, not the gradient. With nonsmooth = 1
-     * each element is also differenced with step h/2, and an element whose two
-     * estimates disagree by more than the tolerance is skipped as "kink within
-     * h" and counted (this depends on f only, so a wrong analytic gradient
-     * cannot hide behind it). More than max_skip skipped elements fail. */
+     * each element that would fail is differenced again with step h/2, and
+     * if the two estimates disagree by more than the tolerance it is skipped
+     * as "kink within h" and counted. Whether to skip depends on f only (the
+     * estimates agree at a smooth point), so a wrong analytic gradient cannot
+     * hide behind it. More than max_skip skipped elements fail. */
     int nonsmooth;
     size_t max_skip;
-    int quiet;         /* 1: print nothing on failure */
-    FILE *log;         /* where failures print; NULL: stderr */
+    int quiet; /* 1: print nothing on failure */
+    FILE *log; /* where failures print; NULL: stderr */
 } gb_gc_opts_t;
 
 typedef struct gb_gc_report {
-    size_t checked;    /* elements differenced */
-    size_t skipped;    /* of those, skipped as kinks (nonsmooth only) */
-    int fn_failed;     /* 1: the function returned -1 (or malloc failed) */
-    gb_cmp_t cmp;      /* analytic (got) vs numeric (ref) over the kept elements;
-                          indices in cmp.worst are indices into x */
+    size_t checked; /* elements differenced */
+    size_t skipped; /* of those, skipped as kinks (nonsmooth only) */
+    int fn_failed;  /* 1: the function returned -1 (or malloc failed) */
+    gb_cmp_t cmp;   /* analytic (got) vs numeric (ref) over the kept elements;
+                       indices in cmp.worst are indices into x */
 } gb_gc_report_t;
 
 /* Defaults as above, nonsmooth 0, max_skip 0, printing to stderr. */

@@ -126,8 +126,8 @@ gb_ref_net_t *gb_ref_net_new(const gb_model_t *m, int batch, char *err, size_t e
     net->m = m;
     net->batch = batch;
     if (unit_init(net, &net->stem, &m->stem, &m->stem_bn, 1, err, errlen) != 0) goto err;
-    if (gb_ref_pool_init(&net->pool, batch, m->stem.k, m->pool_ih, m->pool_iw, m->pool_k,
-                         m->pool_k, m->pool_stride, m->pool_pad) != 0 ||
+    if (gb_ref_pool_init(&net->pool, batch, m->stem.k, m->pool_ih, m->pool_iw, m->pool_k, m->pool_k,
+                         m->pool_stride, m->pool_pad) != 0 ||
         net->pool.p != m->pool_oh || net->pool.q != m->pool_ow) {
         snprintf(err, errlen, "max pool: inconsistent shape");
         goto err;
@@ -163,14 +163,16 @@ err:
 void gb_ref_net_destroy(gb_ref_net_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_ref_net_t *net = *self_p;
-    for (int i = 0; i < net->n_allocs; i++) free(net->allocs[i]);
+    for (int i = 0; i < net->n_allocs; i++)
+        free(net->allocs[i]);
     free(net->allocs);
     free(net);
     *self_p = NULL;
 }
 
 void gb_ref_widen(const float *src, double *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = (double)src[i];
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (double)src[i];
 }
 
 /* ---- forward and backward of the pieces --------------------------------- */
@@ -246,15 +248,14 @@ static void block_bwd(const gb_ref_net_t *net, block_t *b, const double *x, cons
 
 /* ---- the whole network -------------------------------------------------- */
 
-int gb_ref_net_loss(gb_ref_net_t *net, const double *params, double *buffers,
-                    const double *images, const int32_t *labels, double *loss, double *grads,
-                    double *dimages, char *err, size_t errlen) {
+int gb_ref_net_loss(gb_ref_net_t *net, const double *params, double *buffers, const double *images,
+                    const int32_t *labels, double *loss, double *grads, double *dimages, char *err,
+                    size_t errlen) {
     const gb_model_t *m = net->m;
     int n = net->batch, classes = m->cfg.n_classes;
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= classes) {
-            snprintf(err, errlen, "label %d of image %d is outside [0, %d)", labels[i], i,
-                     classes);
+            snprintf(err, errlen, "label %d of image %d is outside [0, %d)", labels[i], i, classes);
             return -1;
         }
 

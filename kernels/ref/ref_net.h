@@ -42,9 +42,9 @@ void gb_ref_net_destroy(gb_ref_net_t **self_p);
  *   dimages (batch,3,H,W) or NULL  d loss / d images, overwritten (only with grads)
  * BN normalizes with the batch statistics, so the loss does not depend on
  * buffers. Returns 0, or -1 with a reason in err (a label out of range). */
-int gb_ref_net_loss(gb_ref_net_t *net, const double *params, double *buffers,
-                    const double *images, const int32_t *labels, double *loss, double *grads,
-                    double *dimages, char *err, size_t errlen);
+int gb_ref_net_loss(gb_ref_net_t *net, const double *params, double *buffers, const double *images,
+                    const int32_t *labels, double *loss, double *grads, double *dimages, char *err,
+                    size_t errlen);
 
 /* One training step as `loss.backward(); opt.step()` in torch with
  * torch.optim.SGD(params, lr, momentum, weight_decay=wd) (weight decay on every

@@ -38,8 +38,8 @@ int gb_ref_conv_init2(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int 
     return 0;
 }
 
-int gb_ref_conv_init(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int r, int s,
-                     int stride, int pad) {
+int gb_ref_conv_init(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int r, int s, int stride,
+                     int pad) {
     return gb_ref_conv_init2(cv, n, c, h, w, k, r, s, stride, stride, pad, pad);
 }
 
@@ -129,7 +129,8 @@ int gb_ref_bn_fwd(int n, int c, int hw, const double *x, const double *gamma, co
     for (int ch = 0; ch < c; ch++) {
         double sum = 0.0;
         for (int b = 0; b < n; b++)
-            for (int i = 0; i < hw; i++) sum += x[at3(c, hw, b, ch, i)];
+            for (int i = 0; i < hw; i++)
+                sum += x[at3(c, hw, b, ch, i)];
         double mu = sum / (double)m;
         /* Two passes: the variance from centred values, not E[x^2] - E[x]^2. */
         double ss = 0.0;
@@ -192,15 +193,18 @@ void gb_ref_bn_bwd(int n, int c, int hw, const double *x, const double *dy, cons
 /* ---- elementwise -------------------------------------------------------- */
 
 void gb_ref_relu_fwd(size_t n, const double *x, double *y) {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0 ? x[i] : 0.0;
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0 ? x[i] : 0.0;
 }
 
 void gb_ref_relu_bwd(size_t n, const double *y, const double *dy, double *dx) {
-    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0 ? dy[i] : 0.0;
+    for (size_t i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0 ? dy[i] : 0.0;
 }
 
 void gb_ref_add_fwd(size_t n, const double *a, const double *b, double *y) {
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
 }
 
 void gb_ref_add_relu_fwd(size_t n, const double *a, const double *b, double *y) {
@@ -283,14 +287,16 @@ void gb_ref_maxpool_bwd(const gb_ref_pool_t *pl, const double *x, const double *
 void gb_ref_gap_fwd(int n, int c, int hw, const double *x, double *y) {
     for (size_t nc = 0; nc < (size_t)n * c; nc++) {
         double sum = 0.0;
-        for (int i = 0; i < hw; i++) sum += x[nc * hw + i];
+        for (int i = 0; i < hw; i++)
+            sum += x[nc * hw + i];
         y[nc] = sum / hw;
     }
 }
 
 void gb_ref_gap_bwd(int n, int c, int hw, const double *dy, double *dx) {
     for (size_t nc = 0; nc < (size_t)n * c; nc++)
-        for (int i = 0; i < hw; i++) dx[nc * hw + i] = dy[nc] / hw;
+        for (int i = 0; i < hw; i++)
+            dx[nc * hw + i] = dy[nc] / hw;
 }
 
 /* ---- fully connected ---------------------------------------------------- */
@@ -300,7 +306,8 @@ void gb_ref_fc_fwd(int n, int in, int out, const double *x, const double *w, con
     for (int i = 0; i < n; i++)
         for (int o = 0; o < out; o++) {
             double acc = b ? b[o] : 0.0;
-            for (int j = 0; j < in; j++) acc += x[(size_t)i * in + j] * w[(size_t)o * in + j];
+            for (int j = 0; j < in; j++)
+                acc += x[(size_t)i * in + j] * w[(size_t)o * in + j];
             y[(size_t)i * out + o] = acc;
         }
 }
@@ -311,20 +318,23 @@ void gb_ref_fc_bwd(int n, int in, int out, const double *x, const double *w, con
         for (int i = 0; i < n; i++)
             for (int j = 0; j < in; j++) {
                 double acc = 0.0;
-                for (int o = 0; o < out; o++) acc += dy[(size_t)i * out + o] * w[(size_t)o * in + j];
+                for (int o = 0; o < out; o++)
+                    acc += dy[(size_t)i * out + o] * w[(size_t)o * in + j];
                 dx[(size_t)i * in + j] = acc;
             }
     if (dw)
         for (int o = 0; o < out; o++)
             for (int j = 0; j < in; j++) {
                 double acc = 0.0;
-                for (int i = 0; i < n; i++) acc += dy[(size_t)i * out + o] * x[(size_t)i * in + j];
+                for (int i = 0; i < n; i++)
+                    acc += dy[(size_t)i * out + o] * x[(size_t)i * in + j];
                 dw[(size_t)o * in + j] = acc;
             }
     if (db)
         for (int o = 0; o < out; o++) {
             double acc = 0.0;
-            for (int i = 0; i < n; i++) acc += dy[(size_t)i * out + o];
+            for (int i = 0; i < n; i++)
+                acc += dy[(size_t)i * out + o];
             db[o] = acc;
         }
 }
@@ -342,7 +352,8 @@ int gb_ref_softmax_xent(int n, int k, const double *logits, const int32_t *label
         for (int j = 1; j < k; j++)
             if (z[j] > zmax) zmax = z[j];
         double sum = 0.0;
-        for (int j = 0; j < k; j++) sum += exp(z[j] - zmax);
+        for (int j = 0; j < k; j++)
+            sum += exp(z[j] - zmax);
         /* -log_softmax(z)[label] = log(sum) - (z[label] - zmax): every term is
          * formed from shifted logits, so nothing of size |z| is added to
          * something small (as zmax + log(sum) would). */

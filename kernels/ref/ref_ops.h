@@ -33,17 +33,17 @@ int gb_ref_out_size(int in, int k, int stride, int pad);
 /* ---- convolution (no bias, no groups, no dilation) ---------------------- */
 
 typedef struct gb_ref_conv {
-    int n, c, h, w;           /* input (N, C, H, W) */
-    int k, r, s;              /* weight (K, C, R, S) */
-    int stride_h, stride_w;   /* >= 1 */
-    int pad_h, pad_w;         /* zero padding on both sides, >= 0 */
-    int p, q;                 /* output (N, K, P, Q), filled by init */
+    int n, c, h, w;         /* input (N, C, H, W) */
+    int k, r, s;            /* weight (K, C, R, S) */
+    int stride_h, stride_w; /* >= 1 */
+    int pad_h, pad_w;       /* zero padding on both sides, >= 0 */
+    int p, q;               /* output (N, K, P, Q), filled by init */
 } gb_ref_conv_t;
 
 /* Fill *cv for a convolution with a square stride and padding. Returns 0, or -1
  * when a size is < 1, padding < 0 or the output would be empty. */
-int gb_ref_conv_init(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int r, int s,
-                     int stride, int pad);
+int gb_ref_conv_init(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int r, int s, int stride,
+                     int pad);
 
 /* Same with separate vertical and horizontal stride and padding. */
 int gb_ref_conv_init2(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int r, int s,
@@ -54,8 +54,7 @@ int gb_ref_conv_init2(gb_ref_conv_t *cv, int n, int c, int h, int w, int k, int 
 void gb_ref_conv2d_fwd(const gb_ref_conv_t *cv, const double *x, const double *w, double *y);
 
 /* dx = d<dy, y>/dx: dy (N,K,P,Q), w (K,C,R,S) -> dx (N,C,H,W). */
-void gb_ref_conv2d_bwd_data(const gb_ref_conv_t *cv, const double *dy, const double *w,
-                            double *dx);
+void gb_ref_conv2d_bwd_data(const gb_ref_conv_t *cv, const double *dy, const double *w, double *dx);
 
 /* dw = d<dy, y>/dw: x (N,C,H,W), dy (N,K,P,Q) -> dw (K,C,R,S). */
 void gb_ref_conv2d_bwd_weights(const gb_ref_conv_t *cv, const double *x, const double *dy,
@@ -109,10 +108,10 @@ void gb_ref_add_relu_bwd(size_t n, const double *y, const double *dy, double *ds
 /* ---- pooling ------------------------------------------------------------ */
 
 typedef struct gb_ref_pool {
-    int n, c, h, w;   /* input (N, C, H, W) */
-    int kh, kw;       /* window */
-    int stride, pad;  /* padded cells never take part (max pool pads with -inf) */
-    int p, q;         /* output (N, C, P, Q), filled by init */
+    int n, c, h, w;  /* input (N, C, H, W) */
+    int kh, kw;      /* window */
+    int stride, pad; /* padded cells never take part (max pool pads with -inf) */
+    int p, q;        /* output (N, C, P, Q), filled by init */
 } gb_ref_pool_t;
 
 /* Fill *pl for a max pool as torch.nn.MaxPool2d(kernel, stride, pad) with

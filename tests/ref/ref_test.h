@@ -21,7 +21,8 @@ static inline double *dalloc(size_t n) {
 
 /* x[i] ~ U(lo, hi). */
 static inline void fill_uniform(gb_rng_t *r, double *x, size_t n, double lo, double hi) {
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * gb_rng_uniform(r);
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * gb_rng_uniform(r);
 }
 
 /* Move every |x[i]| < margin out to +-margin: inputs of ReLU-like ops then sit
@@ -36,7 +37,8 @@ static inline void push_from_zero(double *x, size_t n, double margin) {
  * Returns how many were written. k >= 2. */
 static inline size_t sample_indices(gb_rng_t *r, size_t numel, size_t *idx, size_t k) {
     if (numel <= k) {
-        for (size_t i = 0; i < numel; i++) idx[i] = i;
+        for (size_t i = 0; i < numel; i++)
+            idx[i] = i;
         return numel;
     }
     idx[0] = 0;

@@ -145,7 +145,8 @@ int tf_write(const tf_writer_t *w, const char *path, char *err, size_t errlen) {
         goto done;
     }
     int ok = fwrite(&n64, 8, 1, f) == 1 && fwrite(text, 1, len, f) == len;
-    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    for (size_t i = len; ok && i < padded; i++)
+        ok = fputc(' ', f) != EOF;
     for (int i = 0; ok && i < w->n; i++)
         ok = w->e[i].bytes == 0 || fwrite(w->e[i].data, 1, w->e[i].bytes, f) == w->e[i].bytes;
     if (fclose(f) != 0) ok = 0;
@@ -178,8 +179,7 @@ tf_file_t *tf_read(const char *path, char *err, size_t errlen) {
     uint64_t hlen;
     long total;
     if (!little_endian() || fseek(f, 0, SEEK_END) != 0 || (total = ftell(f)) < 8 ||
-        fseek(f, 0, SEEK_SET) != 0 || fread(&hlen, 8, 1, f) != 1 ||
-        hlen > (uint64_t)total - 8) {
+        fseek(f, 0, SEEK_SET) != 0 || fread(&hlen, 8, 1, f) != 1 || hlen > (uint64_t)total - 8) {
         snprintf(err, errlen, "%s: not a safetensors file", path);
         goto fail;
     }

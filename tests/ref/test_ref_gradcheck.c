@@ -83,10 +83,12 @@ static void test_cmp_f32_and_worst_order(void) {
     gb_cmp_t c;
     CHECK(gb_cmp_f32(got, ref, N, 0, 0, &c) == 0); /* small integers are exact in float */
     /* Errors growing with the index: the worst list is the last 8, largest first. */
-    for (int i = 0; i < N; i++) got[i] = (float)(ref[i] + 1e-3 * i);
+    for (int i = 0; i < N; i++)
+        got[i] = (float)(ref[i] + 1e-3 * i);
     CHECK(gb_cmp_f32(got, ref, N, 1e-6, 0, &c) == -1);
     CHECK(c.n_bad == N - 1 && c.n_worst == GB_CMP_WORST);
-    for (int w = 0; w < GB_CMP_WORST; w++) CHECK(c.worst[w].index == (size_t)(N - 1 - w));
+    for (int w = 0; w < GB_CMP_WORST; w++)
+        CHECK(c.worst[w].index == (size_t)(N - 1 - w));
     /* float's own rounding, |got - ref| <= 2^-24 |ref|, passes rtol 2^-24 */
     for (int i = 0; i < N; i++) {
         ref[i] = 1.0 / (3.0 + i);
@@ -124,13 +126,15 @@ static int smooth_eval(void *ctx, double *value) {
     smooth_t *s = ctx;
     if (++s->calls == s->fail_at) return -1;
     double v = sin(s->x[0] * s->x[1]);
-    for (size_t i = 0; i < s->n; i++) v += (double)(i + 1) * s->x[i] * s->x[i] * s->x[i];
+    for (size_t i = 0; i < s->n; i++)
+        v += (double)(i + 1) * s->x[i] * s->x[i] * s->x[i];
     *value = v;
     return 0;
 }
 
 static void smooth_grad(const double *x, size_t n, double *g) {
-    for (size_t i = 0; i < n; i++) g[i] = 3.0 * (double)(i + 1) * x[i] * x[i];
+    for (size_t i = 0; i < n; i++)
+        g[i] = 3.0 * (double)(i + 1) * x[i] * x[i];
     g[0] += cos(x[0] * x[1]) * x[1];
     g[1] += cos(x[0] * x[1]) * x[0];
 }
@@ -224,7 +228,8 @@ typedef struct kinky {
 static int kinky_eval(void *ctx, double *value) {
     kinky_t *k = ctx;
     double v = 0;
-    for (size_t i = 0; i < k->n; i++) v += k->x[i] > 0 ? k->x[i] : 0;
+    for (size_t i = 0; i < k->n; i++)
+        v += k->x[i] > 0 ? k->x[i] : 0;
     *value = v;
     return 0;
 }

@@ -145,8 +145,7 @@ static int check_all(fixture_t *f, const double *grads, const double *dimages,
     }
     size_t img_idx[4 * SAMPLES];
     size_t k = sample_indices(&r, f->n_img, img_idx, 4 * SAMPLES);
-    if (gb_gradcheck(loss_eval, f, f->images, f->n_img, dimages, img_idx, k, o, "image", &rep) !=
-        0)
+    if (gb_gradcheck(loss_eval, f, f->images, f->n_img, dimages, img_idx, k, o, "image", &rep) != 0)
         failed++;
     *skipped += rep.skipped;
     *checked += rep.checked;
@@ -169,7 +168,8 @@ static void gradcheck_model(const char *what, const gb_model_config_t *cfg, int 
     size_t skipped = 0, checked = 0;
     double worst = 0;
     int failed = check_all(&f, grads, dimages, &o, &skipped, &checked, &worst);
-    fprintf(stderr, "%s: loss %.6f, %zu elements differenced, %zu skipped as kinks, max err/tol %.3g\n",
+    fprintf(stderr,
+            "%s: loss %.6f, %zu elements differenced, %zu skipped as kinks, max err/tol %.3g\n",
             what, loss, checked, skipped, worst);
     CHECKF(failed == 0, "%s: %d tensors failed the gradcheck", what, failed);
     CHECKF(skipped * 20 <= checked, "%s: %zu of %zu elements skipped as kinks", what, skipped,
@@ -188,8 +188,8 @@ static void gradcheck_model(const char *what, const gb_model_config_t *cfg, int 
     gb_gc_opts_t q = o;
     q.quiet = 1;
     gb_gc_report_t rep;
-    CHECK(gb_gradcheck(loss_eval, &f, f.params + ti->offset, ti->numel, grads + ti->offset, idx,
-                       1, &q, ti->name, &rep) == -1);
+    CHECK(gb_gradcheck(loss_eval, &f, f.params + ti->offset, ti->numel, grads + ti->offset, idx, 1,
+                       &q, ti->name, &rep) == -1);
     CHECK(rep.cmp.n_bad == 1 && rep.cmp.worst[0].index == big);
     /* Planted: the image gradient with its sign flipped on one element. */
     size_t bigi = 0;
@@ -197,8 +197,7 @@ static void gradcheck_model(const char *what, const gb_model_config_t *cfg, int 
         if (fabs(dimages[i]) > fabs(dimages[bigi])) bigi = i;
     dimages[bigi] = -dimages[bigi];
     idx[0] = bigi;
-    CHECK(gb_gradcheck(loss_eval, &f, f.images, f.n_img, dimages, idx, 1, &q, "image", &rep) ==
-          -1);
+    CHECK(gb_gradcheck(loss_eval, &f, f.images, f.n_img, dimages, idx, 1, &q, "image", &rep) == -1);
     free(grads);
     free(dimages);
     fixture_free(&f);
@@ -237,7 +236,8 @@ static void test_running_stats(void) {
                           sizeof(err)) == 0);
     CHECK(l1 == l2); /* same computation, the buffers only receive */
     memcpy(after, f.buffers, sizeof(double) * nb);
-    for (size_t i = 0; i < nb; i++) CHECKF(after[i] != before[i], "buffer %zu unchanged", i);
+    for (size_t i = 0; i < nb; i++)
+        CHECKF(after[i] != before[i], "buffer %zu unchanged", i);
 
     /* Stem: conv1 over the images, then mean and unbiased variance per channel. */
     const gb_conv_t *sc = &m->stem;
@@ -254,7 +254,8 @@ static void test_running_stats(void) {
     for (int c = 0; c < sc->k; c++) {
         double s = 0, ss = 0;
         for (int b = 0; b < 2; b++)
-            for (int i = 0; i < hw; i++) s += z[((size_t)b * sc->k + c) * hw + i];
+            for (int i = 0; i < hw; i++)
+                s += z[((size_t)b * sc->k + c) * hw + i];
         double mu = s / cnt;
         for (int b = 0; b < 2; b++)
             for (int i = 0; i < hw; i++) {
@@ -299,7 +300,8 @@ static void test_train_step(void) {
     CHECK(gb_ref_net_loss(f.net, p0, NULL, f.images, f.labels, &loss_ref, g2, NULL, err,
                           sizeof(err)) == 0);
     CHECK(loss == loss_ref && memcmp(g, g2, sizeof(double) * np) == 0);
-    for (size_t i = 0; i < np; i++) want[i] = p0[i] - lr * (g2[i] + wd * p0[i]);
+    for (size_t i = 0; i < np; i++)
+        want[i] = p0[i] - lr * (g2[i] + wd * p0[i]);
     gb_cmp_t cmp;
     CHECK(gb_cmp_f64(f.params, want, np, 0, 0, &cmp) == 0); /* the same expression: exact */
     memcpy(p1, f.params, sizeof(double) * np);

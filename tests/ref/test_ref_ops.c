@@ -218,7 +218,8 @@ static void test_bn_hand(void) {
     /* Planted: the biased variance in the running update (a common slip)
      * must fail the same comparison. */
     double rv_b[2] = {1, 2};
-    for (int c = 0; c < 2; c++) rv_b[c] = 0.9 * rv_b[c] + 0.1 * var[c];
+    for (int c = 0; c < 2; c++)
+        rv_b[c] = 0.9 * rv_b[c] + 0.1 * var[c];
     gb_cmp_t cmp;
     CHECK(gb_cmp_f64(rv_b, rv_want, 2, 1e-300, HAND_RTOL, &cmp) == -1 && cmp.n_bad == 2);
 
@@ -442,7 +443,8 @@ static void pool_case(const char *name, int n, int c, int h, int w, int k, int s
     double *dy = dalloc(ny), *dx = dalloc(nx);
     /* Distinct values at least 1e-3 apart (a shuffled ramp), so no window has
      * a tie within the step and the max is differentiable everywhere. */
-    for (size_t i = 0; i < nx; i++) p.x[i] = -1.0 + 2e-3 * (double)i;
+    for (size_t i = 0; i < nx; i++)
+        p.x[i] = -1.0 + 2e-3 * (double)i;
     for (size_t i = nx - 1; i > 0; i--) {
         size_t j = (size_t)(gb_rng_next(&rng) % (i + 1));
         double t = p.x[i];
@@ -519,7 +521,8 @@ static void test_gap(void) {
         CHECK(gb_gradcheck(proj_eval, &g, g.x, nx, dx, NULL, 0, &o, "gap", NULL) == 0);
         if (g.hw > 1) {
             /* Planted: the 1/HW forgotten. */
-            for (size_t i = 0; i < nx; i++) dx[i] = dy[i / g.hw];
+            for (size_t i = 0; i < nx; i++)
+                dx[i] = dy[i / g.hw];
             CHECK(gb_gradcheck(proj_eval, &g, g.x, nx, dx, NULL, 0, &q, "gap", NULL) == -1);
         }
         free(g.x);
@@ -578,11 +581,13 @@ static void test_fc(void) {
         CHECK(memcmp(dw, dw2, sizeof(double) * nw) == 0);
         /* Planted: dw laid out (in, out) instead of torch's (out, in). */
         for (int o2 = 0; o2 < f.out; o2++)
-            for (int j = 0; j < f.in; j++) dw2[(size_t)j * f.out + o2] = dw[(size_t)o2 * f.in + j];
+            for (int j = 0; j < f.in; j++)
+                dw2[(size_t)j * f.out + o2] = dw[(size_t)o2 * f.in + j];
         CHECK(gb_gradcheck(proj_eval, &f, f.w, nw, dw2, NULL, 0, &q, "fc dw", NULL) == -1);
         /* Planted: db from the first sample only (batch sum forgotten); with a
          * batch of 1 the two agree, which is right. */
-        for (int o2 = 0; o2 < f.out; o2++) db[o2] = dy[o2];
+        for (int o2 = 0; o2 < f.out; o2++)
+            db[o2] = dy[o2];
         CHECK(gb_gradcheck(proj_eval, &f, f.b, f.out, db, NULL, 0, &q, "fc db", NULL) ==
               (f.n > 1 ? -1 : 0));
         free(f.x);
@@ -644,11 +649,13 @@ static void test_xent(void) {
      * to rounding: K terms below 1/N, each rounded by eps = 1.1e-16 or so. */
     for (int i = 0; i < N; i++) {
         double s = 0;
-        for (int j = 0; j < K; j++) s += g[i * K + j];
+        for (int j = 0; j < K; j++)
+            s += g[i * K + j];
         CHECKF(fabs(s) < 4 * K * 1.1e-16, "row %d sums to %g", i, s);
     }
     /* Planted: the 1/N of the batch mean forgotten. */
-    for (int i = 0; i < N * K; i++) g[i] *= N;
+    for (int i = 0; i < N * K; i++)
+        g[i] *= N;
     CHECK(gb_gradcheck(xent_eval, &x, zz, N * K, g, NULL, 0, &q, "xent", NULL) == -1);
     /* A failing function makes the check fail, not pass. */
     int32_t broken[N] = {0, 9, 2, 2};

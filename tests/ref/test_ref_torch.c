@@ -129,10 +129,11 @@ static void write_resnet(resnet_case_t *rc, const char *path) {
     for (int t = 0; t < m->n_tensors; t++) {
         const gb_tensor_info_t *ti = &m->tensors[t];
         int64_t shape[4];
-        for (int d = 0; d < ti->ndim; d++) shape[d] = ti->shape[d];
+        for (int d = 0; d < ti->ndim; d++)
+            shape[d] = ti->shape[d];
         snprintf(buf, sizeof(buf), "%s.%s", ti->is_param ? "param" : "buffer", ti->name);
-        CHECK(tf_add_f64(w, buf, ti->ndim,
-                         shape, (ti->is_param ? rc->params0 : rc->buffers0) + ti->offset) == 0);
+        CHECK(tf_add_f64(w, buf, ti->ndim, shape,
+                         (ti->is_param ? rc->params0 : rc->buffers0) + ti->offset) == 0);
     }
     float *imf = calloc(per, sizeof(float));
     CHECK(imf);
@@ -140,7 +141,8 @@ static void write_resnet(resnet_case_t *rc, const char *path) {
         gb_model_synth_batch(m, rc->batch, rc->seed + 100 + s, imf,
                              rc->labels + (size_t)s * rc->batch);
         gb_ref_widen(imf, rc->images + per * s, per);
-        int64_t ishape[4] = {rc->batch, 3, rc->cfg.image_h, rc->cfg.image_w}, lshape[1] = {rc->batch};
+        int64_t ishape[4] = {rc->batch, 3, rc->cfg.image_h, rc->cfg.image_w},
+                lshape[1] = {rc->batch};
         snprintf(buf, sizeof(buf), "images.%d", s);
         CHECK(tf_add_f64(w, buf, 4, ishape, rc->images + per * s) == 0);
         snprintf(buf, sizeof(buf), "labels.%d", s);
@@ -198,12 +200,13 @@ static void check_resnet(resnet_case_t *rc, const tf_file_t *out) {
             const gb_tensor_info_t *ti = &m->tensors[t];
             if (ti->is_param) {
                 snprintf(name, sizeof(name), "step%d.grad.%s", s, ti->name);
-                failed += compare(name, g + ti->offset, need(out, name, ti->numel), ti->numel,
-                                  0) != 0;
+                failed +=
+                    compare(name, g + ti->offset, need(out, name, ti->numel), ti->numel, 0) != 0;
             }
             const double *now = (ti->is_param ? p : b) + ti->offset;
             const double *was = (ti->is_param ? pprev : bprev) + ti->offset;
-            for (size_t i = 0; i < ti->numel; i++) delta[i] = now[i] - was[i];
+            for (size_t i = 0; i < ti->numel; i++)
+                delta[i] = now[i] - was[i];
             snprintf(name, sizeof(name), "step%d.delta.%s", s, ti->name);
             failed += compare(name, delta, need(out, name, ti->numel), ti->numel, 0) != 0;
         }
@@ -372,7 +375,8 @@ static int run_python(const char *python, const char *script, char **paths, int 
     int a = 0;
     argv[a++] = (char *)python;
     argv[a++] = (char *)script;
-    for (int i = 0; i < n_paths; i++) argv[a++] = paths[i];
+    for (int i = 0; i < n_paths; i++)
+        argv[a++] = paths[i];
     argv[a] = NULL;
     pid_t pid;
     int rc = posix_spawn(&pid, python, NULL, NULL, argv, environ);
@@ -394,9 +398,19 @@ int main(int argc, char **argv) {
 
     resnet_case_t rn[2] = {
         {.label = "resnet bn, layers 2,1,1,1, width 4, image 29, batch 3",
-         .batch = 3, .steps = 2, .lr = 0.1, .momentum = 0.9, .wd = 1e-2, .seed = 5},
+         .batch = 3,
+         .steps = 2,
+         .lr = 0.1,
+         .momentum = 0.9,
+         .wd = 1e-2,
+         .seed = 5},
         {.label = "resnet no bn, layers 1,1,1,1, width 6, image 16, batch 1",
-         .batch = 1, .steps = 2, .lr = 0.05, .momentum = 0.8, .wd = 5e-3, .seed = 6},
+         .batch = 1,
+         .steps = 2,
+         .lr = 0.05,
+         .momentum = 0.8,
+         .wd = 5e-3,
+         .seed = 6},
     };
     int l1[2] = {2, 1}, base[2] = {4, 6}, image[2] = {29, 16}, classes[2] = {5, 3}, bn[2] = {1, 0};
     for (int i = 0; i < 2; i++) {
