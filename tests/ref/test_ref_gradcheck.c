@@ -35,6 +35,8 @@ static void test_cmp_figures(void) {
     /* |2.002 - 2| = 0.002 <= 0 + 1e-3 * 2 (with a hair of rounding: 2.002 is not exact) */
     CHECK(gb_cmp_f64(got, ref, 4, 1e-12, 1.0001e-3, &c) == 0);
     CHECK(c.n == 4 && c.n_bad == 0 && c.n_nonfinite == 0);
+    /* The figures below are checked to 1e-15: 2.002 - 2 is 0.002 only to the
+     * ulp of 2.002 (4.4e-16), and one division or sqrt adds an ulp more. */
     CHECKF(fabs(c.max_abs - 0.002) < 1e-15, "max_abs %g", c.max_abs);
     CHECKF(fabs(c.max_rel - 0.001) < 1e-15, "max_rel %g", c.max_rel);
     /* ||d|| / ||ref|| = 0.002 / sqrt(1 + 4 + 9) */
@@ -43,6 +45,7 @@ static void test_cmp_figures(void) {
 
     CHECK(gb_cmp_f64(got, ref, 4, 0.0, 1e-4, &c) == -1);
     CHECK(c.n_bad == 1 && c.worst[0].index == 1);
+    /* 0.002 / (1e-4 * 2) = 10, off by the 4.4e-16 of 2.002 over 2e-4: ~2e-12 */
     CHECKF(fabs(c.worst[0].ratio - 10.0) < 1e-9, "ratio %g", c.worst[0].ratio);
 
     /* Zero tolerance: exact equality passes, the smallest difference fails. */
@@ -246,6 +249,8 @@ static void test_gradcheck_nonsmooth(void) {
     gb_gc_report_t rep;
     CHECK(gb_gradcheck(kinky_eval, &k, x, 4, g, NULL, 0, &o, "kink", &rep) == -1);
     CHECK(rep.cmp.n_bad == 1 && rep.cmp.worst[0].index == 1);
+    /* f is summed to ~eps * 2.4 = 5e-16, over a step of 2e-5: the difference
+     * quotient carries ~1e-11, checked to 1e-9 */
     CHECKF(fabs(rep.cmp.worst[0].ref - 0.65) < 1e-9, "numeric %g", rep.cmp.worst[0].ref);
     /* With nonsmooth on, the step h/2 gives 0.8 != 0.65: the element is
      * skipped as a kink, allowed up to max_skip. */

@@ -368,6 +368,56 @@ static void check_maxpool(const tf_file_t *out) {
     CHECK(compare("maxpool dx (last max)", dx_last, need(out, "dx", nx), nx, 1) == -1);
 }
 
+/* ---- the exchange format itself ------------------------------------------ */
+
+/* tensor_file round-trips doubles exactly and refuses what it must. */
+static void test_tensor_file(void) {
+    char path[320], err[256];
+    path_of(path, sizeof(path), "roundtrip.st");
+    double v[3] = {1.0 / 3.0, -0.0, 1e-300};
+    int32_t l[2] = {7, -1};
+    int64_t s3[1] = {3}, s2[2] = {1, 2};
+    tf_writer_t *w = tf_writer_new();
+    CHECK(w);
+    CHECK(tf_add_f64(w, "v", 1, s3, v) == 0 && tf_add_i32(w, "l", 2, s2, l) == 0);
+    CHECK(tf_add_f64(w, "v", 1, s3, v) == -1); /* duplicate name */
+    CHECK(tf_add_f64(w, "bad", 5, s3, v) == -1);
+    CHECK(tf_set_meta(w, "kind", "x") == 0 && tf_set_meta(w, "kind", "y") == 0);
+    CHECKF(tf_write(w, path, err, sizeof(err)) == 0, "%s", err);
+    tf_writer_destroy(&w);
+    CHECK(w == NULL);
+    tf_file_t *f = tf_read(path, err, sizeof(err));
+    CHECKF(f, "%s", err);
+    size_t n = 0;
+    const double *back = tf_get_f64(f, "v", &n);
+    CHECK(back && n == 3 && memcmp(back, v, sizeof(v)) == 0);
+    CHECK(tf_get_f64(f, "l", &n) == NULL); /* not F64 */
+    CHECK(tf_get_f64(f, "missing", &n) == NULL);
+    tf_file_destroy(&f);
+    CHECK(f == NULL);
+    /* Not a safetensors file: too short, then a header length past the end. */
+    FILE *g = fopen(path, "wb");
+    CHECK(g && fwrite("abc", 1, 3, g) == 3 && fclose(g) == 0);
+    CHECK(tf_read(path, err, sizeof(err)) == NULL && strstr(err, "not a safetensors"));
+    uint64_t huge = 1000;
+    g = fopen(path, "wb");
+    CHECK(g && fwrite(&huge, 8, 1, g) == 1 && fwrite("{}", 1, 2, g) == 2 && fclose(g) == 0);
+    CHECK(tf_read(path, err, sizeof(err)) == NULL);
+    /* A header that is not JSON, and one whose offsets leave the data. */
+    const char *bad[2] = {"{nope",
+                          "{\"v\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}"};
+    for (int i = 0; i < 2; i++) {
+        uint64_t len = strlen(bad[i]);
+        g = fopen(path, "wb");
+        CHECK(g && fwrite(&len, 8, 1, g) == 1 && fwrite(bad[i], 1, len, g) == len &&
+              fclose(g) == 0);
+        CHECK(tf_read(path, err, sizeof(err)) == NULL);
+    }
+    CHECK(strstr(err, "outside the data"));
+    unlink(path);
+    CHECK(tf_read(path, err, sizeof(err)) == NULL && strstr(err, "cannot open"));
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 static int run_python(const char *python, const char *script, char **paths, int n_paths) {
@@ -395,6 +445,7 @@ int main(int argc, char **argv) {
     int n = snprintf(g_dir, sizeof(g_dir), "%s/gb_ref_torch_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     CHECK(n > 0 && (size_t)n < sizeof(g_dir));
     CHECK(mkdtemp(g_dir) != NULL);
+    test_tensor_file();
 
     resnet_case_t rn[2] = {
         {.label = "resnet bn, layers 2,1,1,1, width 4, image 29, batch 3",
@@ -439,6 +490,8 @@ int main(int argc, char **argv) {
         paths[2 * i + 1] = bufs[2 * i + 1];
         nc++;
     }
+    /* A missing interpreter is a failure, not a pass. */
+    CHECK(run_python("/nonexistent/python3", argv[2], paths, 2) == -1);
     write_resnet(&rn[0], paths[0]);
     write_resnet(&rn[1], paths[2]);
     write_conv(&cc[0], paths[4]);
