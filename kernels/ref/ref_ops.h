@@ -12,8 +12,9 @@
  *   weights, as torch stores them.
  * - Buffers are caller-owned and must not overlap unless a function says so.
  *   Every output is overwritten, never accumulated into.
- * - Shapes are validated once, by the *_init functions that fill a shape
- *   struct; the compute functions trust a shape that init accepted.
+ * - Conv and pool shapes are validated once, by the *_init functions that
+ *   fill a shape struct; the compute functions trust a shape init accepted.
+ *   The other ops take their sizes as plain arguments, each >= 1.
  * - Output spatial sizes follow PyTorch: floor((in + 2*pad - k) / stride) + 1.
  */
 #ifndef GB_REF_OPS_H
