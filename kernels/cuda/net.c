@@ -20,11 +20,12 @@ struct gb_net {
     int graph_state; /* 0 not tried, 1 ready, -1 failed or unavailable */
     long steps;
     int64_t nbt;
+    uint64_t seed;
     float *stage; /* n_a + n_b floats */
 };
 
-gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, char *err,
-                     size_t errlen) {
+gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, uint64_t seed,
+                     char *err, size_t errlen) {
     gb_net_t *net = calloc(1, sizeof(*net));
     if (!net) {
         snprintf(err, errlen, "out of memory");
@@ -35,6 +36,7 @@ gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, char 
     *plan_p = NULL;
     *ex_p = NULL;
     net->want_graph = want_graph;
+    net->seed = seed;
     net->stage = malloc((net->plan->n_a + net->plan->n_b) * sizeof(float));
     if (!net->stage) {
         snprintf(err, errlen, "out of memory (%zu parameters)", net->plan->n_a + net->plan->n_b);
@@ -101,8 +103,8 @@ int gb_net_get_grads(gb_net_t *net, float *grads, char *err, size_t errlen) {
     return 0;
 }
 
-int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, uint64_t seed,
-                     char *err, size_t errlen) {
+int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, char *err,
+                     size_t errlen) {
     if ((images == NULL) != (labels == NULL)) {
         snprintf(err, errlen, "images and labels must both be given or both be NULL");
         return -1;
@@ -116,7 +118,7 @@ int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, 
                 return -1;
             }
     }
-    if (net->ex->ops->load_batch(net->ex, images, labels, seed))
+    if (net->ex->ops->load_batch(net->ex, images, labels, net->seed))
         return fail_from_exec(net, err, errlen);
     return 0;
 }

@@ -491,7 +491,7 @@ static int tw_create(const gb_model_t *m, const gb_train_config_t *cfg, int repl
         gb_plan_destroy(&p);
         return -1;
     }
-    gb_net_t *net = gb_net_new(&p, &ex, 0, err, errlen);
+    gb_net_t *net = gb_net_new(&p, &ex, 0, cfg->seed, err, errlen);
     if (!net) return -1;
     *state = net;
     return 0;
@@ -510,7 +510,7 @@ static int tw_get_grads(void *s, float *grads, char *err, size_t errlen) {
 }
 static int tw_set_batch(void *s, const float *images, const int32_t *labels, char *err,
                         size_t errlen) {
-    return gb_net_set_batch(s, images, labels, 0, err, errlen);
+    return gb_net_set_batch(s, images, labels, err, errlen);
 }
 static int tw_step(void *s, gb_step_out_t *out, char *err, size_t errlen) {
     return gb_net_step(s, out, err, errlen);
