@@ -4,7 +4,8 @@
  * each step, every gradient, every parameter update and running statistic,
  * with the step captured in a CUDA graph after the first; fp16 overflow
  * skips the update and halves the scale; synthetic data on the device equals
- * the host generator; probe and gemm work. Tolerances: gpu_common.h. */
+ * the host generator; probe and gemm work. Tolerances: gpu_common.h.
+ * GB_TEST_QUICK=1 runs two configurations only (for compute-sanitizer). */
 #define _POSIX_C_SOURCE 200809L
 #include "compare.h"
 #include "gpu_common.h"
@@ -145,8 +146,11 @@ int main(void) {
     /* fp16 starts at a scale this tiny model cannot overflow */
     setenv("GB_CUDA_LOSS_SCALE", "256", 1);
     const char *impls[2] = {"cudnn", "own"};
+    /* GB_TEST_QUICK=1 (compute-sanitizer runs): one precision per BN impl */
+    int quick = getenv("GB_TEST_QUICK") != NULL;
     for (int b = 0; b < 2; b++)
         for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++) {
+            if (quick && p != (b == 0 ? GB_PREC_FP16 : GB_PREC_FP32)) continue;
             setenv("GB_CUDA_BN", impls[b], 1);
             gb_train_config_t cfg;
             gb_gpu_cfg(&cfg, m, (gb_precision_t)p, BATCH);
