@@ -48,7 +48,7 @@ section "build"
 if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
      >"$OUT/cmake.log" 2>&1 && cmake --build "$BUILD" -j"$JOBS" >"$OUT/build.log" 2>&1; then
   if [ -f "$BUILD/kernels/cuda/libgpubench_cuda.so" ]; then
-    status PASS "build (libgpubench_cuda.so, archs: $(grep -o 'archs [^,]*' "$OUT/cmake.log" | head -1))"
+    status PASS "build (libgpubench_cuda.so, $(grep -o "archs [^,]*" "$OUT/cmake.log" | head -1))"
   else
     status FAIL "build: libgpubench_cuda.so missing (CUDA not found? see $OUT/cmake.log)"
   fi
@@ -64,7 +64,7 @@ if [ -d "$BUILD/tests/cuda" ]; then
   if timeout 240 ctest --test-dir "$BUILD" -L gpu -R cuda --output-on-failure >"$OUT/gpu_tests.log" 2>&1 \
      && timeout 60 ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$OUT/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$OUT/gpu_tests.log"; then
-      status FAIL "gpu tests skipped although a GPU is here ($OUT/gpu_tests.log)"
+      status FAIL "gpu tests skipped: no usable GPU ($OUT/gpu_tests.log)"
     else
       status PASS "gpu tests (ops and whole steps vs the double host twin)"
     fi

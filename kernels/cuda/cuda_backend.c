@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERR err
+#define ERR    err
 #define ERRLEN errlen
 
 /* Usable devices, or -1 with the reason. */
@@ -163,8 +163,10 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
         snprintf(err, errlen, "out of host memory");
         goto fail;
     }
-    for (size_t i = 0; i < na; i++) hA[i] = (float)(gb_synth_uniform(7, 3, i) * 2.0 - 1.0);
-    for (size_t i = 0; i < nb; i++) hB[i] = (float)(gb_synth_uniform(7, 4, i) * 2.0 - 1.0);
+    for (size_t i = 0; i < na; i++)
+        hA[i] = (float)(gb_synth_uniform(7, 3, i) * 2.0 - 1.0);
+    for (size_t i = 0; i < nb; i++)
+        hB[i] = (float)(gb_synth_uniform(7, 4, i) * 2.0 - 1.0);
     CK_CUDA(cudaSetDevice(device));
     CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CK_CUDA(cudaEventCreate(&e0));

@@ -25,45 +25,45 @@ static inline void gb_cuda_errf(char *err, size_t errlen, const char *file, int 
     snprintf(err, errlen, "%s:%d: %s: %s", base, line, call, why);
 }
 
-#define CK_CUDA(call)                                                                            \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s (%s)",                      \
-                         cudaGetErrorString(e_), cudaGetErrorName(e_));                          \
-            goto fail;                                                                           \
-        }                                                                                        \
+#define CK_CUDA(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s (%s)",                        \
+                         cudaGetErrorString(e_), cudaGetErrorName(e_));                            \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
-#define CK_DNN(call)                                                                             \
-    do {                                                                                         \
-        cudnnStatus_t s_ = (call);                                                               \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                        \
-            char d_[256];                                                                        \
-            cudnnGetLastErrorString(d_, sizeof(d_));                                             \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s%s%s",                       \
-                         cudnnGetErrorString(s_), d_[0] ? ": " : "", d_);                        \
-            goto fail;                                                                           \
-        }                                                                                        \
+#define CK_DNN(call)                                                                               \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            char d_[256];                                                                          \
+            cudnnGetLastErrorString(d_, sizeof(d_));                                               \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s%s%s",                         \
+                         cudnnGetErrorString(s_), d_[0] ? ": " : "", d_);                          \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
-#define CK_BLAS(call)                                                                            \
-    do {                                                                                         \
-        cublasStatus_t s_ = (call);                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s (%s)",                      \
-                         cublasGetStatusString(s_), cublasGetStatusName(s_));                    \
-            goto fail;                                                                           \
-        }                                                                                        \
+#define CK_BLAS(call)                                                                              \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s (%s)",                        \
+                         cublasGetStatusString(s_), cublasGetStatusName(s_));                      \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
-#define CK_NCCL(call)                                                                            \
-    do {                                                                                         \
-        ncclResult_t r_ = (call);                                                                \
-        if (r_ != ncclSuccess) {                                                                 \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s", ncclGetErrorString(r_));  \
-            goto fail;                                                                           \
-        }                                                                                        \
+#define CK_NCCL(call)                                                                              \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s", ncclGetErrorString(r_));    \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -38,12 +38,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BN_EPS 1e-5
-#define BN_MOMENTUM 0.1f
-#define BN_MODE CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+#define BN_EPS        1e-5
+#define BN_MOMENTUM   0.1f
+#define BN_MODE       CUDNN_BATCHNORM_SPATIAL_PERSISTENT
 #define SEARCH_WS_MAX ((size_t)2 << 30)
 #define BLAS_WS_BYTES ((size_t)32 << 20)
-#define MAX_ALLOCS 256
+#define MAX_ALLOCS    256
 
 typedef struct cconv {
     cudnnTensorDescriptor_t xd, yd;
@@ -61,11 +61,11 @@ typedef struct cconv {
 typedef struct cbn {
     cudnnTensorDescriptor_t xd, pd;
     cudnnBatchNormOps_t ops;
-    int own;             /* 1: our kernels */
+    int own; /* 1: our kernels */
     char why_own[96];
     void *reserve;
     size_t reserve_bytes, wsfwd, wsbwd;
-    int rchunks;         /* own kernels: row chunks of the reductions */
+    int rchunks; /* own kernels: row chunks of the reductions */
 } cbn_t;
 
 typedef struct cuda_exec {
@@ -113,7 +113,7 @@ typedef struct cuda_exec {
     int bn_force; /* 0 default, 1 own, 2 cudnn */
 } cuda_exec_t;
 
-#define ERR X->base.err
+#define ERR    X->base.err
 #define ERRLEN sizeof(X->base.err)
 
 static const char *prec_name(gb_precision_t p) {
@@ -187,8 +187,8 @@ static int cx_conv_bwd_data(gb_exec_t *ex, int ci, const void *dy, void *dx, int
         return -1;
     }
     CK_DNN(cudnnConvolutionBackwardData(X->dnn, &one, c->wd, conv_w(X, pc), c->yd, dy, c->cbd,
-                                        c->bd, X->ws, X->ws_bytes, accumulate ? &one : &zero,
-                                        c->xd, dx));
+                                        c->bd, X->ws, X->ws_bytes, accumulate ? &one : &zero, c->xd,
+                                        dx));
     return 0;
 fail:
     return -1;
@@ -216,19 +216,18 @@ static int cx_bn_fwd(gb_exec_t *ex, int bi, const void *x, const void *z, void *
         return -1;
     }
     if (b->own) {
-        CK_CUDA(gb_k_bn_fwd_stats(X->stream, X->dt, x, pb->count, pb->g.c, b->rchunks,
-                                  X->partials));
+        CK_CUDA(
+            gb_k_bn_fwd_stats(X->stream, X->dt, x, pb->count, pb->g.c, b->rchunks, X->partials));
         CK_CUDA(gb_k_bn_fwd_finalize(X->stream, X->partials, b->rchunks, pb->g.c, gamma, beta,
-                                     (float)BN_EPS, save_mean(X, pb), save_invstd(X, pb),
-                                     X->coef));
-        CK_CUDA(gb_k_bn_fwd_apply(X->stream, X->dt, x, z, y, pb->count, pb->g.c, X->coef,
-                                  pb->relu));
+                                     (float)BN_EPS, save_mean(X, pb), save_invstd(X, pb), X->coef));
+        CK_CUDA(
+            gb_k_bn_fwd_apply(X->stream, X->dt, x, z, y, pb->count, pb->g.c, X->coef, pb->relu));
         return 0;
     }
     const float one = 1.0f, zero = 0.0f;
     CK_DNN(cudnnBatchNormalizationForwardTrainingEx(
-        X->dnn, BN_MODE, b->ops, &one, &zero, b->xd, x, z ? b->xd : NULL, z, b->xd, y, b->pd,
-        gamma, beta, 0.0, NULL, NULL, BN_EPS, save_mean(X, pb), save_invstd(X, pb),
+        X->dnn, BN_MODE, b->ops, &one, &zero, b->xd, x, z ? b->xd : NULL, z, b->xd, y, b->pd, gamma,
+        beta, 0.0, NULL, NULL, BN_EPS, save_mean(X, pb), save_invstd(X, pb),
         pb->relu ? X->relu : NULL, X->ws, X->ws_bytes, b->reserve, b->reserve_bytes));
     return 0;
 fail:
@@ -249,10 +248,10 @@ static int cx_bn_bwd(gb_exec_t *ex, int bi, const void *x, const void *y, const 
     if (b->own) {
         CK_CUDA(gb_k_bn_bwd_reduce(X->stream, X->dt, x, y, dy, pb->count, pb->g.c, pb->relu,
                                    save_mean(X, pb), b->rchunks, X->partials));
-        CK_CUDA(gb_k_bn_bwd_finalize(X->stream, X->partials, b->rchunks, pb->g.c, pb->count,
-                                     gamma, save_invstd(X, pb), dgamma, dbeta, X->coef));
-        CK_CUDA(gb_k_bn_bwd_apply(X->stream, X->dt, x, y, dy, dx, dz, pb->count, pb->g.c,
-                                  pb->relu, save_mean(X, pb), X->coef));
+        CK_CUDA(gb_k_bn_bwd_finalize(X->stream, X->partials, b->rchunks, pb->g.c, pb->count, gamma,
+                                     save_invstd(X, pb), dgamma, dbeta, X->coef));
+        CK_CUDA(gb_k_bn_bwd_apply(X->stream, X->dt, x, y, dy, dx, dz, pb->count, pb->g.c, pb->relu,
+                                  save_mean(X, pb), X->coef));
         return 0;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -291,8 +290,8 @@ fail:
 static int cx_avgpool_fwd(gb_exec_t *ex, const void *x, void *y) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     const gb_model_t *m = ex->plan->m;
-    CK_CUDA(gb_k_avgpool_fwd(X->stream, X->dt, x, y, ex->plan->n, m->feat_h * m->feat_w,
-                             m->feat_c));
+    CK_CUDA(
+        gb_k_avgpool_fwd(X->stream, X->dt, x, y, ex->plan->n, m->feat_h * m->feat_w, m->feat_c));
     return 0;
 fail:
     return -1;
@@ -301,8 +300,8 @@ fail:
 static int cx_avgpool_bwd(gb_exec_t *ex, const void *dy, void *dx) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     const gb_model_t *m = ex->plan->m;
-    CK_CUDA(gb_k_avgpool_bwd(X->stream, X->dt, dy, dx, ex->plan->n, m->feat_h * m->feat_w,
-                             m->feat_c));
+    CK_CUDA(
+        gb_k_avgpool_bwd(X->stream, X->dt, dy, dx, ex->plan->n, m->feat_h * m->feat_w, m->feat_c));
     return 0;
 fail:
     return -1;
@@ -361,8 +360,8 @@ static int cx_update(gb_exec_t *ex) {
         CK_CUDA(gb_k_finite_check(X->stream, GB_KDT_F32, gb, p->n_b, &X->scaler->found_inf));
     }
     void *copy = (X->wcopy == (void *)X->master) ? NULL : X->wcopy;
-    CK_CUDA(gb_k_sgd(X->stream, X->dt, X->master, X->momentum, X->grads, copy, X->dt, p->n_a,
-                     X->lr, X->mom, X->wd, sc));
+    CK_CUDA(gb_k_sgd(X->stream, X->dt, X->master, X->momentum, X->grads, copy, X->dt, p->n_a, X->lr,
+                     X->mom, X->wd, sc));
     CK_CUDA(gb_k_sgd(X->stream, GB_KDT_F32, X->master + p->n_a, X->momentum + p->n_a, gb, NULL,
                      GB_KDT_F32, p->n_b, X->lr, X->mom, X->wd, sc));
     if (sc) CK_CUDA(gb_k_scaler_update(X->stream, X->scaler));
@@ -489,9 +488,11 @@ static void to_float(gb_kdtype_t dt, const void *src, float *dst, size_t n) {
     if (dt == GB_KDT_F32)
         memcpy(dst, src, n * sizeof(float));
     else if (dt == GB_KDT_F16)
-        for (size_t i = 0; i < n; i++) dst[i] = gb_half_to_float(h[i]);
+        for (size_t i = 0; i < n; i++)
+            dst[i] = gb_half_to_float(h[i]);
     else
-        for (size_t i = 0; i < n; i++) dst[i] = gb_bf16_to_float(h[i]);
+        for (size_t i = 0; i < n; i++)
+            dst[i] = gb_bf16_to_float(h[i]);
 }
 
 static int cx_store_grads(gb_exec_t *ex, float *grads, float *scale) {
@@ -516,8 +517,7 @@ fail:
     return -1;
 }
 
-static int cx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labels,
-                         uint64_t seed) {
+static int cx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labels, uint64_t seed) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     const gb_plan_t *p = ex->plan;
     int h = p->m->cfg.image_h, w = p->m->cfg.image_w;
@@ -575,7 +575,8 @@ static int cx_act_read(gb_exec_t *ex, const void *src, double *dst, size_t n) {
     CK_CUDA(cudaMemcpyAsync(tmp, src, n * X->esz, cudaMemcpyDeviceToHost, X->stream));
     CK_CUDA(cudaStreamSynchronize(X->stream));
     to_float(X->dt, tmp, f, n);
-    for (size_t i = 0; i < n; i++) dst[i] = f[i];
+    for (size_t i = 0; i < n; i++)
+        dst[i] = f[i];
     free(f);
     free(tmp);
     return 0;
@@ -635,26 +636,31 @@ static void jstr(jbuf_t *j, const char *s) {
 }
 
 static const char *fwd_name(int a) {
-    static const char *n[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                              "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *n[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
     return a >= 0 && a < 8 ? n[a] : "?";
 }
 static const char *bd_name(int a) {
-    static const char *n[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                              "WINOGRAD_NONFUSED"};
+    static const char *n[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                              "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
     return a >= 0 && a < 6 ? n[a] : "?";
 }
 static const char *bf_name(int a) {
-    static const char *n[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                              "WINOGRAD_NONFUSED", "FFT_TILING"};
+    static const char *n[] = {
+        "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
     return a >= 0 && a < 7 ? n[a] : "?";
 }
 static const char *math_name(cudnnMathType_t m) {
     switch (m) {
-    case CUDNN_DEFAULT_MATH: return "DEFAULT";
-    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_ALLOW_CONVERSION";
-    case CUDNN_FMA_MATH: return "FMA";
+    case CUDNN_DEFAULT_MATH:
+        return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH:
+        return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+        return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+        return "FMA";
     }
     return "?";
 }
@@ -665,11 +671,12 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
     sample_device_use(X);
     jbuf_t j = {0};
     int own = 0;
-    for (int i = 0; i < p->n_bns; i++) own += X->bns[i].own;
+    for (int i = 0; i < p->n_bns; i++)
+        own += X->bns[i].own;
     jputf(&j, "{\"device\":");
     jstr(&j, X->device_name);
-    jputf(&j, ",\"precision\":\"%s\",\"cuda_graph\":%s,\"cuda_graph_note\":",
-          prec_name(X->prec), X->graph_used ? "true" : "false");
+    jputf(&j, ",\"precision\":\"%s\",\"cuda_graph\":%s,\"cuda_graph_note\":", prec_name(X->prec),
+          X->graph_used ? "true" : "false");
     jstr(&j, X->graph_note);
     jputf(&j, ",\"workspace_bytes\":%zu,\"allocated_bytes\":%zu,\"device_used_peak_bytes\":%zu",
           X->ws_bytes, X->bytes_peak, X->dev_used_peak);
@@ -746,7 +753,8 @@ static void cx_destroy(gb_exec_t **self_p) {
     if (X->relu) cudnnDestroyActivationDescriptor(X->relu);
     if (X->blas) cublasDestroy(X->blas);
     if (X->dnn) cudnnDestroy(X->dnn);
-    for (int i = 0; i < X->n_allocs; i++) cudaFree(X->allocs[i]);
+    for (int i = 0; i < X->n_allocs; i++)
+        cudaFree(X->allocs[i]);
     if (X->host_out) cudaFreeHost(X->host_out);
     if (X->ev0) cudaEventDestroy(X->ev0);
     if (X->ev1) cudaEventDestroy(X->ev1);
@@ -873,9 +881,9 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
         void *w = conv_w(X, pc), *dw = conv_dw(X, pc);
         int got = 0, k;
         cudnnConvolutionFwdAlgoPerf_t rf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        CK_DNN(cudnnFindConvolutionForwardAlgorithmEx(X->dnn, c->xd, x, c->wd, w, c->cfwd, c->yd,
-                                                      y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
-                                                      rf, sws, sws_bytes));
+        CK_DNN(cudnnFindConvolutionForwardAlgorithmEx(X->dnn, c->xd, x, c->wd, w, c->cfwd, c->yd, y,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, rf,
+                                                      sws, sws_bytes));
         for (k = 0; k < got && !fwd_ok(X, &rf[k], sws_bytes); k++) {
         }
         if (k == got) {
@@ -898,8 +906,8 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
             for (k = 0; k < got && !bd_ok(X, &rd[k], sws_bytes); k++) {
             }
             if (k == got) {
-                snprintf(ERR, ERRLEN, "%s: no usable backward-data algorithm (%d tried)",
-                         pc->name, got);
+                snprintf(ERR, ERRLEN, "%s: no usable backward-data algorithm (%d tried)", pc->name,
+                         got);
                 return -1;
             }
             c->bd = rd[k].algo;
@@ -950,7 +958,7 @@ static int setup_bn(cuda_exec_t *X, int i) {
     CK_DNN(cudnnSetTensor4dDescriptor(b->xd, CUDNN_TENSOR_NHWC, X->cdt, X->base.plan->n, pb->g.c,
                                       pb->g.h, pb->g.w));
     CK_DNN(cudnnDeriveBNTensorDescriptor(b->pd, b->xd, BN_MODE));
-    b->ops = pb->z >= 0   ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+    b->ops = pb->z >= 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
              : pb->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
                         : CUDNN_BATCHNORM_OPS_BN;
     {
@@ -973,9 +981,8 @@ static int setup_bn(cuda_exec_t *X, int i) {
     cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
         X->dnn, BN_MODE, b->ops, b->xd, zd, b->xd, b->pd, act, &b->wsfwd);
     if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(X->dnn, BN_MODE, b->ops, b->xd, yd,
-                                                              b->xd, zd, b->xd, b->pd, act,
-                                                              &b->wsbwd);
+        s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+            X->dnn, BN_MODE, b->ops, b->xd, yd, b->xd, zd, b->xd, b->pd, act, &b->wsbwd);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(X->dnn, BN_MODE, b->ops, act,
                                                                  b->xd, &b->reserve_bytes);
@@ -1009,8 +1016,8 @@ fail:
     return -1;
 }
 
-gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, int device,
-                            char *err, size_t errlen) {
+gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, int device, char *err,
+                            size_t errlen) {
     cuda_exec_t *X = calloc(1, sizeof(*X));
     if (!X) {
         snprintf(err, errlen, "out of memory");
@@ -1059,7 +1066,9 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         goto fail;
     }
     const char *force = getenv("GB_CUDA_BN");
-    X->bn_force = force && strcmp(force, "own") == 0 ? 1 : force && strcmp(force, "cudnn") == 0 ? 2 : 0;
+    X->bn_force = force && strcmp(force, "own") == 0     ? 1
+                  : force && strcmp(force, "cudnn") == 0 ? 2
+                                                         : 0;
     snprintf(X->graph_note, sizeof(X->graph_note), "%s",
              cfg->cuda_graph ? "not captured yet" : "off (cuda_graph = 0)");
 
@@ -1080,10 +1089,10 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
     CK_BLAS(cublasCreate(&X->blas));
     CK_BLAS(cublasSetStream(X->blas, X->stream));
     CK_BLAS(cublasSetMathMode(X->blas, X->prec == GB_PREC_FP32 ? CUBLAS_PEDANTIC_MATH
-                                                                : CUBLAS_DEFAULT_MATH));
+                                                               : CUBLAS_DEFAULT_MATH));
     CK_DNN(cudnnCreateActivationDescriptor(&X->relu));
-    CK_DNN(cudnnSetActivationDescriptor(X->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN,
-                                        0.0));
+    CK_DNN(
+        cudnnSetActivationDescriptor(X->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
 
     /* memory: everything a step touches */
     {
@@ -1128,8 +1137,7 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         }
         init.used_scale = init.scale;
         *X->host_out = init;
-        CK_CUDA(cudaMemcpyAsync(X->scaler, &init, sizeof(init), cudaMemcpyHostToDevice,
-                                X->stream));
+        CK_CUDA(cudaMemcpyAsync(X->scaler, &init, sizeof(init), cudaMemcpyHostToDevice, X->stream));
         /* running-statistics table */
         gb_bn_run_entry_t *tab = calloc((size_t)p->n_bns, sizeof(*tab));
         if (!tab) {
@@ -1198,7 +1206,8 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (X->bytes_now + sws_bytes > X->bytes_peak) X->bytes_peak = X->bytes_now + sws_bytes;
         sample_device_use(X);
         int rc = 0;
-        for (int i = 0; i < p->n_convs && rc == 0; i++) rc = find_conv(X, i, sws, sws_bytes);
+        for (int i = 0; i < p->n_convs && rc == 0; i++)
+            rc = find_conv(X, i, sws, sws_bytes);
         cudaFree(sws);
         if (rc) goto fail;
         for (int i = 0; i < p->n_convs; i++) {

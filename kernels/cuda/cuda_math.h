@@ -37,7 +37,7 @@ GB_HD float gb_sgd_elem(float p, float *buf, float g, float lr, float mom, float
 /* ---- dynamic loss scaling (torch.cuda.amp.GradScaler defaults) ----
  * init 65536, backoff 0.5 on an overflow (and the tracker resets), growth 2
  * after `interval` (2000) clean steps in a row. */
-#define GB_SCALER_INIT 65536.0f
+#define GB_SCALER_INIT     65536.0f
 #define GB_SCALER_INTERVAL 2000
 
 GB_HD void gb_scaler_update(float *scale, int *tracker, int found_inf, int interval) {

@@ -33,8 +33,7 @@ template <> __device__ __forceinline__ void st<float>(float *p, size_t i, float 
 template <> __device__ __forceinline__ void st<__half>(__half *p, size_t i, float v) {
     p[i] = __float2half_rn(v);
 }
-template <> __device__ __forceinline__ void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i,
-                                                               float v) {
+template <> __device__ __forceinline__ void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
     p[i] = __float2bfloat16_rn(v);
 }
 
@@ -45,23 +44,23 @@ unsigned grid_for(size_t n) {
     return (unsigned)b;
 }
 
-#define GRID_STRIDE(i, n)                                                                        \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
 /* dispatch on the compute dtype */
-#define DISPATCH(dt, T, ...)                                                                     \
-    do {                                                                                         \
-        if ((dt) == GB_KDT_F32) {                                                                \
-            typedef float T;                                                                     \
-            __VA_ARGS__;                                                                         \
-        } else if ((dt) == GB_KDT_F16) {                                                         \
-            typedef __half T;                                                                    \
-            __VA_ARGS__;                                                                         \
-        } else {                                                                                 \
-            typedef __nv_bfloat16 T;                                                             \
-            __VA_ARGS__;                                                                         \
-        }                                                                                        \
+#define DISPATCH(dt, T, ...)                                                                       \
+    do {                                                                                           \
+        if ((dt) == GB_KDT_F32) {                                                                  \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        } else if ((dt) == GB_KDT_F16) {                                                           \
+            typedef __half T;                                                                      \
+            __VA_ARGS__;                                                                           \
+        } else {                                                                                   \
+            typedef __nv_bfloat16 T;                                                               \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
     } while (0)
 
 template <typename T>
@@ -95,8 +94,8 @@ template <typename T> __global__ void k_cast_to_f32(const T *src, float *dst, si
 }
 
 template <typename T>
-__global__ void k_maxpool_fwd(const T *x, T *y, uint8_t *arg, int n, int ih, int iw, int c,
-                              int oh, int ow, int k, int s, int p) {
+__global__ void k_maxpool_fwd(const T *x, T *y, uint8_t *arg, int n, int ih, int iw, int c, int oh,
+                              int ow, int k, int s, int p) {
     size_t total = (size_t)n * oh * ow * c;
     GRID_STRIDE(i, total) {
         int ch = (int)(i % c);
@@ -156,7 +155,8 @@ template <typename T> __global__ void k_avgpool_fwd(const T *x, T *y, int n, int
         int ch = (int)(i % c);
         size_t b = i / c;
         float acc = 0.0f;
-        for (int j = 0; j < hw; j++) acc += ld(x, (b * hw + j) * c + ch);
+        for (int j = 0; j < hw; j++)
+            acc += ld(x, (b * hw + j) * c + ch);
         st(y, i, acc / (float)hw);
     }
 }
@@ -180,7 +180,8 @@ __global__ void k_softmax_ce(const float *logits, const float *bias, const int32
     if (row >= n) return;
     const float *z = logits + (size_t)row * k;
     float m = -INFINITY, s = 0.0f;
-    for (int j = lane; j < k; j += 32) gb_lse_push(&m, &s, z[j] + bias[j]);
+    for (int j = lane; j < k; j += 32)
+        gb_lse_push(&m, &s, z[j] + bias[j]);
     for (int off = 16; off > 0; off >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, off);
         float s2 = __shfl_xor_sync(0xffffffffu, s, off);
@@ -203,7 +204,8 @@ __global__ void k_softmax_ce(const float *logits, const float *bias, const int32
 __global__ void k_loss_mean(const float *row_loss, int n, float *out) {
     __shared__ double part[kThreads];
     double acc = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        acc += row_loss[i];
     part[threadIdx.x] = acc;
     __syncthreads();
     for (int off = blockDim.x / 2; off > 0; off >>= 1) {
@@ -217,7 +219,8 @@ __global__ void k_colsum(const float *a, int n, int k, float *out) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= k) return;
     double acc = 0.0;
-    for (int i = 0; i < n; i++) acc += a[(size_t)i * k + j];
+    for (int i = 0; i < n; i++)
+        acc += a[(size_t)i * k + j];
     out[j] = (float)acc;
 }
 
@@ -240,7 +243,7 @@ __global__ void k_sgd(float *w, float *buf, const G *grad, C *wcopy, size_t n, f
     float inv = 1.0f;
     if (scaler) {
         if (scaler->found_inf) return; /* skip the step, as GradScaler does */
-        inv = 1.0f / scaler->scale;   /* a power of two: exact */
+        inv = 1.0f / scaler->scale;    /* a power of two: exact */
     }
     GRID_STRIDE(i, n) {
         float b = buf[i];
@@ -403,7 +406,9 @@ extern "C" {
 cudaError_t gb_k_image_to_nhwc(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst, int n,
                                int h, int w, int c_int) {
     size_t total = (size_t)n * h * w * c_int;
-    DISPATCH(dt, T, k_image_to_nhwc<T><<<grid_for(total), kThreads, 0, s>>>(src, (T *)dst, n, h, w, c_int));
+    DISPATCH(dt, T,
+             k_image_to_nhwc<T>
+             <<<grid_for(total), kThreads, 0, s>>>(src, (T *)dst, n, h, w, c_int));
     return cudaGetLastError();
 }
 
@@ -430,7 +435,9 @@ cudaError_t gb_k_cast_to_f32(cudaStream_t s, gb_kdtype_t dt, const void *src, fl
 cudaError_t gb_k_maxpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void *y, uint8_t *arg,
                              int n, int ih, int iw, int c, int oh, int ow, int k, int st, int p) {
     size_t total = (size_t)n * oh * ow * c;
-    DISPATCH(dt, T, k_maxpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, arg, n, ih, iw, c, oh, ow, k, st, p));
+    DISPATCH(dt, T,
+             k_maxpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, arg, n, ih,
+                                                                   iw, c, oh, ow, k, st, p));
     return cudaGetLastError();
 }
 
@@ -438,21 +445,26 @@ cudaError_t gb_k_maxpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, con
                              void *dx, int n, int ih, int iw, int c, int oh, int ow, int k, int st,
                              int p) {
     size_t total = (size_t)n * ih * iw * c;
-    DISPATCH(dt, T, k_maxpool_bwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)dy, arg, (T *)dx, n, ih, iw, c, oh, ow, k, st, p));
+    DISPATCH(dt, T,
+             k_maxpool_bwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)dy, arg, (T *)dx, n,
+                                                                   ih, iw, c, oh, ow, k, st, p));
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_avgpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void *y, int n, int hw,
                              int c) {
     size_t total = (size_t)n * c;
-    DISPATCH(dt, T, k_avgpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, n, hw, c));
+    DISPATCH(dt, T,
+             k_avgpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, n, hw, c));
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_avgpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, void *dx, int n,
                              int hw, int c) {
     size_t total = (size_t)n * hw * c;
-    DISPATCH(dt, T, k_avgpool_bwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)dy, (T *)dx, n, hw, c));
+    DISPATCH(dt, T,
+             k_avgpool_bwd<T>
+             <<<grid_for(total), kThreads, 0, s>>>((const T *)dy, (T *)dx, n, hw, c));
     return cudaGetLastError();
 }
 
@@ -460,7 +472,9 @@ cudaError_t gb_k_softmax_ce(cudaStream_t s, gb_kdtype_t dt, const float *logits,
                             const int32_t *labels, int n, int k, const gb_scaler_state_t *scaler,
                             float *dlogits, void *dlogits_dt, float *row_loss) {
     unsigned blocks = (unsigned)(((size_t)n * 32 + kThreads - 1) / kThreads);
-    DISPATCH(dt, T, k_softmax_ce<T><<<blocks, kThreads, 0, s>>>(logits, bias, labels, n, k, scaler, dlogits, (T *)dlogits_dt, row_loss));
+    DISPATCH(dt, T,
+             k_softmax_ce<T><<<blocks, kThreads, 0, s>>>(logits, bias, labels, n, k, scaler,
+                                                         dlogits, (T *)dlogits_dt, row_loss));
     return cudaGetLastError();
 }
 
@@ -492,9 +506,14 @@ cudaError_t gb_k_sgd(cudaStream_t s, gb_kdtype_t gdt, float *w, float *buf, cons
                      const gb_scaler_state_t *scaler) {
     unsigned g = grid_for(n);
     if (!wcopy) {
-        DISPATCH(gdt, G, k_sgd<G, float><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (float *)nullptr, n, lr, mom, wd, scaler));
+        DISPATCH(gdt, G,
+                 k_sgd<G, float><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (float *)nullptr,
+                                                        n, lr, mom, wd, scaler));
     } else {
-        DISPATCH(gdt, G, DISPATCH(cdt, C, k_sgd<G, C><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (C *)wcopy, n, lr, mom, wd, scaler)));
+        DISPATCH(gdt, G,
+                 DISPATCH(cdt, C,
+                          k_sgd<G, C><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (C *)wcopy, n,
+                                                             lr, mom, wd, scaler)));
     }
     return cudaGetLastError();
 }
@@ -507,21 +526,25 @@ cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st) {
 cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
                               int rchunks, float *partials) {
     dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
-    DISPATCH(dt, T, k_bn_fwd_stats<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials));
+    DISPATCH(dt, T,
+             k_bn_fwd_stats<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials));
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
-                                 const float *gamma, const float *beta, float eps,
-                                 float *save_mean, float *save_invstd, float *coef) {
-    k_bn_fwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(partials, rchunks, c, gamma, beta, eps, save_mean, save_invstd, coef);
+                                 const float *gamma, const float *beta, float eps, float *save_mean,
+                                 float *save_invstd, float *coef) {
+    k_bn_fwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+        partials, rchunks, c, gamma, beta, eps, save_mean, save_invstd, coef);
     return cudaGetLastError();
 }
 
-cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z,
-                              void *y, long m, int c, const float *coef, int relu) {
+cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
+                              long m, int c, const float *coef, int relu) {
     size_t total = (size_t)m * c;
-    DISPATCH(dt, T, k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z, (T *)y, m, c, coef, relu));
+    DISPATCH(dt, T,
+             k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z,
+                                                                    (T *)y, m, c, coef, relu));
     return cudaGetLastError();
 }
 
@@ -529,14 +552,17 @@ cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, co
                                const void *dy, long m, int c, int relu, const float *save_mean,
                                int rchunks, float *partials) {
     dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
-    DISPATCH(dt, T, k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m, c, relu, save_mean, rchunks, partials));
+    DISPATCH(dt, T,
+             k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m,
+                                                       c, relu, save_mean, rchunks, partials));
     return cudaGetLastError();
 }
 
-cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
-                                 long m, const float *gamma, const float *save_invstd,
-                                 float *dgamma, float *dbeta, float *coef) {
-    k_bn_bwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(partials, rchunks, c, m, gamma, save_invstd, dgamma, dbeta, coef);
+cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c, long m,
+                                 const float *gamma, const float *save_invstd, float *dgamma,
+                                 float *dbeta, float *coef) {
+    k_bn_bwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+        partials, rchunks, c, m, gamma, save_invstd, dgamma, dbeta, coef);
     return cudaGetLastError();
 }
 
@@ -544,7 +570,10 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
                               const float *save_mean, const float *coef) {
     size_t total = (size_t)m * c;
-    DISPATCH(dt, T, k_bn_bwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, m, c, relu, save_mean, coef));
+    DISPATCH(dt, T,
+             k_bn_bwd_apply<T>
+             <<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
+                                                   (T *)dx, (T *)dz, m, c, relu, save_mean, coef));
     return cudaGetLastError();
 }
 

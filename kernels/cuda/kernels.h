@@ -42,8 +42,7 @@ cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, in
                        int classes, uint64_t seed);
 cudaError_t gb_k_cast_from_f32(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst,
                                size_t n);
-cudaError_t gb_k_cast_to_f32(cudaStream_t s, gb_kdtype_t dt, const void *src, float *dst,
-                             size_t n);
+cudaError_t gb_k_cast_to_f32(cudaStream_t s, gb_kdtype_t dt, const void *src, float *dst, size_t n);
 cudaError_t gb_k_maxpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void *y, uint8_t *arg,
                              int n, int ih, int iw, int c, int oh, int ow, int k, int st, int p);
 cudaError_t gb_k_maxpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, const uint8_t *arg,
@@ -77,16 +76,16 @@ cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st);
 cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
                               int rchunks, float *partials);
 cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
-                                 const float *gamma, const float *beta, float eps,
-                                 float *save_mean, float *save_invstd, float *coef);
-cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z,
-                              void *y, long m, int c, const float *coef, int relu);
+                                 const float *gamma, const float *beta, float eps, float *save_mean,
+                                 float *save_invstd, float *coef);
+cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
+                              long m, int c, const float *coef, int relu);
 cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                                const void *dy, long m, int c, int relu, const float *save_mean,
                                int rchunks, float *partials);
-cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
-                                 long m, const float *gamma, const float *save_invstd,
-                                 float *dgamma, float *dbeta, float *coef);
+cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c, long m,
+                                 const float *gamma, const float *save_invstd, float *dgamma,
+                                 float *dbeta, float *coef);
 cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
                               const float *save_mean, const float *coef);

@@ -24,8 +24,8 @@ struct gb_net {
     float *stage; /* n_a + n_b floats */
 };
 
-gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, uint64_t seed,
-                     char *err, size_t errlen) {
+gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, uint64_t seed, char *err,
+                     size_t errlen) {
     gb_net_t *net = calloc(1, sizeof(*net));
     if (!net) {
         snprintf(err, errlen, "out of memory");
@@ -76,7 +76,8 @@ static int fail_from_exec(gb_net_t *net, char *err, size_t errlen) {
 int gb_net_set_state(gb_net_t *net, const float *params, const float *buffers, int64_t nbt,
                      char *err, size_t errlen) {
     gb_plan_params_to_internal(net->plan, params, net->stage);
-    if (net->ex->ops->load_params(net->ex, net->stage, buffers)) return fail_from_exec(net, err, errlen);
+    if (net->ex->ops->load_params(net->ex, net->stage, buffers))
+        return fail_from_exec(net, err, errlen);
     net->nbt = nbt;
     return 0;
 }
@@ -123,9 +124,9 @@ int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, 
     return 0;
 }
 
-#define RUN(call)                                                                                \
-    do {                                                                                         \
-        if (call) return -1;                                                                     \
+#define RUN(call)                                                                                  \
+    do {                                                                                           \
+        if (call) return -1;                                                                       \
     } while (0)
 
 int gb_net_enqueue(gb_net_t *net) {

@@ -14,8 +14,8 @@ typedef struct gb_net gb_net_t;
  * The model must outlive the net. want_graph: capture the step in a CUDA
  * graph after the first (eager) step when the executor can; seed: for
  * synthetic batches. */
-gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, uint64_t seed,
-                     char *err, size_t errlen);
+gb_net_t *gb_net_new(gb_plan_t **plan_p, gb_exec_t **ex_p, int want_graph, uint64_t seed, char *err,
+                     size_t errlen);
 void gb_net_destroy(gb_net_t **self_p);
 
 gb_exec_t *gb_net_exec(gb_net_t *net);

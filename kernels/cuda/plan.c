@@ -41,8 +41,7 @@ static int add_conv(gb_plan_t *p, const gb_conv_t *g, const char *name, int x, i
     return p->n_convs++;
 }
 
-static int add_bn(gb_plan_t *p, const gb_bn_t *g, const char *name, int x, int y, int z,
-                  int relu) {
+static int add_bn(gb_plan_t *p, const gb_bn_t *g, const char *name, int x, int y, int z, int relu) {
     gb_plan_bn_t *b = &p->bns[p->n_bns];
     memset(b, 0, sizeof(*b));
     b->g = *g;
@@ -184,7 +183,8 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
         off += align_up(ti->numel, GB_PLAN_ALIGN);
     }
     p->n_b = off - p->n_a;
-    for (int i = 0; i < p->n_convs; i++) p->convs[i].w_off = p->params[p->convs[i].tensor].off;
+    for (int i = 0; i < p->n_convs; i++)
+        p->convs[i].w_off = p->params[p->convs[i].tensor].off;
     for (int i = 0; i < p->n_bns; i++) {
         gb_plan_bn_t *b = &p->bns[i];
         b->gamma_off = p->params[b->g.weight].off;

@@ -24,11 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_PLAN_ALIGN 64   /* elements: 128 B of fp16, 256 B of fp32 */
-#define GB_PLAN_STEM_C 4   /* stem input channels as stored (3 + one zero) */
-#define GB_PLAN_NGRAD 5    /* gradient scratch buffers */
+#define GB_PLAN_ALIGN     64 /* elements: 128 B of fp16, 256 B of fp32 */
+#define GB_PLAN_STEM_C    4  /* stem input channels as stored (3 + one zero) */
+#define GB_PLAN_NGRAD     5  /* gradient scratch buffers */
 #define GB_PLAN_MAX_CONVS (1 + 4 * GB_MAX_BLOCKS)
-#define GB_PLAN_MAX_BNS (1 + 4 * GB_MAX_BLOCKS)
+#define GB_PLAN_MAX_BNS   (1 + 4 * GB_MAX_BLOCKS)
 
 typedef struct gb_plan_act {
     int n, h, w, c; /* NHWC */
@@ -37,13 +37,13 @@ typedef struct gb_plan_act {
 } gb_plan_act_t;
 
 typedef struct gb_plan_conv {
-    gb_conv_t g;   /* model geometry (g.c is the model's input channel count) */
-    int c_int;     /* input channels as stored: GB_PLAN_STEM_C for the stem */
-    int tensor;    /* model tensor index of the weight */
-    size_t w_off;  /* elements into group A */
-    size_t w_numel; /* k * kh * kw * c_int */
-    int x, y;      /* activation ids */
-    int dgrad;     /* 0 for the stem: the image needs no gradient */
+    gb_conv_t g;            /* model geometry (g.c is the model's input channel count) */
+    int c_int;              /* input channels as stored: GB_PLAN_STEM_C for the stem */
+    int tensor;             /* model tensor index of the weight */
+    size_t w_off;           /* elements into group A */
+    size_t w_numel;         /* k * kh * kw * c_int */
+    int x, y;               /* activation ids */
+    int dgrad;              /* 0 for the stem: the image needs no gradient */
     char name[GB_NAME_LEN]; /* "layer1.0.conv1" */
 } gb_plan_conv_t;
 
@@ -54,23 +54,23 @@ typedef struct gb_plan_bn {
     size_t stat_off;            /* elements into the saved-statistics area: mean[c], invstd[c] */
     int x, y, z;                /* activations; z: the residual added before the ReLU, or -1 */
     int relu;
-    long count;                 /* n * h * w values per channel */
+    long count; /* n * h * w values per channel */
     char name[GB_NAME_LEN];
 } gb_plan_bn_t;
 
 typedef struct gb_plan_block {
-    int conv1, conv2, conv3, down; /* conv ids; down -1 without projection */
-    int bn1, bn2, bn3, bnd;        /* bn ids; bnd -1 without projection */
+    int conv1, conv2, conv3, down;        /* conv ids; down -1 without projection */
+    int bn1, bn2, bn3, bnd;               /* bn ids; bnd -1 without projection */
     int x, t1, u1, t2, u2, t3, td, sd, y; /* activations (td, sd -1 without projection) */
 } gb_plan_block_t;
 
 typedef enum { GB_PLAN_KRSC = 0, GB_PLAN_PLAIN = 1 } gb_plan_layout_t;
 
 typedef struct gb_plan_param {
-    int group;      /* 0: A, 1: B */
-    size_t off;     /* elements into the master slab [A | B] */
+    int group;  /* 0: A, 1: B */
+    size_t off; /* elements into the master slab [A | B] */
     gb_plan_layout_t layout;
-    int c_int;      /* KRSC: stored channels */
+    int c_int; /* KRSC: stored channels */
 } gb_plan_param_t;
 
 typedef struct gb_plan {
@@ -79,7 +79,8 @@ typedef struct gb_plan {
     size_t esize;        /* bytes per activation element (2, 4 or 8) */
     gb_plan_act_t *acts;
     int n_acts;
-    int x0, c0, a0, p0, feat; /* stem input, stem conv out, after BN+ReLU, after pool, pooled features */
+    int x0, c0, a0, p0,
+        feat; /* stem input, stem conv out, after BN+ReLU, after pool, pooled features */
     gb_plan_conv_t convs[GB_PLAN_MAX_CONVS];
     int n_convs;
     gb_plan_bn_t bns[GB_PLAN_MAX_BNS];
@@ -87,14 +88,14 @@ typedef struct gb_plan {
     gb_plan_block_t blocks[GB_MAX_BLOCKS];
     int n_blocks;
     int stem_conv, stem_bn;
-    size_t grad_numel;   /* elements of each gradient scratch buffer */
+    size_t grad_numel;              /* elements of each gradient scratch buffer */
     size_t grad_off[GB_PLAN_NGRAD]; /* bytes into the arena */
     size_t arena_bytes;
     size_t max_act_numel;
-    gb_plan_param_t *params; /* per model tensor (is_param ones; others zeroed) */
-    size_t n_a, n_b;         /* elements of group A and B, aligned */
+    gb_plan_param_t *params;   /* per model tensor (is_param ones; others zeroed) */
+    size_t n_a, n_b;           /* elements of group A and B, aligned */
     size_t fc_w_off, fc_b_off; /* elements into the master slab */
-    size_t n_stats;          /* floats of saved mean + invstd, all BNs */
+    size_t n_stats;            /* floats of saved mean + invstd, all BNs */
     int max_bn_c;
 } gb_plan_t;
 

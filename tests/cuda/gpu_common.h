@@ -39,20 +39,28 @@ static inline void gb_skip_without_gpu(const char *test) {
 
 static inline double gb_op_tol(gb_precision_t p) {
     switch (p) {
-    case GB_PREC_FP32: return 1e-5;
-    case GB_PREC_TF32: return 3e-3;
-    case GB_PREC_FP16: return 3e-3;
-    case GB_PREC_BF16: return 2.5e-2;
+    case GB_PREC_FP32:
+        return 1e-5;
+    case GB_PREC_TF32:
+        return 3e-3;
+    case GB_PREC_FP16:
+        return 3e-3;
+    case GB_PREC_BF16:
+        return 2.5e-2;
     }
     return 0.0;
 }
 
 static inline double gb_step_tol(gb_precision_t p) {
     switch (p) {
-    case GB_PREC_FP32: return 1e-4;
-    case GB_PREC_TF32: return 3e-2;
-    case GB_PREC_FP16: return 5e-2;
-    case GB_PREC_BF16: return 2e-1;
+    case GB_PREC_FP32:
+        return 1e-4;
+    case GB_PREC_TF32:
+        return 3e-2;
+    case GB_PREC_FP16:
+        return 5e-2;
+    case GB_PREC_BF16:
+        return 2e-1;
     }
     return 0.0;
 }

@@ -8,16 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BN_EPS 1e-5
+#define BN_EPS      1e-5
 #define BN_MOMENTUM 0.1
 
 typedef struct host_exec {
     gb_exec_t base;
     double lr, mom, wd;
-    double *w, *buf, *grad; /* [A | B] */
-    double *buffers;        /* canonical running stats */
+    double *w, *buf, *grad;      /* [A | B] */
+    double *buffers;             /* canonical running stats */
     double *mean, *var, *invstd; /* per BN channel, at stat_off / 2 indexing via bn */
-    int *pool_arg;          /* per pooled output: flat index of the winning input */
+    int *pool_arg;               /* per pooled output: flat index of the winning input */
     double *logits;
     double loss;
     int *labels;
@@ -47,27 +47,31 @@ static size_t nparam(const host_exec_t *h) {
 
 static int hx_load_params(gb_exec_t *ex, const float *master, const float *buffers) {
     host_exec_t *h = (host_exec_t *)ex;
-    for (size_t i = 0; i < nparam(h); i++) h->w[i] = master[i];
-    for (size_t i = 0; i < ex->plan->m->n_buffers; i++) h->buffers[i] = buffers[i];
+    for (size_t i = 0; i < nparam(h); i++)
+        h->w[i] = master[i];
+    for (size_t i = 0; i < ex->plan->m->n_buffers; i++)
+        h->buffers[i] = buffers[i];
     return 0;
 }
 
 static int hx_store_params(gb_exec_t *ex, float *master, float *buffers) {
     host_exec_t *h = (host_exec_t *)ex;
-    for (size_t i = 0; i < nparam(h); i++) master[i] = (float)h->w[i];
-    for (size_t i = 0; i < ex->plan->m->n_buffers; i++) buffers[i] = (float)h->buffers[i];
+    for (size_t i = 0; i < nparam(h); i++)
+        master[i] = (float)h->w[i];
+    for (size_t i = 0; i < ex->plan->m->n_buffers; i++)
+        buffers[i] = (float)h->buffers[i];
     return 0;
 }
 
 static int hx_store_grads(gb_exec_t *ex, float *grads, float *scale) {
     host_exec_t *h = (host_exec_t *)ex;
-    for (size_t i = 0; i < nparam(h); i++) grads[i] = (float)h->grad[i];
+    for (size_t i = 0; i < nparam(h); i++)
+        grads[i] = (float)h->grad[i];
     *scale = 1.0f;
     return 0;
 }
 
-static int hx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labels,
-                         uint64_t seed) {
+static int hx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labels, uint64_t seed) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_t *p = ex->plan;
     const gb_plan_act_t *a = &p->acts[p->x0];
@@ -111,7 +115,8 @@ static int hx_conv_fwd(gb_exec_t *ex, int ci, const void *xv, void *yv) {
                             if (ix < 0 || ix >= g->iw) continue;
                             const double *xp = x + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
                             const double *wp = w + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++) acc += xp[c] * wp[c];
+                            for (int c = 0; c < C; c++)
+                                acc += xp[c] * wp[c];
                         }
                     }
                     y[(((size_t)n * g->oh + oy) * g->ow + ox) * g->k + k] = acc;
@@ -140,7 +145,8 @@ static int hx_conv_bwd_data(gb_exec_t *ex, int ci, const void *dyv, void *dxv, i
                             if (ix < 0 || ix >= g->iw) continue;
                             double *xp = dx + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
                             const double *wp = w + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++) xp[c] += d * wp[c];
+                            for (int c = 0; c < C; c++)
+                                xp[c] += d * wp[c];
                         }
                     }
                 }
@@ -168,7 +174,8 @@ static int hx_conv_bwd_filter(gb_exec_t *ex, int ci, const void *xv, const void 
                             if (ix < 0 || ix >= g->iw) continue;
                             const double *xp = x + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
                             double *wp = dw + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++) wp[c] += d * xp[c];
+                            for (int c = 0; c < C; c++)
+                                wp[c] += d * xp[c];
                         }
                     }
                 }
@@ -186,7 +193,8 @@ static int hx_bn_fwd(gb_exec_t *ex, int bi, const void *xv, const void *zv, void
     size_t so = b->stat_off / 2;
     for (int c = 0; c < C; c++) {
         double s = 0.0;
-        for (long i = 0; i < M; i++) s += x[(size_t)i * C + c];
+        for (long i = 0; i < M; i++)
+            s += x[(size_t)i * C + c];
         double mean = s / (double)M, q = 0.0;
         for (long i = 0; i < M; i++) {
             double d = x[(size_t)i * C + c] - mean;
@@ -274,7 +282,8 @@ static int hx_maxpool_bwd(gb_exec_t *ex, const void *dyv, void *dxv) {
     const double *dy = dyv;
     double *dx = dxv;
     memset(dx, 0, p->acts[p->a0].numel * sizeof(double));
-    for (size_t o = 0; o < p->acts[p->p0].numel; o++) dx[h->pool_arg[o]] += dy[o];
+    for (size_t o = 0; o < p->acts[p->p0].numel; o++)
+        dx[h->pool_arg[o]] += dy[o];
     return 0;
 }
 
@@ -286,7 +295,8 @@ static int hx_avgpool_fwd(gb_exec_t *ex, const void *xv, void *yv) {
     for (int n = 0; n < ex->plan->n; n++)
         for (int c = 0; c < C; c++) {
             double s = 0.0;
-            for (int i = 0; i < HW; i++) s += x[((size_t)n * HW + i) * C + c];
+            for (int i = 0; i < HW; i++)
+                s += x[((size_t)n * HW + i) * C + c];
             y[(size_t)n * C + c] = s / HW;
         }
     return 0;
@@ -314,13 +324,16 @@ static int hx_head(gb_exec_t *ex, const void *featv, void *dfeatv) {
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             double acc = bias[k];
-            for (int i = 0; i < F; i++) acc += f[(size_t)n * F + i] * W[(size_t)k * F + i];
+            for (int i = 0; i < F; i++)
+                acc += f[(size_t)n * F + i] * W[(size_t)k * F + i];
             z[(size_t)n * K + k] = acc;
         }
     for (int n = 0; n < N; n++) {
         double *zr = z + (size_t)n * K, mx = zr[0], s = 0.0;
-        for (int k = 1; k < K; k++) mx = zr[k] > mx ? zr[k] : mx;
-        for (int k = 0; k < K; k++) s += exp(zr[k] - mx);
+        for (int k = 1; k < K; k++)
+            mx = zr[k] > mx ? zr[k] : mx;
+        for (int k = 0; k < K; k++)
+            s += exp(zr[k] - mx);
         loss += mx + log(s) - zr[h->labels[n]];
         /* logits become dloss/dlogits in place */
         for (int k = 0; k < K; k++)
@@ -329,18 +342,21 @@ static int hx_head(gb_exec_t *ex, const void *featv, void *dfeatv) {
     h->loss = loss / N;
     for (int k = 0; k < K; k++) {
         double sb = 0.0;
-        for (int n = 0; n < N; n++) sb += z[(size_t)n * K + k];
+        for (int n = 0; n < N; n++)
+            sb += z[(size_t)n * K + k];
         db[k] = sb;
         for (int i = 0; i < F; i++) {
             double s = 0.0;
-            for (int n = 0; n < N; n++) s += z[(size_t)n * K + k] * f[(size_t)n * F + i];
+            for (int n = 0; n < N; n++)
+                s += z[(size_t)n * K + k] * f[(size_t)n * F + i];
             dW[(size_t)k * F + i] = s;
         }
     }
     for (int n = 0; n < N; n++)
         for (int i = 0; i < F; i++) {
             double s = 0.0;
-            for (int k = 0; k < K; k++) s += z[(size_t)n * K + k] * W[(size_t)k * F + i];
+            for (int k = 0; k < K; k++)
+                s += z[(size_t)n * K + k] * W[(size_t)k * F + i];
             df[(size_t)n * F + i] = s;
         }
     return 0;
@@ -497,8 +513,8 @@ static int tw_create(const gb_model_t *m, const gb_train_config_t *cfg, int repl
     return 0;
 }
 
-static int tw_set_state(void *s, const float *params, const float *buffers, int64_t nbt,
-                        char *err, size_t errlen) {
+static int tw_set_state(void *s, const float *params, const float *buffers, int64_t nbt, char *err,
+                        size_t errlen) {
     return gb_net_set_state(s, params, buffers, nbt, err, errlen);
 }
 static int tw_get_state(void *s, float *params, float *buffers, int64_t *nbt, char *err,

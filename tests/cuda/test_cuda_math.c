@@ -32,12 +32,14 @@ static void test_scaler(void) {
     int t = 0;
     gb_scaler_update(&s, &t, 1, GB_SCALER_INTERVAL);
     CHECK(s == 32768.0f && t == 0);
-    for (int i = 0; i < GB_SCALER_INTERVAL - 1; i++) gb_scaler_update(&s, &t, 0, GB_SCALER_INTERVAL);
+    for (int i = 0; i < GB_SCALER_INTERVAL - 1; i++)
+        gb_scaler_update(&s, &t, 0, GB_SCALER_INTERVAL);
     CHECK(s == 32768.0f && t == GB_SCALER_INTERVAL - 1);
     gb_scaler_update(&s, &t, 0, GB_SCALER_INTERVAL);
     CHECK(s == 65536.0f && t == 0);
     /* an overflow mid-way resets the count */
-    for (int i = 0; i < 10; i++) gb_scaler_update(&s, &t, 0, GB_SCALER_INTERVAL);
+    for (int i = 0; i < 10; i++)
+        gb_scaler_update(&s, &t, 0, GB_SCALER_INTERVAL);
     gb_scaler_update(&s, &t, 1, GB_SCALER_INTERVAL);
     CHECK(s == 32768.0f && t == 0);
     /* growth stops where the scale would become infinite */
@@ -63,19 +65,23 @@ static void test_softmax_ce(void) {
             if (z[j] > mx) mx = z[j];
         }
         double s = 0.0;
-        for (int j = 0; j < K; j++) s += exp(z[j] - mx);
+        for (int j = 0; j < K; j++)
+            s += exp(z[j] - mx);
         double lse = mx + log(s);
         /* sequential push, and 32 "lanes" merged as a warp would */
         float m1 = -INFINITY, s1 = 0.0f;
-        for (int j = 0; j < K; j++) gb_lse_push(&m1, &s1, z[j]);
+        for (int j = 0; j < K; j++)
+            gb_lse_push(&m1, &s1, z[j]);
         float lm[32], ls[32];
         for (int l = 0; l < 32; l++) {
             lm[l] = -INFINITY;
             ls[l] = 0.0f;
-            for (int j = l; j < K; j += 32) gb_lse_push(&lm[l], &ls[l], z[j]);
+            for (int j = l; j < K; j += 32)
+                gb_lse_push(&lm[l], &ls[l], z[j]);
         }
         for (int off = 16; off > 0; off /= 2)
-            for (int l = 0; l < off; l++) gb_lse_merge(&lm[l], &ls[l], lm[l + off], ls[l + off]);
+            for (int l = 0; l < off; l++)
+                gb_lse_merge(&lm[l], &ls[l], lm[l + off], ls[l + off]);
         int label = rep * 37 % K;
         /* fp32 log-sum-exp: ~K ulps of the sum at worst, 1e-5 relative */
         double l1 = gb_ce_loss(m1, s1, z[label]), l2 = gb_ce_loss(lm[0], ls[0], z[label]);
@@ -101,9 +107,11 @@ static void test_moments(void) {
     for (int i = 0; i < N; i++)
         x[i] = 1.0e4f + (float)((rand() / (double)RAND_MAX - 0.5) * 3.0);
     double mean = 0.0, m2 = 0.0;
-    for (int i = 0; i < N; i++) mean += x[i];
+    for (int i = 0; i < N; i++)
+        mean += x[i];
     mean /= N;
-    for (int i = 0; i < N; i++) m2 += (x[i] - mean) * (x[i] - mean);
+    for (int i = 0; i < N; i++)
+        m2 += (x[i] - mean) * (x[i] - mean);
     /* P threads, each its own shift; merged in float, then in double */
     gb_moments_t acc = {0, 0, 0};
     double dn = 0, dmean = 0, dm2 = 0;
@@ -151,7 +159,8 @@ static void test_bn_elems(void) {
         mean += x[i];
     }
     mean /= M;
-    for (int i = 0; i < M; i++) var += (x[i] - mean) * (x[i] - mean);
+    for (int i = 0; i < M; i++)
+        var += (x[i] - mean) * (x[i] - mean);
     var /= M;
     double inv = 1.0 / sqrt(var + 1e-5), gamma = 1.3, sg = 0.0, sgx = 0.0;
     for (int i = 0; i < M; i++) {
@@ -203,8 +212,8 @@ static void test_pool_range(void) {
                             }
                         /* no window holds i (k < s): the range must be empty */
                         CHECKF(blo < 0 ? lo >= hi : (lo == blo && hi == bhi),
-                               "k%d s%d p%d in%d i%d: [%d,%d) vs [%d,%d)", k, s, p, in, i, lo,
-                               hi, blo, bhi);
+                               "k%d s%d p%d in%d i%d: [%d,%d) vs [%d,%d)", k, s, p, in, i, lo, hi,
+                               blo, bhi);
                     }
                 }
     CHECK(gb_pool_better(NAN, 1.0f) && gb_pool_better(2.0f, 1.0f) && !gb_pool_better(1.0f, 1.0f));
@@ -229,7 +238,8 @@ static void test_synth(void) {
         CHECK(l >= 0 && l < 10);
         hist[l]++;
     }
-    for (int i = 0; i < 10; i++) CHECKF(hist[i] > 850 && hist[i] < 1150, "bin %d: %d", i, hist[i]);
+    for (int i = 0; i < 10; i++)
+        CHECKF(hist[i] > 850 && hist[i] < 1150, "bin %d: %d", i, hist[i]);
 }
 
 static void test_half(void) {
@@ -248,7 +258,7 @@ static void test_half(void) {
     CHECK(gb_float_to_half(65519.0f) == 0x7bff && gb_float_to_half(65520.0f) == 0x7c00);
     CHECK(gb_float_to_half(1.0f + ldexpf(1.0f, -11)) == 0x3c00);     /* tie to even */
     CHECK(gb_float_to_half(1.0f + 3 * ldexpf(1.0f, -11)) == 0x3c02); /* tie to even, up */
-    CHECK(gb_float_to_half(ldexpf(1.0f, -25)) == 0x0000);           /* tie to even zero */
+    CHECK(gb_float_to_half(ldexpf(1.0f, -25)) == 0x0000);            /* tie to even zero */
     CHECK(gb_float_to_half(3 * ldexpf(1.0f, -25)) == 0x0002);
     CHECK(gb_float_to_half(ldexpf(1.0f, -14)) == 0x0400); /* smallest normal */
     CHECK(gb_float_to_half(-2.0f) == 0xc000 && gb_float_to_half(INFINITY) == 0x7c00);

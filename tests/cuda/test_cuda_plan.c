@@ -39,7 +39,8 @@ static void test_resnet50_plan(void) {
     }
     for (size_t i = 0; i < nreg; i++) {
         CHECK(lo[i] % 256 == 0 && hi[i] <= p->arena_bytes && hi[i] > lo[i]);
-        for (size_t j = i + 1; j < nreg; j++) CHECKF(hi[i] <= lo[j] || hi[j] <= lo[i], "overlap %zu %zu", i, j);
+        for (size_t j = i + 1; j < nreg; j++)
+            CHECKF(hi[i] <= lo[j] || hi[j] <= lo[i], "overlap %zu %zu", i, j);
     }
     free(lo);
     free(hi);
@@ -87,12 +88,14 @@ static void test_resnet50_plan(void) {
 static void test_layouts(void) {
     /* OIHW (2,3,2,2) -> KRSC with 4 channels: element (k1,c2,r0,s1) */
     float src[24], krsc[2 * 2 * 2 * 4], back[24];
-    for (int i = 0; i < 24; i++) src[i] = (float)(i + 1);
+    for (int i = 0; i < 24; i++)
+        src[i] = (float)(i + 1);
     gb_oihw_to_krsc(src, 2, 3, 2, 2, 4, krsc);
     /* src index ((1*3+2)*2+0)*2+1 = 21 -> value 22; dst ((1*2+0)*2+1)*4+2 = 22 */
     CHECK(krsc[22] == 22.0f);
     for (int k = 0; k < 2; k++)
-        for (int rs = 0; rs < 4; rs++) CHECK(krsc[(k * 4 + rs) * 4 + 3] == 0.0f);
+        for (int rs = 0; rs < 4; rs++)
+            CHECK(krsc[(k * 4 + rs) * 4 + 3] == 0.0f);
     gb_krsc_to_oihw(krsc, 2, 3, 2, 2, 4, back, 1.0f);
     CHECK(memcmp(src, back, sizeof(src)) == 0);
     gb_krsc_to_oihw(krsc, 2, 3, 2, 2, 4, back, 0.5f);
@@ -106,12 +109,14 @@ static void test_layouts(void) {
     float *canon = malloc(m->n_params * 4), *canon2 = malloc(m->n_params * 4);
     float *in = malloc((p->n_a + p->n_b) * 4);
     CHECK(canon && canon2 && in);
-    for (size_t i = 0; i < m->n_params; i++) canon[i] = (float)i * 0.5f + 1.0f;
+    for (size_t i = 0; i < m->n_params; i++)
+        canon[i] = (float)i * 0.5f + 1.0f;
     gb_plan_params_to_internal(p, canon, in);
     gb_plan_params_from_internal(p, in, canon2, 1.0f);
     CHECK(memcmp(canon, canon2, m->n_params * 4) == 0);
     size_t nonzero = 0;
-    for (size_t i = 0; i < p->n_a + p->n_b; i++) nonzero += in[i] != 0.0f;
+    for (size_t i = 0; i < p->n_a + p->n_b; i++)
+        nonzero += in[i] != 0.0f;
     CHECK(nonzero == m->n_params); /* every value lands once, padding stays 0 */
     /* fc weight keeps its canonical layout */
     const gb_tensor_info_t *fw = &m->tensors[m->fc_w];

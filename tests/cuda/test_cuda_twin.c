@@ -32,7 +32,8 @@ typedef struct twin_run {
 static gb_model_t *tiny_model(int image, const int layers[4], int w0, int classes) {
     gb_model_config_t mc;
     gb_model_config_resnet50(&mc, image);
-    for (int i = 0; i < 4; i++) mc.layers[i] = layers[i];
+    for (int i = 0; i < 4; i++)
+        mc.layers[i] = layers[i];
     mc.base_width = w0;
     mc.n_classes = classes;
     char err[256];
@@ -107,9 +108,9 @@ static void torch_train(const gb_model_t *m, const gb_train_config_t *cfg, int s
     FILE *f = fopen(in, "wb");
     CHECK(f);
     put(f, "GBTW", 4);
-    int32_t hdr[10] = {m->cfg.image_h, m->cfg.image_w, m->cfg.n_classes, m->cfg.layers[0],
-                       m->cfg.layers[1], m->cfg.layers[2], m->cfg.layers[3], m->cfg.base_width,
-                       cfg->batch, steps};
+    int32_t hdr[10] = {
+        m->cfg.image_h,   m->cfg.image_w,   m->cfg.n_classes,  m->cfg.layers[0], m->cfg.layers[1],
+        m->cfg.layers[2], m->cfg.layers[3], m->cfg.base_width, cfg->batch,       steps};
     put(f, hdr, sizeof(hdr));
     double hyper[3] = {cfg->lr, cfg->momentum, cfg->weight_decay};
     put(f, hyper, sizeof(hyper));
@@ -240,9 +241,11 @@ static void run_case(int image, const int layers[4], int w0, int classes, int ba
     } else {
         if (bad) compare_run(m, &tw, loss, grads, pa, ba, params, 1);
         CHECKF(bad == 0, "%d tensors differ from torch (image %d, batch %d)", bad, image, batch);
-        fprintf(stderr, "image %d layers %d,%d,%d,%d width %d batch %d steps %d: %d tensors match torch (loss %.6f)\n",
-                image, layers[0], layers[1], layers[2], layers[3], w0, batch, steps,
-                m->n_tensors, loss[steps - 1]);
+        fprintf(stderr,
+                "image %d layers %d,%d,%d,%d width %d batch %d steps %d: %d tensors match torch "
+                "(loss %.6f)\n",
+                image, layers[0], layers[1], layers[2], layers[3], w0, batch, steps, m->n_tensors,
+                loss[steps - 1]);
     }
     free(tw.grads);
     free(tw.params);
