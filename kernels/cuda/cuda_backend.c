@@ -1,0 +1,254 @@
+/* cuda_backend.c - gb_cuda_backend_ops, the one symbol libgpubench_cuda.so
+ * exports (kernels/engine.h): probe, one replica per GPU through net.c and
+ * the CUDA executor, and the cuBLAS SGEMM throughput probe.
+ *
+ * Loading this library needs only the CUDA libraries on disk; a machine
+ * without a driver or GPU gets -1 and "no CUDA driver/GPU" from probe and
+ * create, never a crash. */
+#include "cuda_check.h"
+#include "cuda_exec.h"
+#include "cuda_math.h"
+#include "engine.h"
+#include "net.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERR    err
+#define ERRLEN errlen
+
+/* Usable devices, or -1 with the reason. */
+static int device_count(char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "no CUDA driver/GPU: cudaGetDeviceCount: %s (%s)",
+                 cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (n < 1) {
+        snprintf(err, errlen, "no CUDA driver/GPU: no CUDA device found");
+        return -1;
+    }
+    return n;
+}
+
+static void version_str(char *dst, size_t n, int v, int major_div, int minor_div) {
+    snprintf(dst, n, "%d.%d", v / major_div, (v % major_div) / minor_div);
+}
+
+static int cuda_probe(gb_backend_info_t *info, char *err, size_t errlen) {
+    memset(info, 0, sizeof(*info));
+    int rt = 0, drv = 0, nccl = 0, bmaj = 0, bmin = 0, bpat = 0;
+    char srt[32] = "?", sdrv[32] = "none", snccl[32] = "?", scap[32] = "?";
+    size_t dnn = cudnnGetVersion();
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess) version_str(srt, sizeof(srt), rt, 1000, 10);
+    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)
+        version_str(sdrv, sizeof(sdrv), drv, 1000, 10);
+    if (ncclGetVersion(&nccl) == ncclSuccess)
+        snprintf(snccl, sizeof(snccl), "%d.%d.%d", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+    cublasGetProperty(MAJOR_VERSION, &bmaj);
+    cublasGetProperty(MINOR_VERSION, &bmin);
+    cublasGetProperty(PATCH_LEVEL, &bpat);
+    int n = device_count(err, errlen);
+    if (n > 0) {
+        struct cudaDeviceProp prop;
+        cudaError_t e = cudaGetDeviceProperties(&prop, 0);
+        if (e != cudaSuccess) {
+            snprintf(err, errlen, "cudaGetDeviceProperties(0): %s", cudaGetErrorString(e));
+            return -1;
+        }
+        snprintf(info->device_model, sizeof(info->device_model), "%.127s", prop.name);
+        snprintf(scap, sizeof(scap), "%d.%d", prop.major, prop.minor);
+        info->device_count = n;
+    }
+    snprintf(info->versions, sizeof(info->versions),
+             "{\"cuda\":\"%s\",\"driver\":\"%s\",\"cudnn\":\"%zu.%zu.%zu\",\"cublas\":\"%d.%d.%d\","
+             "\"nccl\":\"%s\",\"compute_capability\":\"%s\"}",
+             srt, sdrv, dnn / 10000, (dnn % 10000) / 100, dnn % 100, bmaj, bmin, bpat, snccl, scap);
+    return n > 0 ? 0 : -1;
+}
+
+static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
+                       gb_comm_t *comm, void **state, char *err, size_t errlen) {
+    *state = NULL;
+    if (comm) {
+        snprintf(err, errlen, "the CUDA backend has no data parallelism yet (issue 5)");
+        return -1;
+    }
+    int n = device_count(err, errlen);
+    if (n < 0) return -1;
+    if (replica < 0 || replica >= n) {
+        snprintf(err, errlen, "GPU %d requested, %d present", replica, n);
+        return -1;
+    }
+    size_t esize = (cfg->precision == GB_PREC_FP16 || cfg->precision == GB_PREC_BF16) ? 2 : 4;
+    gb_plan_t *p = gb_plan_new(m, cfg->batch, esize, err, errlen);
+    if (!p) return -1;
+    gb_exec_t *ex = gb_cuda_exec_new(p, cfg, replica, err, errlen);
+    if (!ex) {
+        gb_plan_destroy(&p);
+        return -1;
+    }
+    gb_net_t *net = gb_net_new(&p, &ex, cfg->cuda_graph, cfg->seed, err, errlen);
+    if (!net) return -1;
+    *state = net;
+    return 0;
+}
+
+static int cuda_set_state(void *s, const float *params, const float *buffers, int64_t nbt,
+                          char *err, size_t errlen) {
+    return gb_net_set_state(s, params, buffers, nbt, err, errlen);
+}
+static int cuda_get_state(void *s, float *params, float *buffers, int64_t *nbt, char *err,
+                          size_t errlen) {
+    return gb_net_get_state(s, params, buffers, nbt, err, errlen);
+}
+static int cuda_get_grads(void *s, float *grads, char *err, size_t errlen) {
+    return gb_net_get_grads(s, grads, err, errlen);
+}
+/* images and labels NULL: a synthetic batch generated on the device */
+static int cuda_set_batch(void *s, const float *images, const int32_t *labels, char *err,
+                          size_t errlen) {
+    return gb_net_set_batch(s, images, labels, err, errlen);
+}
+static int cuda_step(void *s, gb_step_out_t *out, char *err, size_t errlen) {
+    return gb_net_step(s, out, err, errlen);
+}
+static int cuda_report(void *s, gb_replica_report_t *rep, char *err, size_t errlen) {
+    return gb_net_report(s, rep, err, errlen);
+}
+static void cuda_destroy(void **s) {
+    gb_net_destroy((gb_net_t **)s);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* SGEMM C = A B (m x k times k x n, column-major), fp32 with TF32 off;
+ * inputs drawn with cuda_math.h's generator on the host, median of `reps`
+ * event-timed runs after 3 warm-up runs, then a check of 16 elements
+ * against double dot products (|err| <= 2 k 2^-24 sum|a b|, the fp32
+ * accumulation bound). */
+static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
+                     char *err, size_t errlen) {
+    float *hA = NULL, *hB = NULL, *dA = NULL, *dB = NULL, *dC = NULL;
+    double *times = NULL;
+    cublasHandle_t h = NULL;
+    cudaStream_t st = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (m < 1 || n < 1 || k < 1 || reps < 1 || m > 65536 || n > 65536 || k > 65536) {
+        snprintf(err, errlen, "gemm sizes %dx%dx%d reps %d out of range", m, n, k, reps);
+        return -1;
+    }
+    int cnt = device_count(err, errlen);
+    if (cnt < 0) return -1;
+    if (device < 0 || device >= cnt) {
+        snprintf(err, errlen, "GPU %d requested, %d present", device, cnt);
+        return -1;
+    }
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    hA = malloc(na * sizeof(float));
+    hB = malloc(nb * sizeof(float));
+    times = malloc((size_t)reps * sizeof(double));
+    if (!hA || !hB || !times) {
+        snprintf(err, errlen, "out of host memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < na; i++)
+        hA[i] = (float)(gb_synth_uniform(7, 3, i) * 2.0 - 1.0);
+    for (size_t i = 0; i < nb; i++)
+        hB[i] = (float)(gb_synth_uniform(7, 4, i) * 2.0 - 1.0);
+    CK_CUDA(cudaSetDevice(device));
+    CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    CK_CUDA(cudaMalloc((void **)&dA, na * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dB, nb * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dC, nc * sizeof(float)));
+    CK_CUDA(cudaMemcpy(dA, hA, na * sizeof(float), cudaMemcpyHostToDevice));
+    CK_CUDA(cudaMemcpy(dB, hB, nb * sizeof(float), cudaMemcpyHostToDevice));
+    CK_BLAS(cublasCreate(&h));
+    CK_BLAS(cublasSetStream(h, st));
+    CK_BLAS(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+    const float one = 1.0f, zero = 0.0f;
+    for (int r = -3; r < reps; r++) {
+        CK_CUDA(cudaEventRecord(e0, st));
+        CK_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, CUDA_R_32F, m, dB,
+                             CUDA_R_32F, k, &zero, dC, CUDA_R_32F, m, CUBLAS_COMPUTE_32F_PEDANTIC,
+                             CUBLAS_GEMM_DEFAULT));
+        CK_CUDA(cudaEventRecord(e1, st));
+        CK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) times[r] = ms;
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    *ms_median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    *gflops = 2.0 * m * n * (double)k / (*ms_median * 1e6);
+    /* verify after timing */
+    for (int t = 0; t < 16; t++) {
+        int i = (int)(gb_synth_uniform(9, 5, (uint64_t)t) * m);
+        int j = (int)(gb_synth_uniform(9, 6, (uint64_t)t) * n);
+        float got = 0.0f;
+        CK_CUDA(cudaMemcpy(&got, dC + (size_t)j * m + i, sizeof(float), cudaMemcpyDeviceToHost));
+        double ref = 0.0, mag = 0.0;
+        for (int l = 0; l < k; l++) {
+            double p = (double)hA[(size_t)l * m + i] * hB[(size_t)j * k + l];
+            ref += p;
+            mag += p < 0 ? -p : p;
+        }
+        double bound = 2.0 * k * 5.960464477539063e-8 * mag + 1e-30;
+        if (!(got - ref <= bound && ref - got <= bound)) {
+            snprintf(err, errlen, "gemm check failed at C[%d,%d]: %.9g vs %.9g (bound %.3g)", i, j,
+                     (double)got, ref, bound);
+            goto fail;
+        }
+    }
+    cublasDestroy(h);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(st);
+    free(hA);
+    free(hB);
+    free(times);
+    return 0;
+fail:
+    if (h) cublasDestroy(h);
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (st) cudaStreamDestroy(st);
+    free(hA);
+    free(hB);
+    free(times);
+    return -1;
+}
+
+__attribute__((visibility("default"))) const gb_backend_ops_t gb_cuda_backend_ops = {
+    .abi = GB_BACKEND_ABI,
+    .name = "cuda",
+    .probe = cuda_probe,
+    .create = cuda_create,
+    .set_state = cuda_set_state,
+    .get_state = cuda_get_state,
+    .get_grads = cuda_get_grads,
+    .set_batch = cuda_set_batch,
+    .step = cuda_step,
+    .report = cuda_report,
+    .destroy = cuda_destroy,
+    .gemm = cuda_gemm,
+};

@@ -1,0 +1,580 @@
+/* kernels.cu - the CUDA backend's own kernels: input layout, synthetic data,
+ * casts, pooling, softmax cross-entropy, our NHWC batch norm, running
+ * statistics, overflow check, SGD and the loss scaler. Per-element math comes
+ * from cuda_math.h (covered by CPU tests); this file adds indexing and
+ * reductions. Launchers at the end take a stream and return the launch
+ * status. Every reduction has a fixed order, so results are deterministic.
+ */
+#include "kernels.h"
+
+#include "cuda_math.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T> __device__ __forceinline__ float ld(const T *p, size_t i);
+template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) {
+    return p[i];
+}
+template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) {
+    return __half2float(p[i]);
+}
+template <> __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
+    return __bfloat162float(p[i]);
+}
+template <typename T> __device__ __forceinline__ void st(T *p, size_t i, float v);
+template <> __device__ __forceinline__ void st<float>(float *p, size_t i, float v) {
+    p[i] = v;
+}
+template <> __device__ __forceinline__ void st<__half>(__half *p, size_t i, float v) {
+    p[i] = __float2half_rn(v);
+}
+template <> __device__ __forceinline__ void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
+    p[i] = __float2bfloat16_rn(v);
+}
+
+unsigned grid_for(size_t n) {
+    size_t b = (n + kThreads - 1) / kThreads;
+    if (b < 1) b = 1;
+    if (b > (1u << 20)) b = 1u << 20; /* grid-stride loops cover the rest */
+    return (unsigned)b;
+}
+
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* dispatch on the compute dtype */
+#define DISPATCH(dt, T, ...)                                                                       \
+    do {                                                                                           \
+        if ((dt) == GB_KDT_F32) {                                                                  \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        } else if ((dt) == GB_KDT_F16) {                                                           \
+            typedef __half T;                                                                      \
+            __VA_ARGS__;                                                                           \
+        } else {                                                                                   \
+            typedef __nv_bfloat16 T;                                                               \
+            __VA_ARGS__;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+template <typename T>
+__global__ void k_image_to_nhwc(const float *src, T *dst, int n, int h, int w, int c_int) {
+    size_t total = (size_t)n * h * w * c_int;
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % c_int);
+        size_t pix = i / c_int;
+        int x = (int)(pix % w);
+        size_t t = pix / w;
+        int y = (int)(t % h);
+        int b = (int)(t / h);
+        float v = c < 3 ? src[(((size_t)b * 3 + c) * h + y) * w + x] : 0.0f;
+        st(dst, i, v);
+    }
+}
+
+__global__ void k_synth(float *images, int32_t *labels, int n, size_t count, int classes,
+                        uint64_t seed) {
+    GRID_STRIDE(i, count) images[i] = gb_synth_normal(seed, i);
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < (size_t)n) labels[t] = gb_synth_label(seed, t, classes);
+}
+
+template <typename T> __global__ void k_cast_from_f32(const float *src, T *dst, size_t n) {
+    GRID_STRIDE(i, n) st(dst, i, src[i]);
+}
+
+template <typename T> __global__ void k_cast_to_f32(const T *src, float *dst, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = ld(src, i);
+}
+
+template <typename T>
+__global__ void k_maxpool_fwd(const T *x, T *y, uint8_t *arg, int n, int ih, int iw, int c, int oh,
+                              int ow, int k, int s, int p) {
+    size_t total = (size_t)n * oh * ow * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        size_t t = i / c;
+        int ox = (int)(t % ow);
+        t /= ow;
+        int oy = (int)(t % oh);
+        int b = (int)(t / oh);
+        float best = -INFINITY;
+        int code = -1;
+        for (int r = 0; r < k; r++) {
+            int iy = oy * s - p + r;
+            if (iy < 0 || iy >= ih) continue;
+            for (int q = 0; q < k; q++) {
+                int ix = ox * s - p + q;
+                if (ix < 0 || ix >= iw) continue;
+                float v = ld(x, (((size_t)b * ih + iy) * iw + ix) * c + ch);
+                if (code < 0 || gb_pool_better(v, best)) {
+                    best = v;
+                    code = r * k + q;
+                }
+            }
+        }
+        st(y, i, best);
+        arg[i] = (uint8_t)(code < 0 ? 0 : code);
+    }
+}
+
+template <typename T>
+__global__ void k_maxpool_bwd(const T *dy, const uint8_t *arg, T *dx, int n, int ih, int iw, int c,
+                              int oh, int ow, int k, int s, int p) {
+    size_t total = (size_t)n * ih * iw * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        size_t t = i / c;
+        int ix = (int)(t % iw);
+        t /= iw;
+        int iy = (int)(t % ih);
+        int b = (int)(t / ih);
+        int ylo, yhi, xlo, xhi;
+        gb_pool_out_range(iy, k, s, p, oh, &ylo, &yhi);
+        gb_pool_out_range(ix, k, s, p, ow, &xlo, &xhi);
+        float acc = 0.0f;
+        for (int oy = ylo; oy < yhi; oy++)
+            for (int ox = xlo; ox < xhi; ox++) {
+                size_t o = (((size_t)b * oh + oy) * ow + ox) * c + ch;
+                int code = arg[o];
+                if (oy * s - p + code / k == iy && ox * s - p + code % k == ix) acc += ld(dy, o);
+            }
+        st(dx, i, acc);
+    }
+}
+
+template <typename T> __global__ void k_avgpool_fwd(const T *x, T *y, int n, int hw, int c) {
+    size_t total = (size_t)n * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        size_t b = i / c;
+        float acc = 0.0f;
+        for (int j = 0; j < hw; j++)
+            acc += ld(x, (b * hw + j) * c + ch);
+        st(y, i, acc / (float)hw);
+    }
+}
+
+template <typename T> __global__ void k_avgpool_bwd(const T *dy, T *dx, int n, int hw, int c) {
+    size_t total = (size_t)n * hw * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        size_t b = i / ((size_t)hw * c);
+        st(dx, i, ld(dy, b * c + ch) / (float)hw);
+    }
+}
+
+/* one warp per row */
+template <typename T>
+__global__ void k_softmax_ce(const float *logits, const float *bias, const int32_t *labels, int n,
+                             int k, const gb_scaler_state_t *scaler, float *dl, T *dl_dt,
+                             float *row_loss) {
+    int lane = threadIdx.x & 31;
+    int row = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (row >= n) return;
+    const float *z = logits + (size_t)row * k;
+    float m = -INFINITY, s = 0.0f;
+    for (int j = lane; j < k; j += 32)
+        gb_lse_push(&m, &s, z[j] + bias[j]);
+    for (int off = 16; off > 0; off >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        gb_lse_merge(&m, &s, m2, s2);
+    }
+    /* every lane uses lane 0's normalizer, so the row is self-consistent */
+    m = __shfl_sync(0xffffffffu, m, 0);
+    s = __shfl_sync(0xffffffffu, s, 0);
+    int label = labels[row];
+    float scale = scaler ? scaler->scale : 1.0f;
+    float f = scale / (float)n;
+    for (int j = lane; j < k; j += 32) {
+        float g = gb_ce_grad(z[j] + bias[j], m, s, j == label, f);
+        dl[(size_t)row * k + j] = g;
+        st(dl_dt, (size_t)row * k + j, g);
+    }
+    if (lane == 0) row_loss[row] = gb_ce_loss(m, s, z[label] + bias[label]);
+}
+
+__global__ void k_loss_mean(const float *row_loss, int n, float *out) {
+    __shared__ double part[kThreads];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        acc += row_loss[i];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int off = blockDim.x / 2; off > 0; off >>= 1) {
+        if ((int)threadIdx.x < off) part[threadIdx.x] += part[threadIdx.x + off];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = (float)(part[0] / n);
+}
+
+__global__ void k_colsum(const float *a, int n, int k, float *out) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= k) return;
+    double acc = 0.0;
+    for (int i = 0; i < n; i++)
+        acc += a[(size_t)i * k + j];
+    out[j] = (float)acc;
+}
+
+__global__ void k_bn_running(const gb_bn_run_entry_t *table, float eps, float momentum) {
+    gb_bn_run_entry_t e = table[blockIdx.y];
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= e.c) return;
+    gb_bn_running(&e.rm[c], &e.rv[c], e.mean[c], e.invstd[c], eps, e.count, momentum);
+}
+
+template <typename T> __global__ void k_finite_check(const T *a, size_t n, int *found) {
+    int bad = 0;
+    GRID_STRIDE(i, n) bad |= !gb_is_finite(ld(a, i));
+    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(found, 1);
+}
+
+template <typename G, typename C>
+__global__ void k_sgd(float *w, float *buf, const G *grad, C *wcopy, size_t n, float lr, float mom,
+                      float wd, const gb_scaler_state_t *scaler) {
+    float inv = 1.0f;
+    if (scaler) {
+        if (scaler->found_inf) return; /* skip the step, as GradScaler does */
+        inv = 1.0f / scaler->scale;    /* a power of two: exact */
+    }
+    GRID_STRIDE(i, n) {
+        float b = buf[i];
+        float p = gb_sgd_elem(w[i], &b, ld(grad, i), lr, mom, wd, inv);
+        buf[i] = b;
+        w[i] = p;
+        if (wcopy) st(wcopy, i, p);
+    }
+}
+
+__global__ void k_scaler_update(gb_scaler_state_t *s) {
+    s->used_scale = s->scale;
+    gb_scaler_update(&s->scale, &s->tracker, s->found_inf, GB_SCALER_INTERVAL);
+}
+
+/* ---- our NHWC batch norm ----
+ * Reductions: block (32 channels x 8 row phases), grid (channel tiles, row
+ * chunks); each block writes one partial per channel, finalize merges the
+ * chunks per channel in double. */
+constexpr int kBnRows = 8;
+
+__device__ __forceinline__ void chunk_rows(long m, int rchunks, long *r0, long *r1) {
+    long per = (m + rchunks - 1) / rchunks;
+    *r0 = (long)blockIdx.y * per;
+    *r1 = *r0 + per < m ? *r0 + per : m;
+}
+
+template <typename T>
+__global__ void k_bn_fwd_stats(const T *x, long m, int c, int rchunks, float *partials) {
+    __shared__ float sn[kBnRows][32], smean[kBnRows][32], sm2[kBnRows][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int ch = blockIdx.x * 32 + tx;
+    long r0, r1;
+    chunk_rows(m, rchunks, &r0, &r1);
+    float cnt = 0.0f, shift = 0.0f, sd = 0.0f, sd2 = 0.0f;
+    if (ch < c) {
+        long r = r0 + ty;
+        if (r < r1) shift = ld(x, (size_t)r * c + ch);
+        for (; r < r1; r += kBnRows) {
+            float d = ld(x, (size_t)r * c + ch) - shift;
+            sd += d;
+            sd2 += d * d;
+            cnt += 1.0f;
+        }
+    }
+    gb_moments_t mo = gb_moments_from_shifted(cnt, shift, sd, sd2);
+    sn[ty][tx] = mo.n;
+    smean[ty][tx] = mo.mean;
+    sm2[ty][tx] = mo.m2;
+    __syncthreads();
+    if (ty == 0 && ch < c) {
+        gb_moments_t acc = {sn[0][tx], smean[0][tx], sm2[0][tx]};
+        for (int j = 1; j < kBnRows; j++) {
+            gb_moments_t o = {sn[j][tx], smean[j][tx], sm2[j][tx]};
+            acc = gb_moments_merge(acc, o);
+        }
+        float *pp = partials + ((size_t)blockIdx.y * c + ch) * 3;
+        pp[0] = acc.n;
+        pp[1] = acc.mean;
+        pp[2] = acc.m2;
+    }
+}
+
+__global__ void k_bn_fwd_finalize(const float *partials, int rchunks, int c, const float *gamma,
+                                  const float *beta, float eps, float *save_mean,
+                                  float *save_invstd, float *coef) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double n = 0.0, mean = 0.0, m2 = 0.0;
+    for (int r = 0; r < rchunks; r++) {
+        const float *pp = partials + ((size_t)r * c + ch) * 3;
+        gb_moments_merge_d(&n, &mean, &m2, pp[0], pp[1], pp[2]);
+    }
+    double var = n > 0.0 ? m2 / n : 0.0;
+    double inv = 1.0 / sqrt(var + (double)eps);
+    save_mean[ch] = (float)mean;
+    save_invstd[ch] = (float)inv;
+    double a = (double)gamma[ch] * inv;
+    coef[ch] = (float)a;
+    coef[c + ch] = (float)((double)beta[ch] - mean * a);
+}
+
+template <typename T>
+__global__ void k_bn_fwd_apply(const T *x, const T *z, T *y, long m, int c, const float *coef,
+                               int relu) {
+    size_t total = (size_t)m * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        float zz = z ? ld(z, i) : 0.0f;
+        st(y, i, gb_bn_apply(ld(x, i), coef[ch], coef[c + ch], zz, relu));
+    }
+}
+
+template <typename T>
+__global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int c, int relu,
+                                const float *save_mean, int rchunks, float *partials) {
+    __shared__ float s0[kBnRows][32], s1[kBnRows][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int ch = blockIdx.x * 32 + tx;
+    long r0, r1;
+    chunk_rows(m, rchunks, &r0, &r1);
+    float sg = 0.0f, sgx = 0.0f;
+    if (ch < c) {
+        float mean = save_mean[ch];
+        for (long r = r0 + ty; r < r1; r += kBnRows) {
+            size_t i = (size_t)r * c + ch;
+            float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
+            sg += g;
+            sgx += g * (ld(x, i) - mean);
+        }
+    }
+    s0[ty][tx] = sg;
+    s1[ty][tx] = sgx;
+    __syncthreads();
+    if (ty == 0 && ch < c) {
+        for (int j = 1; j < kBnRows; j++) {
+            sg += s0[j][tx];
+            sgx += s1[j][tx];
+        }
+        float *pp = partials + ((size_t)blockIdx.y * c + ch) * 2;
+        pp[0] = sg;
+        pp[1] = sgx;
+    }
+}
+
+__global__ void k_bn_bwd_finalize(const float *partials, int rchunks, int c, long m,
+                                  const float *gamma, const float *save_invstd, float *dgamma,
+                                  float *dbeta, float *coef) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    double sg = 0.0, sgx = 0.0;
+    for (int r = 0; r < rchunks; r++) {
+        sg += partials[((size_t)r * c + ch) * 2];
+        sgx += partials[((size_t)r * c + ch) * 2 + 1];
+    }
+    double inv = save_invstd[ch];
+    dbeta[ch] = (float)sg;
+    dgamma[ch] = (float)(sgx * inv);
+    coef[ch] = (float)((double)gamma[ch] * inv);
+    coef[c + ch] = (float)(sg / (double)m);
+    coef[2 * c + ch] = (float)(inv * inv * sgx / (double)m);
+}
+
+template <typename T>
+__global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz, long m, int c,
+                               int relu, const float *save_mean, const float *coef) {
+    size_t total = (size_t)m * c;
+    GRID_STRIDE(i, total) {
+        int ch = (int)(i % c);
+        float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
+        if (dz) st(dz, i, g);
+        st(dx, i, gb_bn_dx(g, ld(x, i), save_mean[ch], coef[ch], coef[c + ch], coef[2 * c + ch]));
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t gb_k_image_to_nhwc(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst, int n,
+                               int h, int w, int c_int) {
+    size_t total = (size_t)n * h * w * c_int;
+    DISPATCH(dt, T,
+             k_image_to_nhwc<T>
+             <<<grid_for(total), kThreads, 0, s>>>(src, (T *)dst, n, h, w, c_int));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, int h, int w,
+                       int classes, uint64_t seed) {
+    size_t count = (size_t)n * 3 * h * w;
+    unsigned g = grid_for(count > (size_t)n ? count : (size_t)n);
+    k_synth<<<g, kThreads, 0, s>>>(images, labels, n, count, classes, seed);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_cast_from_f32(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst,
+                               size_t n) {
+    DISPATCH(dt, T, k_cast_from_f32<T><<<grid_for(n), kThreads, 0, s>>>(src, (T *)dst, n));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_cast_to_f32(cudaStream_t s, gb_kdtype_t dt, const void *src, float *dst,
+                             size_t n) {
+    DISPATCH(dt, T, k_cast_to_f32<T><<<grid_for(n), kThreads, 0, s>>>((const T *)src, dst, n));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_maxpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void *y, uint8_t *arg,
+                             int n, int ih, int iw, int c, int oh, int ow, int k, int st, int p) {
+    size_t total = (size_t)n * oh * ow * c;
+    DISPATCH(dt, T,
+             k_maxpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, arg, n, ih,
+                                                                   iw, c, oh, ow, k, st, p));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_maxpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, const uint8_t *arg,
+                             void *dx, int n, int ih, int iw, int c, int oh, int ow, int k, int st,
+                             int p) {
+    size_t total = (size_t)n * ih * iw * c;
+    DISPATCH(dt, T,
+             k_maxpool_bwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)dy, arg, (T *)dx, n,
+                                                                   ih, iw, c, oh, ow, k, st, p));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_avgpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void *y, int n, int hw,
+                             int c) {
+    size_t total = (size_t)n * c;
+    DISPATCH(dt, T,
+             k_avgpool_fwd<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (T *)y, n, hw, c));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_avgpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, void *dx, int n,
+                             int hw, int c) {
+    size_t total = (size_t)n * hw * c;
+    DISPATCH(dt, T,
+             k_avgpool_bwd<T>
+             <<<grid_for(total), kThreads, 0, s>>>((const T *)dy, (T *)dx, n, hw, c));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_softmax_ce(cudaStream_t s, gb_kdtype_t dt, const float *logits, const float *bias,
+                            const int32_t *labels, int n, int k, const gb_scaler_state_t *scaler,
+                            float *dlogits, void *dlogits_dt, float *row_loss) {
+    unsigned blocks = (unsigned)(((size_t)n * 32 + kThreads - 1) / kThreads);
+    DISPATCH(dt, T,
+             k_softmax_ce<T><<<blocks, kThreads, 0, s>>>(logits, bias, labels, n, k, scaler,
+                                                         dlogits, (T *)dlogits_dt, row_loss));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_loss_mean(cudaStream_t s, const float *row_loss, int n, float *out) {
+    k_loss_mean<<<1, kThreads, 0, s>>>(row_loss, n, out);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_colsum(cudaStream_t s, const float *a, int n, int k, float *out) {
+    k_colsum<<<(k + kThreads - 1) / kThreads, kThreads, 0, s>>>(a, n, k, out);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_running(cudaStream_t s, const gb_bn_run_entry_t *table, int n_entries,
+                            int max_c, float eps, float momentum) {
+    dim3 grid((max_c + kThreads - 1) / kThreads, n_entries);
+    k_bn_running<<<grid, kThreads, 0, s>>>(table, eps, momentum);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_finite_check(cudaStream_t s, gb_kdtype_t dt, const void *a, size_t n,
+                              int *found_inf) {
+    DISPATCH(dt, T, k_finite_check<T><<<grid_for(n), kThreads, 0, s>>>((const T *)a, n, found_inf));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_sgd(cudaStream_t s, gb_kdtype_t gdt, float *w, float *buf, const void *grad,
+                     void *wcopy, gb_kdtype_t cdt, size_t n, float lr, float mom, float wd,
+                     const gb_scaler_state_t *scaler) {
+    unsigned g = grid_for(n);
+    if (!wcopy) {
+        DISPATCH(gdt, G,
+                 k_sgd<G, float><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (float *)nullptr,
+                                                        n, lr, mom, wd, scaler));
+    } else {
+        DISPATCH(gdt, G,
+                 DISPATCH(cdt, C,
+                          k_sgd<G, C><<<g, kThreads, 0, s>>>(w, buf, (const G *)grad, (C *)wcopy, n,
+                                                             lr, mom, wd, scaler)));
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st) {
+    k_scaler_update<<<1, 1, 0, s>>>(st);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
+                              int rchunks, float *partials) {
+    dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
+    DISPATCH(dt, T,
+             k_bn_fwd_stats<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
+                                 const float *gamma, const float *beta, float eps, float *save_mean,
+                                 float *save_invstd, float *coef) {
+    k_bn_fwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+        partials, rchunks, c, gamma, beta, eps, save_mean, save_invstd, coef);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
+                              long m, int c, const float *coef, int relu) {
+    size_t total = (size_t)m * c;
+    DISPATCH(dt, T,
+             k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z,
+                                                                    (T *)y, m, c, coef, relu));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
+                               const void *dy, long m, int c, int relu, const float *save_mean,
+                               int rchunks, float *partials) {
+    dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
+    DISPATCH(dt, T,
+             k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m,
+                                                       c, relu, save_mean, rchunks, partials));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c, long m,
+                                 const float *gamma, const float *save_invstd, float *dgamma,
+                                 float *dbeta, float *coef) {
+    k_bn_bwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+        partials, rchunks, c, m, gamma, save_invstd, dgamma, dbeta, coef);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
+                              const void *dy, void *dx, void *dz, long m, int c, int relu,
+                              const float *save_mean, const float *coef) {
+    size_t total = (size_t)m * c;
+    DISPATCH(dt, T,
+             k_bn_bwd_apply<T>
+             <<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
+                                                   (T *)dx, (T *)dz, m, c, relu, save_mean, coef));
+    return cudaGetLastError();
+}
+
+} // extern "C"

@@ -1,0 +1,56 @@
+/* test_cuda_dlopen.c - libgpubench_cuda.so loads with dlopen wherever the
+ * CUDA libraries are installed, exports only gb_cuda_backend_ops, and on a
+ * machine without a driver or GPU every entry point fails with "no CUDA
+ * driver/GPU" instead of crashing; with a GPU, probe names it. */
+#include "check.h"
+#include "engine.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    CHECKF(h, "dlopen: %s", dlerror());
+    const gb_backend_ops_t *ops = dlsym(h, "gb_cuda_backend_ops");
+    CHECKF(ops, "dlsym: %s", dlerror());
+    CHECK(ops->abi == GB_BACKEND_ABI && strcmp(ops->name, "cuda") == 0);
+    CHECK(ops->probe && ops->create && ops->step && ops->destroy && ops->gemm);
+    /* internals stay hidden */
+    CHECK(dlsym(h, "gb_cuda_exec_new") == NULL && dlsym(h, "gb_model_new") == NULL);
+    CHECK(dlsym(h, "gb_k_sgd") == NULL && dlsym(h, "gb_plan_new") == NULL);
+
+    gb_backend_info_t info;
+    char err[GB_ERR_LEN] = "";
+    int rc = ops->probe(&info, err, sizeof(err));
+    CHECKF(strstr(info.versions, "\"cudnn\":\"9.") && strstr(info.versions, "\"nccl\":\"2."),
+           "versions %s", info.versions);
+    if (rc != 0) {
+        CHECKF(strstr(err, "no CUDA driver/GPU"), "probe said: %s", err);
+        printf("no GPU here, as expected of CI: probe: %s; versions %s\n", err, info.versions);
+        gb_model_config_t mc;
+        gb_model_config_resnet50(&mc, 64);
+        gb_model_t *m = gb_model_new(&mc, err, sizeof(err));
+        CHECK(m);
+        gb_train_config_t cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.precision = GB_PREC_FP16;
+        cfg.model = mc;
+        cfg.batch = 2;
+        void *st = (void *)1;
+        err[0] = 0;
+        CHECK(ops->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 && st == NULL);
+        CHECKF(strstr(err, "no CUDA driver/GPU"), "create said: %s", err);
+        double ms = 0, gf = 0;
+        err[0] = 0;
+        CHECK(ops->gemm(0, 64, 64, 64, 3, &ms, &gf, err, sizeof(err)) == -1);
+        CHECKF(strstr(err, "no CUDA driver/GPU"), "gemm said: %s", err);
+        gb_model_destroy(&m);
+    } else {
+        CHECK(info.device_count >= 1 && info.device_model[0]);
+        printf("GPU: %s x%d, versions %s\n", info.device_model, info.device_count, info.versions);
+    }
+    dlclose(h);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* test_cuda_plan.c - the CUDA backend's memory plan and layout conversions:
+ * ResNet-50 shapes, disjoint aligned arena regions, parameter groups, OIHW
+ * <-> KRSC, refusal of what cannot run. */
+#include "check.h"
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static gb_model_t *resnet50(int image) {
+    gb_model_config_t mc;
+    gb_model_config_resnet50(&mc, image);
+    char err[256];
+    gb_model_t *m = gb_model_new(&mc, err, sizeof(err));
+    CHECKF(m, "%s", err);
+    return m;
+}
+
+static void test_resnet50_plan(void) {
+    gb_model_t *m = resnet50(224);
+    char err[256];
+    gb_plan_t *p = gb_plan_new(m, 256, 2, err, sizeof(err));
+    CHECKF(p, "%s", err);
+    CHECK(p->n_convs == 53 && p->n_bns == 53 && p->n_blocks == 16);
+    CHECK(p->acts[p->x0].c == GB_PLAN_STEM_C && p->acts[p->x0].h == 224);
+    CHECK(p->acts[p->c0].h == 112 && p->acts[p->p0].h == 56 && p->acts[p->feat].c == 2048);
+    CHECK(p->max_act_numel == (size_t)256 * 112 * 112 * 64);
+    /* arena regions: aligned, in bounds, pairwise disjoint */
+    size_t nreg = (size_t)p->n_acts + GB_PLAN_NGRAD;
+    size_t *lo = malloc(nreg * sizeof(size_t)), *hi = malloc(nreg * sizeof(size_t));
+    CHECK(lo && hi);
+    for (int i = 0; i < p->n_acts; i++) {
+        lo[i] = p->acts[i].off;
+        hi[i] = p->acts[i].off + p->acts[i].numel * p->esize;
+    }
+    for (int g = 0; g < GB_PLAN_NGRAD; g++) {
+        lo[p->n_acts + g] = p->grad_off[g];
+        hi[p->n_acts + g] = p->grad_off[g] + p->grad_numel * p->esize;
+    }
+    for (size_t i = 0; i < nreg; i++) {
+        CHECK(lo[i] % 256 == 0 && hi[i] <= p->arena_bytes && hi[i] > lo[i]);
+        for (size_t j = i + 1; j < nreg; j++)
+            CHECKF(hi[i] <= lo[j] || hi[j] <= lo[i], "overlap %zu %zu", i, j);
+    }
+    free(lo);
+    free(hi);
+    /* every conv reads what the previous layer wrote, with matching shapes */
+    for (int i = 0; i < p->n_convs; i++) {
+        const gb_plan_conv_t *c = &p->convs[i];
+        const gb_plan_act_t *x = &p->acts[c->x], *y = &p->acts[c->y];
+        CHECKF(x->h == c->g.ih && x->w == c->g.iw && x->c == c->c_int, "%s input", c->name);
+        CHECKF(y->h == c->g.oh && y->w == c->g.ow && y->c == c->g.k, "%s output", c->name);
+        CHECK(c->w_off % GB_PLAN_ALIGN == 0 && c->w_off + c->w_numel <= p->n_a);
+        CHECK(c->dgrad == (i != p->stem_conv));
+    }
+    for (int i = 0; i < p->n_bns; i++) {
+        const gb_plan_bn_t *b = &p->bns[i];
+        CHECK(p->acts[b->x].c == b->g.c && p->acts[b->y].numel == p->acts[b->x].numel);
+        CHECK(b->gamma_off >= p->n_a && b->beta_off + b->g.c <= p->n_a + p->n_b);
+        CHECK(b->count == 256L * b->g.h * b->g.w);
+        CHECK(b->z < 0 || p->acts[b->z].numel == p->acts[b->y].numel);
+    }
+    /* bn3 of a projection block adds the projection, otherwise the input */
+    CHECK(p->bns[p->blocks[0].bn3].z == p->blocks[0].sd);
+    CHECK(p->bns[p->blocks[1].bn3].z == p->blocks[1].x && p->blocks[1].x == p->blocks[0].y);
+    CHECK(p->bns[p->blocks[0].bnd].relu == 0 && p->bns[p->blocks[0].bn1].relu == 1);
+    /* group A holds conv and fc weights (+ alignment), group B the rest */
+    size_t wa = 0, wb = 0;
+    for (int t = 0; t < m->n_tensors; t++) {
+        const gb_tensor_info_t *ti = &m->tensors[t];
+        if (!ti->is_param) continue;
+        if (ti->role == GB_ROLE_CONV_W || ti->role == GB_ROLE_FC_W)
+            wa += ti->numel;
+        else
+            wb += ti->numel;
+    }
+    CHECK(wa + wb == m->n_params);
+    CHECK(p->n_a >= wa + 64 * 7 * 7 && p->n_a < wa + 64 * 7 * 7 + 54 * GB_PLAN_ALIGN);
+    CHECK(p->n_b >= wb && p->n_b < wb + 107 * GB_PLAN_ALIGN);
+    CHECK(gb_plan_grad_b_byte_off(p, 2) % 256 == 0);
+    CHECK(gb_plan_grad_bytes(p, 2) == gb_plan_grad_b_byte_off(p, 2) + p->n_b * 4);
+    gb_plan_destroy(&p);
+    CHECK(p == NULL);
+    gb_plan_destroy(&p);
+    gb_model_destroy(&m);
+}
+
+static void test_layouts(void) {
+    /* OIHW (2,3,2,2) -> KRSC with 4 channels: element (k1,c2,r0,s1) */
+    float src[24], krsc[2 * 2 * 2 * 4], back[24];
+    for (int i = 0; i < 24; i++)
+        src[i] = (float)(i + 1);
+    gb_oihw_to_krsc(src, 2, 3, 2, 2, 4, krsc);
+    /* src index ((1*3+2)*2+0)*2+1 = 21 -> value 22; dst ((1*2+0)*2+1)*4+2 = 22 */
+    CHECK(krsc[22] == 22.0f);
+    for (int k = 0; k < 2; k++)
+        for (int rs = 0; rs < 4; rs++)
+            CHECK(krsc[(k * 4 + rs) * 4 + 3] == 0.0f);
+    gb_krsc_to_oihw(krsc, 2, 3, 2, 2, 4, back, 1.0f);
+    CHECK(memcmp(src, back, sizeof(src)) == 0);
+    gb_krsc_to_oihw(krsc, 2, 3, 2, 2, 4, back, 0.5f);
+    CHECK(back[21] == 11.0f);
+
+    /* whole slabs round trip bit-exactly; padding is zero */
+    gb_model_t *m = resnet50(64);
+    char err[256];
+    gb_plan_t *p = gb_plan_new(m, 2, 4, err, sizeof(err));
+    CHECKF(p, "%s", err);
+    float *canon = malloc(m->n_params * 4), *canon2 = malloc(m->n_params * 4);
+    float *in = malloc((p->n_a + p->n_b) * 4);
+    CHECK(canon && canon2 && in);
+    for (size_t i = 0; i < m->n_params; i++)
+        canon[i] = (float)i * 0.5f + 1.0f;
+    gb_plan_params_to_internal(p, canon, in);
+    gb_plan_params_from_internal(p, in, canon2, 1.0f);
+    CHECK(memcmp(canon, canon2, m->n_params * 4) == 0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < p->n_a + p->n_b; i++)
+        nonzero += in[i] != 0.0f;
+    CHECK(nonzero == m->n_params); /* every value lands once, padding stays 0 */
+    /* fc weight keeps its canonical layout */
+    const gb_tensor_info_t *fw = &m->tensors[m->fc_w];
+    CHECK(in[p->fc_w_off + 5] == canon[fw->offset + 5]);
+    free(canon);
+    free(canon2);
+    free(in);
+    gb_plan_destroy(&p);
+    gb_model_destroy(&m);
+}
+
+static void test_refusals(void) {
+    char err[256];
+    gb_model_t *m = resnet50(32); /* layer4 is 1x1 at 32 */
+    gb_plan_t *p = gb_plan_new(m, 1, 4, err, sizeof(err));
+    CHECKF(p == NULL && strstr(err, "at least 2"), "%s", err);
+    p = gb_plan_new(m, 2, 4, err, sizeof(err));
+    CHECK(p);
+    gb_plan_destroy(&p);
+    CHECK(gb_plan_new(m, 0, 4, err, sizeof(err)) == NULL && strstr(err, "batch"));
+    CHECK(gb_plan_new(m, 2, 3, err, sizeof(err)) == NULL);
+    gb_model_destroy(&m);
+    gb_model_config_t mc;
+    gb_model_config_resnet50(&mc, 64);
+    mc.bn = 0;
+    m = gb_model_new(&mc, err, sizeof(err));
+    CHECK(m);
+    CHECK(gb_plan_new(m, 2, 4, err, sizeof(err)) == NULL && strstr(err, "batch norm"));
+    gb_model_destroy(&m);
+}
+
+int main(void) {
+    test_resnet50_plan();
+    test_layouts();
+    test_refusals();
+    return 0;
+}
