@@ -130,10 +130,11 @@ static int dalloc(cuda_exec_t *X, void *pp, size_t bytes) {
         return -1;
     }
     CK_CUDA(cudaMalloc(p, bytes));
-    CK_CUDA(cudaMemsetAsync(*p, 0, bytes, X->stream));
+    /* recorded before anything else can fail, so destroy frees it */
     X->allocs[X->n_allocs++] = *p;
     X->bytes_now += bytes;
     if (X->bytes_now > X->bytes_peak) X->bytes_peak = X->bytes_now;
+    CK_CUDA(cudaMemsetAsync(*p, 0, bytes, X->stream));
     return 0;
 fail:
     snprintf(ERR + strlen(ERR), ERRLEN - strlen(ERR), " (%zu bytes; %zu allocated so far)", bytes,
