@@ -977,10 +977,31 @@ static int setup_bn(cuda_exec_t *X, int i) {
         bn_own(b, "bf16 (as PyTorch, which keeps bf16 batch norm off cuDNN)");
         return 0;
     }
+    /* gamma, beta, the saved mean and inverse std are fp32 (group B and the
+     * statistics area). cuDNN says which type it wants through the derived
+     * descriptor: FLOAT for HALF and FLOAT data; for other data types it may
+     * keep the data type, and handing fp32 arrays to a layer that reads them
+     * as bf16 would be silently wrong, so such a layer runs on our kernels. */
+    cudnnStatus_t s = cudnnDeriveBNTensorDescriptor(b->pd, b->xd, BN_MODE);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        bn_own(b, "cudnnDeriveBNTensorDescriptor: %s", cudnnGetErrorString(s));
+        return 0;
+    }
+    {
+        cudnnDataType_t pt;
+        int dn, dc, dh, dw, sn, sc, sh, sw;
+        CK_DNN(cudnnGetTensor4dDescriptor(b->pd, &pt, &dn, &dc, &dh, &dw, &sn, &sc, &sh, &sw));
+        if (pt != CUDNN_DATA_FLOAT || dn != 1 || dc != pb->g.c || dh != 1 || dw != 1) {
+            bn_own(b,
+                   "cuDNN wants BN parameters of type %d, shape %dx%dx%dx%d (ours: fp32 1x%dx1x1)",
+                   (int)pt, dn, dc, dh, dw, pb->g.c);
+            return 0;
+        }
+    }
     cudnnActivationDescriptor_t act = pb->relu ? X->relu : NULL;
     cudnnTensorDescriptor_t zd = pb->z >= 0 ? b->xd : NULL, yd = pb->relu ? b->xd : NULL;
-    cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        X->dnn, BN_MODE, b->ops, b->xd, zd, b->xd, b->pd, act, &b->wsfwd);
+    s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(X->dnn, BN_MODE, b->ops, b->xd, zd,
+                                                                 b->xd, b->pd, act, &b->wsfwd);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
             X->dnn, BN_MODE, b->ops, b->xd, yd, b->xd, zd, b->xd, b->pd, act, &b->wsbwd);
@@ -1188,7 +1209,12 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
     for (int i = 0; i < p->n_convs; i++)
         if (setup_conv(X, i, math)) goto fail;
 
-    /* algorithm search with a temporary workspace on the real buffers */
+    /* algorithm search with a temporary workspace on the real buffers, which
+     * first get values: cudnnFind times every algorithm on what they hold,
+     * and matrix units run measurably faster on zeros than on real data,
+     * which could tilt the choice. Cleared again below. */
+    CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->base.arena, p->arena_bytes / X->esz, 11, 1.0f));
+    CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->wcopy, p->n_a, 12, 0.05f));
     {
         size_t fr = 0, tot = 0;
         CK_CUDA(cudaMemGetInfo(&fr, &tot));
