@@ -933,10 +933,31 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
         c->tbf = rw[k].time;
     }
 set_math:
-    /* execution uses the math type the chosen algorithm was timed with */
+    /* execution uses the math type the chosen algorithm was timed with. The
+     * workspace is asked for again under it (Find ran under the descriptor's
+     * math type, which may differ) and the larger size kept; a query cuDNN
+     * cannot answer leaves Find's figure. */
     CK_DNN(cudnnSetConvolutionMathType(c->cfwd, c->mfwd));
     if (pc->dgrad) CK_DNN(cudnnSetConvolutionMathType(c->cbd, c->mbd));
     CK_DNN(cudnnSetConvolutionMathType(c->cbf, c->mbf));
+    {
+        size_t ws = 0;
+        if (cudnnGetConvolutionForwardWorkspaceSize(X->dnn, c->xd, c->wd, c->cfwd, c->yd, c->fwd,
+                                                    &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsfwd)
+            c->wsfwd = ws;
+        ws = 0;
+        if (pc->dgrad &&
+            cudnnGetConvolutionBackwardDataWorkspaceSize(X->dnn, c->wd, c->yd, c->cbd, c->xd, c->bd,
+                                                         &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsbd)
+            c->wsbd = ws;
+        ws = 0;
+        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(X->dnn, c->xd, c->yd, c->cbf, c->wd,
+                                                           c->bf, &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsbf)
+            c->wsbf = ws;
+    }
     return 0;
 fail:
     return -1;
