@@ -979,7 +979,6 @@ static int setup_bn(cuda_exec_t *X, int i) {
     CK_DNN(cudnnCreateTensorDescriptor(&b->pd));
     CK_DNN(cudnnSetTensor4dDescriptor(b->xd, CUDNN_TENSOR_NHWC, X->cdt, X->base.plan->n, pb->g.c,
                                       pb->g.h, pb->g.w));
-    CK_DNN(cudnnDeriveBNTensorDescriptor(b->pd, b->xd, BN_MODE));
     b->ops = pb->z >= 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
              : pb->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
                         : CUDNN_BATCHNORM_OPS_BN;
@@ -1268,8 +1267,9 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (dalloc(X, &X->ws, ws_need)) goto fail;
     }
     if (probe_bns(X)) goto fail;
-    /* the probes wrote into the (still empty) buffers: start clean */
+    /* the search and the probes wrote into the buffers: start clean */
     CK_CUDA(cudaMemsetAsync(X->base.arena, 0, p->arena_bytes, X->stream));
+    CK_CUDA(cudaMemsetAsync(X->wcopy, 0, p->n_a * X->esz, X->stream));
     CK_CUDA(cudaMemsetAsync(X->grads, 0, gb_plan_grad_bytes(p, X->esz), X->stream));
     CK_CUDA(cudaMemsetAsync(X->stats, 0, p->n_stats * sizeof(float), X->stream));
     CK_CUDA(cudaStreamSynchronize(X->stream));
