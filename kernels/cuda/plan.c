@@ -92,7 +92,7 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
     p->stem_conv = add_conv(p, &m->stem, "conv1", p->x0, p->c0, GB_PLAN_STEM_C, 0);
     p->stem_bn = add_bn(p, &m->stem_bn, "bn1", p->c0, p->a0, -1, 1);
     int x = p->p0;
-    char nm[GB_NAME_LEN + 16];
+    char nm[GB_NAME_LEN]; /* prefix (< 16) + ".downsample.0" always fits */
     for (int i = 0; i < m->n_blocks; i++) {
         const gb_block_t *b = &m->blocks[i];
         gb_plan_block_t *pb = &p->blocks[i];
