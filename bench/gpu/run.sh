@@ -9,11 +9,12 @@
 #      synthetic data on the device, per precision
 #   4. PyTorch eager (torchvision resnet50, channels_last), same batch,
 #      warm-up and steps, when PyTorch with CUDA is installed
-#   5. compute-sanitizer memcheck on a short run of the whole-step test
-#   6. torch.compile (fp16, bf16, tf32), as the time left allows
-#   7. with FULL=1 and the whole tree's dependencies installed: the product
+#   5. ours in bf16 once more with cuDNN's batch norm (ours is the default)
+#   6. compute-sanitizer memcheck on a short run of the whole-step test
+#   7. torch.compile (fp16, bf16, tf32), as the time left allows
+#   8. with FULL=1 and the whole tree's dependencies installed: the product
 #      path, `gpubench train --backend cuda`, if the tree has it
-#   8. a table with the ratios; the entry for bench/gpu/RESULTS.md
+#   9. a table with the ratios; the entry for bench/gpu/RESULTS.md
 # Every section prints PASS, FAIL or SKIPPED and the script goes on past any
 # failure, keeping to BUDGET_S seconds in all (the most useful parts first).
 # Results: appended to bench/gpu/RESULTS.md here, and, when $OUT names a
@@ -166,6 +167,19 @@ else
       status FAIL "torch eager $p (torch_eager_$p.err)"
     fi
   done
+fi
+
+section "gpubench bf16 with cuDNN's batch norm"
+# bf16 runs our batch-norm kernels by default; this says what cuDNN's would give
+if [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+  status SKIPPED "ours bf16/cudnn-BN: gb_cuda_bench not built"
+elif [ "$(left)" -lt 150 ]; then
+  status SKIPPED "ours bf16/cudnn-BN: out of time"
+elif GB_CUDA_BN=cudnn timeout "$(slot 120 30)" "$BUILD/gb_cuda_bench" --precision bf16 --batch "$BATCH" \
+       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_bf16_cudnnbn.json" 2>"$LOG/ours_bf16_cudnnbn.err"; then
+  status PASS "ours bf16 with GB_CUDA_BN=cudnn: $(json_field "$LOG/ours_bf16_cudnnbn.json" images_per_sec) img/s, BN cuDNN/own $(json_field "$LOG/ours_bf16_cudnnbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_cudnnbn.json" details.batchnorm.own)"
+else
+  status FAIL "ours bf16 with GB_CUDA_BN=cudnn (ours_bf16_cudnnbn.err)"
 fi
 
 section "compute-sanitizer"
