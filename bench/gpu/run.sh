@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# bench/gpu/run.sh - the one command to run on a machine with an NVIDIA GPU:
-#   1. build (Release, CUDA architectures named in CMake)
-#   2. the `gpu` tests (CUDA ops and whole steps against the host twin)
-#   3. compute-sanitizer memcheck on a short run
-#   4. gpubench's CUDA engine, ResNet-50 batch 256, synthetic data, per precision
-#   5. PyTorch (torchvision resnet50, channels_last) eager and torch.compile,
-#      same batch, warm-up and steps, if PyTorch with CUDA is installed
-#   6. a table with the ratios, appended to bench/gpu/RESULTS.md with the
-#      date, GPU, driver and versions
+# bench/gpu/run.sh - the one command to run on a machine with an NVIDIA GPU.
+#   1. build the CUDA-only tree (bench/gpu/CMakeLists.txt: model, reference
+#      ops, libgpubench_cuda.so, tests/cuda, gb_cuda_bench) for this GPU's
+#      architecture; it needs only the CUDA toolkit, cuDNN and NCCL, which are
+#      looked for next to CUDA, in the system and in PyTorch's Python wheels
+#   2. the `gpu` tests (CUDA ops and whole steps against the double host twin)
+#   3. gpubench's CUDA engine (gb_cuda_bench), ResNet-50, batch 256,
+#      synthetic data on the device, per precision
+#   4. PyTorch eager (torchvision resnet50, channels_last), same batch,
+#      warm-up and steps, when PyTorch with CUDA is installed
+#   5. ours in bf16 once more with cuDNN's batch norm (ours is the default)
+#   6. compute-sanitizer memcheck on a short run of the whole-step test
+#   7. torch.compile (fp16, bf16, tf32), as the time left allows
+#   8. with FULL=1 and the whole tree's dependencies installed: the product
+#      path, `gpubench train --backend cuda`, if the tree has it
+#   9. a table with the ratios; the entry for bench/gpu/RESULTS.md
 # Every section prints PASS, FAIL or SKIPPED and the script goes on past any
-# failure; it keeps to a time budget (BUDGET_S, default 480 s) by skipping
-# the later, optional parts (torch.compile first) when time runs short.
+# failure, keeping to BUDGET_S seconds in all (the most useful parts first).
+# Results: appended to bench/gpu/RESULTS.md here, and, when $OUT names a
+# folder (the device tool's), copied there as results.md, summary.txt and
+# logs.tgz, refreshed after every section so a killed run still leaves them.
 # Knobs: BATCH (256) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
-#        BUILD_DIR (build-gpu) JOBS (nproc).
+#        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 BATCH=${BATCH:-256}
 STEPS=${STEPS:-30}
@@ -23,57 +32,154 @@ BUDGET_S=${BUDGET_S:-480}
 PYTHON=${PYTHON:-python3}
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 JOBS=${JOBS:-$(nproc)}
-OUT=$BUILD/bench
+FULL=${FULL:-0}
+RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
+LOG=$BUILD/bench
 START=$(date +%s)
 declare -a SUMMARY=()
 
+mkdir -p "$LOG" 2>/dev/null || LOG=$(mktemp -d)
+if [ -n "$RESULT_DIR" ] && ! mkdir -p "$RESULT_DIR" 2>/dev/null; then RESULT_DIR=; fi
+
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 section() { printf '\n=== %s (%ss left) ===\n' "$1" "$(left)"; }
-status() { SUMMARY+=("$(printf '%-8s %s' "$1" "$2")"); printf '[%s] %s\n' "$1" "$2"; }
-
-mkdir -p "$OUT" 2>/dev/null || { OUT=$(mktemp -d); }
+pack() {
+  printf '%s\n' "${SUMMARY[@]}" >"$LOG/summary.txt"
+  [ -n "$RESULT_DIR" ] || return 0
+  cp "$LOG/summary.txt" "$RESULT_DIR/summary.txt" 2>/dev/null
+  tar -czf "$RESULT_DIR/logs.tgz" -C "$LOG" . 2>/dev/null
+  return 0
+}
+status() { SUMMARY+=("$(printf '%-8s %s' "$1" "$2")"); printf '[%s] %s\n' "$1" "$2"; pack; }
+# seconds for a step: at most $1, and never past the budget (minus $2 kept back)
+slot() {
+  local l=$(( $(left) - ${2:-15} ))
+  [ "$l" -lt 5 ] && l=5
+  [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
+json_field() { "$PYTHON" -c 'import json,sys
+t=open(sys.argv[1]).read(); i=t.find("{")
+d=json.loads(t[i:t.rfind("}")+1]) if i>=0 else {}
+v=d
+for k in sys.argv[2].split("."): v=v.get(k) if isinstance(v,dict) else None
+print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
 
 section "machine"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-NVCC=$( (command -v nvcc || echo /usr/local/cuda/bin/nvcc) | head -1)
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_V=$("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-echo "GPU: ${GPU:-none} x${NGPU}, driver ${DRIVER:-none}, nvcc ${CUDA_V:-none}, host $(hostname)"
-if [ -z "$GPU" ]; then
-  status FAIL "no NVIDIA GPU visible (nvidia-smi): this script needs one"
-fi
+ARCHS=${ARCHS:-${CAP:+${CAP}-real}}
+ARCHS=${ARCHS:-80-real;86-real;89-real;90-real;90-virtual}
+echo "GPU: ${GPU:-none} x${NGPU} (sm_${CAP:-?}), driver ${DRIVER:-none}, nvcc ${CUDA_V:-none} at $NVCC," \
+  "host $(hostname), $(nproc) cores, python $("$PYTHON" -c 'import sys; print(sys.executable)' 2>/dev/null)"
+[ -n "$GPU" ] || status FAIL "no NVIDIA GPU visible (nvidia-smi): this script needs one"
+
+# cuDNN and NCCL: with CUDA or in the system (CMake finds those), else in
+# the Python wheels PyTorch brings (site-packages/nvidia/{cudnn,nccl}).
+SITES=$("$PYTHON" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+prefix_of() { # header library-glob: the install prefix holding both, or nothing
+  local h d
+  for h in $(find /usr/local/cuda/include /usr/include $SITES -maxdepth 5 -name "$1" 2>/dev/null); do
+    d=$(dirname "$(dirname "$h")")
+    if ls "$d"/lib/$2 "$d"/lib64/$2 "$d"/lib/x86_64-linux-gnu/$2 /usr/lib/x86_64-linux-gnu/$2 >/dev/null 2>&1; then
+      echo "$d"; return 0
+    fi
+  done
+}
+CUDNN_ROOT=$(prefix_of cudnn.h 'libcudnn.so*')
+NCCL_ROOT=$(prefix_of nccl.h 'libnccl.so*')
+echo "cuDNN: ${CUDNN_ROOT:-not found}; NCCL: ${NCCL_ROOT:-not found}"
+for d in "$CUDNN_ROOT" "$NCCL_ROOT"; do
+  [ -n "$d" ] && export LD_LIBRARY_PATH="$d/lib:$d/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv >"$LOG/gpu_state_before.csv" 2>&1
 
 section "build"
-if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
-     >"$OUT/cmake.log" 2>&1 && cmake --build "$BUILD" -j"$JOBS" >"$OUT/build.log" 2>&1; then
-  if [ -f "$BUILD/kernels/cuda/libgpubench_cuda.so" ]; then
-    status PASS "build (libgpubench_cuda.so, $(grep -o "archs [^,]*" "$OUT/cmake.log" | head -1))"
-  else
-    status FAIL "build: libgpubench_cuda.so missing (CUDA not found? see $OUT/cmake.log)"
-  fi
+BUILD_OK=0
+if timeout "$(slot 300)" cmake -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+     -DCMAKE_CUDA_COMPILER="$NVCC" "-DGB_CUDA_ARCHS=$ARCHS" \
+     ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
+     >"$LOG/cmake.log" 2>&1 &&
+   timeout "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >"$LOG/build.log" 2>&1; then
+  BUILD_OK=1
+  status PASS "build ($(grep -o 'GPU build): .*' "$LOG/cmake.log" | head -1 | cut -c13-), $(( $(date +%s) - START )) s"
 else
-  tail -30 "$OUT/build.log" "$OUT/cmake.log" 2>/dev/null
-  status FAIL "build (logs in $OUT)"
+  tail -30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
+  status FAIL "build (logs: cmake.log, build.log)"
 fi
-GPUBENCH=$(find "$BUILD" -name gpubench -type f -perm -u+x 2>/dev/null | head -1)
-export GB_CUDA_LIB="$BUILD/kernels/cuda/libgpubench_cuda.so"
 
 section "gpu tests"
-if [ -d "$BUILD/tests/cuda" ]; then
-  if timeout 240 ctest --test-dir "$BUILD" -L gpu -R cuda --output-on-failure >"$OUT/gpu_tests.log" 2>&1 \
-     && timeout 60 ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$OUT/gpu_tests.log" 2>&1; then
-    if grep -q "Skipped\|Not Run" "$OUT/gpu_tests.log"; then
-      status FAIL "gpu tests skipped: no usable GPU ($OUT/gpu_tests.log)"
+if [ "$BUILD_OK" = 1 ]; then
+  if timeout "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --output-on-failure >"$LOG/gpu_tests.log" 2>&1 \
+     && timeout 60 ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
+    if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
+      status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
     else
       status PASS "gpu tests (ops and whole steps vs the double host twin)"
     fi
   else
-    grep -E "FAIL|CHECK failed|Error|error" "$OUT/gpu_tests.log" | head -40
-    status FAIL "gpu tests ($OUT/gpu_tests.log)"
+    grep -E "FAIL|CHECK failed|Error|error|Timeout" "$LOG/gpu_tests.log" | head -40
+    status FAIL "gpu tests (gpu_tests.log)"
   fi
 else
   status SKIPPED "gpu tests: not built"
+fi
+
+PRECS="fp16 bf16 tf32 fp32"
+declare -A OURS TORCH_E TORCH_C
+
+section "gpubench (ours): gb_cuda_bench"
+if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+  for p in $PRECS; do
+    if [ "$(left)" -lt 60 ]; then status SKIPPED "ours $p: out of time"; continue; fi
+    if timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --precision "$p" --batch "$BATCH" --image-size 224 \
+         --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$p.json" 2>"$LOG/ours_$p.err"; then
+      OURS[$p]=$(json_field "$LOG/ours_$p.json" images_per_sec)
+      status PASS "ours $p: ${OURS[$p]} img/s, median $(json_field "$LOG/ours_$p.json" step_ms.median) ms, graph $(json_field "$LOG/ours_$p.json" details.cuda_graph), BN cuDNN/own $(json_field "$LOG/ours_$p.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_$p.json" details.batchnorm.own), skipped $(json_field "$LOG/ours_$p.json" skipped_steps), setup $(json_field "$LOG/ours_$p.json" setup_s) s"
+    else
+      tail -5 "$LOG/ours_$p.err"
+      status FAIL "ours $p (ours_$p.err)"
+    fi
+  done
+else
+  status SKIPPED "ours: gb_cuda_bench not built"
+fi
+
+section "PyTorch eager"
+TORCH_OK=0
+if ! "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
+else
+  TORCH_OK=1
+  TORCH_V=$("$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
+  for p in $PRECS; do
+    if [ "$(left)" -lt 45 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
+    if timeout "$(slot 150 30)" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
+         --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
+      TORCH_E[$p]=$(json_field "$LOG/torch_eager_$p.json" images_per_sec)
+      status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
+    else
+      tail -3 "$LOG/torch_eager_$p.err"
+      status FAIL "torch eager $p (torch_eager_$p.err)"
+    fi
+  done
+fi
+
+section "gpubench bf16 with cuDNN's batch norm"
+# bf16 runs our batch-norm kernels by default; this says what cuDNN's would give
+if [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+  status SKIPPED "ours bf16/cudnn-BN: gb_cuda_bench not built"
+elif [ "$(left)" -lt 150 ]; then
+  status SKIPPED "ours bf16/cudnn-BN: out of time"
+elif GB_CUDA_BN=cudnn timeout "$(slot 120 30)" "$BUILD/gb_cuda_bench" --precision bf16 --batch "$BATCH" \
+       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_bf16_cudnnbn.json" 2>"$LOG/ours_bf16_cudnnbn.err"; then
+  status PASS "ours bf16 with GB_CUDA_BN=cudnn: $(json_field "$LOG/ours_bf16_cudnnbn.json" images_per_sec) img/s, BN cuDNN/own $(json_field "$LOG/ours_bf16_cudnnbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_cudnnbn.json" details.batchnorm.own)"
+else
+  status FAIL "ours bf16 with GB_CUDA_BN=cudnn (ours_bf16_cudnnbn.err)"
 fi
 
 section "compute-sanitizer"
@@ -82,77 +188,63 @@ if [ -z "$CS" ]; then
   status SKIPPED "compute-sanitizer not installed"
 elif [ ! -x "$BUILD/tests/cuda/test_cuda_step" ]; then
   status SKIPPED "compute-sanitizer: test_cuda_step not built"
+elif [ "$(left)" -lt 90 ]; then
+  status SKIPPED "compute-sanitizer: out of time"
 else
-  if GB_TEST_QUICK=1 timeout 200 "$CS" --tool memcheck --error-exitcode 3 \
-       "$BUILD/tests/cuda/test_cuda_step" >"$OUT/memcheck.log" 2>&1; then
-    status PASS "compute-sanitizer memcheck: $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$OUT/memcheck.log" | tail -1)"
+  GB_TEST_QUICK=1 timeout "$(slot 200 30)" "$CS" --tool memcheck --error-exitcode 3 \
+    "$BUILD/tests/cuda/test_cuda_step" >"$LOG/memcheck.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    status PASS "compute-sanitizer memcheck: $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$LOG/memcheck.log" | tail -1)"
   else
-    grep -E "ERROR SUMMARY|Invalid|CHECK failed" "$OUT/memcheck.log" | head -20
-    status FAIL "compute-sanitizer memcheck ($OUT/memcheck.log)"
+    grep -E "ERROR SUMMARY|Invalid|CHECK failed" "$LOG/memcheck.log" | head -20
+    status FAIL "compute-sanitizer memcheck, exit $rc (3: errors found, 124: out of time; memcheck.log)"
   fi
 fi
 
-PRECS="fp16 bf16 tf32 fp32"
-declare -A OURS TORCH_E TORCH_C
-json_field() { "$PYTHON" -c 'import json,sys
-t=open(sys.argv[1]).read(); i=t.find("{")
-d=json.loads(t[i:]) if i>=0 else {}
-v=d
-for k in sys.argv[2].split("."): v=v.get(k) if isinstance(v,dict) else None
-print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
-
-section "gpubench (ours)"
-if [ -z "$GPUBENCH" ]; then
-  status SKIPPED "gpubench binary not built"
-elif ! "$GPUBENCH" help 2>/dev/null | grep -qw train; then
-  status SKIPPED "gpubench has no 'train' command in this tree (the engine driver is not merged)"
-else
-  for p in $PRECS; do
-    if [ "$(left)" -lt 40 ]; then status SKIPPED "ours $p: out of time"; continue; fi
-    if timeout 180 "$GPUBENCH" train --backend cuda --precision "$p" --batch "$BATCH" --image-size 224 \
-         --steps "$STEPS" --warmup "$WARMUP" --format json >"$OUT/ours_$p.json" 2>"$OUT/ours_$p.err"; then
-      OURS[$p]=$(json_field "$OUT/ours_$p.json" images_per_sec)
-      status PASS "ours $p: ${OURS[$p]} img/s (graph: $(grep -o '"cuda_graph":[a-z]*' "$OUT/ours_$p.json" | head -1))"
-    else
-      tail -5 "$OUT/ours_$p.err"
-      status FAIL "ours $p ($OUT/ours_$p.err)"
-    fi
-  done
-fi
-
-section "PyTorch"
-if ! "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
-  TORCH_OK=0
-else
-  TORCH_OK=1
-  TORCH_V=$("$PYTHON" -c 'import torch; print(torch.__version__)')
-  for p in $PRECS; do
-    if [ "$(left)" -lt 40 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    if timeout 150 "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
-         --steps "$STEPS" --warmup "$WARMUP" >"$OUT/torch_eager_$p.json" 2>"$OUT/torch_eager_$p.err"; then
-      TORCH_E[$p]=$(json_field "$OUT/torch_eager_$p.json" images_per_sec)
-      status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
-    else
-      tail -3 "$OUT/torch_eager_$p.err"
-      status FAIL "torch eager $p"
-    fi
-  done
-  # torch.compile takes a minute or two per precision: the AMP ones first
+section "torch.compile"
+if [ "$TORCH_OK" = 1 ]; then
+  # a minute or two per precision: the AMP ones first
   for p in fp16 bf16 tf32; do
     if [ "$(left)" -lt 150 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
-    if timeout $(( $(left) - 20 )) "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
-         --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$OUT/torch_compile_$p.json" 2>"$OUT/torch_compile_$p.err"; then
-      TORCH_C[$p]=$(json_field "$OUT/torch_compile_$p.json" images_per_sec)
+    if timeout "$(slot 300 20)" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
+         --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_compile_$p.json" 2>"$LOG/torch_compile_$p.err"; then
+      TORCH_C[$p]=$(json_field "$LOG/torch_compile_$p.json" images_per_sec)
       status PASS "torch.compile $p: ${TORCH_C[$p]} img/s"
     else
-      tail -3 "$OUT/torch_compile_$p.err"
-      status FAIL "torch.compile $p"
+      tail -3 "$LOG/torch_compile_$p.err"
+      status FAIL "torch.compile $p (torch_compile_$p.err)"
     fi
   done
+else
+  status SKIPPED "torch.compile: no PyTorch with CUDA"
+fi
+
+section "gpubench train (product path)"
+if [ "$FULL" != 1 ]; then
+  status SKIPPED "gpubench train: FULL=1 not set (needs the whole tree's Debian packages)"
+elif ! grep -q '"train"' cli/main.c 2>/dev/null; then
+  status SKIPPED "gpubench train: this tree has no train command yet"
+elif [ "$(left)" -lt 120 ]; then
+  status SKIPPED "gpubench train: out of time"
+elif timeout "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+       "-DGB_CUDA_ARCHS=$ARCHS" ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
+       >"$LOG/full_cmake.log" 2>&1 && timeout "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" >"$LOG/full_build.log" 2>&1; then
+  GPUBENCH=$(find "$BUILD-full" -name gpubench -type f -perm -u+x 2>/dev/null | head -1)
+  if GB_CUDA_LIB="$BUILD-full/kernels/cuda/libgpubench_cuda.so" timeout "$(slot 150 20)" "$GPUBENCH" train \
+       --backend cuda --precision fp16 --batch "$BATCH" --image-size 224 --steps "$STEPS" --warmup "$WARMUP" \
+       --format json >"$LOG/train_fp16.json" 2>"$LOG/train_fp16.err"; then
+    status PASS "gpubench train fp16: $(json_field "$LOG/train_fp16.json" images_per_sec) img/s"
+  else
+    status FAIL "gpubench train fp16 (train_fp16.err)"
+  fi
+else
+  status FAIL "gpubench train: the whole tree did not build here (full_cmake.log, full_build.log)"
 fi
 
 section "table"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv >"$LOG/gpu_state_after.csv" 2>&1
 ratio() { [ -n "$1" ] && [ -n "$2" ] && "$PYTHON" -c "print('%.2f' % ($1/$2))" 2>/dev/null || echo "-"; }
 num() { [ -n "$1" ] && "$PYTHON" -c "print('%.0f' % $1)" 2>/dev/null || echo "-"; }
 TABLE=$(
@@ -162,9 +254,7 @@ TABLE=$(
     printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$(num "${OURS[$p]:-}")" "$(num "${TORCH_E[$p]:-}")" \
       "$(ratio "${OURS[$p]:-}" "${TORCH_E[$p]:-}")" "$(num "${TORCH_C[$p]:-}")" "$(ratio "${OURS[$p]:-}" "${TORCH_C[$p]:-}")"
   done)
-echo "$TABLE"
-
-CUDNN_V=$(json_field "$OUT/ours_fp16.json" versions.cudnn)
+CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
 {
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC') - ${GPU:-no GPU} x${NGPU}"
@@ -172,17 +262,22 @@ CUDNN_V=$(json_field "$OUT/ours_fp16.json" versions.cudnn)
   echo "Driver ${DRIVER:-?}, CUDA toolkit ${CUDA_V:-?}, cuDNN ${CUDNN_V:-?}, PyTorch ${TORCH_V:-not installed};"
   echo "ResNet-50 v1.5, batch $BATCH per GPU, 224x224 synthetic data, $WARMUP warm-up + $STEPS timed steps,"
   echo "images/s = batch / median step time (CUDA events). Ratios: gpubench / PyTorch."
+  echo "gpubench: bench/gpu/gb_cuda_bench over gb_cuda_backend_ops (the engine driver's calls)."
   echo
   echo "$TABLE"
   echo
   echo "Sections:"
   echo
   for s in "${SUMMARY[@]}"; do echo "- $s"; done
-} >>"$ROOT/bench/gpu/RESULTS.md"
+} >"$LOG/results.md"
+cat "$LOG/results.md" >>"$ROOT/bench/gpu/RESULTS.md"
+[ -n "$RESULT_DIR" ] && cp "$LOG/results.md" "$RESULT_DIR/results.md"
+pack
 
 section "summary"
+echo "$TABLE"
 for s in "${SUMMARY[@]}"; do echo "$s"; done
-echo "details: $OUT; appended to bench/gpu/RESULTS.md; $(( $(date +%s) - START )) s"
+echo "details: $LOG${RESULT_DIR:+ (and results.md, summary.txt, logs.tgz in $RESULT_DIR)}; $(( $(date +%s) - START )) s"
 # exit non-zero when a section failed, after everything ran
 printf '%s\n' "${SUMMARY[@]}" | grep -q '^FAIL' && exit 1
 exit 0

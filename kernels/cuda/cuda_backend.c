@@ -174,8 +174,12 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     CK_CUDA(cudaMalloc((void **)&dA, na * sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dB, nb * sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dC, nc * sizeof(float)));
-    CK_CUDA(cudaMemcpy(dA, hA, na * sizeof(float), cudaMemcpyHostToDevice));
-    CK_CUDA(cudaMemcpy(dB, hB, nb * sizeof(float), cudaMemcpyHostToDevice));
+    /* on the timing stream and waited for: a plain cudaMemcpy goes through the
+     * legacy default stream, which a non-blocking stream does not wait on, and
+     * returns from pageable memory before the DMA has landed */
+    CK_CUDA(cudaMemcpyAsync(dA, hA, na * sizeof(float), cudaMemcpyHostToDevice, st));
+    CK_CUDA(cudaMemcpyAsync(dB, hB, nb * sizeof(float), cudaMemcpyHostToDevice, st));
+    CK_CUDA(cudaStreamSynchronize(st));
     CK_BLAS(cublasCreate(&h));
     CK_BLAS(cublasSetStream(h, st));
     CK_BLAS(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
@@ -199,7 +203,9 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
         int i = (int)(gb_synth_uniform(9, 5, (uint64_t)t) * m);
         int j = (int)(gb_synth_uniform(9, 6, (uint64_t)t) * n);
         float got = 0.0f;
-        CK_CUDA(cudaMemcpy(&got, dC + (size_t)j * m + i, sizeof(float), cudaMemcpyDeviceToHost));
+        CK_CUDA(cudaMemcpyAsync(&got, dC + (size_t)j * m + i, sizeof(float), cudaMemcpyDeviceToHost,
+                                st));
+        CK_CUDA(cudaStreamSynchronize(st));
         double ref = 0.0, mag = 0.0;
         for (int l = 0; l < k; l++) {
             double p = (double)hA[(size_t)l * m + i] * hB[(size_t)j * k + l];

@@ -130,10 +130,11 @@ static int dalloc(cuda_exec_t *X, void *pp, size_t bytes) {
         return -1;
     }
     CK_CUDA(cudaMalloc(p, bytes));
-    CK_CUDA(cudaMemsetAsync(*p, 0, bytes, X->stream));
+    /* recorded before anything else can fail, so destroy frees it */
     X->allocs[X->n_allocs++] = *p;
     X->bytes_now += bytes;
     if (X->bytes_now > X->bytes_peak) X->bytes_peak = X->bytes_now;
+    CK_CUDA(cudaMemsetAsync(*p, 0, bytes, X->stream));
     return 0;
 fail:
     snprintf(ERR + strlen(ERR), ERRLEN - strlen(ERR), " (%zu bytes; %zu allocated so far)", bytes,
@@ -932,10 +933,31 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
         c->tbf = rw[k].time;
     }
 set_math:
-    /* execution uses the math type the chosen algorithm was timed with */
+    /* execution uses the math type the chosen algorithm was timed with. The
+     * workspace is asked for again under it (Find ran under the descriptor's
+     * math type, which may differ) and the larger size kept; a query cuDNN
+     * cannot answer leaves Find's figure. */
     CK_DNN(cudnnSetConvolutionMathType(c->cfwd, c->mfwd));
     if (pc->dgrad) CK_DNN(cudnnSetConvolutionMathType(c->cbd, c->mbd));
     CK_DNN(cudnnSetConvolutionMathType(c->cbf, c->mbf));
+    {
+        size_t ws = 0;
+        if (cudnnGetConvolutionForwardWorkspaceSize(X->dnn, c->xd, c->wd, c->cfwd, c->yd, c->fwd,
+                                                    &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsfwd)
+            c->wsfwd = ws;
+        ws = 0;
+        if (pc->dgrad &&
+            cudnnGetConvolutionBackwardDataWorkspaceSize(X->dnn, c->wd, c->yd, c->cbd, c->xd, c->bd,
+                                                         &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsbd)
+            c->wsbd = ws;
+        ws = 0;
+        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(X->dnn, c->xd, c->yd, c->cbf, c->wd,
+                                                           c->bf, &ws) == CUDNN_STATUS_SUCCESS &&
+            ws > c->wsbf)
+            c->wsbf = ws;
+    }
     return 0;
 fail:
     return -1;
@@ -957,7 +979,6 @@ static int setup_bn(cuda_exec_t *X, int i) {
     CK_DNN(cudnnCreateTensorDescriptor(&b->pd));
     CK_DNN(cudnnSetTensor4dDescriptor(b->xd, CUDNN_TENSOR_NHWC, X->cdt, X->base.plan->n, pb->g.c,
                                       pb->g.h, pb->g.w));
-    CK_DNN(cudnnDeriveBNTensorDescriptor(b->pd, b->xd, BN_MODE));
     b->ops = pb->z >= 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
              : pb->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
                         : CUDNN_BATCHNORM_OPS_BN;
@@ -976,10 +997,31 @@ static int setup_bn(cuda_exec_t *X, int i) {
         bn_own(b, "bf16 (as PyTorch, which keeps bf16 batch norm off cuDNN)");
         return 0;
     }
+    /* gamma, beta, the saved mean and inverse std are fp32 (group B and the
+     * statistics area). cuDNN says which type it wants through the derived
+     * descriptor: FLOAT for HALF and FLOAT data; for other data types it may
+     * keep the data type, and handing fp32 arrays to a layer that reads them
+     * as bf16 would be silently wrong, so such a layer runs on our kernels. */
+    cudnnStatus_t s = cudnnDeriveBNTensorDescriptor(b->pd, b->xd, BN_MODE);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        bn_own(b, "cudnnDeriveBNTensorDescriptor: %s", cudnnGetErrorString(s));
+        return 0;
+    }
+    {
+        cudnnDataType_t pt;
+        int dn, dc, dh, dw, sn, sc, sh, sw;
+        CK_DNN(cudnnGetTensor4dDescriptor(b->pd, &pt, &dn, &dc, &dh, &dw, &sn, &sc, &sh, &sw));
+        if (pt != CUDNN_DATA_FLOAT || dn != 1 || dc != pb->g.c || dh != 1 || dw != 1) {
+            bn_own(b,
+                   "cuDNN wants BN parameters of type %d, shape %dx%dx%dx%d (ours: fp32 1x%dx1x1)",
+                   (int)pt, dn, dc, dh, dw, pb->g.c);
+            return 0;
+        }
+    }
     cudnnActivationDescriptor_t act = pb->relu ? X->relu : NULL;
     cudnnTensorDescriptor_t zd = pb->z >= 0 ? b->xd : NULL, yd = pb->relu ? b->xd : NULL;
-    cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        X->dnn, BN_MODE, b->ops, b->xd, zd, b->xd, b->pd, act, &b->wsfwd);
+    s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(X->dnn, BN_MODE, b->ops, b->xd, zd,
+                                                                 b->xd, b->pd, act, &b->wsfwd);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
             X->dnn, BN_MODE, b->ops, b->xd, yd, b->xd, zd, b->xd, b->pd, act, &b->wsbwd);
@@ -1187,7 +1229,12 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
     for (int i = 0; i < p->n_convs; i++)
         if (setup_conv(X, i, math)) goto fail;
 
-    /* algorithm search with a temporary workspace on the real buffers */
+    /* algorithm search with a temporary workspace on the real buffers, which
+     * first get values: cudnnFind times every algorithm on what they hold,
+     * and matrix units run measurably faster on zeros than on real data,
+     * which could tilt the choice. Cleared again below. */
+    CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->base.arena, p->arena_bytes / X->esz, 11, 1.0f));
+    CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->wcopy, p->n_a, 12, 0.05f));
     {
         size_t fr = 0, tot = 0;
         CK_CUDA(cudaMemGetInfo(&fr, &tot));
@@ -1220,8 +1267,9 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (dalloc(X, &X->ws, ws_need)) goto fail;
     }
     if (probe_bns(X)) goto fail;
-    /* the probes wrote into the (still empty) buffers: start clean */
+    /* the search and the probes wrote into the buffers: start clean */
     CK_CUDA(cudaMemsetAsync(X->base.arena, 0, p->arena_bytes, X->stream));
+    CK_CUDA(cudaMemsetAsync(X->wcopy, 0, p->n_a * X->esz, X->stream));
     CK_CUDA(cudaMemsetAsync(X->grads, 0, gb_plan_grad_bytes(p, X->esz), X->stream));
     CK_CUDA(cudaMemsetAsync(X->stats, 0, p->n_stats * sizeof(float), X->stream));
     CK_CUDA(cudaStreamSynchronize(X->stream));

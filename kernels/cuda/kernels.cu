@@ -85,6 +85,10 @@ __global__ void k_synth(float *images, int32_t *labels, int n, size_t count, int
     if (t < (size_t)n) labels[t] = gb_synth_label(seed, t, classes);
 }
 
+template <typename T> __global__ void k_fill_normal(T *dst, size_t n, uint64_t seed, float scale) {
+    GRID_STRIDE(i, n) st(dst, i, scale * gb_synth_normal(seed, i));
+}
+
 template <typename T> __global__ void k_cast_from_f32(const float *src, T *dst, size_t n) {
     GRID_STRIDE(i, n) st(dst, i, src[i]);
 }
@@ -417,6 +421,12 @@ cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, in
     size_t count = (size_t)n * 3 * h * w;
     unsigned g = grid_for(count > (size_t)n ? count : (size_t)n);
     k_synth<<<g, kThreads, 0, s>>>(images, labels, n, count, classes, seed);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_fill_normal(cudaStream_t s, gb_kdtype_t dt, void *dst, size_t n, uint64_t seed,
+                             float scale) {
+    DISPATCH(dt, T, k_fill_normal<T><<<grid_for(n), kThreads, 0, s>>>((T *)dst, n, seed, scale));
     return cudaGetLastError();
 }
 

@@ -40,6 +40,9 @@ cudaError_t gb_k_image_to_nhwc(cudaStream_t s, gb_kdtype_t dt, const float *src,
                                int h, int w, int c_int);
 cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, int h, int w,
                        int classes, uint64_t seed);
+/* n values scale * N(0, 1) of cuda_math.h's generator, in dt */
+cudaError_t gb_k_fill_normal(cudaStream_t s, gb_kdtype_t dt, void *dst, size_t n, uint64_t seed,
+                             float scale);
 cudaError_t gb_k_cast_from_f32(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst,
                                size_t n);
 cudaError_t gb_k_cast_to_f32(cudaStream_t s, gb_kdtype_t dt, const void *src, float *dst, size_t n);

@@ -2,6 +2,7 @@
  * the very same layouts as the GPU executor. */
 #include "plan.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
     p->stem_conv = add_conv(p, &m->stem, "conv1", p->x0, p->c0, GB_PLAN_STEM_C, 0);
     p->stem_bn = add_bn(p, &m->stem_bn, "bn1", p->c0, p->a0, -1, 1);
     int x = p->p0;
-    char nm[GB_NAME_LEN + 16];
+    char nm[GB_NAME_LEN]; /* prefix (< 16) + ".downsample.0" always fits */
     for (int i = 0; i < m->n_blocks; i++) {
         const gb_block_t *b = &m->blocks[i];
         gb_plan_block_t *pb = &p->blocks[i];
@@ -134,6 +135,19 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
         snprintf(err, errlen, "internal: activation table overflow");
         gb_plan_destroy(&p);
         return NULL;
+    }
+    /* cuDNN's legacy tensor descriptors hold sizes and strides in int: a
+     * tensor of 2^31 elements or more cannot be described (ResNet-50 at 224
+     * reaches it at batch 2675, in the stem's output) */
+    for (int i = 0; i < p->n_acts; i++) {
+        if (p->acts[i].numel > (size_t)INT_MAX) {
+            snprintf(err, errlen,
+                     "an activation of %zu elements (batch %d, %dx%dx%d) exceeds 2^31 - 1, the "
+                     "limit of cuDNN's tensor descriptors: use a smaller batch",
+                     p->acts[i].numel, n, p->acts[i].h, p->acts[i].w, p->acts[i].c);
+            gb_plan_destroy(&p);
+            return NULL;
+        }
     }
     for (int i = 0; i < p->n_bns; i++) {
         if (p->bns[i].count < 2) {

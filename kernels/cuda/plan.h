@@ -101,7 +101,8 @@ typedef struct gb_plan {
 
 /* Build the plan for batch n and activation element size esize (2, 4 or 8).
  * NULL with a reason in err when the model cannot be run (no BN, batch < 1,
- * a batch norm over a single value per channel as torch refuses too). */
+ * a batch norm over a single value per channel as torch refuses too, an
+ * activation of 2^31 elements or more, which cuDNN cannot describe). */
 gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size_t errlen);
 void gb_plan_destroy(gb_plan_t **self_p);
 

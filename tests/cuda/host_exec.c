@@ -1,26 +1,35 @@
-/* host_exec.c - see host_exec.h. Obviously-correct loops over NHWC doubles;
- * speed is not a goal (tiny models only). */
+/* host_exec.c - see host_exec.h. The twin keeps the GPU executor's layouts
+ * (NHWC activations, KRSC weights with the stem padded to 4 channels, the
+ * plan's arena and [A | B] slabs) and its sequence of ops, and computes each
+ * op with the reference ops of kernels/ref (ref_ops.h: double, NCHW/OIHW,
+ * each backward proven by finite differences and against PyTorch), moving
+ * data between the two layouts around every call. What is its own here is
+ * only layout: the math is the reference's. Speed is not a goal (tiny models
+ * only). */
 #include "host_exec.h"
 #include "cuda_math.h"
+#include "ref_ops.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BN_EPS      1e-5
-#define BN_MOMENTUM 0.1
+#define BN_EPS      GB_REF_BN_EPS
+#define BN_MOMENTUM GB_REF_BN_MOMENTUM
 
 typedef struct host_exec {
     gb_exec_t base;
     double lr, mom, wd;
-    double *w, *buf, *grad;      /* [A | B] */
-    double *buffers;             /* canonical running stats */
-    double *mean, *var, *invstd; /* per BN channel, at stat_off / 2 indexing via bn */
-    int *pool_arg;               /* per pooled output: flat index of the winning input */
-    double *logits;
+    double *w, *buf, *grad; /* [A | B] */
+    double *buffers;        /* canonical running stats */
+    double *mean, *var;     /* per BN channel, at stat_off / 2 (biased batch variance) */
+    double *pool_x;         /* the max pool's last input, NCHW (its backward re-finds the max) */
+    double *logits, *dlogits;
     double loss;
-    int *labels;
+    int32_t *labels;
+    long updates; /* SGD steps taken: torch's first step sets the momentum buffer */
 } host_exec_t;
 
 static void hx_destroy(gb_exec_t **self_p) {
@@ -33,9 +42,9 @@ static void hx_destroy(gb_exec_t **self_p) {
     free(h->buffers);
     free(h->mean);
     free(h->var);
-    free(h->invstd);
-    free(h->pool_arg);
+    free(h->pool_x);
     free(h->logits);
+    free(h->dlogits);
     free(h->labels);
     free(h);
     *self_p = NULL;
@@ -44,6 +53,57 @@ static void hx_destroy(gb_exec_t **self_p) {
 static size_t nparam(const host_exec_t *h) {
     return h->base.plan->n_a + h->base.plan->n_b;
 }
+
+static int oom(gb_exec_t *ex) {
+    snprintf(ex->err, sizeof(ex->err), "host twin: out of memory");
+    return -1;
+}
+
+/* ---- layouts: the GPU's NHWC / KRSC <-> the reference's NCHW / KCRS ---- */
+
+static void nhwc_to_nchw(const double *src, int n, int h, int w, int c, double *dst) {
+    for (int b = 0; b < n; b++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int k = 0; k < c; k++)
+                    dst[(((size_t)b * c + k) * h + y) * w + x] =
+                        src[(((size_t)b * h + y) * w + x) * c + k];
+}
+
+/* accumulate: add into dst instead of overwriting it */
+static void nchw_to_nhwc(const double *src, int n, int h, int w, int c, double *dst,
+                         int accumulate) {
+    for (int b = 0; b < n; b++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int k = 0; k < c; k++) {
+                    double v = src[(((size_t)b * c + k) * h + y) * w + x];
+                    double *d = &dst[(((size_t)b * h + y) * w + x) * c + k];
+                    *d = accumulate ? *d + v : v;
+                }
+}
+
+/* (K, R, S, C) <-> (K, C, R, S): NHWC of the filter with R, S as H, W */
+static void krsc_to_kcrs(const double *src, int k, int r, int s, int c, double *dst) {
+    nhwc_to_nchw(src, k, r, s, c, dst);
+}
+static void kcrs_to_krsc(const double *src, int k, int r, int s, int c, double *dst) {
+    nchw_to_nhwc(src, k, r, s, c, dst, 0);
+}
+
+static int conv_geom(gb_exec_t *ex, const gb_plan_conv_t *cv, gb_ref_conv_t *rc) {
+    const gb_conv_t *g = &cv->g;
+    if (gb_ref_conv_init(rc, ex->plan->n, cv->c_int, g->ih, g->iw, g->k, g->kh, g->kw, g->stride,
+                         g->pad) != 0 ||
+        rc->p != g->oh || rc->q != g->ow) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s: the reference refuses its geometry",
+                 cv->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- ops ---- */
 
 static int hx_load_params(gb_exec_t *ex, const float *master, const float *buffers) {
     host_exec_t *h = (host_exec_t *)ex;
@@ -71,6 +131,8 @@ static int hx_store_grads(gb_exec_t *ex, float *grads, float *scale) {
     return 0;
 }
 
+/* The GPU's layout step (NCHW images to NHWC with the zero 4th channel) and
+ * its counter-based synthetic draw, element for element. */
 static int hx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labels, uint64_t seed) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_t *p = ex->plan;
@@ -99,117 +161,103 @@ static int hx_conv_fwd(gb_exec_t *ex, int ci, const void *xv, void *yv) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_conv_t *cv = &ex->plan->convs[ci];
     const gb_conv_t *g = &cv->g;
-    const double *x = xv, *w = h->w + cv->w_off;
-    double *y = yv;
-    int C = cv->c_int, N = ex->plan->n;
-    for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int k = 0; k < g->k; k++) {
-                    double acc = 0.0;
-                    for (int r = 0; r < g->kh; r++) {
-                        int iy = oy * g->stride - g->pad + r;
-                        if (iy < 0 || iy >= g->ih) continue;
-                        for (int s = 0; s < g->kw; s++) {
-                            int ix = ox * g->stride - g->pad + s;
-                            if (ix < 0 || ix >= g->iw) continue;
-                            const double *xp = x + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
-                            const double *wp = w + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++)
-                                acc += xp[c] * wp[c];
-                        }
-                    }
-                    y[(((size_t)n * g->oh + oy) * g->ow + ox) * g->k + k] = acc;
-                }
-    return 0;
+    gb_ref_conv_t rc;
+    if (conv_geom(ex, cv, &rc)) return -1;
+    int N = rc.n, C = rc.c;
+    double *x = malloc((size_t)N * C * g->ih * g->iw * sizeof(double));
+    double *w = malloc(cv->w_numel * sizeof(double));
+    double *y = malloc((size_t)N * g->k * g->oh * g->ow * sizeof(double));
+    int rc_ = 0;
+    if (!x || !w || !y) {
+        rc_ = oom(ex);
+    } else {
+        nhwc_to_nchw(xv, N, g->ih, g->iw, C, x);
+        krsc_to_kcrs(h->w + cv->w_off, g->k, g->kh, g->kw, C, w);
+        gb_ref_conv2d_fwd(&rc, x, w, y);
+        nchw_to_nhwc(y, N, g->oh, g->ow, g->k, yv, 0);
+    }
+    free(x);
+    free(w);
+    free(y);
+    return rc_;
 }
 
 static int hx_conv_bwd_data(gb_exec_t *ex, int ci, const void *dyv, void *dxv, int accumulate) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_conv_t *cv = &ex->plan->convs[ci];
     const gb_conv_t *g = &cv->g;
-    const double *dy = dyv, *w = h->w + cv->w_off;
-    double *dx = dxv;
-    int C = cv->c_int, N = ex->plan->n;
-    if (!accumulate) memset(dx, 0, (size_t)N * g->ih * g->iw * C * sizeof(double));
-    for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int k = 0; k < g->k; k++) {
-                    double d = dy[(((size_t)n * g->oh + oy) * g->ow + ox) * g->k + k];
-                    for (int r = 0; r < g->kh; r++) {
-                        int iy = oy * g->stride - g->pad + r;
-                        if (iy < 0 || iy >= g->ih) continue;
-                        for (int s = 0; s < g->kw; s++) {
-                            int ix = ox * g->stride - g->pad + s;
-                            if (ix < 0 || ix >= g->iw) continue;
-                            double *xp = dx + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
-                            const double *wp = w + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++)
-                                xp[c] += d * wp[c];
-                        }
-                    }
-                }
-    return 0;
+    gb_ref_conv_t rc;
+    if (conv_geom(ex, cv, &rc)) return -1;
+    int N = rc.n, C = rc.c;
+    double *dy = malloc((size_t)N * g->k * g->oh * g->ow * sizeof(double));
+    double *w = malloc(cv->w_numel * sizeof(double));
+    double *dx = malloc((size_t)N * C * g->ih * g->iw * sizeof(double));
+    int rc_ = 0;
+    if (!dy || !w || !dx) {
+        rc_ = oom(ex);
+    } else {
+        nhwc_to_nchw(dyv, N, g->oh, g->ow, g->k, dy);
+        krsc_to_kcrs(h->w + cv->w_off, g->k, g->kh, g->kw, C, w);
+        gb_ref_conv2d_bwd_data(&rc, dy, w, dx);
+        nchw_to_nhwc(dx, N, g->ih, g->iw, C, dxv, accumulate);
+    }
+    free(dy);
+    free(w);
+    free(dx);
+    return rc_;
 }
 
 static int hx_conv_bwd_filter(gb_exec_t *ex, int ci, const void *xv, const void *dyv) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_conv_t *cv = &ex->plan->convs[ci];
     const gb_conv_t *g = &cv->g;
-    const double *x = xv, *dy = dyv;
-    double *dw = h->grad + cv->w_off;
-    int C = cv->c_int, N = ex->plan->n;
-    memset(dw, 0, cv->w_numel * sizeof(double));
-    for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++)
-                for (int k = 0; k < g->k; k++) {
-                    double d = dy[(((size_t)n * g->oh + oy) * g->ow + ox) * g->k + k];
-                    for (int r = 0; r < g->kh; r++) {
-                        int iy = oy * g->stride - g->pad + r;
-                        if (iy < 0 || iy >= g->ih) continue;
-                        for (int s = 0; s < g->kw; s++) {
-                            int ix = ox * g->stride - g->pad + s;
-                            if (ix < 0 || ix >= g->iw) continue;
-                            const double *xp = x + (((size_t)n * g->ih + iy) * g->iw + ix) * C;
-                            double *wp = dw + (((size_t)k * g->kh + r) * g->kw + s) * C;
-                            for (int c = 0; c < C; c++)
-                                wp[c] += d * xp[c];
-                        }
-                    }
-                }
-    return 0;
+    gb_ref_conv_t rc;
+    if (conv_geom(ex, cv, &rc)) return -1;
+    int N = rc.n, C = rc.c;
+    double *x = malloc((size_t)N * C * g->ih * g->iw * sizeof(double));
+    double *dy = malloc((size_t)N * g->k * g->oh * g->ow * sizeof(double));
+    double *dw = malloc(cv->w_numel * sizeof(double));
+    int rc_ = 0;
+    if (!x || !dy || !dw) {
+        rc_ = oom(ex);
+    } else {
+        nhwc_to_nchw(xv, N, g->ih, g->iw, C, x);
+        nhwc_to_nchw(dyv, N, g->oh, g->ow, g->k, dy);
+        gb_ref_conv2d_bwd_weights(&rc, x, dy, dw);
+        kcrs_to_krsc(dw, g->k, g->kh, g->kw, C, h->grad + cv->w_off);
+    }
+    free(x);
+    free(dy);
+    free(dw);
+    return rc_;
+}
+
+/* An NHWC activation is the reference's (N, C, HW) layout with N = n*h*w
+ * rows of one value per channel, so batch norm needs no transposition. */
+static int bn_rows(gb_exec_t *ex, const gb_plan_bn_t *b) {
+    if (b->count < 2 || b->count > INT_MAX) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s over %ld values per channel", b->name,
+                 b->count);
+        return -1;
+    }
+    return (int)b->count;
 }
 
 static int hx_bn_fwd(gb_exec_t *ex, int bi, const void *xv, const void *zv, void *yv) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_bn_t *b = &ex->plan->bns[bi];
-    const double *x = xv, *z = zv;
+    int rows = bn_rows(ex, b);
+    if (rows < 0) return -1;
+    size_t so = b->stat_off / 2, n = (size_t)rows * b->g.c;
     double *y = yv;
-    int C = b->g.c;
-    long M = b->count;
-    const double *gamma = h->w + b->gamma_off, *beta = h->w + b->beta_off;
-    size_t so = b->stat_off / 2;
-    for (int c = 0; c < C; c++) {
-        double s = 0.0;
-        for (long i = 0; i < M; i++)
-            s += x[(size_t)i * C + c];
-        double mean = s / (double)M, q = 0.0;
-        for (long i = 0; i < M; i++) {
-            double d = x[(size_t)i * C + c] - mean;
-            q += d * d;
-        }
-        double var = q / (double)M, inv = 1.0 / sqrt(var + BN_EPS);
-        h->mean[so + c] = mean;
-        h->var[so + c] = var;
-        h->invstd[so + c] = inv;
-        for (long i = 0; i < M; i++) {
-            size_t k = (size_t)i * C + c;
-            double v = gamma[c] * (x[k] - mean) * inv + beta[c] + (z ? z[k] : 0.0);
-            y[k] = (b->relu && v < 0.0) ? 0.0 : v;
-        }
-    }
+    gb_ref_bn_fwd(rows, b->g.c, 1, xv, h->w + b->gamma_off, h->w + b->beta_off, BN_EPS, y,
+                  h->mean + so, h->var + so);
+    if (zv && b->relu)
+        gb_ref_add_relu_fwd(n, y, zv, y);
+    else if (zv)
+        gb_ref_add_fwd(n, y, zv, y);
+    else if (b->relu)
+        gb_ref_relu_fwd(n, y, y);
     return 0;
 }
 
@@ -217,148 +265,108 @@ static int hx_bn_bwd(gb_exec_t *ex, int bi, const void *xv, const void *yv, cons
                      void *dxv, void *dzv) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_bn_t *b = &ex->plan->bns[bi];
-    const double *x = xv, *y = yv, *dy = dyv;
-    double *dx = dxv, *dz = dzv;
-    int C = b->g.c;
-    long M = b->count;
-    const double *gamma = h->w + b->gamma_off;
-    size_t so = b->stat_off / 2;
-    for (int c = 0; c < C; c++) {
-        double mean = h->mean[so + c], inv = h->invstd[so + c], sg = 0.0, sgx = 0.0;
-        for (long i = 0; i < M; i++) {
-            size_t k = (size_t)i * C + c;
-            double g = (b->relu && !(y[k] > 0.0)) ? 0.0 : dy[k];
-            if (dz) dz[k] = g;
-            sg += g;
-            sgx += g * (x[k] - mean) * inv;
-        }
-        h->grad[b->beta_off + c] = sg;
-        h->grad[b->gamma_off + c] = sgx;
-        for (long i = 0; i < M; i++) {
-            size_t k = (size_t)i * C + c;
-            double g = (b->relu && !(y[k] > 0.0)) ? 0.0 : dy[k];
-            double xh = (x[k] - mean) * inv;
-            dx[k] = gamma[c] * inv * (g - sg / (double)M - xh * sgx / (double)M);
-        }
+    int rows = bn_rows(ex, b);
+    if (rows < 0) return -1;
+    size_t so = b->stat_off / 2, n = (size_t)rows * b->g.c;
+    const double *g = dyv;
+    double *tmp = NULL;
+    if (b->relu) {
+        /* the gradient through the ReLU (of the residual join when there is
+         * one: it is also the residual's gradient dz) */
+        double *gb = dzv ? (double *)dzv : (tmp = malloc(n * sizeof(double)));
+        if (!gb) return oom(ex);
+        if (dzv)
+            gb_ref_add_relu_bwd(n, yv, dyv, gb);
+        else
+            gb_ref_relu_bwd(n, yv, dyv, gb);
+        g = gb;
+    } else if (dzv) {
+        memcpy(dzv, dyv, n * sizeof(double));
+    }
+    gb_ref_bn_bwd(rows, b->g.c, 1, xv, g, h->w + b->gamma_off, h->mean + so, h->var + so, BN_EPS,
+                  dxv, h->grad + b->gamma_off, h->grad + b->beta_off);
+    free(tmp);
+    return 0;
+}
+
+static int pool_geom(gb_exec_t *ex, gb_ref_pool_t *pl) {
+    const gb_model_t *m = ex->plan->m;
+    if (gb_ref_pool_init(pl, ex->plan->n, m->stem.k, m->pool_ih, m->pool_iw, m->pool_k, m->pool_k,
+                         m->pool_stride, m->pool_pad) != 0 ||
+        pl->p != m->pool_oh || pl->q != m->pool_ow) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: the reference refuses the max pool");
+        return -1;
     }
     return 0;
 }
 
 static int hx_maxpool_fwd(gb_exec_t *ex, const void *xv, void *yv) {
     host_exec_t *h = (host_exec_t *)ex;
-    const gb_model_t *m = ex->plan->m;
-    const double *x = xv;
-    double *y = yv;
-    int C = m->stem.k, N = ex->plan->n;
-    for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < m->pool_oh; oy++)
-            for (int ox = 0; ox < m->pool_ow; ox++)
-                for (int c = 0; c < C; c++) {
-                    double best = -INFINITY;
-                    int arg = -1;
-                    for (int r = 0; r < m->pool_k; r++) {
-                        int iy = oy * m->pool_stride - m->pool_pad + r;
-                        if (iy < 0 || iy >= m->pool_ih) continue;
-                        for (int s = 0; s < m->pool_k; s++) {
-                            int ix = ox * m->pool_stride - m->pool_pad + s;
-                            if (ix < 0 || ix >= m->pool_iw) continue;
-                            int idx = ((n * m->pool_ih + iy) * m->pool_iw + ix) * C + c;
-                            if (arg < 0 || x[idx] > best) {
-                                best = x[idx];
-                                arg = idx;
-                            }
-                        }
-                    }
-                    size_t o = (((size_t)n * m->pool_oh + oy) * m->pool_ow + ox) * C + c;
-                    y[o] = best;
-                    h->pool_arg[o] = arg;
-                }
+    gb_ref_pool_t pl;
+    if (pool_geom(ex, &pl)) return -1;
+    double *y = malloc((size_t)pl.n * pl.c * pl.p * pl.q * sizeof(double));
+    if (!y) return oom(ex);
+    nhwc_to_nchw(xv, pl.n, pl.h, pl.w, pl.c, h->pool_x);
+    gb_ref_maxpool_fwd(&pl, h->pool_x, y);
+    nchw_to_nhwc(y, pl.n, pl.p, pl.q, pl.c, yv, 0);
+    free(y);
     return 0;
 }
 
 static int hx_maxpool_bwd(gb_exec_t *ex, const void *dyv, void *dxv) {
     host_exec_t *h = (host_exec_t *)ex;
-    const gb_plan_t *p = ex->plan;
-    const double *dy = dyv;
-    double *dx = dxv;
-    memset(dx, 0, p->acts[p->a0].numel * sizeof(double));
-    for (size_t o = 0; o < p->acts[p->p0].numel; o++)
-        dx[h->pool_arg[o]] += dy[o];
-    return 0;
+    gb_ref_pool_t pl;
+    if (pool_geom(ex, &pl)) return -1;
+    double *dy = malloc((size_t)pl.n * pl.c * pl.p * pl.q * sizeof(double));
+    double *dx = malloc((size_t)pl.n * pl.c * pl.h * pl.w * sizeof(double));
+    int rc = 0;
+    if (!dy || !dx) {
+        rc = oom(ex);
+    } else {
+        nhwc_to_nchw(dyv, pl.n, pl.p, pl.q, pl.c, dy);
+        gb_ref_maxpool_bwd(&pl, h->pool_x, dy, dx);
+        nchw_to_nhwc(dx, pl.n, pl.h, pl.w, pl.c, dxv, 0);
+    }
+    free(dy);
+    free(dx);
+    return rc;
 }
 
+/* global average pool: the (N, C) result is NHWC (N, 1, 1, C) as it is */
 static int hx_avgpool_fwd(gb_exec_t *ex, const void *xv, void *yv) {
     const gb_model_t *m = ex->plan->m;
-    const double *x = xv;
-    double *y = yv;
-    int C = m->feat_c, HW = m->feat_h * m->feat_w;
-    for (int n = 0; n < ex->plan->n; n++)
-        for (int c = 0; c < C; c++) {
-            double s = 0.0;
-            for (int i = 0; i < HW; i++)
-                s += x[((size_t)n * HW + i) * C + c];
-            y[(size_t)n * C + c] = s / HW;
-        }
+    int N = ex->plan->n, C = m->feat_c;
+    double *x = malloc((size_t)N * C * m->feat_h * m->feat_w * sizeof(double));
+    if (!x) return oom(ex);
+    nhwc_to_nchw(xv, N, m->feat_h, m->feat_w, C, x);
+    gb_ref_gap_fwd(N, C, m->feat_h * m->feat_w, x, yv);
+    free(x);
     return 0;
 }
 
 static int hx_avgpool_bwd(gb_exec_t *ex, const void *dyv, void *dxv) {
     const gb_model_t *m = ex->plan->m;
-    const double *dy = dyv;
-    double *dx = dxv;
-    int C = m->feat_c, HW = m->feat_h * m->feat_w;
-    for (int n = 0; n < ex->plan->n; n++)
-        for (int i = 0; i < HW; i++)
-            for (int c = 0; c < C; c++)
-                dx[((size_t)n * HW + i) * C + c] = dy[(size_t)n * C + c] / HW;
+    int N = ex->plan->n, C = m->feat_c;
+    double *dx = malloc((size_t)N * C * m->feat_h * m->feat_w * sizeof(double));
+    if (!dx) return oom(ex);
+    gb_ref_gap_bwd(N, C, m->feat_h * m->feat_w, dyv, dx);
+    nchw_to_nhwc(dx, N, m->feat_h, m->feat_w, C, dxv, 0);
+    free(dx);
     return 0;
 }
 
 static int hx_head(gb_exec_t *ex, const void *featv, void *dfeatv) {
     host_exec_t *h = (host_exec_t *)ex;
     const gb_plan_t *p = ex->plan;
-    const double *f = featv, *W = h->w + p->fc_w_off, *bias = h->w + p->fc_b_off;
-    double *df = dfeatv, *dW = h->grad + p->fc_w_off, *db = h->grad + p->fc_b_off;
     int N = p->n, K = p->m->cfg.n_classes, F = p->m->feat_c;
-    double *z = h->logits, loss = 0.0;
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) {
-            double acc = bias[k];
-            for (int i = 0; i < F; i++)
-                acc += f[(size_t)n * F + i] * W[(size_t)k * F + i];
-            z[(size_t)n * K + k] = acc;
-        }
-    for (int n = 0; n < N; n++) {
-        double *zr = z + (size_t)n * K, mx = zr[0], s = 0.0;
-        for (int k = 1; k < K; k++)
-            mx = zr[k] > mx ? zr[k] : mx;
-        for (int k = 0; k < K; k++)
-            s += exp(zr[k] - mx);
-        loss += mx + log(s) - zr[h->labels[n]];
-        /* logits become dloss/dlogits in place */
-        for (int k = 0; k < K; k++)
-            zr[k] = (exp(zr[k] - mx) / s - (k == h->labels[n] ? 1.0 : 0.0)) / N;
+    const double *W = h->w + p->fc_w_off;
+    gb_ref_fc_fwd(N, F, K, featv, W, h->w + p->fc_b_off, h->logits);
+    if (gb_ref_softmax_xent(N, K, h->logits, h->labels, &h->loss, h->dlogits) != 0) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: a label is outside [0, %d)", K);
+        return -1;
     }
-    h->loss = loss / N;
-    for (int k = 0; k < K; k++) {
-        double sb = 0.0;
-        for (int n = 0; n < N; n++)
-            sb += z[(size_t)n * K + k];
-        db[k] = sb;
-        for (int i = 0; i < F; i++) {
-            double s = 0.0;
-            for (int n = 0; n < N; n++)
-                s += z[(size_t)n * K + k] * f[(size_t)n * F + i];
-            dW[(size_t)k * F + i] = s;
-        }
-    }
-    for (int n = 0; n < N; n++)
-        for (int i = 0; i < F; i++) {
-            double s = 0.0;
-            for (int k = 0; k < K; k++)
-                s += z[(size_t)n * K + k] * W[(size_t)k * F + i];
-            df[(size_t)n * F + i] = s;
-        }
+    gb_ref_fc_bwd(N, F, K, featv, W, h->dlogits, dfeatv, h->grad + p->fc_w_off,
+                  h->grad + p->fc_b_off);
     return 0;
 }
 
@@ -368,11 +376,11 @@ static int hx_bn_running(gb_exec_t *ex) {
     for (int i = 0; i < p->n_bns; i++) {
         const gb_plan_bn_t *b = &p->bns[i];
         size_t so = b->stat_off / 2;
-        double M = (double)b->count;
-        for (int c = 0; c < b->g.c; c++) {
-            double *rm = h->buffers + b->rmean_off + c, *rv = h->buffers + b->rvar_off + c;
-            *rm = (1.0 - BN_MOMENTUM) * *rm + BN_MOMENTUM * h->mean[so + c];
-            *rv = (1.0 - BN_MOMENTUM) * *rv + BN_MOMENTUM * h->var[so + c] * M / (M - 1.0);
+        if (gb_ref_bn_update_running(b->g.c, b->count, BN_MOMENTUM, h->mean + so, h->var + so,
+                                     h->buffers + b->rmean_off, h->buffers + b->rvar_off) != 0) {
+            snprintf(ex->err, sizeof(ex->err), "host twin: %s: running statistics over %ld values",
+                     b->name, b->count);
+            return -1;
         }
     }
     return 0;
@@ -380,11 +388,10 @@ static int hx_bn_running(gb_exec_t *ex) {
 
 static int hx_update(gb_exec_t *ex) {
     host_exec_t *h = (host_exec_t *)ex;
-    for (size_t i = 0; i < nparam(h); i++) {
-        double d = h->grad[i] + h->wd * h->w[i];
-        h->buf[i] = h->mom * h->buf[i] + d;
-        h->w[i] -= h->lr * h->buf[i];
-    }
+    /* the GPU's buffers start at zero, so its mom * 0 + d equals this first
+     * step's buf = d exactly */
+    gb_ref_sgd_step(nparam(h), h->w, h->grad, h->buf, h->lr, h->mom, h->wd, h->updates == 0);
+    h->updates++;
     return 0;
 }
 
@@ -455,6 +462,7 @@ gb_exec_t *gb_host_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, ch
     h->mom = cfg->momentum;
     h->wd = cfg->weight_decay;
     size_t np = p->n_a + p->n_b, ns = p->n_stats / 2;
+    size_t nl = (size_t)p->n * p->m->cfg.n_classes;
     h->base.arena = calloc(1, p->arena_bytes);
     h->w = calloc(np, sizeof(double));
     h->buf = calloc(np, sizeof(double));
@@ -462,12 +470,12 @@ gb_exec_t *gb_host_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, ch
     h->buffers = calloc(p->m->n_buffers, sizeof(double));
     h->mean = calloc(ns, sizeof(double));
     h->var = calloc(ns, sizeof(double));
-    h->invstd = calloc(ns, sizeof(double));
-    h->pool_arg = calloc(p->acts[p->p0].numel, sizeof(int));
-    h->logits = calloc((size_t)p->n * p->m->cfg.n_classes, sizeof(double));
-    h->labels = calloc((size_t)p->n, sizeof(int));
+    h->pool_x = calloc(p->acts[p->a0].numel, sizeof(double));
+    h->logits = calloc(nl, sizeof(double));
+    h->dlogits = calloc(nl, sizeof(double));
+    h->labels = calloc((size_t)p->n, sizeof(int32_t));
     if (!h->base.arena || !h->w || !h->buf || !h->grad || !h->buffers || !h->mean || !h->var ||
-        !h->invstd || !h->pool_arg || !h->logits || !h->labels)
+        !h->pool_x || !h->logits || !h->dlogits || !h->labels)
         goto oom;
     return &h->base;
 oom:

@@ -280,6 +280,10 @@ static void test_compare_catches(void) {
     CHECK(!gb_close("planted error (expected FAIL)", a, b, 4, 1e-5, 0));
     a[2] = NAN;
     CHECK(!gb_close("planted NaN (expected FAIL)", a, b, 4, 1.0, 0));
+    /* against an all-zero reference only zeros pass */
+    double z[2] = {0, 0}, e[2] = {0, 1e-30};
+    CHECK(gb_close("zeros", z, z, 2, 1e-12, 0));
+    CHECK(!gb_close("planted nonzero vs zero (expected FAIL)", e, z, 2, 1e-3, 0));
 }
 
 int main(void) {

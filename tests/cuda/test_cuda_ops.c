@@ -7,8 +7,9 @@
  * fc gradients, feature gradient), the running statistics, and SGD.
  * Inputs are written to the GPU first and read back, so both sides start
  * from the same (rounded) values. Tolerances: gpu_common.h.
- * Reference ops of kernels/ref (double, NCHW) are not wired in yet: the host
- * twin plays that role until they land. */
+ * The host twin computes each op with kernels/ref's reference ops (double,
+ * NCHW; proven by finite differences and against PyTorch), so this compares
+ * the GPU with the reference ops in the GPU's own layouts and sequence. */
 #define _POSIX_C_SOURCE 200809L
 #include "compare.h"
 #include "cuda_exec.h"
@@ -43,17 +44,37 @@ static void fill(pair_t *P, void *cu, void *hx, size_t n, double scale) {
     free(v);
 }
 
-static void cmp(pair_t *P, const char *what, const char *name, const void *cu, const void *hx,
-                size_t n, double tol) {
+/* cu / cu_scale against hx: cu_scale is the loss scale an fp16 gradient
+ * that came through the loss carries (1 elsewhere) */
+static void cmp_scaled(pair_t *P, const char *what, const char *name, const void *cu,
+                       const void *hx, size_t n, double tol, double cu_scale) {
     double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double));
     CHECK(a && b);
     CHECKF(P->cu->ops->act_read(P->cu, cu, a, n) == 0, "%s", P->cu->err);
     CHECK(P->hx->ops->act_read(P->hx, hx, b, n) == 0);
+    for (size_t i = 0; i < n; i++)
+        a[i] /= cu_scale;
     char nm[160];
     snprintf(nm, sizeof(nm), "%s %s %s %s", P->tag, gb_prec_str(P->prec), what, name);
     P->failures += !gb_close(nm, a, b, n, tol, 0);
     free(a);
     free(b);
+}
+
+static void cmp(pair_t *P, const char *what, const char *name, const void *cu, const void *hx,
+                size_t n, double tol) {
+    cmp_scaled(P, what, name, cu, hx, n, tol, 1.0);
+}
+
+/* the loss scale the CUDA executor's gradients from the loss carry */
+static double cu_loss_scale(pair_t *P) {
+    size_t np = P->pc->n_a + P->pc->n_b;
+    float *g = malloc(np * sizeof(float)), s = 0.0f;
+    CHECK(g);
+    CHECKF(P->cu->ops->store_grads(P->cu, g, &s) == 0, "%s", P->cu->err);
+    free(g);
+    CHECK(s > 0.0f);
+    return s;
 }
 
 /* fp32 internal gradient ranges [off, off + n) of both executors; unscale:
@@ -246,7 +267,10 @@ static void run(gb_precision_t prec, const char *bn_impl) {
         free(img);
         CHECKF(P.cu->ops->step_begin(P.cu) == 0, "%s", P.cu->err);
         RUN2(&P, P.cu->ops->head(P.cu, fc, dc), P.hx->ops->head(P.hx, fh, dh));
-        cmp(&P, "head dfeat", "", dc, dh, p->acts[p->feat].numel, tol);
+        /* fp16: dlogits, so dfeat, carry the loss scale (GB_CUDA_LOSS_SCALE) */
+        double ls = cu_loss_scale(&P);
+        CHECKF(prec == GB_PREC_FP16 ? ls == 64.0 : ls == 1.0, "loss scale %g", ls);
+        cmp_scaled(&P, "head dfeat", "", dc, dh, p->acts[p->feat].numel, tol, ls);
         cmp_grads(&P, "head", "fc.weight", p->fc_w_off, (size_t)m->cfg.n_classes * m->feat_c, tol,
                   1);
         cmp_grads(&P, "head", "fc.bias", p->fc_b_off, (size_t)m->cfg.n_classes, tol, 1);

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,42 @@ static void test_resnet50_plan(void) {
     gb_model_destroy(&m);
 }
 
+/* The arena at batch 256, 224x224, counted from the model's geometry
+ * independently of plan.c: every forward activation once (stem input padded
+ * to 4 channels; per block t1 u1 at the input size, t2 u2 t3 y at the output
+ * size, td sd for a projection; the pooled features) plus five gradient
+ * buffers of the largest activation; plan.c may only add 256-byte alignment.
+ * Also: nothing near the 2^31-element limit of cuDNN's descriptors. */
+static void test_resnet50_sizes(void) {
+    gb_model_t *m = resnet50(224);
+    const size_t N = 256;
+    size_t per_image = 224 * 224 * 4 + 2 * 112 * 112 * 64 + 56 * 56 * 64 + 2048;
+    size_t largest = 112 * 112 * 64;
+    for (int i = 0; i < m->n_blocks; i++) {
+        const gb_block_t *b = &m->blocks[i];
+        size_t in = (size_t)b->ih * b->iw, out = (size_t)b->oh * b->ow;
+        per_image += 2 * in * b->mid_c + 2 * out * b->mid_c + 2 * out * b->out_c;
+        if (b->has_down) per_image += 2 * out * b->out_c;
+    }
+    /* 21.1M values per image: the known figure of ResNet-50's training activations */
+    CHECKF(per_image > 20000000 && per_image < 23000000, "%zu per image", per_image);
+    for (size_t es = 2; es <= 4; es += 2) {
+        char err[256];
+        gb_plan_t *p = gb_plan_new(m, (int)N, es, err, sizeof(err));
+        CHECKF(p, "%s", err);
+        size_t need = (N * per_image + 5 * N * largest) * es;
+        size_t slack = (size_t)(p->n_acts + GB_PLAN_NGRAD) * 256;
+        CHECKF(p->arena_bytes >= need && p->arena_bytes <= need + slack,
+               "arena %zu bytes, counted %zu (+ %zu alignment)", p->arena_bytes, need, slack);
+        for (int i = 0; i < p->n_acts; i++)
+            CHECK(p->acts[i].numel < (size_t)1 << 31);
+        printf("batch 256 %s: arena %.2f GB\n", es == 2 ? "fp16/bf16" : "fp32/tf32",
+               p->arena_bytes / 1e9);
+        gb_plan_destroy(&p);
+    }
+    gb_model_destroy(&m);
+}
+
 static void test_layouts(void) {
     /* OIHW (2,3,2,2) -> KRSC with 4 channels: element (k1,c2,r0,s1) */
     float src[24], krsc[2 * 2 * 2 * 4], back[24];
@@ -139,6 +176,15 @@ static void test_refusals(void) {
     CHECK(gb_plan_new(m, 0, 4, err, sizeof(err)) == NULL && strstr(err, "batch"));
     CHECK(gb_plan_new(m, 2, 3, err, sizeof(err)) == NULL);
     gb_model_destroy(&m);
+    /* the stem's output of ResNet-50 at 224 is 802816 values per image:
+     * batch 2674 stays under 2^31 elements, 2675 does not */
+    m = resnet50(224);
+    p = gb_plan_new(m, 2674, 2, err, sizeof(err));
+    CHECKF(p, "%s", err);
+    gb_plan_destroy(&p);
+    p = gb_plan_new(m, 2675, 2, err, sizeof(err));
+    CHECKF(p == NULL && strstr(err, "2^31"), "%s", p ? "accepted" : err);
+    gb_model_destroy(&m);
     gb_model_config_t mc;
     gb_model_config_resnet50(&mc, 64);
     mc.bn = 0;
@@ -150,6 +196,7 @@ static void test_refusals(void) {
 
 int main(void) {
     test_resnet50_plan();
+    test_resnet50_sizes();
     test_layouts();
     test_refusals();
     return 0;
