@@ -649,7 +649,12 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
         goto err;
     }
-    int zero = 0, one = 1, ivl = 100, ivl_max = 1000, hb = cfg->heartbeat_ms,
+    /* reconnect quickly after a coordinator restart: back off no further
+     * than one heartbeat (and at most 1 s) */
+    int ivl_max = cfg->heartbeat_ms < 100    ? 100
+                  : cfg->heartbeat_ms > 1000 ? 1000
+                                             : cfg->heartbeat_ms;
+    int zero = 0, one = 1, ivl = ivl_max < 100 ? ivl_max : 100, hb = cfg->heartbeat_ms,
         hb_timeout = cfg->heartbeat_ms * cfg->lost_after;
     int64_t max = MAX_FRAME * GB_WIRE_HARD_FACTOR;
     zmq_setsockopt(a->sock, ZMQ_ROUTING_ID, a->id, strlen(a->id));

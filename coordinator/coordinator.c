@@ -510,6 +510,37 @@ static int ref_listed(Gb__JobRef **refs, size_t n, uint64_t job, uint32_t attemp
     return 0;
 }
 
+/* A job whose last attempt was given up as lost, but not yet re-run, turns
+ * out to be alive on agent a (it came back late, or its result did): take
+ * that attempt back instead of running the job again. */
+static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
+    if (a->n_running >= MAX_SLOTS) return;
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_attempt_revive(c->store, j->id, j->attempt, a->id) != 0)
+        gb_error("store: reviving job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    q_remove(c, j);
+    j->state = J_RUNNING;
+    j->agent = a;
+    j->started = 1;
+    j->assigned_ms = gb_mono_ms();
+    a->running[a->n_running++] = j;
+    gb_info("job %" PRIu64 " attempt %u is alive on %s after all: kept", j->id, j->attempt,
+            a->name);
+}
+
+static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        cjob_t *j = gb_map_get_u64(c->jobs, refs[i]->job_id);
+        if (j && j->state == J_QUEUED && j->attempt == refs[i]->attempt && j->attempt > 0) {
+            char att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
+            if (gb_store_attempt_get(c->store, j->id, j->attempt, att_agent, sizeof att_agent,
+                                     att_state, sizeof att_state) == 0 &&
+                strcmp(att_agent, a->id) == 0)
+                adopt(c, j, a);
+        }
+    }
+}
+
 static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt) {
     Gb__Cancel cn = GB__CANCEL__INIT;
     cn.job_id = job;
@@ -646,6 +677,8 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
             attempt_lost(c, j, reason); /* removes it from a->running */
         }
     }
+    adopt_listed(c, a, h->running, h->n_running);
+    adopt_listed(c, a, h->spooled, h->n_spooled);
     for (size_t i = 0; i < h->n_running; i++) {
         int ours = 0;
         for (int k = 0; k < a->n_running; k++)
@@ -756,7 +789,8 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         return;
     }
     cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
-    int current = j && j->attempt == r->attempt && j->state == J_RUNNING;
+    if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, a);
+    int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == a;
     /* What the record says, when it is one. */
     const char *status = status_name(r->status);
     char error[GB_WIRE_ERROR_MAX + 128] = "";
@@ -1286,11 +1320,20 @@ static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
 
 /* ---- timers --------------------------------------------------------------- */
 
+/* Agents known from the store get longer to come back after a restart than
+ * a running agent gets to answer: they have to notice the silence and
+ * reconnect (with libzmq's back-off) first. */
+static int64_t restart_grace_ms(const gb_coord_t *c) {
+    int64_t w = lost_window_ms(c);
+    return w * 2 > w + 2000 ? w * 2 : w + 2000;
+}
+
 static void check_liveness(gb_coord_t *c) {
-    int64_t now = gb_mono_ms(), window = lost_window_ms(c);
+    int64_t now = gb_mono_ms(), window = lost_window_ms(c), grace = restart_grace_ms(c);
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        if (a->state == A_LOST || now - a->last_heard_ms <= window) continue;
+        int64_t limit = a->state == A_DISCONNECTED ? grace : window;
+        if (a->state == A_LOST || now - a->last_heard_ms <= limit) continue;
         char reason[300];
         gb_fmt(reason, sizeof reason, "agent %s lost (silent for %" PRId64 " ms)", a->name,
                now - a->last_heard_ms);
@@ -1302,6 +1345,7 @@ static void check_liveness(gb_coord_t *c) {
     /* assigned but never started: the assignment or its answer was lost */
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
+        if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
             if (!j->started && now - j->assigned_ms > window) {

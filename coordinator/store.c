@@ -30,6 +30,7 @@ enum {
     S_ATTEMPT_STARTED,
     S_ATTEMPT_END,
     S_JOB_REQUEUE,
+    S_ATTEMPT_REVIVE,
     S_JOB_FINISH,
     S_JOB_CANCEL_REQ,
     S_JOBS_LOAD,
@@ -84,6 +85,8 @@ static const char *const sql[S_COUNT] = {
     [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = ?4, ended_at = ?5"
                       " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL WHERE job_id = ?1",
+    [S_ATTEMPT_REVIVE] = "UPDATE attempts SET state = 'running', error = NULL, ended_at = NULL"
+                         " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
                      " WHERE job_id = ?1",
     [S_JOB_CANCEL_REQ] = "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1",
@@ -371,6 +374,15 @@ int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, co
 int gb_store_job_requeue(gb_store_t *self, uint64_t job_id) {
     if (bind(self, S_JOB_REQUEUE, "I", job_id) != 0) return -1;
     return exec(self, S_JOB_REQUEUE);
+}
+
+int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
+                            const char *agent_id) {
+    if (bind(self, S_ATTEMPT_REVIVE, "Ii", job_id, (int)attempt) != 0 ||
+        exec(self, S_ATTEMPT_REVIVE) != 0)
+        return -1;
+    if (bind(self, S_JOB_ASSIGN, "Iit", job_id, (int)attempt, agent_id) != 0) return -1;
+    return exec(self, S_JOB_ASSIGN);
 }
 
 int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, const char *error,

@@ -91,6 +91,10 @@ int gb_store_attempt_started(gb_store_t *self, uint64_t job_id, uint32_t attempt
 int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *state,
                          const char *error, const char *now);
 int gb_store_job_requeue(gb_store_t *self, uint64_t job_id);
+/* An attempt given up as lost is running after all: attempt and job back to
+ * running on agent_id. */
+int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
+                            const char *agent_id);
 /* Terminal: done | failed | cancelled. */
 int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, const char *error,
                         const char *now);
