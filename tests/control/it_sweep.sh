@@ -41,7 +41,7 @@ eq "gpu_model is the CPU model on CPU nodes" \
 "$GB" results --db "$T/gb.db" --sweep "$sweep" --format csv >"$T/results.csv"
 eq "results csv rows" "$(($(wc -l <"$T/results.csv") - 1))" 24
 "$GB" results --db "$T/gb.db" --format json >"$T/results.json"
-eq "results json rows" "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$T/results.json")" 24
+eq "results json rows" "$(sqlite3 :memory: "SELECT json_array_length(readfile('$T/results.json'))")" 24
 "$GB" results --db "$T/gb.db" >"$T/results.txt"
 contains "results table header" "$T/results.txt" "images_per_sec"
 "$GB" status >"$T/status.txt"

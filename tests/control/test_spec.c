@@ -5,6 +5,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_spec.h"
+#include "gb_util.h"
+
+#include <dirent.h>
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -218,10 +222,37 @@ static const struct {
     {"bad_many_keys", NULL, 0, "more than 64 keys"},
 };
 
+/* Every spec in examples/ is valid and makes at least one job. */
+static void case_examples(const char *dir) {
+    DIR *d = opendir(dir);
+    CHECKF(d, "cannot open %s", dir);
+    int seen = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        char path[1024], *text = NULL;
+        size_t len = 0;
+        char err[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        CHECKF(gb_read_file(path, 1 << 20, &text, &len, err, sizeof err) == 0, "%s", err);
+        gb_sweep_def_t def;
+        CHECKF(gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0, "%s: %s",
+               e->d_name, err);
+        CHECK(def.n_jobs >= 1 && def.name[0]);
+        gb_sweep_def_free(&def);
+        free(text);
+        seen++;
+    }
+    closedir(d);
+    CHECKF(seen >= 3, "only %d example specs", seen);
+}
+
 int main(int argc, char **argv) {
-    CHECKF(argc == 2, "usage: test_spec CASE");
+    CHECKF(argc == 2 || argc == 3, "usage: test_spec CASE [DIR]");
     const char *c = argv[1];
-    if (strcmp(c, "product") == 0)
+    if (strcmp(c, "examples") == 0)
+        case_examples(argc == 3 ? argv[2] : "examples");
+    else if (strcmp(c, "product") == 0)
         case_product();
     else if (strcmp(c, "kinds") == 0)
         case_kinds();
