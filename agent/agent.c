@@ -492,7 +492,8 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
     case GB__ENVELOPE__BODY_HEARTBEAT:
         break;
     case GB__ENVELOPE__BODY_ASSIGN:
-        if (!a->registered) break; /* a stale assignment; the coordinator will re-place it */
+        /* taken even while registering again: the coordinator stored the
+         * assignment before it sent it, so it is real */
         start_job(a, env->assign);
         break;
     case GB__ENVELOPE__BODY_RESULT_ACK: {

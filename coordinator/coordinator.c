@@ -49,6 +49,7 @@ struct cjob {
     int state;        /* J_QUEUED or J_RUNNING */
     uint32_t attempt; /* current attempt; 0 before the first */
     int max_attempts;
+    int refused; /* attempts an agent refused (busy): they do not count against max_attempts */
     int cancel_requested;
     /* while running */
     cagent_t *agent;
@@ -73,6 +74,7 @@ struct cagent {
     int64_t seen_written_ms;
     cjob_t *running[MAX_SLOTS];
     int n_running;
+    int reported_busy; /* jobs the agent last said it runs (ours or stale ones it is stopping) */
 };
 
 typedef struct csweep {
@@ -357,7 +359,7 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
 
 /* The running attempt of j is gone (agent lost, restarted without it, never
  * started it, refused it): re-queue with attempt + 1, or end the job. */
-static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
+static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
     char now[32];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
@@ -371,9 +373,11 @@ static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
         job_finish(c, j, "cancelled", "cancelled by request");
         return;
     }
-    if ((int)j->attempt >= j->max_attempts) {
+    if (!counts) j->refused++;
+    if ((int)j->attempt - j->refused >= j->max_attempts) {
         char err[600];
-        gb_fmt(err, sizeof err, "gave up after %u attempt(s); last: %s", j->attempt, reason);
+        gb_fmt(err, sizeof err, "gave up after %d attempt(s); last: %s",
+               (int)j->attempt - j->refused, reason);
         job_finish(c, j, "failed", err);
         return;
     }
@@ -382,6 +386,10 @@ static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
     j->state = J_QUEUED;
     j->started = 0;
     q_push_front(c, j);
+}
+
+static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
+    attempt_lost_ex(c, j, reason, 1);
 }
 
 /* ---- placement ------------------------------------------------------------ */
@@ -434,7 +442,8 @@ static void dispatch(gb_coord_t *c) {
         if (a->state != A_CONNECTED) continue;
         gb_node_caps_t caps;
         agent_caps(a, &caps);
-        for (cjob_t *j = c->q_head, *next; j && a->n_running < a->slots; j = next) {
+        for (cjob_t *j = c->q_head, *next;
+             j && a->n_running < a->slots && a->reported_busy < a->slots; j = next) {
             next = j->next;
             char backend[8], why[256];
             if (gb_place_fits(&caps, &j->def, backend, why, sizeof why)) assign(c, j, a, backend);
@@ -655,6 +664,7 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
     free(inv_json);
     int was = a->state;
     a->state = A_CONNECTED;
+    a->reported_busy = (int)h->n_running;
     a->last_heard_ms = gb_mono_ms();
     a->seen_written_ms = a->last_heard_ms;
     gb_copy(a->last_seen, sizeof a->last_seen, now);
@@ -671,6 +681,11 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
             i++;
         } else if (ref_listed(h->spooled, h->n_spooled, j->id, j->attempt)) {
             i++; /* its result is on the way */
+        } else if (!j->started) {
+            /* the assignment may still be on its way to the agent: give it a
+             * fresh window to start (check_liveness loses it otherwise) */
+            j->assigned_ms = gb_mono_ms();
+            i++;
         } else {
             char reason[200];
             gb_fmt(reason, sizeof reason, "agent %s came back without it", a->name);
@@ -727,7 +742,8 @@ static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
     } else {
         char reason[GB_WIRE_ERROR_MAX + 64];
         gb_fmt(reason, sizeof reason, "agent %s refused it: %s", a->name, p->message);
-        attempt_lost(c, j, reason);
+        a->reported_busy = a->slots; /* full until its next heartbeat says otherwise */
+        attempt_lost_ex(c, j, reason, 0);
     }
 }
 
@@ -959,6 +975,9 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     }
     a->last_heard_ms = gb_mono_ms();
     if (body == GB__ENVELOPE__BODY_HEARTBEAT) {
+        int was_full = a->reported_busy >= a->slots;
+        a->reported_busy = (int)env->heartbeat->n_running;
+        if (was_full && a->reported_busy < a->slots) c->dirty = 1;
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
             char now[32];
             now_iso(now, sizeof now);

@@ -20,7 +20,7 @@ if [ "$case" = fake_unknown_result ]; then
 fi
 
 wait_nodes 2
-sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake)
+sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake --max-attempts 1)
 wait "$fake" || fail "rawpeer: $(cat "$T/rawpeer.log")"
 "$GB" wait "$sweep" --quiet
 rc=$?
@@ -42,6 +42,13 @@ fake_resend)
     eq "three sends, one row" "$(q "SELECT count(*) FROM results")" 1
     eq "v_results once" "$(q "SELECT count(*) FROM v_results")" 1
     eq "columns extracted from the record" "$(q "SELECT gflops || ',' || node || ',' || gpu_model FROM v_results")" "12.5,fake,Test CPU"
+    ;;
+fake_refuse)
+    # a refusal (busy agent) does not count against max_attempts (1 here)
+    eq "wait succeeds" "$rc" 0
+    eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
+    q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
+    contains "the refusal is kept" "$T/a1.txt" "lost: agent fake refused it: busy: 1 job(s) running"
     ;;
 *) fail "unknown case $case" ;;
 esac

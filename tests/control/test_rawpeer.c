@@ -293,6 +293,37 @@ int main(int argc, char **argv) {
             send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK, rec);
             expect_ack(s, job, att);
         }
+    } else if (strcmp(c, "fake_refuse") == 0) {
+        /* refuse the first assignment as a busy agent does; take the next */
+        s = peer(listen, "fakeagent01");
+        hello(s, "fakeagent01", "fake", 4);
+        Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+        gb_wire_free(&w);
+        printf("registered\n");
+        fflush(stdout);
+        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 20000);
+        Gb__Progress p = GB__PROGRESS__INIT;
+        p.job_id = as->assign->job_id;
+        p.attempt = as->assign->attempt;
+        p.phase = GB__PHASE__PHASE_REFUSED;
+        p.message = "busy: 1 job(s) running";
+        gb_wire_free(&as);
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_PROGRESS;
+        env.progress = &p;
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        as = await(s, GB__ENVELOPE__BODY_ASSIGN, 20000);
+        uint64_t job = as->assign->job_id;
+        uint32_t att = as->assign->attempt;
+        CHECKF(att == p.attempt + 1, "second assignment is attempt %u", att);
+        gb_wire_free(&as);
+        p.attempt = att;
+        p.phase = GB__PHASE__PHASE_STARTED;
+        p.message = "";
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 1}");
+        expect_ack(s, job, att);
     } else if (strcmp(c, "fake_unknown_result") == 0) {
         s = peer(listen, "fakeagent02");
         hello(s, "fakeagent02", "fake2", 4);
