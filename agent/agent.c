@@ -234,10 +234,25 @@ static void send_heartbeat(gb_agent_t *a) {
     hb.n_running = nr;
     hb.running = run_p;
     hb.spooled = (uint32_t)a->n_unacked;
+    size_t ns = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
+    Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
+    Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
+    if (spool_v && spool_p) {
+        for (size_t i = 0; i < ns; i++) {
+            gb__job_ref__init(&spool_v[i]);
+            spool_v[i].job_id = a->unacked[i].job_id;
+            spool_v[i].attempt = a->unacked[i].attempt;
+            spool_p[i] = &spool_v[i];
+        }
+        hb.n_spooled_jobs = ns;
+        hb.spooled_jobs = spool_p;
+    }
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
     send_env(a, &env);
+    free(spool_v);
+    free(spool_p);
 }
 
 static void send_progress(gb_agent_t *a, uint64_t job, uint32_t attempt, Gb__Phase phase,

@@ -185,8 +185,11 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         return 0;
     case GB__ENVELOPE__BODY_HEARTBEAT:
         if (env->heartbeat->spooled > 1000000) FAIL(RANGE, "heartbeat.spooled out of range");
-        return check_jobrefs(env->heartbeat->running, env->heartbeat->n_running,
-                             "heartbeat.running", why, whylen);
+        if (check_jobrefs(env->heartbeat->running, env->heartbeat->n_running, "heartbeat.running",
+                          why, whylen))
+            return RANGE;
+        return check_jobrefs(env->heartbeat->spooled_jobs, env->heartbeat->n_spooled_jobs,
+                             "heartbeat.spooled_jobs", why, whylen);
     case GB__ENVELOPE__BODY_ASSIGN: {
         const Gb__JobAssign *a = env->assign;
         if (a->job_id == 0 || a->attempt < 1 || a->attempt > GB_WIRE_ATTEMPT_MAX)

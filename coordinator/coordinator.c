@@ -55,6 +55,7 @@ struct cjob {
     cagent_t *agent;
     char backend[8];
     int started;
+    int missing; /* heartbeats in a row from its agent that did not mention it */
     int64_t assigned_ms;
     /* while queued */
     cjob_t *prev, *next;
@@ -297,11 +298,12 @@ static void agent_drop_job(cagent_t *a, cjob_t *j) {
 static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
     if (a->state == state) return;
     a->state = state;
-    char now[32];
-    now_iso(now, sizeof now);
-    gb_copy(a->last_seen, sizeof a->last_seen, now);
+    /* last_seen: when we last heard from it, not now */
+    char seen[32];
+    gb_iso8601(gb_wall_ms() - (gb_mono_ms() - a->last_heard_ms), seen, sizeof seen);
+    if (a->last_heard_ms > c->started_ms) gb_copy(a->last_seen, sizeof a->last_seen, seen);
     if (gb_store_begin(c->store) != 0 ||
-        gb_store_node_state(c->store, a->id, agent_state_names[state], now) != 0)
+        gb_store_node_state(c->store, a->id, agent_state_names[state], a->last_seen) != 0)
         gb_error("store: node %s state: %s", a->name, gb_store_errmsg(c->store));
 }
 
@@ -408,6 +410,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     j->attempt = attempt;
     j->agent = a;
     j->started = 0;
+    j->missing = 0;
     j->assigned_ms = gb_mono_ms();
     gb_copy(j->backend, sizeof j->backend, backend);
     a->running[a->n_running++] = j;
@@ -975,9 +978,30 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     }
     a->last_heard_ms = gb_mono_ms();
     if (body == GB__ENVELOPE__BODY_HEARTBEAT) {
+        const Gb__Heartbeat *hb = env->heartbeat;
         int was_full = a->reported_busy >= a->slots;
-        a->reported_busy = (int)env->heartbeat->n_running;
+        a->reported_busy = (int)hb->n_running;
         if (was_full && a->reported_busy < a->slots) c->dirty = 1;
+        /* A started job its agent neither runs nor holds a result for has
+         * vanished (e.g. its result could not be spooled). Its result, had it
+         * been sent, arrives before this heartbeat (one connection is FIFO),
+         * but is applied only after this turn's commit: so two heartbeats. */
+        for (int k = 0; k < a->n_running;) {
+            cjob_t *j = a->running[k];
+            if (!j->started || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+                ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+                hb->n_spooled_jobs < hb->spooled) {
+                j->missing = 0;
+                k++;
+            } else if (++j->missing >= 2) {
+                char reason[200];
+                gb_fmt(reason, sizeof reason,
+                       "agent %s no longer runs it and holds no result for it", a->name);
+                attempt_lost(c, j, reason);
+            } else {
+                k++;
+            }
+        }
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
             char now[32];
             now_iso(now, sizeof now);

@@ -20,7 +20,9 @@ if [ "$case" = fake_unknown_result ]; then
 fi
 
 wait_nodes 2
-sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake --max-attempts 1)
+attempts=1
+[ "$case" = fake_vanish ] && attempts=2
+sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake --max-attempts $attempts)
 wait "$fake" || fail "rawpeer: $(cat "$T/rawpeer.log")"
 "$GB" wait "$sweep" --quiet
 rc=$?
@@ -49,6 +51,12 @@ fake_refuse)
     eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
     q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
     contains "the refusal is kept" "$T/a1.txt" "lost: agent fake refused it: busy: 1 job(s) running"
+    ;;
+fake_vanish)
+    eq "wait succeeds" "$rc" 0
+    eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
+    q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
+    contains "the vanished attempt is given up" "$T/a1.txt" "lost: agent fake no longer runs it and holds no result for it"
     ;;
 *) fail "unknown case $case" ;;
 esac

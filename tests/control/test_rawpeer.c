@@ -324,6 +324,20 @@ int main(int argc, char **argv) {
         send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                     "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 1}");
         expect_ack(s, job, att);
+    } else if (strcmp(c, "fake_vanish") == 0) {
+        /* start a job, then forget it: heartbeats list neither it nor a
+         * result; the coordinator must give the attempt up and re-place it */
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
+        CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
+               "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
+               as->assign->attempt);
+        gb_wire_free(&as);
+        send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 2}");
+        expect_ack(s, job, att + 1);
     } else if (strcmp(c, "fake_unknown_result") == 0) {
         s = peer(listen, "fakeagent02");
         hello(s, "fakeagent02", "fake2", 4);
