@@ -376,7 +376,7 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
         return;
     }
     if (!counts) j->refused++;
-    if ((int)j->attempt - j->refused >= j->max_attempts) {
+    if ((int)j->attempt - j->refused >= j->max_attempts || j->attempt >= GB_WIRE_ATTEMPT_MAX) {
         char err[600];
         gb_fmt(err, sizeof err, "gave up after %d attempt(s); last: %s",
                (int)j->attempt - j->refused, reason);
