@@ -6,6 +6,10 @@
 # packages are already there, so build.sh installs nothing.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 src=${3:?source dir}
+if ! git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "SKIP: $src is not a git checkout, there is nothing to clone"
+    exit 77
+fi
 git clone -q "$src" "$T/clone" || fail "git clone $src"
 cd "$T/clone"
 export GB_CMAKE_ARGS=-DGB_CUDA=OFF
