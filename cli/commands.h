@@ -15,5 +15,16 @@ typedef struct gb_command {
 
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_coordinator(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_submit(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_nodes(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_results(int argc, char **argv);
+/* cmd_train (cli/cmd_train.c) is declared here by the engine's work. */
 
 #endif

@@ -1,5 +1,6 @@
 /* main.c - the gpubench binary: a table of subcommands (git.c style). The
  * daemons and the engine are libraries; this file only dispatches. */
+#include "cli_util.h"
 #include "commands.h"
 
 #include <stdio.h>
@@ -7,6 +8,17 @@
 
 /* One line per command, in the order `gpubench help` lists them. */
 static const gb_command_t commands[] = {
+    {"run", cmd_run, "coordinator + local agent + default sweep on this machine, results table"},
+    /* {"train", cmd_train, ...}: the engine's command goes here */
+    {"submit", cmd_submit, "submit a sweep (JSON spec or flags); prints the sweep id"},
+    {"wait", cmd_wait, "block until a sweep ends; non-zero exit if a job failed"},
+    {"status", cmd_status, "sweeps and their job counts"},
+    {"nodes", cmd_nodes, "agents the coordinator knows"},
+    {"cancel", cmd_cancel, "cancel a sweep or one of its jobs"},
+    {"results", cmd_results, "finished jobs from the store (v_results)"},
+    {"coordinator", cmd_coordinator, "run the coordinator daemon"},
+    {"agent", cmd_agent, "run the agent daemon on this node"},
+    {"worker", cmd_worker, "run one job (started by the agent)"},
     {"help", cmd_help, "list the commands"},
     {"version", cmd_version, "print the version and the libraries found"},
 };
@@ -26,6 +38,7 @@ int cmd_version(int argc, char **argv) {
     (void)argc;
     (void)argv;
     printf("gpubench %s\n", GB_VERSION);
+    cli_print_versions(stdout);
     return 0;
 }
 

@@ -1,0 +1,771 @@
+/* agent.c - see agent.h.
+ *
+ * Invariants: a job's Result is on disk (spool) before it is sent and stays
+ * there until a ResultAck for that (job, attempt) arrives; the unacked list
+ * mirrors the spool. A slot holds at most one running worker. Every message
+ * from the coordinator is validated by gb_wire_decode before use. */
+#define _GNU_SOURCE
+#include "agent.h"
+
+#include "gb_log.h"
+#include "gb_spec.h"
+#include "gb_spool.h"
+#include "gb_util.h"
+#include "gb_wire.h"
+#include "gb_zmq.h"
+#include "inventory.h"
+#include "runner.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define MAX_SLOTS 64
+#define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
+
+typedef struct slot {
+    gb_run_t *run; /* NULL: free */
+    uint64_t job_id;
+    uint32_t attempt;
+    char dir[4200];
+} slot_t;
+
+typedef struct unacked {
+    uint64_t job_id;
+    uint32_t attempt;
+    int64_t next_send_ms;
+} unacked_t;
+
+struct gb_agent {
+    gb_agent_config_t cfg;
+    char id[GB_WIRE_ID_MAX + 1];
+    char name[GB_WIRE_NAME_MAX + 1];
+    char labels[GB_LABELS_LEN];
+    char state_dir[4096], jobs_dir[4200];
+    int lock_fd;
+    gb_spool_t *spool;
+    gb_inventory_t *inv;
+    void *ctx, *sock;
+    int registered;
+    int hb_ms, lost_after;
+    int64_t last_rx_ms, next_hb_ms;
+    uint64_t seq;
+    slot_t slots[MAX_SLOTS];
+    unacked_t *unacked;
+    size_t n_unacked, unacked_cap;
+};
+
+void gb_agent_config_default(gb_agent_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->connect = "tcp://127.0.0.1:5555";
+    cfg->state_dir = "gpubench-agent";
+    cfg->kinds = "gemm,resnet50,sleep";
+    cfg->worker_exe = "/proc/self/exe";
+    cfg->heartbeat_ms = 1000;
+    cfg->lost_after = 5;
+    cfg->slots = 1;
+    cfg->kill_grace_ms = 2000;
+}
+
+const char *gb_agent_id(const gb_agent_t *a) {
+    return a->id;
+}
+
+static int resend_ms(const gb_agent_t *a) {
+    return a->hb_ms * 2 > 200 ? a->hb_ms * 2 : 200;
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+static int send_env(gb_agent_t *a, Gb__Envelope *env) {
+    env->seq = ++a->seq;
+    if (gb_zmq_send(a->sock, NULL, 0, env) != 0) {
+        gb_debug("cannot send %s now: %s", gb_wire_body_name(env->body_case), zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int n_running(const gb_agent_t *a) {
+    int n = 0;
+    for (int i = 0; i < a->cfg.slots; i++)
+        n += a->slots[i].run != NULL;
+    return n;
+}
+
+/* Hello with the whole inventory; the protobuf structures live on the stack
+ * and in a few arrays freed before returning. */
+static void send_hello(gb_agent_t *a) {
+    const gb_inventory_t *inv = a->inv;
+    Gb__Inventory pi = GB__INVENTORY__INIT;
+    pi.hostname = (char *)inv->hostname;
+    pi.cpu_model = (char *)inv->cpu_model;
+    pi.cpu_cores = inv->cpu_cores;
+    pi.memory_bytes = inv->memory_bytes;
+    pi.os = (char *)inv->os;
+    pi.kernel = (char *)inv->kernel;
+    pi.driver_version = (char *)inv->driver_version;
+    pi.cuda_driver_version = (char *)inv->cuda_driver_version;
+    pi.nvml_error = (char *)inv->nvml_error;
+    pi.gpubench_version = GB_VERSION;
+
+    Gb__Gpu *gpus = calloc((size_t)inv->n_gpus + 1, sizeof *gpus);
+    Gb__Gpu **gpu_p = calloc((size_t)inv->n_gpus + 1, sizeof *gpu_p);
+    Gb__Link *links = calloc((size_t)inv->n_links + 1, sizeof *links);
+    Gb__Link **link_p = calloc((size_t)inv->n_links + 1, sizeof *link_p);
+    char kinds_buf[256];
+    char *kinds[GB_WIRE_KINDS_MAX];
+    Gb__Label label_v[GB_WIRE_LABELS_MAX], *label_p[GB_WIRE_LABELS_MAX];
+    char label_buf[GB_LABELS_LEN];
+    Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
+    Gb__JobRef *spool_v = calloc(a->n_unacked + 1, sizeof *spool_v);
+    Gb__JobRef **spool_p = calloc(a->n_unacked + 1, sizeof *spool_p);
+    if (!gpus || !gpu_p || !links || !link_p || !spool_v || !spool_p) {
+        gb_error("out of memory building hello");
+        goto out;
+    }
+    for (int i = 0; i < inv->n_gpus; i++) {
+        const gb_gpu_info_t *g = &inv->gpus[i];
+        gb__gpu__init(&gpus[i]);
+        gpus[i].index = (uint32_t)i;
+        gpus[i].name = (char *)g->name;
+        gpus[i].uuid = (char *)g->uuid;
+        gpus[i].memory_bytes = g->memory_bytes;
+        gpus[i].sm_count = g->sm_count;
+        gpus[i].cc_major = g->cc_major;
+        gpus[i].cc_minor = g->cc_minor;
+        gpus[i].pcie_gen = g->pcie_gen;
+        gpus[i].pcie_width = g->pcie_width;
+        gpus[i].power_limit_mw = g->power_limit_mw;
+        gpus[i].pci_bus_id = (char *)g->pci_bus_id;
+        gpu_p[i] = &gpus[i];
+    }
+    pi.n_gpus = (size_t)inv->n_gpus;
+    pi.gpus = gpu_p;
+    for (int i = 0; i < inv->n_links; i++) {
+        gb__link__init(&links[i]);
+        links[i].gpu_a = inv->links[i].gpu_a;
+        links[i].gpu_b = inv->links[i].gpu_b;
+        links[i].nvlink_lanes = inv->links[i].nvlink_lanes;
+        links[i].pcie_path = (char *)inv->links[i].pcie_path;
+        link_p[i] = &links[i];
+    }
+    pi.n_links = (size_t)inv->n_links;
+    pi.links = link_p;
+    gb_copy(kinds_buf, sizeof kinds_buf, a->cfg.kinds);
+    size_t nk = 0;
+    for (char *save = NULL, *t = strtok_r(kinds_buf, ",", &save); t && nk < GB_WIRE_KINDS_MAX;
+         t = strtok_r(NULL, ",", &save))
+        kinds[nk++] = t;
+    pi.n_kinds = nk;
+    pi.kinds = kinds;
+
+    Gb__Hello h = GB__HELLO__INIT;
+    h.agent_id = a->id;
+    h.name = a->name;
+    h.inventory = &pi;
+    h.slots = (uint32_t)a->cfg.slots;
+    gb_copy(label_buf, sizeof label_buf, a->labels);
+    size_t nl = 0;
+    for (char *save = NULL, *t = strtok_r(label_buf, ",", &save); t && nl < GB_WIRE_LABELS_MAX;
+         t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        gb__label__init(&label_v[nl]);
+        label_v[nl].key = t;
+        label_v[nl].value = eq + 1;
+        label_p[nl] = &label_v[nl];
+        nl++;
+    }
+    h.n_labels = nl;
+    h.labels = label_p;
+    size_t nr = 0;
+    for (int i = 0; i < a->cfg.slots; i++)
+        if (a->slots[i].run) {
+            gb__job_ref__init(&run_v[nr]);
+            run_v[nr].job_id = a->slots[i].job_id;
+            run_v[nr].attempt = a->slots[i].attempt;
+            run_p[nr] = &run_v[nr];
+            nr++;
+        }
+    h.n_running = nr;
+    h.running = run_p;
+    for (size_t i = 0; i < a->n_unacked; i++) {
+        gb__job_ref__init(&spool_v[i]);
+        spool_v[i].job_id = a->unacked[i].job_id;
+        spool_v[i].attempt = a->unacked[i].attempt;
+        spool_p[i] = &spool_v[i];
+    }
+    h.n_spooled = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
+    h.spooled = spool_p;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    send_env(a, &env);
+out:
+    free(gpus);
+    free(gpu_p);
+    free(links);
+    free(link_p);
+    free(spool_v);
+    free(spool_p);
+}
+
+static void send_heartbeat(gb_agent_t *a) {
+    Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
+    size_t nr = 0;
+    for (int i = 0; i < a->cfg.slots; i++)
+        if (a->slots[i].run) {
+            gb__job_ref__init(&run_v[nr]);
+            run_v[nr].job_id = a->slots[i].job_id;
+            run_v[nr].attempt = a->slots[i].attempt;
+            run_p[nr] = &run_v[nr];
+            nr++;
+        }
+    Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+    hb.n_running = nr;
+    hb.running = run_p;
+    hb.spooled = (uint32_t)a->n_unacked;
+    size_t ns = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
+    Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
+    Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
+    if (spool_v && spool_p) {
+        for (size_t i = 0; i < ns; i++) {
+            gb__job_ref__init(&spool_v[i]);
+            spool_v[i].job_id = a->unacked[i].job_id;
+            spool_v[i].attempt = a->unacked[i].attempt;
+            spool_p[i] = &spool_v[i];
+        }
+        hb.n_spooled_jobs = ns;
+        hb.spooled_jobs = spool_p;
+    }
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    send_env(a, &env);
+    free(spool_v);
+    free(spool_p);
+}
+
+static void send_progress(gb_agent_t *a, uint64_t job, uint32_t attempt, Gb__Phase phase,
+                          const char *msg) {
+    Gb__Progress p = GB__PROGRESS__INIT;
+    p.job_id = job;
+    p.attempt = attempt;
+    p.phase = phase;
+    p.message = (char *)(msg ? msg : "");
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_PROGRESS;
+    env.progress = &p;
+    send_env(a, &env);
+}
+
+static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_result_t *rr);
+
+/* Send one spooled result as it is on disk. A spool entry that does not
+ * decode is moved aside (it could never be acknowledged). */
+static void send_spooled(gb_agent_t *a, unacked_t *u) {
+    void *data = NULL;
+    size_t len = 0;
+    char err[512];
+    u->next_send_ms = gb_mono_ms() + resend_ms(a);
+    if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, err, sizeof err) != 0) {
+        gb_error("spool: %s", err);
+        return;
+    }
+    Gb__Result *r = gb__result__unpack(NULL, len, data);
+    free(data);
+    if (!r) {
+        /* It could never be acknowledged: keep the bytes aside and report
+         * the job failed instead, so it ends rather than waits forever. */
+        uint64_t job = u->job_id;
+        uint32_t attempt = u->attempt;
+        gb_error("spool: result of job %" PRIu64 " attempt %u is unreadable: moved aside", job,
+                 attempt);
+        if (gb_spool_quarantine(a->spool, job, attempt, err, sizeof err) != 0)
+            gb_error("spool: %s", err);
+        gb_run_result_t rr;
+        memset(&rr, 0, sizeof rr);
+        rr.status = GB_RUN_FAILED;
+        rr.exit_code = -1;
+        rr.started_ms = rr.finished_ms = gb_wall_ms();
+        gb_fmt(rr.error, sizeof rr.error, "the agent's spooled result was unreadable");
+        finish_result(a, job, attempt, &rr);
+        return;
+    }
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RESULT;
+    env.result = r;
+    if (send_env(a, &env) == 0)
+        gb_debug("sent result of job %" PRIu64 " attempt %u", u->job_id, u->attempt);
+    gb__result__free_unpacked(r, NULL);
+}
+
+static unacked_t *unacked_find(gb_agent_t *a, uint64_t job, uint32_t attempt) {
+    for (size_t i = 0; i < a->n_unacked; i++)
+        if (a->unacked[i].job_id == job && a->unacked[i].attempt == attempt) return &a->unacked[i];
+    return NULL;
+}
+
+static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
+    unacked_t *u = unacked_find(a, job, attempt);
+    if (u) return u;
+    if (a->n_unacked == a->unacked_cap) {
+        size_t cap = a->unacked_cap ? a->unacked_cap * 2 : 16;
+        unacked_t *v = realloc(a->unacked, cap * sizeof *v);
+        if (!v) return NULL;
+        a->unacked = v;
+        a->unacked_cap = cap;
+    }
+    u = &a->unacked[a->n_unacked++];
+    u->job_id = job;
+    u->attempt = attempt;
+    u->next_send_ms = 0;
+    return u;
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+static void rm_job_dir(const char *dir) {
+    char p[4300];
+    static const char *const files[] = {"job.json", "result.json"};
+    for (size_t i = 0; i < 2; i++)
+        if (gb_fmt(p, sizeof p, "%s/%s", dir, files[i]) == 0) unlink(p);
+    rmdir(dir);
+}
+
+/* Store the outcome in the spool, then send it. */
+static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_result_t *rr) {
+    Gb__Result r = GB__RESULT__INIT;
+    r.job_id = job;
+    r.attempt = attempt;
+    r.status = (Gb__ResultStatus)rr->status;
+    r.record_json = rr->record_json ? rr->record_json : "";
+    r.error = rr->error;
+    r.output_tail = rr->tail;
+    r.exit_code = rr->exit_code;
+    r.started_at_ms = (uint64_t)rr->started_ms;
+    r.finished_at_ms = (uint64_t)rr->finished_ms;
+    size_t len = gb__result__get_packed_size(&r);
+    uint8_t *buf = malloc(len ? len : 1);
+    char err[512];
+    if (!buf) {
+        gb_error("out of memory storing the result of job %" PRIu64, job);
+        return;
+    }
+    gb__result__pack(&r, buf);
+    int rc = gb_spool_put(a->spool, job, attempt, buf, len, err, sizeof err);
+    free(buf);
+    if (rc != 0) {
+        /* Without the spool the result could be lost: do not send what we
+         * could not keep. The coordinator will see the job lost and re-run it. */
+        gb_error("spool: cannot store the result of job %" PRIu64 ": %s", job, err);
+        return;
+    }
+    unacked_t *u = unacked_add(a, job, attempt);
+    if (!u) {
+        gb_error("out of memory tracking the result of job %" PRIu64, job);
+        return;
+    }
+    gb_info("job %" PRIu64 " attempt %u ended: %s%s%s", job, attempt,
+            rr->status == GB_RUN_OK ? "ok" : "not ok", rr->error[0] ? ": " : "", rr->error);
+    if (a->registered) send_spooled(a, u);
+}
+
+static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
+    for (int i = 0; i < a->cfg.slots; i++)
+        if (a->slots[i].run && a->slots[i].job_id == as->job_id &&
+            a->slots[i].attempt == as->attempt) {
+            send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, "already running");
+            return;
+        }
+    if (unacked_find(a, as->job_id, as->attempt)) {
+        gb_info("job %" PRIu64 " attempt %u already finished: resending its result", as->job_id,
+                as->attempt);
+        send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, "already finished");
+        send_spooled(a, unacked_find(a, as->job_id, as->attempt));
+        return;
+    }
+    slot_t *s = NULL;
+    for (int i = 0; i < a->cfg.slots && !s; i++)
+        if (!a->slots[i].run) s = &a->slots[i];
+    if (!s) {
+        char msg[64];
+        gb_fmt(msg, sizeof msg, "busy: %d job(s) running", n_running(a));
+        send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_REFUSED, msg);
+        return;
+    }
+    char err[600];
+    gb_run_result_t rr;
+    /* the job file: ids plus the parameters as the coordinator sent them */
+    cJSON *params = cJSON_Parse(as->params_json);
+    cJSON *job = cJSON_CreateObject();
+    char *text = NULL;
+    if (params && job) {
+        cJSON_AddNumberToObject(job, "job_id", (double)as->job_id);
+        cJSON_AddNumberToObject(job, "attempt", as->attempt);
+        cJSON_AddItemToObject(job, "params", params);
+        params = NULL;
+        text = cJSON_PrintUnformatted(job);
+    }
+    cJSON_Delete(params);
+    cJSON_Delete(job);
+    if (gb_fmt(s->dir, sizeof s->dir, "%s/%" PRIu64 "-%u", a->jobs_dir, as->job_id, as->attempt) !=
+            0 ||
+        !text) {
+        gb_fmt(err, sizeof err, "%s",
+               text ? "job directory path too long" : "job parameters are not JSON");
+        goto failed;
+    }
+    if (gb_mkdir_p(s->dir, err, sizeof err) != 0) goto failed;
+    s->run = gb_run_start(a->cfg.worker_exe, s->dir, text, (int)as->timeout_s, a->cfg.kill_grace_ms,
+                          err, sizeof err);
+    if (!s->run) goto failed;
+    free(text);
+    s->job_id = as->job_id;
+    s->attempt = as->attempt;
+    gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
+            as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
+    send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
+    return;
+failed:
+    free(text);
+    gb_error("job %" PRIu64 ": cannot start the worker: %s", as->job_id, err);
+    memset(&rr, 0, sizeof rr);
+    rr.status = GB_RUN_FAILED;
+    rr.exit_code = -1;
+    rr.started_ms = rr.finished_ms = gb_wall_ms();
+    gb_fmt(rr.error, sizeof rr.error, "cannot start the worker: %s", err);
+    send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
+    finish_result(a, as->job_id, as->attempt, &rr);
+    rm_job_dir(s->dir);
+}
+
+static void reap_jobs(gb_agent_t *a) {
+    int64_t now = gb_mono_ms();
+    for (int i = 0; i < a->cfg.slots; i++) {
+        slot_t *s = &a->slots[i];
+        if (!s->run || !gb_run_poll(s->run, now)) continue;
+        gb_run_result_t rr;
+        gb_run_result(s->run, &rr);
+        finish_result(a, s->job_id, s->attempt, &rr);
+        free(rr.record_json);
+        gb_run_destroy(&s->run);
+        rm_job_dir(s->dir);
+    }
+}
+
+/* ---- messages ------------------------------------------------------------- */
+
+static void on_message(gb_agent_t *a, gb_frame_t *f) {
+    char why[512];
+    if (f->parts != 1) {
+        gb_warn("dropped a message of %d frames from the coordinator", f->parts);
+        return;
+    }
+    Gb__Envelope *env = NULL;
+    uint64_t seq = 0;
+    int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload), MAX_FRAME, &env,
+                              &seq, why, sizeof why);
+    if (code) {
+        gb_warn("bad message from the coordinator: %s", why);
+        Gb__Reject rej = GB__REJECT__INIT;
+        rej.code = (Gb__RejectCode)code;
+        rej.reason = why;
+        rej.ref_seq = seq;
+        Gb__Envelope renv = GB__ENVELOPE__INIT;
+        renv.body_case = GB__ENVELOPE__BODY_REJECT;
+        renv.reject = &rej;
+        send_env(a, &renv);
+        return;
+    }
+    a->last_rx_ms = gb_mono_ms();
+    switch (env->body_case) {
+    case GB__ENVELOPE__BODY_WELCOME:
+        if (!a->registered)
+            gb_info("registered with coordinator %s (heartbeat %u ms, lost after %u)",
+                    env->welcome->coordinator_id, env->welcome->heartbeat_ms,
+                    env->welcome->lost_after);
+        a->registered = 1;
+        a->hb_ms = (int)env->welcome->heartbeat_ms;
+        a->lost_after = (int)env->welcome->lost_after;
+        a->next_hb_ms = a->last_rx_ms + a->hb_ms;
+        for (size_t i = 0; i < a->n_unacked; i++) {
+            gb_info("resending spooled result of job %" PRIu64 " attempt %u", a->unacked[i].job_id,
+                    a->unacked[i].attempt);
+            send_spooled(a, &a->unacked[i]);
+        }
+        break;
+    case GB__ENVELOPE__BODY_HEARTBEAT:
+        break;
+    case GB__ENVELOPE__BODY_ASSIGN:
+        /* taken even while registering again: the coordinator stored the
+         * assignment before it sent it, so it is real */
+        start_job(a, env->assign);
+        break;
+    case GB__ENVELOPE__BODY_RESULT_ACK: {
+        const Gb__ResultAck *ack = env->result_ack;
+        unacked_t *u = unacked_find(a, ack->job_id, ack->attempt);
+        if (gb_spool_del(a->spool, ack->job_id, ack->attempt, why, sizeof why) != 0)
+            gb_error("spool: %s", why);
+        if (u) {
+            *u = a->unacked[--a->n_unacked];
+            gb_debug("result of job %" PRIu64 " attempt %u acknowledged", ack->job_id,
+                     ack->attempt);
+        }
+        break;
+    }
+    case GB__ENVELOPE__BODY_CANCEL:
+        for (int i = 0; i < a->cfg.slots; i++)
+            if (a->slots[i].run && a->slots[i].job_id == env->cancel->job_id &&
+                a->slots[i].attempt == env->cancel->attempt) {
+                gb_info("job %" PRIu64 " attempt %u: cancelling", env->cancel->job_id,
+                        env->cancel->attempt);
+                gb_run_cancel(a->slots[i].run);
+            }
+        break;
+    case GB__ENVELOPE__BODY_REJECT:
+        if (env->reject->code == GB__REJECT_CODE__REJECT_UNKNOWN_AGENT) {
+            if (a->registered)
+                gb_info("the coordinator does not know us (restarted?): registering");
+            a->registered = 0;
+            send_hello(a);
+            a->next_hb_ms = gb_mono_ms() + a->hb_ms;
+        } else {
+            gb_warn("the coordinator rejected our message %" PRIu64 ": %s: %s",
+                    env->reject->ref_seq, gb_wire_reject_name(env->reject->code),
+                    env->reject->reason);
+        }
+        break;
+    default:
+        gb_warn("unexpected %s from the coordinator: ignored", gb_wire_body_name(env->body_case));
+    }
+    gb_wire_free(&env);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static int load_id(gb_agent_t *a, char *err, size_t errlen) {
+    char path[4200];
+    if (gb_fmt(path, sizeof path, "%s/agent_id", a->state_dir) != 0) {
+        gb_fmt(err, errlen, "state directory path too long");
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    char why[256];
+    if (gb_read_file(path, 256, &text, &len, why, sizeof why) == 0) {
+        while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+            text[--len] = '\0';
+        int ok = gb_wire_id_ok(text);
+        if (ok) gb_copy(a->id, sizeof a->id, text);
+        free(text);
+        if (!ok) {
+            gb_fmt(err, errlen, "%s does not hold a valid agent id", path);
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != ENOENT && access(path, F_OK) == 0) {
+        gb_fmt(err, errlen, "%s", why);
+        return -1;
+    }
+    if (gb_random_hex(a->id, 16, err, errlen) != 0) return -1;
+    char line[GB_WIRE_ID_MAX + 2];
+    gb_fmt(line, sizeof line, "%s\n", a->id);
+    return gb_write_file_atomic(path, line, strlen(line), err, errlen);
+}
+
+static void clean_jobs_dir(gb_agent_t *a) {
+    DIR *d = opendir(a->jobs_dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char p[4500];
+        if (gb_fmt(p, sizeof p, "%s/%s", a->jobs_dir, e->d_name) == 0) {
+            gb_info("removing the leftovers of an earlier run: %s", p);
+            rm_job_dir(p);
+        }
+    }
+    closedir(d);
+}
+
+gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
+    if (cfg->slots < 1 || cfg->slots > MAX_SLOTS || cfg->heartbeat_ms < 10 || cfg->lost_after < 1 ||
+        cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir) {
+        gb_fmt(err, errlen, "bad configuration: slots 1..%d, heartbeat >= 10 ms, lost-after >= 1",
+               MAX_SLOTS);
+        return NULL;
+    }
+    gb_agent_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    a->cfg = *cfg;
+    a->lock_fd = -1;
+    a->hb_ms = cfg->heartbeat_ms;
+    a->lost_after = cfg->lost_after;
+    char why[512];
+    if (gb_labels_canon(cfg->labels ? cfg->labels : "", a->labels, sizeof a->labels, why,
+                        sizeof why) != 0) {
+        gb_fmt(err, errlen, "--labels: %s", why);
+        goto err;
+    }
+    if (gb_copy(a->state_dir, sizeof a->state_dir, cfg->state_dir) != 0 ||
+        gb_fmt(a->jobs_dir, sizeof a->jobs_dir, "%s/jobs", cfg->state_dir) != 0) {
+        gb_fmt(err, errlen, "state directory path too long");
+        goto err;
+    }
+    if (gb_mkdir_p(a->state_dir, err, errlen) != 0 || gb_mkdir_p(a->jobs_dir, err, errlen) != 0)
+        goto err;
+    char lock[4200];
+    gb_fmt(lock, sizeof lock, "%s/lock", a->state_dir);
+    a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (a->lock_fd < 0 || flock(a->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        gb_fmt(err, errlen, "state directory %s is in use by another agent (%s)", a->state_dir,
+               strerror(errno));
+        goto err;
+    }
+    if (load_id(a, err, errlen) != 0) goto err;
+    char spool_dir[4200];
+    gb_fmt(spool_dir, sizeof spool_dir, "%s/spool", a->state_dir);
+    a->spool = gb_spool_new(spool_dir, err, errlen);
+    if (!a->spool) goto err;
+    gb_spool_entry_t *entries = NULL;
+    size_t n = 0;
+    if (gb_spool_list(a->spool, &entries, &n, err, errlen) != 0) goto err;
+    for (size_t i = 0; i < n; i++)
+        unacked_add(a, entries[i].job_id, entries[i].attempt);
+    free(entries);
+    clean_jobs_dir(a);
+    a->inv = calloc(1, sizeof *a->inv);
+    if (!a->inv) {
+        gb_fmt(err, errlen, "out of memory");
+        goto err;
+    }
+    gb_inventory_collect(a->inv);
+    if (gb_copy(a->name, sizeof a->name, cfg->name && *cfg->name ? cfg->name : a->inv->hostname) !=
+            0 ||
+        !a->name[0]) {
+        gb_fmt(err, errlen, "node name must be 1..%d bytes", GB_WIRE_NAME_MAX);
+        goto err;
+    }
+    a->ctx = zmq_ctx_new();
+    a->sock = a->ctx ? zmq_socket(a->ctx, ZMQ_DEALER) : NULL;
+    if (!a->sock) {
+        gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
+        goto err;
+    }
+    /* reconnect quickly after a coordinator restart: back off no further
+     * than one heartbeat (and at most 1 s) */
+    int ivl_max = cfg->heartbeat_ms < 100    ? 100
+                  : cfg->heartbeat_ms > 1000 ? 1000
+                                             : cfg->heartbeat_ms;
+    int zero = 0, one = 1, ivl = ivl_max < 100 ? ivl_max : 100, hb = cfg->heartbeat_ms,
+        hb_timeout = cfg->heartbeat_ms * cfg->lost_after;
+    int64_t max = MAX_FRAME * GB_WIRE_HARD_FACTOR;
+    zmq_setsockopt(a->sock, ZMQ_ROUTING_ID, a->id, strlen(a->id));
+    zmq_setsockopt(a->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(a->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb);
+    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);
+    zmq_setsockopt(a->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    if (zmq_connect(a->sock, cfg->connect) != 0) {
+        gb_fmt(err, errlen, "cannot connect to %s: %s", cfg->connect, zmq_strerror(errno));
+        goto err;
+    }
+    gb_info("agent %s (%s): %d GPU(s)%s%s, %u cores, labels '%s', %zu spooled result(s), "
+            "coordinator %s",
+            a->name, a->id, a->inv->n_gpus, a->inv->nvml_error[0] ? " - " : "", a->inv->nvml_error,
+            a->inv->cpu_cores, a->labels, a->n_unacked, cfg->connect);
+    return a;
+err:
+    gb_agent_destroy(&a);
+    return NULL;
+}
+
+void gb_agent_destroy(gb_agent_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_agent_t *a = *self_p;
+    for (int i = 0; i < MAX_SLOTS; i++)
+        if (a->slots[i].run) {
+            gb_warn("stopping job %" PRIu64 " (worker pid %d)", a->slots[i].job_id,
+                    gb_run_pid(a->slots[i].run));
+            gb_run_destroy(&a->slots[i].run);
+            rm_job_dir(a->slots[i].dir);
+        }
+    if (a->sock) zmq_close(a->sock);
+    if (a->ctx) zmq_ctx_term(a->ctx);
+    gb_spool_destroy(&a->spool);
+    if (a->lock_fd >= 0) close(a->lock_fd);
+    free(a->inv);
+    free(a->unacked);
+    free(a);
+    *self_p = NULL;
+}
+
+int gb_agent_run(gb_agent_t *a) {
+    zmq_pollitem_t items[1 + MAX_SLOTS];
+    a->next_hb_ms = 0; /* hello at once */
+    a->last_rx_ms = gb_mono_ms();
+    while (!(a->cfg.stop && atomic_load(a->cfg.stop))) {
+        int n = 0;
+        items[n++] = (zmq_pollitem_t){a->sock, 0, ZMQ_POLLIN, 0};
+        int slot_of[1 + MAX_SLOTS];
+        for (int i = 0; i < a->cfg.slots; i++)
+            if (a->slots[i].run && gb_run_fd(a->slots[i].run) >= 0) {
+                slot_of[n] = i;
+                items[n++] = (zmq_pollitem_t){NULL, gb_run_fd(a->slots[i].run), ZMQ_POLLIN, 0};
+            }
+        int64_t now = gb_mono_ms();
+        long timeout = (long)(a->next_hb_ms - now);
+        if (timeout < 0) timeout = 0;
+        if (timeout > 100) timeout = 100; /* workers are reaped and stop requests seen */
+        if (zmq_poll(items, n, timeout) < 0) {
+            if (errno == EINTR) continue;
+            gb_error("poll: %s", zmq_strerror(errno));
+            return -1;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            for (int i = 0; i < 1000; i++) {
+                gb_frame_t f;
+                if (gb_zmq_recv(a->sock, 0, &f) != 0) break;
+                on_message(a, &f);
+                gb_frame_close(&f);
+            }
+        for (int i = 1; i < n; i++)
+            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR) && a->slots[slot_of[i]].run)
+                gb_run_read(a->slots[slot_of[i]].run);
+        reap_jobs(a);
+        now = gb_mono_ms();
+        if (a->registered && now - a->last_rx_ms > (int64_t)a->hb_ms * a->lost_after) {
+            gb_warn("the coordinator has been silent for %" PRId64 " ms: registering again",
+                    now - a->last_rx_ms);
+            a->registered = 0;
+            a->next_hb_ms = now;
+        }
+        if (now >= a->next_hb_ms) {
+            if (a->registered)
+                send_heartbeat(a);
+            else
+                send_hello(a);
+            a->next_hb_ms = now + a->hb_ms;
+        }
+        if (a->registered)
+            for (size_t i = 0; i < a->n_unacked; i++)
+                if (now >= a->unacked[i].next_send_ms) send_spooled(a, &a->unacked[i]);
+    }
+    gb_info("agent stopping");
+    return 0;
+}

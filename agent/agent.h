@@ -1,0 +1,54 @@
+/* agent.h - the gpubench agent as a library: `gpubench agent` and `gpubench
+ * run` are thin commands over it.
+ *
+ * One reactor (zmq_poll) over a DEALER connected to the coordinator and the
+ * output pipes of the running workers. The agent registers with a Hello
+ * (stable id, name, labels, inventory, what it still runs, what it has
+ * spooled), heartbeats, starts each assigned job as a worker child process
+ * (runner.h) with a time limit, and turns its end into a Result that is
+ * written to the spool before it is first sent and resent until the
+ * coordinator acknowledges it. When the coordinator goes silent (restart,
+ * network) the agent registers again as soon as it answers; running jobs
+ * keep running meanwhile.
+ *
+ * State directory: agent_id (the stable id), lock (one agent per
+ * directory), spool/ (results not yet acknowledged), jobs/ (one directory
+ * per running job: job.json, result.json). */
+#ifndef GB_AGENT_H
+#define GB_AGENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef struct gb_agent gb_agent_t;
+
+typedef struct gb_agent_config {
+    const char *connect;    /* coordinator's agent endpoint: "tcp://127.0.0.1:5555" */
+    const char *state_dir;  /* created if missing */
+    const char *name;       /* node name; NULL: the host name */
+    const char *labels;     /* "k=v,k=v" or NULL */
+    const char *kinds;      /* job kinds the worker runs: "gemm,resnet50,sleep" */
+    const char *worker_exe; /* "/proc/self/exe": run as `<exe> worker --job .. --out ..` */
+    int heartbeat_ms;       /* 1000 until the coordinator's Welcome says otherwise */
+    int lost_after;         /* 5: coordinator heartbeats missed before re-registering */
+    int slots;              /* 1: jobs run at once (benchmarks must not share a node) */
+    int kill_grace_ms;      /* 2000: SIGTERM to SIGKILL on timeout or cancel */
+    atomic_int *stop;       /* the loop returns once *stop != 0; may be NULL */
+} gb_agent_config_t;
+
+void gb_agent_config_default(gb_agent_config_t *cfg);
+
+/* Read or create the agent id, lock the state directory, open the spool,
+ * collect the inventory, connect. NULL with a reason on failure. */
+gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen);
+/* Stops running workers (SIGTERM, then SIGKILL after the grace period);
+ * the spool stays on disk. */
+void gb_agent_destroy(gb_agent_t **self_p);
+
+const char *gb_agent_id(const gb_agent_t *self);
+
+/* Serve until *cfg.stop is set. 0 on a clean stop, -1 when the reactor
+ * failed (logged). */
+int gb_agent_run(gb_agent_t *self);
+
+#endif

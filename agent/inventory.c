@@ -1,0 +1,212 @@
+/* inventory.c - see inventory.h. */
+#define _GNU_SOURCE
+#include "inventory.h"
+
+#include "gb_sysinfo.h"
+#include "gb_util.h"
+#include "nvml_dl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gb_pcie_path_name(int level) {
+    switch (level) {
+    case NVML_TOPOLOGY_INTERNAL:
+        return "same_board";
+    case NVML_TOPOLOGY_SINGLE:
+        return "single_switch";
+    case NVML_TOPOLOGY_MULTIPLE:
+        return "multi_switch";
+    case NVML_TOPOLOGY_HOSTBRIDGE:
+        return "host_bridge";
+    case NVML_TOPOLOGY_NODE:
+        return "numa_node";
+    case NVML_TOPOLOGY_SYSTEM:
+        return "cross_socket";
+    default:
+        return "unknown";
+    }
+}
+
+/* The CUDA programming guide's table of arithmetic units per multiprocessor
+ * (FP32 lanes): 6.0 and 7.x and 8.0 have 64, the others listed 128. */
+unsigned gb_cores_per_sm(unsigned major, unsigned minor) {
+    switch (major) {
+    case 6:
+        return minor == 0 ? 64 : 128;
+    case 7:
+        return 64;
+    case 8:
+        return minor == 0 ? 64 : 128;
+    case 9:
+    case 10:
+    case 12:
+        return 128;
+    default:
+        return 0;
+    }
+}
+
+#define SYM(field, name, required)                                                                 \
+    do {                                                                                           \
+        *(void **)&nv->field = dlsym(nv->lib, name);                                               \
+        if (!nv->field && (required)) {                                                            \
+            gb_fmt(why, whylen, "%s has no %s", path, name);                                       \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static int nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
+    const char *path = getenv("GB_NVML_LIB");
+    if (!path || !*path) path = "libnvidia-ml.so.1";
+    memset(nv, 0, sizeof *nv);
+    nv->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!nv->lib) {
+        gb_fmt(why, whylen, "NVML not loaded (%s): no NVIDIA driver on this node", dlerror());
+        return -1;
+    }
+    SYM(Init, "nvmlInit_v2", 1);
+    SYM(Shutdown, "nvmlShutdown", 1);
+    SYM(ErrorString, "nvmlErrorString", 1);
+    SYM(SystemGetDriverVersion, "nvmlSystemGetDriverVersion", 1);
+    SYM(SystemGetCudaDriverVersion, "nvmlSystemGetCudaDriverVersion", 0);
+    SYM(DeviceGetCount, "nvmlDeviceGetCount_v2", 1);
+    SYM(DeviceGetHandleByIndex, "nvmlDeviceGetHandleByIndex_v2", 1);
+    SYM(DeviceGetName, "nvmlDeviceGetName", 1);
+    SYM(DeviceGetUUID, "nvmlDeviceGetUUID", 1);
+    SYM(DeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", 1);
+    SYM(DeviceGetCudaComputeCapability, "nvmlDeviceGetCudaComputeCapability", 1);
+    SYM(DeviceGetMaxPcieLinkGeneration, "nvmlDeviceGetMaxPcieLinkGeneration", 0);
+    SYM(DeviceGetMaxPcieLinkWidth, "nvmlDeviceGetMaxPcieLinkWidth", 0);
+    SYM(DeviceGetPowerManagementLimit, "nvmlDeviceGetPowerManagementLimit", 0);
+    SYM(DeviceGetPciInfo, "nvmlDeviceGetPciInfo_v3", 1);
+    SYM(DeviceGetAttributes, "nvmlDeviceGetAttributes_v2", 0);
+    SYM(DeviceGetNumGpuCores, "nvmlDeviceGetNumGpuCores", 0);
+    SYM(DeviceGetNvLinkState, "nvmlDeviceGetNvLinkState", 0);
+    SYM(DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2", 0);
+    SYM(DeviceGetTopologyCommonAncestor, "nvmlDeviceGetTopologyCommonAncestor", 0);
+    return 0;
+}
+
+static int same_bus(const char *a, const char *b) {
+    return strcasecmp(a, b) == 0;
+}
+
+static void nvml_collect(gb_inventory_t *inv) {
+    gb_nvml_t nv;
+    char why[256];
+    if (nvml_load(&nv, why, sizeof why) != 0) {
+        gb_copy(inv->nvml_error, sizeof inv->nvml_error, why);
+        if (nv.lib) dlclose(nv.lib);
+        return;
+    }
+    nvmlReturn_t rc = nv.Init();
+    if (rc != NVML_SUCCESS) {
+        gb_fmt(inv->nvml_error, sizeof inv->nvml_error, "nvmlInit: %s", nv.ErrorString(rc));
+        dlclose(nv.lib);
+        return;
+    }
+    nv.SystemGetDriverVersion(inv->driver_version, sizeof inv->driver_version);
+    int cuda = 0;
+    if (nv.SystemGetCudaDriverVersion && nv.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS)
+        gb_fmt(inv->cuda_driver_version, sizeof inv->cuda_driver_version, "%d.%d", cuda / 1000,
+               (cuda % 1000) / 10);
+    unsigned count = 0;
+    if ((rc = nv.DeviceGetCount(&count)) != NVML_SUCCESS) {
+        gb_fmt(inv->nvml_error, sizeof inv->nvml_error, "nvmlDeviceGetCount: %s",
+               nv.ErrorString(rc));
+        count = 0;
+    }
+    if (count > GB_INV_MAX_GPUS) count = GB_INV_MAX_GPUS;
+    nvmlDevice_t dev[GB_INV_MAX_GPUS];
+    unsigned switch_lanes[GB_INV_MAX_GPUS] = {
+        0}; /* lanes to something that is not one of our GPUs */
+    for (unsigned i = 0; i < count; i++) {
+        gb_gpu_info_t *g = &inv->gpus[inv->n_gpus];
+        memset(g, 0, sizeof *g);
+        if ((rc = nv.DeviceGetHandleByIndex(i, &dev[inv->n_gpus])) != NVML_SUCCESS) {
+            gb_fmt(inv->nvml_error, sizeof inv->nvml_error, "GPU %u: %s", i, nv.ErrorString(rc));
+            break;
+        }
+        nvmlDevice_t d = dev[inv->n_gpus];
+        if (nv.DeviceGetName(d, g->name, sizeof g->name) != NVML_SUCCESS || !g->name[0])
+            gb_copy(g->name, sizeof g->name, "unknown NVIDIA GPU");
+        nv.DeviceGetUUID(d, g->uuid, sizeof g->uuid);
+        nvmlMemory_t mem;
+        if (nv.DeviceGetMemoryInfo(d, &mem) == NVML_SUCCESS) g->memory_bytes = mem.total;
+        int maj = 0, min = 0;
+        if (nv.DeviceGetCudaComputeCapability(d, &maj, &min) == NVML_SUCCESS) {
+            g->cc_major = (unsigned)maj;
+            g->cc_minor = (unsigned)min;
+        }
+        nvmlDeviceAttributes_t attr;
+        unsigned cores = 0;
+        if (nv.DeviceGetAttributes && nv.DeviceGetAttributes(d, &attr) == NVML_SUCCESS)
+            g->sm_count = attr.multiprocessorCount;
+        else if (nv.DeviceGetNumGpuCores && nv.DeviceGetNumGpuCores(d, &cores) == NVML_SUCCESS &&
+                 gb_cores_per_sm(g->cc_major, g->cc_minor))
+            g->sm_count = cores / gb_cores_per_sm(g->cc_major, g->cc_minor);
+        if (nv.DeviceGetMaxPcieLinkGeneration) nv.DeviceGetMaxPcieLinkGeneration(d, &g->pcie_gen);
+        if (nv.DeviceGetMaxPcieLinkWidth) nv.DeviceGetMaxPcieLinkWidth(d, &g->pcie_width);
+        if (nv.DeviceGetPowerManagementLimit)
+            nv.DeviceGetPowerManagementLimit(d, &g->power_limit_mw);
+        nvmlPciInfo_t pci;
+        if (nv.DeviceGetPciInfo(d, &pci) == NVML_SUCCESS)
+            gb_copy(g->pci_bus_id, sizeof g->pci_bus_id, pci.busId);
+        inv->n_gpus++;
+    }
+    /* Link matrix: count active NVLinks from each GPU to each peer GPU (by
+     * the remote PCI bus id); links to anything else are NVSwitch ports,
+     * and two GPUs both on NVSwitches reach each other over
+     * min(their switch lanes). */
+    unsigned lanes[GB_INV_MAX_GPUS][GB_INV_MAX_GPUS];
+    memset(lanes, 0, sizeof lanes);
+    for (int i = 0; i < inv->n_gpus && nv.DeviceGetNvLinkState && nv.DeviceGetNvLinkRemotePciInfo;
+         i++) {
+        for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+            nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+            rc = nv.DeviceGetNvLinkState(dev[i], l, &active);
+            if (rc == NVML_ERROR_INVALID_ARGUMENT || rc == NVML_ERROR_NOT_SUPPORTED) break;
+            if (rc != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
+            nvmlPciInfo_t remote;
+            if (nv.DeviceGetNvLinkRemotePciInfo(dev[i], l, &remote) != NVML_SUCCESS) continue;
+            int peer = -1;
+            for (int j = 0; j < inv->n_gpus; j++)
+                if (j != i && same_bus(remote.busId, inv->gpus[j].pci_bus_id)) peer = j;
+            if (peer >= 0)
+                lanes[i][peer]++;
+            else
+                switch_lanes[i]++;
+        }
+    }
+    for (int a = 0; a < inv->n_gpus; a++)
+        for (int b = a + 1; b < inv->n_gpus; b++) {
+            gb_link_info_t *lk = &inv->links[inv->n_links++];
+            lk->gpu_a = (unsigned)a;
+            lk->gpu_b = (unsigned)b;
+            unsigned direct = lanes[a][b] > lanes[b][a] ? lanes[a][b] : lanes[b][a];
+            unsigned via = switch_lanes[a] < switch_lanes[b] ? switch_lanes[a] : switch_lanes[b];
+            lk->nvlink_lanes = direct + via;
+            nvmlGpuTopologyLevel_t level;
+            const char *path = "unknown";
+            if (nv.DeviceGetTopologyCommonAncestor &&
+                nv.DeviceGetTopologyCommonAncestor(dev[a], dev[b], &level) == NVML_SUCCESS)
+                path = gb_pcie_path_name((int)level);
+            gb_copy(lk->pcie_path, sizeof lk->pcie_path, path);
+        }
+    nv.Shutdown();
+    dlclose(nv.lib);
+}
+
+void gb_inventory_collect(gb_inventory_t *inv) {
+    memset(inv, 0, sizeof *inv);
+    gb_sys_hostname(inv->hostname, sizeof inv->hostname);
+    gb_sys_cpu_model(inv->cpu_model, sizeof inv->cpu_model);
+    gb_sys_os(inv->os, sizeof inv->os);
+    gb_sys_kernel(inv->kernel, sizeof inv->kernel);
+    inv->cpu_cores = (unsigned)gb_sys_cpu_cores();
+    inv->memory_bytes = gb_sys_memory_bytes();
+    nvml_collect(inv);
+}

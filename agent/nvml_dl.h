@@ -1,0 +1,98 @@
+/* nvml_dl.h - the few NVML types and functions the agent's inventory uses,
+ * declared here because there is no nvml.h on the build machines. NVML is
+ * loaded at run time with dlopen("libnvidia-ml.so.1"); nothing links it.
+ *
+ * Every declaration mirrors NVIDIA's nvml.h (NVML API version 11 and later;
+ * the versioned entry points _v2/_v3 are the ones nvml.h maps the plain names
+ * to). Struct layouts and enum values must match it byte for byte: do not
+ * edit without the header at hand. */
+#ifndef GB_NVML_DL_H
+#define GB_NVML_DL_H
+
+typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
+#define NVML_SUCCESS                 0
+#define NVML_ERROR_UNINITIALIZED     1
+#define NVML_ERROR_INVALID_ARGUMENT  2
+#define NVML_ERROR_NOT_SUPPORTED     3
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE        96
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE  16
+#define NVML_NVLINK_MAX_LINKS                  36 /* NVML 12.x; older drivers stop earlier */
+
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef enum nvmlEnableState_enum {
+    NVML_FEATURE_DISABLED = 0,
+    NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+typedef enum nvmlGpuLevel_enum {
+    NVML_TOPOLOGY_INTERNAL = 0,    /* same board (multi-GPU card) */
+    NVML_TOPOLOGY_SINGLE = 10,     /* one PCIe switch */
+    NVML_TOPOLOGY_MULTIPLE = 20,   /* several PCIe switches, no host bridge */
+    NVML_TOPOLOGY_HOSTBRIDGE = 30, /* the same host bridge */
+    NVML_TOPOLOGY_NODE = 40,       /* the same NUMA node, several host bridges */
+    NVML_TOPOLOGY_SYSTEM = 50      /* across the SMP interconnect (sockets) */
+} nvmlGpuTopologyLevel_t;
+
+/* The entry points, as function pointers filled by dlsym. */
+typedef struct gb_nvml {
+    void *lib;
+    nvmlReturn_t (*Init)(void);     /* nvmlInit_v2 */
+    nvmlReturn_t (*Shutdown)(void); /* nvmlShutdown */
+    const char *(*ErrorString)(nvmlReturn_t);
+    nvmlReturn_t (*SystemGetDriverVersion)(char *version, unsigned int length);
+    nvmlReturn_t (*SystemGetCudaDriverVersion)(int *version);
+    nvmlReturn_t (*DeviceGetCount)(unsigned int *count);                        /* _v2 */
+    nvmlReturn_t (*DeviceGetHandleByIndex)(unsigned int index, nvmlDevice_t *); /* _v2 */
+    nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char *name, unsigned int length);
+    nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char *uuid, unsigned int length);
+    nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*DeviceGetCudaComputeCapability)(nvmlDevice_t, int *major, int *minor);
+    nvmlReturn_t (*DeviceGetMaxPcieLinkGeneration)(nvmlDevice_t, unsigned int *gen);
+    nvmlReturn_t (*DeviceGetMaxPcieLinkWidth)(nvmlDevice_t, unsigned int *width);
+    nvmlReturn_t (*DeviceGetPowerManagementLimit)(nvmlDevice_t, unsigned int *milliwatts);
+    nvmlReturn_t (*DeviceGetPciInfo)(nvmlDevice_t, nvmlPciInfo_t *); /* _v3 */
+    /* optional: NULL when the library lacks them */
+    nvmlReturn_t (*DeviceGetAttributes)(nvmlDevice_t, nvmlDeviceAttributes_t *); /* _v2 */
+    nvmlReturn_t (*DeviceGetNumGpuCores)(nvmlDevice_t, unsigned int *cores);
+    nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int link, nvmlEnableState_t *);
+    nvmlReturn_t (*DeviceGetNvLinkRemotePciInfo)(nvmlDevice_t, unsigned int link,
+                                                 nvmlPciInfo_t *); /* _v2 */
+    nvmlReturn_t (*DeviceGetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t,
+                                                    nvmlGpuTopologyLevel_t *);
+} gb_nvml_t;
+
+#endif

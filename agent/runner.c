@@ -1,0 +1,257 @@
+/* runner.c - see runner.h. */
+#define _GNU_SOURCE
+#include "runner.h"
+
+#include "gb_util.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RECORD_MAX (512u << 10)
+
+struct gb_run {
+    pid_t pid;
+    int fd; /* read end of the output pipe; -1 at EOF */
+    char dir[4096];
+    char tail[GB_TAIL_BYTES]; /* ring buffer */
+    size_t tail_len, tail_pos;
+    int64_t deadline_ms, kill_at_ms; /* monotonic; kill_at 0 = no SIGKILL scheduled */
+    int timeout_s, grace_ms;
+    int timed_out, cancelled, exited, wstatus;
+    int64_t started_wall, finished_wall;
+};
+
+int gb_run_fd(const gb_run_t *r) {
+    return r->fd;
+}
+int gb_run_pid(const gb_run_t *r) {
+    return (int)r->pid;
+}
+
+gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
+                       int kill_grace_ms, char *err, size_t errlen) {
+    char job_path[4200], out_path[4200];
+    if (gb_fmt(job_path, sizeof job_path, "%s/job.json", dir) != 0 ||
+        gb_fmt(out_path, sizeof out_path, "%s/result.json", dir) != 0) {
+        gb_fmt(err, errlen, "job directory path too long");
+        return NULL;
+    }
+    if (gb_write_file_atomic(job_path, job_json, strlen(job_json), err, errlen) != 0) return NULL;
+    unlink(out_path);
+    gb_run_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    gb_copy(r->dir, sizeof r->dir, dir);
+    r->fd = -1;
+    r->timeout_s = timeout_s;
+    r->grace_ms = kill_grace_ms;
+    int p[2] = {-1, -1};
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || pipe2(p, O_CLOEXEC) != 0) {
+        gb_fmt(err, errlen, "cannot create the output pipe: %s", strerror(errno));
+        goto err;
+    }
+    char *const argv[] = {(char *)exe, "worker", "--job", job_path, "--out", out_path, NULL};
+    pid_t parent = getpid();
+    r->started_wall = gb_wall_ms();
+    pid_t pid = fork();
+    if (pid < 0) {
+        gb_fmt(err, errlen, "fork: %s", strerror(errno));
+        goto err;
+    }
+    if (pid == 0) {
+        /* child: async-signal-safe calls only until exec */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127); /* the agent died before prctl */
+        dup2(devnull, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close_range(3, ~0U, 0);
+        execv(exe, argv);
+        static const char msg[] = "agent: cannot exec the worker\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: whichever runs first */
+    close(p[1]);
+    close(devnull);
+    r->pid = pid;
+    r->fd = p[0];
+    fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_NONBLOCK);
+    r->deadline_ms = gb_mono_ms() + (int64_t)timeout_s * 1000;
+    return r;
+err:
+    if (devnull >= 0) close(devnull);
+    if (p[0] >= 0) close(p[0]);
+    if (p[1] >= 0) close(p[1]);
+    free(r);
+    return NULL;
+}
+
+static void tail_add(gb_run_t *r, const char *buf, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        r->tail[(r->tail_pos + r->tail_len) % GB_TAIL_BYTES] = buf[i];
+        if (r->tail_len < GB_TAIL_BYTES)
+            r->tail_len++;
+        else
+            r->tail_pos = (r->tail_pos + 1) % GB_TAIL_BYTES;
+    }
+}
+
+void gb_run_read(gb_run_t *r) {
+    char buf[4096];
+    while (r->fd >= 0) {
+        ssize_t n = read(r->fd, buf, sizeof buf);
+        if (n > 0) {
+            tail_add(r, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        close(r->fd); /* EOF, or an error: nothing more to read */
+        r->fd = -1;
+    }
+}
+
+static void kill_group(gb_run_t *r, int sig) {
+    if (r->pid > 0 && !r->exited) kill(-r->pid, sig);
+}
+
+void gb_run_cancel(gb_run_t *r) {
+    if (r->exited || r->cancelled) return;
+    r->cancelled = 1;
+    kill_group(r, SIGTERM);
+    r->kill_at_ms = gb_mono_ms() + r->grace_ms;
+}
+
+int gb_run_poll(gb_run_t *r, int64_t now) {
+    if (!r->exited) {
+        if (!r->timed_out && !r->cancelled && now >= r->deadline_ms) {
+            r->timed_out = 1;
+            kill_group(r, SIGTERM);
+            r->kill_at_ms = now + r->grace_ms;
+        }
+        if (r->kill_at_ms && now >= r->kill_at_ms) {
+            kill_group(r, SIGKILL);
+            r->kill_at_ms = 0;
+        }
+        int st;
+        pid_t w = waitpid(r->pid, &st, WNOHANG);
+        if (w == r->pid) {
+            r->exited = 1;
+            r->wstatus = st;
+            r->finished_wall = gb_wall_ms();
+            kill(-r->pid, SIGKILL); /* anything the worker left behind in its group */
+        }
+    }
+    if (r->exited) gb_run_read(r);
+    /* done once reaped and drained; a grandchild holding the pipe open is
+     * ignored after the kill above */
+    return r->exited ? 1 : 0;
+}
+
+static void tail_copy(const gb_run_t *r, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < r->tail_len; i++) {
+        unsigned char c = (unsigned char)r->tail[(r->tail_pos + i) % GB_TAIL_BYTES];
+        out[o++] = (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?';
+    }
+    out[o] = '\0';
+}
+
+static void last_line(const char *tail, char *out, size_t len) {
+    size_t n = strlen(tail);
+    while (n && tail[n - 1] == '\n')
+        n--;
+    size_t start = n;
+    while (start && tail[start - 1] != '\n')
+        start--;
+    snprintf(out, len, "%.*s", (int)(n - start), tail + start);
+}
+
+void gb_run_result(gb_run_t *r, gb_run_result_t *out) {
+    memset(out, 0, sizeof *out);
+    tail_copy(r, out->tail);
+    out->started_ms = r->started_wall;
+    out->finished_ms = r->finished_wall;
+    char path[4200], err[256];
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *rec = NULL;
+    if (gb_fmt(path, sizeof path, "%s/result.json", r->dir) == 0 &&
+        gb_read_file(path, RECORD_MAX, &text, &len, err, sizeof err) == 0)
+        rec = cJSON_ParseWithLength(text, len);
+    const cJSON *rec_err =
+        cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "error") : NULL;
+    int st = r->wstatus;
+    if (WIFEXITED(st))
+        out->exit_code = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st))
+        out->exit_code = -WTERMSIG(st);
+    if (r->cancelled) {
+        out->status = GB_RUN_CANCELLED;
+        gb_fmt(out->error, sizeof out->error, "cancelled by request");
+    } else if (r->timed_out) {
+        out->status = GB_RUN_TIMEOUT;
+        gb_fmt(out->error, sizeof out->error, "timed out after %d s (worker killed)", r->timeout_s);
+    } else if (WIFSIGNALED(st)) {
+        out->status = GB_RUN_CRASHED;
+        gb_fmt(out->error, sizeof out->error, "worker killed by signal %d (%s)", WTERMSIG(st),
+               strsignal(WTERMSIG(st)));
+    } else if (WEXITSTATUS(st) == 0 && cJSON_IsObject(rec) && !rec_err) {
+        out->status = GB_RUN_OK;
+        out->record_json = text;
+        text = NULL;
+    } else if (cJSON_IsString(rec_err)) {
+        out->status = GB_RUN_FAILED;
+        gb_fmt(out->error, sizeof out->error, "%s", rec_err->valuestring);
+    } else if (WEXITSTATUS(st) == 0) {
+        out->status = GB_RUN_CRASHED;
+        gb_fmt(out->error, sizeof out->error, "worker exited without a result record");
+    } else {
+        char line[300];
+        last_line(out->tail, line, sizeof line);
+        out->status = GB_RUN_FAILED;
+        gb_fmt(out->error, sizeof out->error, "worker exited with status %d%s%s", WEXITSTATUS(st),
+               line[0] ? ": " : "", line);
+    }
+    cJSON_Delete(rec);
+    free(text);
+}
+
+void gb_run_destroy(gb_run_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_run_t *r = *self_p;
+    if (!r->exited && r->pid > 0) {
+        kill_group(r, SIGTERM);
+        int64_t until = gb_mono_ms() + r->grace_ms;
+        while (!r->exited && gb_mono_ms() < until) {
+            int st;
+            if (waitpid(r->pid, &st, WNOHANG) == r->pid)
+                r->exited = 1;
+            else
+                usleep(10000);
+        }
+        if (!r->exited) {
+            kill_group(r, SIGKILL);
+            waitpid(r->pid, NULL, 0);
+        }
+    }
+    if (r->fd >= 0) close(r->fd);
+    free(r);
+    *self_p = NULL;
+}

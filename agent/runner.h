@@ -1,0 +1,60 @@
+/* runner.h - one worker child process: started with fork/exec, its stdout
+ * and stderr captured through one pipe (the last bytes kept as the tail),
+ * killed when it outlives its time limit or is cancelled, reaped without
+ * blocking, and turned into a Result.
+ *
+ * The child gets its own process group (so a kill reaches anything it
+ * started), PR_SET_PDEATHSIG(SIGKILL) (so it dies with the agent instead of
+ * running on unwatched), stdin from /dev/null, and no other descriptors.
+ * Nothing here blocks: the agent's reactor polls gb_run_fd() and calls
+ * gb_run_read() and gb_run_poll(). */
+#ifndef GB_AGENT_RUNNER_H
+#define GB_AGENT_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_TAIL_BYTES 8192
+
+typedef struct gb_run gb_run_t;
+
+typedef enum {
+    GB_RUN_OK = 1,
+    GB_RUN_FAILED,
+    GB_RUN_TIMEOUT,
+    GB_RUN_CRASHED,
+    GB_RUN_CANCELLED,
+} gb_run_status_t; /* same numbering as the wire's ResultStatus */
+
+typedef struct gb_run_result {
+    gb_run_status_t status;
+    int exit_code;     /* exit status, or -signal */
+    char *record_json; /* malloc'd record (status OK), or NULL */
+    char error[1024];
+    char tail[GB_TAIL_BYTES + 1];    /* printable ASCII, '\n' and '\t' kept */
+    int64_t started_ms, finished_ms; /* Unix ms */
+} gb_run_result_t;
+
+/* Write job_json to dir/job.json and start `exe worker --job dir/job.json
+ * --out dir/result.json`. dir must exist. NULL with a reason on failure. */
+gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
+                       int kill_grace_ms, char *err, size_t errlen);
+/* Kill the child if it still runs (waiting at most the grace period), reap
+ * it, and free. */
+void gb_run_destroy(gb_run_t **self_p);
+
+/* The pipe to poll for output, or -1 once it reached end of file. */
+int gb_run_fd(const gb_run_t *self);
+/* Read what is available (never blocks). */
+void gb_run_read(gb_run_t *self);
+/* Enforce the time limit and reap; 1 once the child has exited and its
+ * output is drained, else 0. now_ms is CLOCK_MONOTONIC ms. */
+int gb_run_poll(gb_run_t *self, int64_t now_ms);
+/* Stop the job on request: SIGTERM now, SIGKILL after the grace period. */
+void gb_run_cancel(gb_run_t *self);
+/* After gb_run_poll returned 1: the outcome (record read from
+ * dir/result.json). The caller frees out->record_json. */
+void gb_run_result(gb_run_t *self, gb_run_result_t *out);
+int gb_run_pid(const gb_run_t *self);
+
+#endif

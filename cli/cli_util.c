@@ -1,0 +1,81 @@
+/* cli_util.c - see cli_util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+
+#include "gb_log.h"
+#include "worker.h"
+
+#include <cjson/cJSON.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <protobuf-c/protobuf-c.h>
+#include <sqlite3.h>
+#include <zmq.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *cli_control_default(void) {
+    const char *e = getenv("GB_CONTROL");
+    return e && *e ? e : GB_DEFAULT_CONTROL;
+}
+
+int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || errno || *end || v < min || v > max) {
+        fprintf(stderr, "gpubench %s: %s: '%s' is not an integer in %ld..%ld\n", cmd, opt,
+                s ? s : "", min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_log_level(const char *cmd, const char *s) {
+    gb_log_level_t lv;
+    if (gb_log_level_parse(s, &lv) != 0) {
+        fprintf(stderr, "gpubench %s: --log-level: '%s' is not debug, info, warn or error\n", cmd,
+                s);
+        return -1;
+    }
+    gb_log_set_level(lv);
+    return 0;
+}
+
+static atomic_int *stop_flag;
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (stop_flag) atomic_store(stop_flag, 1);
+}
+
+void cli_stop_on_signals(atomic_int *flag) {
+    stop_flag = flag;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int cli_usage_error(const char *cmd, const char *msg) {
+    fprintf(stderr, "gpubench %s: %s (see 'gpubench %s -h')\n", cmd, msg, cmd);
+    return 2;
+}
+
+void cli_print_versions(FILE *out) {
+    int maj, min, pat;
+    zmq_version(&maj, &min, &pat);
+    const dnnl_version_t *dv = dnnl_version();
+    fprintf(out, "libzmq %d.%d.%d, protobuf-c %s, sqlite %s, cJSON %s, oneDNN %d.%d.%d\n", maj, min,
+            pat, protobuf_c_version(), sqlite3_libversion(), cJSON_Version(), dv->major, dv->minor,
+            dv->patch);
+    fprintf(out, "job kinds: %s; resnet50 engine %s\n", gb_worker_kinds(),
+            gb_worker_has_engine() ? "built in" : "not built");
+}

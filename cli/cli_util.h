@@ -1,0 +1,36 @@
+/* cli_util.h - what the command files share: default endpoints, option
+ * parsing helpers that report errors the same way, and stop-on-signal. */
+#ifndef GB_CLI_UTIL_H
+#define GB_CLI_UTIL_H
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+#define GB_DEFAULT_LISTEN  "tcp://127.0.0.1:5555"
+#define GB_DEFAULT_CONTROL "tcp://127.0.0.1:5556"
+#define GB_DEFAULT_DB      "gpubench.db"
+#define GB_REQUEST_MS      5000 /* one control request */
+
+/* $GB_CONTROL, or GB_DEFAULT_CONTROL. */
+const char *cli_control_default(void);
+
+/* Parse an integer option value in [min, max]; on error print
+ * "gpubench CMD: --OPT: ..." to stderr and return -1. */
+int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
+
+/* Set the log threshold from a --log-level value; -1 (with a message) when
+ * unknown. */
+int cli_log_level(const char *cmd, const char *s);
+
+/* SIGINT and SIGTERM set *flag (and interrupt blocking calls); SIGPIPE is
+ * ignored. */
+void cli_stop_on_signals(atomic_int *flag);
+
+/* One line per library found at build/run time (ZeroMQ, protobuf-c, SQLite,
+ * cJSON, oneDNN) and whether the training engine is built in. */
+void cli_print_versions(FILE *out);
+
+/* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
+int cli_usage_error(const char *cmd, const char *msg);
+
+#endif

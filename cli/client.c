@@ -1,0 +1,210 @@
+/* client.c - see client.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "client.h"
+
+#include "cli_util.h"
+#include "gb_util.h"
+#include "gb_zmq.h"
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_submit(const char *control, const char *spec, uint64_t *sweep_id, uint32_t *n_jobs,
+               char *err, size_t errlen) {
+    Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
+    rq.spec_json = (char *)spec;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = (uint64_t)gb_wall_ms();
+    env.body_case = GB__ENVELOPE__BODY_SUBMIT;
+    env.submit = &rq;
+    Gb__Envelope *rep = NULL;
+    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, errlen);
+    if (rc == 0 && rep->body_case != GB__ENVELOPE__BODY_SUBMIT_REPLY) {
+        gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name(rep->body_case));
+        rc = -1;
+    }
+    if (rc == 0) {
+        *sweep_id = rep->submit_reply->sweep_id;
+        *n_jobs = rep->submit_reply->n_jobs;
+    }
+    gb_wire_free(&rep);
+    return rc;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void draw(const Gb__SweepStatus *s, int final) {
+    unsigned ended = s->done + s->failed + s->cancelled;
+    int width = 30, fill = s->total ? (int)((uint64_t)ended * width / s->total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\rsweep %" PRIu64 " [%s] %u/%u  running %u  queued %u  failed %u%s",
+            s->sweep_id, bar, ended, s->total, s->running, s->queued, s->failed, final ? "\n" : "");
+    fflush(stderr);
+}
+
+int cli_wait(const char *control, uint64_t sweep_id, int timeout_s, int interval_ms, int progress,
+             atomic_int *stop) {
+    int tty = progress > 0 || (progress == 0 && isatty(2));
+    int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
+    int warned = 0;
+    for (;;) {
+        if (stop && atomic_load(stop)) {
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "gpubench wait: interrupted\n");
+            return 1;
+        }
+        Gb__StatusRequest rq = GB__STATUS_REQUEST__INIT;
+        rq.sweep_id = sweep_id;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.seq = (uint64_t)gb_wall_ms();
+        env.body_case = GB__ENVELOPE__BODY_STATUS;
+        env.status = &rq;
+        Gb__Envelope *rep = NULL;
+        char err[512];
+        int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+        if (rc == 1) {
+            int code = rep->reject->code;
+            gb_wire_free(&rep);
+            fprintf(stderr, "gpubench wait: %s\n", err);
+            if (code == GB__REJECT_CODE__REJECT_NOT_FOUND) return 2;
+        } else if (rc < 0) {
+            if (!warned) fprintf(stderr, "gpubench wait: %s; still waiting\n", err);
+            warned = 1;
+        } else if (rep->body_case == GB__ENVELOPE__BODY_STATUS_REPLY &&
+                   rep->status_reply->n_sweeps == 1) {
+            warned = 0;
+            const Gb__SweepStatus *s = rep->status_reply->sweeps[0];
+            int ended = strcmp(s->state, "running") != 0;
+            if (tty) draw(s, ended);
+            if (ended) {
+                int ok = strcmp(s->state, "done") == 0;
+                if (!ok)
+                    fprintf(stderr,
+                            "gpubench wait: sweep %" PRIu64
+                            " %s: %u done, %u failed, %u cancelled\n",
+                            sweep_id, s->state, s->done, s->failed, s->cancelled);
+                gb_wire_free(&rep);
+                return ok ? 0 : 1;
+            }
+        }
+        gb_wire_free(&rep);
+        if (deadline && gb_mono_ms() > deadline) {
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "gpubench wait: sweep %" PRIu64 " not finished after %d s\n", sweep_id,
+                    timeout_s);
+            return 1;
+        }
+        sleep_ms(interval_ms);
+    }
+}
+
+int cli_wait_nodes(const char *control, int n, int timeout_ms, atomic_int *stop) {
+    int64_t deadline = gb_mono_ms() + timeout_ms;
+    while (gb_mono_ms() < deadline && !(stop && atomic_load(stop))) {
+        Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.seq = (uint64_t)gb_wall_ms();
+        env.body_case = GB__ENVELOPE__BODY_NODES;
+        env.nodes = &rq;
+        Gb__Envelope *rep = NULL;
+        char err[256];
+        if (gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err) == 0 &&
+            rep->body_case == GB__ENVELOPE__BODY_NODES_REPLY) {
+            int connected = 0;
+            for (size_t i = 0; i < rep->nodes_reply->n_nodes; i++)
+                connected += strcmp(rep->nodes_reply->nodes[i]->state, "connected") == 0;
+            gb_wire_free(&rep);
+            if (connected >= n) return 0;
+        }
+        gb_wire_free(&rep);
+        sleep_ms(50);
+    }
+    return -1;
+}
+
+int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    gb_table_t *t = NULL;
+    int rc = 1;
+    if (access(db_path, F_OK) != 0) {
+        fprintf(stderr, "gpubench results: no store at %s\n", db_path);
+        return 1;
+    }
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gpubench results: cannot open %s: %s\n", db_path,
+                db ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_prepare_v2(db,
+                           "SELECT * FROM v_results WHERE ?1 = 0 OR sweep_id = ?1"
+                           " ORDER BY sweep_id, job_id",
+                           -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gpubench results: %s is not a gpubench store (%s)\n", db_path,
+                sqlite3_errmsg(db));
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)sweep_id);
+    /* the table shows these; csv and json every column */
+    static const char *const brief[] = {
+        "sweep_id",       "job_id", "node",      "gpu_model",     "backend",
+        "kind",           "n_gpus", "precision", "batch_per_gpu", "images_per_sec",
+        "step_ms_median", "gflops", "status",    "error"};
+    int ncols = sqlite3_column_count(st);
+    int map[64], nshow = 0;
+    const char *names[64];
+    for (int c = 0; c < ncols && c < 64; c++) {
+        const char *name = sqlite3_column_name(st, c);
+        int show = fmt != GB_FMT_TABLE;
+        for (size_t b = 0; !show && b < sizeof brief / sizeof brief[0]; b++)
+            show = strcmp(name, brief[b]) == 0;
+        if (show) {
+            map[nshow] = c;
+            names[nshow++] = name;
+        }
+    }
+    t = gb_table_new(nshow, names);
+    if (!t) goto out;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (gb_table_row(t) != 0) goto out;
+        for (int i = 0; i < nshow; i++) {
+            int c = map[i];
+            switch (sqlite3_column_type(st, c)) {
+            case SQLITE_INTEGER:
+                gb_table_int(t, i, sqlite3_column_int64(st, c));
+                break;
+            case SQLITE_FLOAT:
+                gb_table_real(t, i, sqlite3_column_double(st, c), strstr(names[i], "ms") ? 3 : 1);
+                break;
+            case SQLITE_NULL:
+                gb_table_text(t, i, NULL);
+                break;
+            default:
+                gb_table_text(t, i, (const char *)sqlite3_column_text(st, c));
+            }
+        }
+    }
+    if (step != SQLITE_DONE) {
+        fprintf(stderr, "gpubench results: %s\n", sqlite3_errmsg(db));
+        goto out;
+    }
+    gb_table_print(t, stdout, fmt);
+    rc = 0;
+out:
+    gb_table_destroy(&t);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc;
+}

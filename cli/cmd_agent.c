@@ -1,0 +1,122 @@
+/* cmd_agent.c - `gpubench agent`: the daemon in the foreground. */
+#define _POSIX_C_SOURCE 200809L
+#include "agent.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "gb_log.h"
+#include "gb_util.h"
+#include "worker.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void default_state_dir(char *out, size_t len) {
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (getuid() == 0)
+        gb_fmt(out, len, "/var/lib/gpubench/agent");
+    else if (xdg && *xdg)
+        gb_fmt(out, len, "%s/gpubench/agent", xdg);
+    else if (home && *home)
+        gb_fmt(out, len, "%s/.local/state/gpubench/agent", home);
+    else
+        gb_fmt(out, len, "gpubench-agent");
+}
+
+static void usage(FILE *out) {
+    char dir[4096];
+    default_state_dir(dir, sizeof dir);
+    fprintf(
+        out,
+        "usage: gpubench agent [options]\n"
+        "  --connect EP        coordinator's agent endpoint (default " GB_DEFAULT_LISTEN ")\n"
+        "  --labels k=v,...    labels sweeps can select on (default none)\n"
+        "  --state-dir DIR     agent id, result spool, job files (default %s)\n"
+        "  --name NAME         node name (default the host name)\n"
+        "  --slots N           jobs run at once (default 1: benchmarks do not share a node)\n"
+        "  --heartbeat-ms N    heartbeat interval until the coordinator sets it (default 1000)\n"
+        "  --lost-after N      coordinator heartbeats missed before registering again (default 5)\n"
+        "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default 2000)\n"
+        "  --log-level L       debug|info|warn|error (default info)\n"
+        "  -h, --help          this help\n",
+        dir);
+}
+
+int cmd_agent(int argc, char **argv) {
+    static const struct option opts[] = {{"connect", required_argument, 0, 'c'},
+                                         {"labels", required_argument, 0, 'l'},
+                                         {"state-dir", required_argument, 0, 's'},
+                                         {"name", required_argument, 0, 'n'},
+                                         {"slots", required_argument, 0, 'S'},
+                                         {"heartbeat-ms", required_argument, 0, 'H'},
+                                         {"lost-after", required_argument, 0, 'L'},
+                                         {"kill-grace-ms", required_argument, 0, 'k'},
+                                         {"log-level", required_argument, 0, 'g'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    gb_agent_config_t cfg;
+    gb_agent_config_default(&cfg);
+    char dir[4096];
+    default_state_dir(dir, sizeof dir);
+    cfg.state_dir = dir;
+    cfg.kinds = gb_worker_kinds();
+    long v;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            cfg.connect = optarg;
+            break;
+        case 'l':
+            cfg.labels = optarg;
+            break;
+        case 's':
+            cfg.state_dir = optarg;
+            break;
+        case 'n':
+            cfg.name = optarg;
+            break;
+        case 'S':
+            if (cli_long("agent", "--slots", optarg, 1, 64, &v)) return 2;
+            cfg.slots = (int)v;
+            break;
+        case 'H':
+            if (cli_long("agent", "--heartbeat-ms", optarg, 10, 600000, &v)) return 2;
+            cfg.heartbeat_ms = (int)v;
+            break;
+        case 'L':
+            if (cli_long("agent", "--lost-after", optarg, 1, 1000, &v)) return 2;
+            cfg.lost_after = (int)v;
+            break;
+        case 'k':
+            if (cli_long("agent", "--kill-grace-ms", optarg, 0, 600000, &v)) return 2;
+            cfg.kill_grace_ms = (int)v;
+            break;
+        case 'g':
+            if (cli_log_level("agent", optarg)) return 2;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return cli_usage_error("agent", "unexpected argument");
+    gb_log_set_component("agent");
+    atomic_int stop = 0;
+    cfg.stop = &stop;
+    cli_stop_on_signals(&stop);
+    char err[1024];
+    gb_agent_t *a = gb_agent_new(&cfg, err, sizeof err);
+    if (!a) {
+        fprintf(stderr, "gpubench agent: %s\n", err);
+        return 1;
+    }
+    int rc = gb_agent_run(a);
+    gb_agent_destroy(&a);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,125 @@
+/* cmd_coordinator.c - `gpubench coordinator`: the daemon in the foreground. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "commands.h"
+#include "coordinator.h"
+#include "gb_log.h"
+#include "gb_util.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: gpubench coordinator [options]\n"
+        "  --listen EP         agents' endpoint (default " GB_DEFAULT_LISTEN ")\n"
+        "  --control EP        clients' endpoint (default " GB_DEFAULT_CONTROL ")\n"
+        "  --db FILE           SQLite store (default " GB_DEFAULT_DB ")\n"
+        "  --heartbeat-ms N    heartbeat interval, both ways (default 1000)\n"
+        "  --lost-after N      heartbeats missed before an agent is lost (default 5)\n"
+        "  --max-attempts N    attempts per job before it fails (default 3)\n"
+        "  --max-frame BYTES   largest frame accepted (default 1048576)\n"
+        "  --max-jobs N        largest sweep (default 10000)\n"
+        "  --ready-file FILE   write the bound endpoints there once listening\n"
+        "  --insecure          allow a non-loopback bind without keys\n"
+        "  --log-level L       debug|info|warn|error (default info)\n"
+        "  -h, --help          this help\n"
+        "Stops cleanly on SIGTERM or SIGINT; a restarted coordinator resumes from the store.\n");
+}
+
+int cmd_coordinator(int argc, char **argv) {
+    static const struct option opts[] = {{"listen", required_argument, 0, 'l'},
+                                         {"control", required_argument, 0, 'c'},
+                                         {"db", required_argument, 0, 'd'},
+                                         {"heartbeat-ms", required_argument, 0, 'H'},
+                                         {"lost-after", required_argument, 0, 'L'},
+                                         {"max-attempts", required_argument, 0, 'a'},
+                                         {"max-frame", required_argument, 0, 'F'},
+                                         {"max-jobs", required_argument, 0, 'J'},
+                                         {"ready-file", required_argument, 0, 'r'},
+                                         {"insecure", no_argument, 0, 'I'},
+                                         {"log-level", required_argument, 0, 'g'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    gb_coord_config_t cfg;
+    gb_coord_config_default(&cfg);
+    const char *ready = NULL;
+    long v;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'l':
+            cfg.listen = optarg;
+            break;
+        case 'c':
+            cfg.control = optarg;
+            break;
+        case 'd':
+            cfg.db_path = optarg;
+            break;
+        case 'H':
+            if (cli_long("coordinator", "--heartbeat-ms", optarg, 10, 600000, &v)) return 2;
+            cfg.heartbeat_ms = (int)v;
+            break;
+        case 'L':
+            if (cli_long("coordinator", "--lost-after", optarg, 1, 1000, &v)) return 2;
+            cfg.lost_after = (int)v;
+            break;
+        case 'a':
+            if (cli_long("coordinator", "--max-attempts", optarg, 1, 1000, &v)) return 2;
+            cfg.max_attempts = (int)v;
+            break;
+        case 'F':
+            if (cli_long("coordinator", "--max-frame", optarg, 1024, 1L << 30, &v)) return 2;
+            cfg.max_frame = (size_t)v;
+            break;
+        case 'J':
+            if (cli_long("coordinator", "--max-jobs", optarg, 1, 1000000, &v)) return 2;
+            cfg.max_jobs_per_sweep = (size_t)v;
+            break;
+        case 'r':
+            ready = optarg;
+            break;
+        case 'I':
+            cfg.insecure = 1;
+            break;
+        case 'g':
+            if (cli_log_level("coordinator", optarg)) return 2;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");
+    gb_log_set_component("coord");
+    atomic_int stop = 0;
+    cfg.stop = &stop;
+    cli_stop_on_signals(&stop);
+    char err[1024];
+    gb_coord_t *c = gb_coord_new(&cfg, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "gpubench coordinator: %s\n", err);
+        return 1;
+    }
+    if (ready) {
+        char text[1024];
+        gb_fmt(text, sizeof text, "listen=%s\ncontrol=%s\npid=%ld\n", gb_coord_listen_endpoint(c),
+               gb_coord_control_endpoint(c), (long)getpid());
+        if (gb_write_file_atomic(ready, text, strlen(text), err, sizeof err) != 0) {
+            fprintf(stderr, "gpubench coordinator: --ready-file: %s\n", err);
+            gb_coord_destroy(&c);
+            return 1;
+        }
+    }
+    int rc = gb_coord_run(c);
+    gb_coord_destroy(&c);
+    return rc == 0 ? 0 : 1;
+}

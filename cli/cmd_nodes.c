@@ -1,0 +1,84 @@
+/* cmd_nodes.c - `gpubench nodes`: every agent the coordinator knows. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "commands.h"
+#include "gb_util.h"
+#include "gb_zmq.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: gpubench nodes [--control EP] [--format F]\n"
+                 "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
+                 "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
+                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "  --format F     table | csv | json (default table)\n"
+                 "  -h, --help     this help\n");
+}
+
+int cmd_nodes(int argc, char **argv) {
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *control = cli_control_default();
+    gb_format_t fmt = GB_FMT_TABLE;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            control = optarg;
+            break;
+        case 'f':
+            if (gb_format_parse(optarg, &fmt))
+                return cli_usage_error("nodes", "--format is table, csv or json");
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return cli_usage_error("nodes", "unexpected argument");
+    Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = (uint64_t)gb_wall_ms();
+    env.body_case = GB__ENVELOPE__BODY_NODES;
+    env.nodes = &rq;
+    Gb__Envelope *rep = NULL;
+    char err[512];
+    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+    if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_NODES_REPLY) {
+        fprintf(stderr, "gpubench nodes: %s\n", rc == 0 ? "unexpected reply" : err);
+        gb_wire_free(&rep);
+        return 1;
+    }
+    static const char *const cols[] = {"node",      "agent_id", "state",     "cpu_model",  "n_gpus",
+                                       "gpu_model", "labels",   "last_seen", "running_job"};
+    gb_table_t *t = gb_table_new(9, cols);
+    for (size_t i = 0; t && i < rep->nodes_reply->n_nodes; i++) {
+        const Gb__NodeStatus *n = rep->nodes_reply->nodes[i];
+        if (gb_table_row(t) != 0) break;
+        gb_table_text(t, 0, n->name);
+        gb_table_text(t, 1, n->agent_id);
+        gb_table_text(t, 2, n->state);
+        gb_table_text(t, 3, n->cpu_model);
+        gb_table_int(t, 4, n->n_gpus);
+        gb_table_text(t, 5, n->gpu_model);
+        gb_table_text(t, 6, n->labels);
+        gb_table_text(t, 7, n->last_seen);
+        if (n->running_job)
+            gb_table_int(t, 8, (int64_t)n->running_job);
+        else
+            gb_table_text(t, 8, NULL);
+    }
+    if (t) gb_table_print(t, stdout, fmt);
+    gb_table_destroy(&t);
+    gb_wire_free(&rep);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* cmd_results.c - `gpubench results`: v_results from the store. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "client.h"
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: gpubench results [--db FILE] [--sweep N] [--format F]\n"
+                 "  one row per finished job (the v_results view); the table shows the main\n"
+                 "  columns, csv and json all of them\n"
+                 "  --db FILE      the store (default " GB_DEFAULT_DB ")\n"
+                 "  --sweep N      one sweep (default all)\n"
+                 "  --format F     table | csv | json (default table)\n"
+                 "  -h, --help     this help\n");
+}
+
+int cmd_results(int argc, char **argv) {
+    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"sweep", required_argument, 0, 's'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *db = GB_DEFAULT_DB;
+    gb_format_t fmt = GB_FMT_TABLE;
+    long sweep = 0;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            db = optarg;
+            break;
+        case 's':
+            if (cli_long("results", "--sweep", optarg, 1, 0x7fffffffL, &sweep)) return 2;
+            break;
+        case 'f':
+            if (gb_format_parse(optarg, &fmt))
+                return cli_usage_error("results", "--format is table, csv or json");
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return cli_usage_error("results", "unexpected argument");
+    return cli_print_results(db, (uint64_t)sweep, fmt);
+}

@@ -1,0 +1,197 @@
+/* cmd_run.c - `gpubench run`: a coordinator and one local agent in this
+ * process (one thread each, talking over loopback like any other pair),
+ * a small default sweep on this machine, the results table, exit 0 when
+ * every job succeeded. */
+#define _POSIX_C_SOURCE 200809L
+#include "agent.h"
+#include "cli_util.h"
+#include "client.h"
+#include "commands.h"
+#include "coordinator.h"
+#include "gb_log.h"
+#include "gb_util.h"
+#include "gb_wire.h"
+#include "worker.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ResNet-50 at batch 8 in fp32 and bf16 (about a minute on two CPU cores,
+ * seconds on a GPU); until the engine is built in, the gemm probe at three
+ * shapes. */
+static const char *default_spec(void) {
+    if (gb_worker_has_engine())
+        return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"fp32\", "
+               "\"bf16\"],"
+               " \"batch\": 8, \"steps\": 10, \"warmup\": 3}";
+    return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
+           " \"n\": 2048, \"k\": 2048}";
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: gpubench run [options]\n"
+            "  a coordinator and a local agent in one process, the default sweep on this\n"
+            "  machine (%s), and the results table\n"
+            "  --db FILE        the store (default " GB_DEFAULT_DB ")\n"
+            "  --spec FILE      run this sweep instead of the default\n"
+            "  --state-dir DIR  the local agent's state (default FILE.agent next to the store)\n"
+            "  --format F       table | csv | json (default table)\n"
+            "  --timeout S      give up after S seconds (default 0: never)\n"
+            "  --verbose        the daemons' log on stderr (default: warnings only)\n"
+            "  -h, --help       this help\n",
+            gb_worker_has_engine() ? "ResNet-50 fp32 and bf16, batch 8"
+                                   : "gemm, m = 512, 1024, 2048 by n = k = 2048");
+}
+
+typedef struct runner {
+    gb_coord_t *coord;
+    gb_agent_t *agent;
+    int rc;
+} runner_t;
+
+static void *coord_thread(void *arg) {
+    runner_t *r = arg;
+    gb_log_set_component("coord");
+    r->rc = gb_coord_run(r->coord);
+    return NULL;
+}
+
+static void *agent_thread(void *arg) {
+    runner_t *r = arg;
+    gb_log_set_component("agent");
+    r->rc = gb_agent_run(r->agent);
+    return NULL;
+}
+
+int cmd_run(int argc, char **argv) {
+    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"spec", required_argument, 0, 's'},
+                                         {"state-dir", required_argument, 0, 'S'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"timeout", required_argument, 0, 't'},
+                                         {"verbose", no_argument, 0, 'v'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *db = GB_DEFAULT_DB, *spec_file = NULL, *state_dir = NULL;
+    gb_format_t fmt = GB_FMT_TABLE;
+    long timeout = 0;
+    int verbose = 0, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            db = optarg;
+            break;
+        case 's':
+            spec_file = optarg;
+            break;
+        case 'S':
+            state_dir = optarg;
+            break;
+        case 'f':
+            if (gb_format_parse(optarg, &fmt))
+                return cli_usage_error("run", "--format is table, csv or json");
+            break;
+        case 't':
+            if (cli_long("run", "--timeout", optarg, 0, 100L * 24 * 3600, &timeout)) return 2;
+            break;
+        case 'v':
+            verbose = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return cli_usage_error("run", "unexpected argument");
+    if (!verbose) gb_log_set_level(GB_LOG_WARN);
+    gb_log_set_component("run");
+
+    char err[1024], dir[4096];
+    char *spec = NULL;
+    if (spec_file) {
+        size_t len = 0;
+        if (gb_read_file(spec_file, GB_WIRE_SPEC_MAX, &spec, &len, err, sizeof err) != 0) {
+            fprintf(stderr, "gpubench run: %s\n", err);
+            return 1;
+        }
+    }
+    if (!state_dir) {
+        if (gb_fmt(dir, sizeof dir, "%s.agent", db) != 0) {
+            free(spec);
+            return cli_usage_error("run", "--db path too long");
+        }
+        state_dir = dir;
+    }
+    atomic_int stop = 0;
+    cli_stop_on_signals(&stop);
+    int rc = 1;
+    runner_t rc_coord = {0}, rc_agent = {0};
+    pthread_t tc, ta;
+    int have_tc = 0, have_ta = 0;
+
+    gb_coord_config_t cc;
+    gb_coord_config_default(&cc);
+    cc.listen = "tcp://127.0.0.1:*";
+    cc.control = "tcp://127.0.0.1:*";
+    cc.db_path = db;
+    cc.stop = &stop;
+    rc_coord.coord = gb_coord_new(&cc, err, sizeof err);
+    if (!rc_coord.coord) {
+        fprintf(stderr, "gpubench run: coordinator: %s\n", err);
+        goto out;
+    }
+    char control[256];
+    gb_copy(control, sizeof control, gb_coord_control_endpoint(rc_coord.coord));
+    gb_agent_config_t ac;
+    gb_agent_config_default(&ac);
+    ac.connect = gb_coord_listen_endpoint(rc_coord.coord);
+    ac.state_dir = state_dir;
+    ac.kinds = gb_worker_kinds();
+    ac.stop = &stop;
+    rc_agent.agent = gb_agent_new(&ac, err, sizeof err);
+    if (!rc_agent.agent) {
+        fprintf(stderr, "gpubench run: agent: %s\n", err);
+        goto out;
+    }
+    if (pthread_create(&tc, NULL, coord_thread, &rc_coord) != 0) goto out;
+    have_tc = 1;
+    if (pthread_create(&ta, NULL, agent_thread, &rc_agent) != 0) goto out;
+    have_ta = 1;
+    if (cli_wait_nodes(control, 1, 15000, &stop) != 0) {
+        fprintf(stderr, "gpubench run: the local agent did not register\n");
+        goto out;
+    }
+    uint64_t sweep = 0;
+    uint32_t n = 0;
+    int r = cli_submit(control, spec ? spec : default_spec(), &sweep, &n, err, sizeof err);
+    if (r != 0) {
+        fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
+        goto out;
+    }
+    fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
+    rc = cli_wait(control, sweep, (int)timeout, 200, 0, &stop);
+    atomic_store(&stop, 1);
+    if (have_ta) pthread_join(ta, NULL);
+    if (have_tc) pthread_join(tc, NULL);
+    have_ta = have_tc = 0;
+    gb_agent_destroy(&rc_agent.agent);
+    gb_coord_destroy(&rc_coord.coord);
+    if (cli_print_results(db, sweep, fmt) != 0) rc = 1;
+out:
+    atomic_store(&stop, 1);
+    if (have_ta) pthread_join(ta, NULL);
+    if (have_tc) pthread_join(tc, NULL);
+    gb_agent_destroy(&rc_agent.agent);
+    gb_coord_destroy(&rc_coord.coord);
+    free(spec);
+    return rc;
+}

@@ -1,0 +1,86 @@
+/* cmd_status.c - `gpubench status [SWEEP]`: sweeps and their job counts. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "commands.h"
+#include "gb_util.h"
+#include "gb_zmq.h"
+#include "output.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: gpubench status [--control EP] [--format F] [SWEEP]\n"
+                 "  every sweep (or one) with its job counts\n"
+                 "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
+                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "  --format F     table | csv | json (default table)\n"
+                 "  -h, --help     this help\n");
+}
+
+int cmd_status(int argc, char **argv) {
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *control = cli_control_default();
+    gb_format_t fmt = GB_FMT_TABLE;
+    long sweep = 0;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            control = optarg;
+            break;
+        case 'f':
+            if (gb_format_parse(optarg, &fmt))
+                return cli_usage_error("status", "--format is table, csv or json");
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc - 1) return cli_usage_error("status", "at most one sweep id");
+    if (optind == argc - 1 && cli_long("status", "SWEEP", argv[optind], 1, 0x7fffffffL, &sweep))
+        return 2;
+    Gb__StatusRequest rq = GB__STATUS_REQUEST__INIT;
+    rq.sweep_id = (uint64_t)sweep;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = (uint64_t)gb_wall_ms();
+    env.body_case = GB__ENVELOPE__BODY_STATUS;
+    env.status = &rq;
+    Gb__Envelope *rep = NULL;
+    char err[512];
+    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+    if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_STATUS_REPLY) {
+        fprintf(stderr, "gpubench status: %s\n", rc == 0 ? "unexpected reply" : err);
+        gb_wire_free(&rep);
+        return 1;
+    }
+    static const char *const cols[] = {"sweep_id", "name", "state",  "total",     "queued",
+                                       "running",  "done", "failed", "cancelled", "created_at"};
+    gb_table_t *t = gb_table_new(10, cols);
+    for (size_t i = 0; t && i < rep->status_reply->n_sweeps; i++) {
+        const Gb__SweepStatus *s = rep->status_reply->sweeps[i];
+        if (gb_table_row(t) != 0) break;
+        gb_table_int(t, 0, (int64_t)s->sweep_id);
+        gb_table_text(t, 1, s->name);
+        gb_table_text(t, 2, s->state);
+        gb_table_int(t, 3, s->total);
+        gb_table_int(t, 4, s->queued);
+        gb_table_int(t, 5, s->running);
+        gb_table_int(t, 6, s->done);
+        gb_table_int(t, 7, s->failed);
+        gb_table_int(t, 8, s->cancelled);
+        gb_table_text(t, 9, s->created_at);
+    }
+    if (t) gb_table_print(t, stdout, fmt);
+    gb_table_destroy(&t);
+    gb_wire_free(&rep);
+    return 0;
+}

@@ -1,0 +1,286 @@
+/* cmd_submit.c - `gpubench submit`: send a sweep spec (a file, or built from
+ * flags) to the coordinator and print the new sweep id. The coordinator
+ * validates the spec; its reason for a rejection is printed as it is. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "client.h"
+#include "commands.h"
+#include "gb_spec.h"
+#include "gb_util.h"
+#include "gb_wire.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: gpubench submit [--control EP] (--spec FILE | --kind K [options])\n"
+        "  --control EP          coordinator's control endpoint (default $GB_CONTROL "
+        "or " GB_DEFAULT_CONTROL ")\n"
+        "  --spec FILE           a JSON sweep spec ('-' reads stdin); see docs/control-plane.md\n"
+        "or a spec from flags (a comma list is an axis of the Cartesian product):\n"
+        "  --kind K,...          resnet50 | gemm | sleep (required without --spec)\n"
+        "  --name TEXT           sweep name (default none)\n"
+        "  --backend B,...       auto | cpu | cuda (default auto)\n"
+        "  --precision P,...     fp32 | tf32 | fp16 | bf16 (resnet50; default fp32)\n"
+        "  --gpus N,...          devices per job (default 1)\n"
+        "  --batch N,...         batch per device (resnet50; default 32)\n"
+        "  --steps N,...         timed steps (resnet50; default 20)\n"
+        "  --warmup N,...        warm-up steps (resnet50; default 3)\n"
+        "  --image-size N,...    input size (resnet50; default 224)\n"
+        "  --interconnect I,...  auto | nvlink | pcie (resnet50; default auto)\n"
+        "  --nodes GLOB,...      node name or GPU model glob (default *)\n"
+        "  --labels k=v,...      labels a node must carry (default none)\n"
+        "  --repeat N            copies of each configuration (default 1)\n"
+        "  --timeout S           per-job time limit in seconds (default per kind)\n"
+        "  --max-attempts N      attempts per job (default: the coordinator's)\n"
+        "  --param KEY=V,...     a kind-specific key (gemm m, n, k, reps; sleep duration_ms)\n"
+        "  --format F            text | json (default text: the sweep id alone)\n"
+        "  -h, --help            this help\n");
+}
+
+/* "a,b,c" -> a JSON array (or a scalar when there is one value); items that
+ * parse as integers become numbers, the rest strings. The coordinator
+ * checks types and ranges. */
+static cJSON *list_value(const char *s, int numeric_ok) {
+    cJSON *arr = cJSON_CreateArray();
+    char *copy = strdup(s);
+    if (!arr || !copy) {
+        cJSON_Delete(arr);
+        free(copy);
+        return NULL;
+    }
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(t, &end, 10);
+        if (numeric_ok && *t && !*end && !errno)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v));
+        else
+            cJSON_AddItemToArray(arr, cJSON_CreateString(t));
+    }
+    free(copy);
+    if (cJSON_GetArraySize(arr) == 1) {
+        cJSON *one = cJSON_DetachItemFromArray(arr, 0);
+        cJSON_Delete(arr);
+        return one;
+    }
+    return arr;
+}
+
+static int add_list(cJSON *spec, const char *key, const char *value, int numeric) {
+    cJSON *v = list_value(value, numeric);
+    if (!v) return -1;
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, key);
+    cJSON_AddItemToObject(spec, key, v);
+    return 0;
+}
+
+int cmd_submit(int argc, char **argv) {
+    enum {
+        O_SPEC = 256,
+        O_KIND,
+        O_NAME,
+        O_BACKEND,
+        O_PREC,
+        O_GPUS,
+        O_BATCH,
+        O_STEPS,
+        O_WARMUP,
+        O_IMAGE,
+        O_IC,
+        O_NODES,
+        O_LABELS,
+        O_REPEAT,
+        O_TIMEOUT,
+        O_ATTEMPTS,
+        O_PARAM,
+        O_FORMAT,
+        O_CONTROL
+    };
+    static const struct option opts[] = {{"control", required_argument, 0, O_CONTROL},
+                                         {"spec", required_argument, 0, O_SPEC},
+                                         {"kind", required_argument, 0, O_KIND},
+                                         {"name", required_argument, 0, O_NAME},
+                                         {"backend", required_argument, 0, O_BACKEND},
+                                         {"precision", required_argument, 0, O_PREC},
+                                         {"gpus", required_argument, 0, O_GPUS},
+                                         {"batch", required_argument, 0, O_BATCH},
+                                         {"steps", required_argument, 0, O_STEPS},
+                                         {"warmup", required_argument, 0, O_WARMUP},
+                                         {"image-size", required_argument, 0, O_IMAGE},
+                                         {"interconnect", required_argument, 0, O_IC},
+                                         {"nodes", required_argument, 0, O_NODES},
+                                         {"labels", required_argument, 0, O_LABELS},
+                                         {"repeat", required_argument, 0, O_REPEAT},
+                                         {"timeout", required_argument, 0, O_TIMEOUT},
+                                         {"max-attempts", required_argument, 0, O_ATTEMPTS},
+                                         {"param", required_argument, 0, O_PARAM},
+                                         {"format", required_argument, 0, O_FORMAT},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *control = cli_control_default(), *spec_file = NULL, *format = "text";
+    cJSON *spec = cJSON_CreateObject();
+    int flags = 0, rc = 2, opt;
+    char *text = NULL;
+    if (!spec) return 1;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int r = 0;
+        switch (opt) {
+        case O_CONTROL:
+            control = optarg;
+            break;
+        case O_SPEC:
+            spec_file = optarg;
+            break;
+        case O_FORMAT:
+            format = optarg;
+            break;
+        case O_KIND:
+            r = add_list(spec, "kind", optarg, 0);
+            flags++;
+            break;
+        case O_NAME:
+            cJSON_DeleteItemFromObjectCaseSensitive(spec, "name");
+            cJSON_AddStringToObject(spec, "name", optarg);
+            flags++;
+            break;
+        case O_BACKEND:
+            r = add_list(spec, "backend", optarg, 0);
+            flags++;
+            break;
+        case O_PREC:
+            r = add_list(spec, "precision", optarg, 0);
+            flags++;
+            break;
+        case O_GPUS:
+            r = add_list(spec, "gpus", optarg, 1);
+            flags++;
+            break;
+        case O_BATCH:
+            r = add_list(spec, "batch", optarg, 1);
+            flags++;
+            break;
+        case O_STEPS:
+            r = add_list(spec, "steps", optarg, 1);
+            flags++;
+            break;
+        case O_WARMUP:
+            r = add_list(spec, "warmup", optarg, 1);
+            flags++;
+            break;
+        case O_IMAGE:
+            r = add_list(spec, "image_size", optarg, 1);
+            flags++;
+            break;
+        case O_IC:
+            r = add_list(spec, "interconnect", optarg, 0);
+            flags++;
+            break;
+        case O_NODES:
+            r = add_list(spec, "nodes", optarg, 0);
+            flags++;
+            break;
+        case O_LABELS:
+            cJSON_DeleteItemFromObjectCaseSensitive(spec, "labels");
+            cJSON_AddStringToObject(spec, "labels", optarg);
+            flags++;
+            break;
+        case O_REPEAT:
+            r = add_list(spec, "repeat", optarg, 1);
+            flags++;
+            break;
+        case O_TIMEOUT:
+            r = add_list(spec, "timeout_s", optarg, 1);
+            flags++;
+            break;
+        case O_ATTEMPTS:
+            r = add_list(spec, "max_attempts", optarg, 1);
+            flags++;
+            break;
+        case O_PARAM: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg) {
+                rc = cli_usage_error("submit", "--param wants KEY=VALUE");
+                goto out;
+            }
+            *eq = '\0';
+            r = add_list(spec, optarg, eq + 1, 1);
+            *eq = '=';
+            flags++;
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            rc = 0;
+            goto out;
+        default:
+            usage(stderr);
+            goto out;
+        }
+        if (r != 0) {
+            fprintf(stderr, "gpubench submit: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        rc = cli_usage_error("submit", "unexpected argument");
+        goto out;
+    }
+    if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
+        rc = cli_usage_error("submit", "--format is text or json");
+        goto out;
+    }
+    if (spec_file && flags) {
+        rc = cli_usage_error("submit", "give --spec or spec flags, not both");
+        goto out;
+    }
+    if (!spec_file && !cJSON_GetObjectItemCaseSensitive(spec, "kind")) {
+        rc = cli_usage_error("submit", "give --spec FILE or at least --kind");
+        goto out;
+    }
+    char err[1024];
+    if (spec_file) {
+        size_t len = 0;
+        if (gb_read_file(strcmp(spec_file, "-") == 0 ? "/dev/stdin" : spec_file, GB_WIRE_SPEC_MAX,
+                         &text, &len, err, sizeof err) != 0) {
+            fprintf(stderr, "gpubench submit: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        if (strlen(text) != len) {
+            fprintf(stderr, "gpubench submit: %s holds a NUL byte: not a JSON spec\n", spec_file);
+            rc = 1;
+            goto out;
+        }
+    } else if (!(text = cJSON_PrintUnformatted(spec))) {
+        rc = 1;
+        goto out;
+    }
+    uint64_t sweep = 0;
+    uint32_t n = 0;
+    int r = cli_submit(control, text, &sweep, &n, err, sizeof err);
+    if (r != 0) {
+        fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
+        rc = 1;
+        goto out;
+    }
+    if (strcmp(format, "json") == 0)
+        printf("{\"sweep_id\": %" PRIu64 ", \"n_jobs\": %u}\n", sweep, n);
+    else
+        printf("%" PRIu64 "\n", sweep);
+    fprintf(stderr, "gpubench submit: sweep %" PRIu64 ": %u job(s) queued\n", sweep, n);
+    rc = 0;
+out:
+    free(text);
+    cJSON_Delete(spec);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* cmd_wait.c - `gpubench wait SWEEP`: block until the sweep ends. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "client.h"
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: gpubench wait [--control EP] [options] SWEEP\n"
+                 "  blocks until every job of SWEEP ended; exit 0 when all are done, 1 when some\n"
+                 "  failed or were cancelled (or on --timeout), 2 when there is no such sweep\n"
+                 "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
+                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "  --timeout S         give up after S seconds (default 0: never)\n"
+                 "  --interval-ms N     how often to ask (default 500)\n"
+                 "  --progress          draw the progress line even when stderr is not a terminal\n"
+                 "  --quiet             never draw it\n"
+                 "  -h, --help          this help\n");
+}
+
+int cmd_wait(int argc, char **argv) {
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"timeout", required_argument, 0, 't'},
+                                         {"interval-ms", required_argument, 0, 'i'},
+                                         {"progress", no_argument, 0, 'p'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *control = cli_control_default();
+    long timeout = 0, interval = 500, sweep = 0;
+    int progress = 0, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            control = optarg;
+            break;
+        case 't':
+            if (cli_long("wait", "--timeout", optarg, 0, 100L * 24 * 3600, &timeout)) return 2;
+            break;
+        case 'i':
+            if (cli_long("wait", "--interval-ms", optarg, 10, 60000, &interval)) return 2;
+            break;
+        case 'p':
+            progress = 1;
+            break;
+        case 'q':
+            progress = -1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) return cli_usage_error("wait", "give one sweep id");
+    if (cli_long("wait", "SWEEP", argv[optind], 1, 0x7fffffffL, &sweep)) return 2;
+    atomic_int stop = 0;
+    cli_stop_on_signals(&stop);
+    return cli_wait(control, (uint64_t)sweep, (int)timeout, (int)interval, progress, &stop);
+}

@@ -1,0 +1,214 @@
+/* output.c - see output.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "output.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { C_NULL = 0, C_TEXT, C_INT, C_REAL };
+
+typedef struct cell {
+    int type;
+    char *text; /* rendering (also for numbers) */
+    int64_t i;
+    double d;
+} cell_t;
+
+struct gb_table {
+    int ncols, nrows, cap;
+    char **names;
+    cell_t *cells; /* nrows * ncols */
+};
+
+int gb_format_parse(const char *s, gb_format_t *out) {
+    if (!s) return -1;
+    if (strcmp(s, "table") == 0)
+        *out = GB_FMT_TABLE;
+    else if (strcmp(s, "csv") == 0)
+        *out = GB_FMT_CSV;
+    else if (strcmp(s, "json") == 0)
+        *out = GB_FMT_JSON;
+    else
+        return -1;
+    return 0;
+}
+
+gb_table_t *gb_table_new(int ncols, const char *const *names) {
+    gb_table_t *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->ncols = ncols;
+    t->names = calloc((size_t)ncols, sizeof *t->names);
+    if (!t->names) {
+        free(t);
+        return NULL;
+    }
+    for (int i = 0; i < ncols; i++)
+        t->names[i] = strdup(names[i]);
+    return t;
+}
+
+void gb_table_destroy(gb_table_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_table_t *t = *self_p;
+    for (int i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i].text);
+    for (int i = 0; i < t->ncols; i++)
+        free(t->names[i]);
+    free(t->names);
+    free(t->cells);
+    free(t);
+    *self_p = NULL;
+}
+
+int gb_table_rows(const gb_table_t *t) {
+    return t->nrows;
+}
+
+int gb_table_row(gb_table_t *t) {
+    if (t->nrows == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 32;
+        cell_t *c = realloc(t->cells, (size_t)cap * (size_t)t->ncols * sizeof *c);
+        if (!c) return -1;
+        t->cells = c;
+        t->cap = cap;
+    }
+    memset(&t->cells[(size_t)t->nrows * (size_t)t->ncols], 0, (size_t)t->ncols * sizeof(cell_t));
+    t->nrows++;
+    return 0;
+}
+
+static cell_t *cur(gb_table_t *t, int col) {
+    cell_t *c = &t->cells[(size_t)(t->nrows - 1) * (size_t)t->ncols + (size_t)col];
+    free(c->text);
+    c->text = NULL;
+    return c;
+}
+
+void gb_table_text(gb_table_t *t, int col, const char *s) {
+    cell_t *c = cur(t, col);
+    c->type = s ? C_TEXT : C_NULL;
+    c->text = s ? strdup(s) : NULL;
+}
+
+void gb_table_int(gb_table_t *t, int col, int64_t v) {
+    cell_t *c = cur(t, col);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    c->type = C_INT;
+    c->i = v;
+    c->text = strdup(buf);
+}
+
+void gb_table_real(gb_table_t *t, int col, double v, int decimals) {
+    cell_t *c = cur(t, col);
+    if (!isfinite(v)) {
+        c->type = C_NULL;
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    c->type = C_REAL;
+    c->d = v;
+    c->text = strdup(buf);
+}
+
+static const cell_t *at(const gb_table_t *t, int r, int col) {
+    return &t->cells[(size_t)r * (size_t)t->ncols + (size_t)col];
+}
+
+static void csv_field(FILE *out, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* One line per cell in a table: newlines and tabs become spaces. */
+static void table_field(FILE *out, const char *s, int width, int right) {
+    int len = (int)strlen(s);
+    if (right)
+        for (int i = len; i < width; i++)
+            fputc(' ', out);
+    for (const char *p = s; *p; p++)
+        fputc(*p == '\n' || *p == '\t' || *p == '\r' ? ' ' : *p, out);
+    if (!right)
+        for (int i = len; i < width; i++)
+            fputc(' ', out);
+}
+
+void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
+    if (fmt == GB_FMT_JSON) {
+        cJSON *arr = cJSON_CreateArray();
+        for (int r = 0; arr && r < t->nrows; r++) {
+            cJSON *o = cJSON_CreateObject();
+            if (!o) break;
+            for (int c = 0; c < t->ncols; c++) {
+                const cell_t *x = at(t, r, c);
+                if (x->type == C_TEXT)
+                    cJSON_AddStringToObject(o, t->names[c], x->text);
+                else if (x->type == C_INT)
+                    cJSON_AddNumberToObject(o, t->names[c], (double)x->i);
+                else if (x->type == C_REAL)
+                    cJSON_AddNumberToObject(o, t->names[c], x->d);
+                else
+                    cJSON_AddNullToObject(o, t->names[c]);
+            }
+            cJSON_AddItemToArray(arr, o);
+        }
+        char *s = arr ? cJSON_Print(arr) : NULL;
+        if (s) fprintf(out, "%s\n", s);
+        free(s);
+        cJSON_Delete(arr);
+        return;
+    }
+    if (fmt == GB_FMT_CSV) {
+        for (int c = 0; c < t->ncols; c++) {
+            if (c) fputc(',', out);
+            csv_field(out, t->names[c]);
+        }
+        fputc('\n', out);
+        for (int r = 0; r < t->nrows; r++) {
+            for (int c = 0; c < t->ncols; c++) {
+                if (c) fputc(',', out);
+                const cell_t *x = at(t, r, c);
+                if (x->type != C_NULL) csv_field(out, x->text);
+            }
+            fputc('\n', out);
+        }
+        return;
+    }
+    int *w = calloc((size_t)t->ncols, sizeof *w);
+    if (!w) return;
+    for (int c = 0; c < t->ncols; c++) {
+        w[c] = (int)strlen(t->names[c]);
+        for (int r = 0; r < t->nrows; r++) {
+            const cell_t *x = at(t, r, c);
+            int len = x->type == C_NULL ? 1 : (int)strlen(x->text);
+            if (len > w[c]) w[c] = len;
+        }
+    }
+    for (int c = 0; c < t->ncols; c++) {
+        if (c) fputs("  ", out);
+        table_field(out, t->names[c], c == t->ncols - 1 ? 0 : w[c], 0);
+    }
+    fputc('\n', out);
+    for (int r = 0; r < t->nrows; r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            const cell_t *x = at(t, r, c);
+            int num = x->type == C_INT || x->type == C_REAL;
+            if (c) fputs("  ", out);
+            table_field(out, x->type == C_NULL ? "-" : x->text,
+                        c == t->ncols - 1 && !num ? 0 : w[c], num);
+        }
+        fputc('\n', out);
+    }
+    free(w);
+}

@@ -1,0 +1,30 @@
+/* output.h - command output for people and for scripts: one table of typed
+ * cells printed as a fixed-width table (numbers right-aligned), CSV
+ * (RFC 4180) or JSON (an array of objects, numbers as numbers, NULL as
+ * null). Output goes to stdout; errors never do. */
+#ifndef GB_CLI_OUTPUT_H
+#define GB_CLI_OUTPUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { GB_FMT_TABLE = 0, GB_FMT_CSV, GB_FMT_JSON } gb_format_t;
+
+/* "table" "csv" "json"; -1 when unknown. */
+int gb_format_parse(const char *s, gb_format_t *out);
+
+typedef struct gb_table gb_table_t;
+
+/* A table with ncols columns named names[0..ncols-1] (copied). */
+gb_table_t *gb_table_new(int ncols, const char *const *names);
+void gb_table_destroy(gb_table_t **self_p);
+/* Start a new row (all cells NULL); -1 on out-of-memory. */
+int gb_table_row(gb_table_t *t);
+/* Set a cell of the last row. */
+void gb_table_text(gb_table_t *t, int col, const char *s); /* NULL -> null */
+void gb_table_int(gb_table_t *t, int col, int64_t v);
+void gb_table_real(gb_table_t *t, int col, double v, int decimals); /* decimals: table/CSV text */
+void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt);
+int gb_table_rows(const gb_table_t *t);
+
+#endif

@@ -1,0 +1,61 @@
+/* gb_log.c - see gb_log.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "gb_log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static atomic_int log_level = -1; /* -1: not yet read from the environment */
+static _Thread_local char log_component[16] = "gpubench";
+
+void gb_log_set_level(gb_log_level_t level) {
+    atomic_store(&log_level, (int)level);
+}
+
+int gb_log_level_parse(const char *s, gb_log_level_t *out) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = (gb_log_level_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+void gb_log_set_component(const char *name) {
+    snprintf(log_component, sizeof log_component, "%s", name ? name : "gpubench");
+}
+
+static int current_level(void) {
+    int lv = atomic_load(&log_level);
+    if (lv >= 0) return lv;
+    gb_log_level_t parsed = GB_LOG_INFO;
+    const char *env = getenv("GB_LOG_LEVEL");
+    if (env) (void)gb_log_level_parse(env, &parsed);
+    atomic_store(&log_level, (int)parsed);
+    return (int)parsed;
+}
+
+void gb_log(gb_log_level_t level, const char *fmt, ...) {
+    static const char *tags[] = {"debug", "info ", "warn ", "error"};
+    if ((int)level < current_level()) return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4); /* mark truncation */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03ldZ %-6s %s %s\n", when, ts.tv_nsec / 1000000L, log_component,
+            tags[level], msg);
+}

@@ -1,0 +1,29 @@
+/* gb_log.h - one-line log records on stderr for the daemons and tools.
+ *
+ * A record is "2024-05-01T12:00:00.123Z coord  warn  message" and is written
+ * with one fprintf, so lines from several threads (gpubench run hosts a
+ * coordinator and an agent in one process) never interleave. The component
+ * name ("coord", "agent", "worker", "cli") is per thread. Nothing is ever
+ * written to stdout: stdout belongs to command output. */
+#ifndef GB_LOG_H
+#define GB_LOG_H
+
+typedef enum { GB_LOG_DEBUG = 0, GB_LOG_INFO, GB_LOG_WARN, GB_LOG_ERROR } gb_log_level_t;
+
+/* Process-wide threshold; records below it are dropped. Default INFO, or the
+ * level named by $GB_LOG_LEVEL (debug|info|warn|error) at the first record. */
+void gb_log_set_level(gb_log_level_t level);
+/* Parse "debug" "info" "warn" "error"; -1 when unknown. */
+int gb_log_level_parse(const char *s, gb_log_level_t *out);
+/* Component name for records written by the calling thread (copied, at most
+ * 15 characters). */
+void gb_log_set_component(const char *name);
+
+void gb_log(gb_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define gb_debug(...) gb_log(GB_LOG_DEBUG, __VA_ARGS__)
+#define gb_info(...)  gb_log(GB_LOG_INFO, __VA_ARGS__)
+#define gb_warn(...)  gb_log(GB_LOG_WARN, __VA_ARGS__)
+#define gb_error(...) gb_log(GB_LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,68 @@
+/* gb_place.c - see gb_place.h. */
+#include "gb_place.h"
+
+#include "gb_util.h"
+
+#include <fnmatch.h>
+#include <string.h>
+
+static int kind_offered(const char *kinds, const char *kind) {
+    if (!kinds || !*kinds) return 1;
+    size_t klen = strlen(kind);
+    for (const char *p = kinds; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == klen && strncmp(p, kind, len) == 0) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *backend, char *why,
+                  size_t whylen) {
+    backend[0] = '\0';
+    if (!kind_offered(node->kinds, job->kind)) {
+        gb_fmt(why, whylen, "node %s cannot run %s jobs", node->name, job->kind);
+        return 0;
+    }
+    const char *model = node->gpu_model ? node->gpu_model : "";
+    if (fnmatch(job->nodes, node->name, 0) != 0 && fnmatch(job->nodes, model, 0) != 0) {
+        gb_fmt(why, whylen, "node %s (%s) does not match '%s'", node->name, model, job->nodes);
+        return 0;
+    }
+    if (!gb_labels_match(node->labels, job->labels)) {
+        gb_fmt(why, whylen, "node %s lacks labels %s", node->name, job->labels);
+        return 0;
+    }
+    const char *be = job->backend;
+    if (strcmp(be, "auto") == 0) be = node->n_gpus > 0 ? "cuda" : "cpu";
+    if (strcmp(be, "cuda") == 0) {
+        if (node->n_gpus < job->gpus) {
+            gb_fmt(why, whylen, "node %s has %d GPU(s), the job needs %d", node->name, node->n_gpus,
+                   job->gpus);
+            return 0;
+        }
+        if (strcmp(job->interconnect, "nvlink") == 0 && job->gpus > 1 && !node->has_nvlink) {
+            gb_fmt(why, whylen, "node %s has no NVLink between its GPUs", node->name);
+            return 0;
+        }
+    } else {
+        if (job->gpus > node->cpu_cores) {
+            gb_fmt(why, whylen, "node %s has %d cores, too few for %d CPU replicas", node->name,
+                   node->cpu_cores, job->gpus);
+            return 0;
+        }
+        if (strcmp(job->precision, "tf32") == 0 || strcmp(job->precision, "fp16") == 0) {
+            gb_fmt(why, whylen, "%s needs a GPU and node %s would run it on the CPU",
+                   job->precision, node->name);
+            return 0;
+        }
+        if (strcmp(job->interconnect, "nvlink") == 0 || strcmp(job->interconnect, "pcie") == 0) {
+            gb_fmt(why, whylen, "interconnect %s needs GPUs and node %s would use the CPU",
+                   job->interconnect, node->name);
+            return 0;
+        }
+    }
+    gb_copy(backend, 8, be);
+    return 1;
+}

@@ -1,0 +1,36 @@
+/* gb_place.h - placement: can this node run this job, and with which
+ * backend? A pure function of the node's capabilities and the job, used
+ * both to place queued jobs and, at submit time, to reject a spec no known
+ * node could ever run.
+ *
+ * Rules (docs/control-plane.md): the node offers the job's kind; the job's
+ * `nodes` glob matches the node name or its GPU model (the CPU model on a
+ * node without GPUs); the node carries every label the job asks for; the
+ * backend resolves (auto: cuda on a node with GPUs, cpu otherwise); cuda
+ * needs gpus <= the node's GPUs, cpu needs gpus (replicas) <= its cores;
+ * tf32 and fp16 need cuda; nvlink with several GPUs needs NVLink on the
+ * node; nvlink or pcie need cuda. One job per node at a time is the
+ * coordinator's rule, not this function's. */
+#ifndef GB_PLACE_H
+#define GB_PLACE_H
+
+#include "gb_spec.h"
+
+#include <stddef.h>
+
+typedef struct gb_node_caps {
+    const char *name;
+    const char *gpu_model; /* first GPU's name, or the CPU model when n_gpus == 0 */
+    const char *labels;    /* canonical "k=v,..." */
+    const char *kinds;     /* "gemm,resnet50,sleep"; NULL or "" = every kind */
+    int n_gpus;
+    int cpu_cores;
+    int has_nvlink; /* some GPU pair has NVLink lanes */
+} gb_node_caps_t;
+
+/* 1 when node can run job, with "cpu" or "cuda" in backend (8 bytes); 0
+ * with the reason in why. */
+int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *backend, char *why,
+                  size_t whylen);
+
+#endif

@@ -1,0 +1,524 @@
+/* gb_spec.c - see gb_spec.h. The key table below is the whole spec
+ * language: each key's type, whether it may be a list (an axis of the
+ * Cartesian product), the kinds it applies to, its range or its choices,
+ * and where it lands in gb_jobdef_t. */
+#define _POSIX_C_SOURCE 200809L
+#include "gb_spec.h"
+
+#include "gb_util.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_INT, T_STR, T_LABELS };
+enum { K_RESNET = 1, K_GEMM = 2, K_SLEEP = 4, K_ALL = 7 };
+
+static const char *const kinds[] = {"resnet50", "gemm", "sleep", NULL};
+static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
+static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
+static const char *const interconnects[] = {"auto", "nvlink", "pcie", NULL};
+
+typedef struct keydef {
+    const char *key;
+    int type;
+    int axis;                   /* 1: a list is an axis of the product; 0: exactly one value */
+    unsigned kinds;             /* K_* the key applies to */
+    int min, max;               /* T_INT */
+    const char *const *choices; /* T_STR: allowed values, or NULL for free text */
+    size_t off, size;           /* field in gb_jobdef_t (size: char array bytes) */
+    int idef;                   /* default (T_INT) */
+    const char *sdef;           /* default (T_STR, T_LABELS) */
+} keydef_t;
+
+#define F_INT(f) offsetof(gb_jobdef_t, f), sizeof(int)
+#define F_STR(f) offsetof(gb_jobdef_t, f), sizeof(((gb_jobdef_t *)0)->f)
+
+/* Axis keys first, in expansion order (outermost first). */
+static const keydef_t keys[] = {
+    {"backend", T_STR, 1, K_ALL, 0, 0, backends, F_STR(backend), 0, "auto"},
+    {"nodes", T_STR, 1, K_ALL, 0, 0, NULL, F_STR(nodes), 0, "*"},
+    {"labels", T_LABELS, 1, K_ALL, 0, 0, NULL, F_STR(labels), 0, ""},
+    {"gpus", T_INT, 1, K_RESNET | K_SLEEP, 1, 1024, NULL, F_INT(gpus), 1, NULL},
+    {"precision", T_STR, 1, K_RESNET, 0, 0, precisions, F_STR(precision), 0, "fp32"},
+    {"batch", T_INT, 1, K_RESNET, 1, 65536, NULL, F_INT(batch), 32, NULL},
+    {"interconnect", T_STR, 1, K_RESNET, 0, 0, interconnects, F_STR(interconnect), 0, "auto"},
+    {"steps", T_INT, 1, K_RESNET, 1, 1000000, NULL, F_INT(steps), 20, NULL},
+    {"warmup", T_INT, 1, K_RESNET, 0, 1000000, NULL, F_INT(warmup), 3, NULL},
+    {"image_size", T_INT, 1, K_RESNET, 32, 1024, NULL, F_INT(image_size), 224, NULL},
+    {"m", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(m), 2048, NULL},
+    {"n", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(n), 2048, NULL},
+    {"k", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(k), 2048, NULL},
+    {"reps", T_INT, 1, K_GEMM, 1, 10000, NULL, F_INT(reps), 10, NULL},
+    {"duration_ms", T_INT, 1, K_SLEEP, 0, 86400000, NULL, F_INT(duration_ms), 100, NULL},
+    /* one value each */
+    {"timeout_s", T_INT, 0, K_ALL, 1, 7 * 24 * 3600, NULL, F_INT(timeout_s), 0, NULL},
+    {"max_attempts", T_INT, 0, K_ALL, 1, 100, NULL, F_INT(max_attempts), 0, NULL},
+    {"fail", T_STR, 0, K_SLEEP, 0, 0, NULL, F_STR(fail), 0, ""},
+    {"signal", T_INT, 0, K_SLEEP, 0, 64, NULL, F_INT(signal), 0, NULL},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        gb_fmt(err, errlen, __VA_ARGS__);                                                          \
+        goto fail;                                                                                 \
+    } while (0)
+
+int gb_kind_known(const char *kind) {
+    for (int i = 0; kinds[i]; i++)
+        if (kind && strcmp(kind, kinds[i]) == 0) return 1;
+    return 0;
+}
+
+int gb_kind_synthetic(const char *kind) {
+    return kind && strcmp(kind, "sleep") == 0;
+}
+
+const char *gb_kind_names(void) {
+    return "gemm, resnet50, sleep";
+}
+
+static unsigned kind_bit(const char *kind) {
+    for (int i = 0; kinds[i]; i++)
+        if (strcmp(kind, kinds[i]) == 0) return 1u << i;
+    return 0;
+}
+
+/* ---- labels ----------------------------------------------------------- */
+
+static int label_key_char(int c) {
+    return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/';
+}
+static int label_val_char(int c) {
+    return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':' || c == '+';
+}
+
+int gb_labels_canon(const char *in, char *out, size_t outlen, char *err, size_t errlen) {
+    size_t o = 0, count = 0;
+    const char *p = in ? in : "";
+    if (outlen == 0) return -1;
+    out[0] = '\0';
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        const char *k = p;
+        while (*p && label_key_char((unsigned char)*p))
+            p++;
+        size_t klen = (size_t)(p - k);
+        if (klen == 0 || klen > 64 || *p != '=') {
+            gb_fmt(err, errlen, "label '%.40s': want key=value, key of 1..64 [A-Za-z0-9_./-]", k);
+            return -1;
+        }
+        p++;
+        const char *v = p;
+        while (*p && label_val_char((unsigned char)*p))
+            p++;
+        size_t vlen = (size_t)(p - v);
+        while (*p == ' ')
+            p++;
+        if ((*p && *p != ',') || vlen > 128) {
+            gb_fmt(err, errlen, "label '%.*s': value must be 0..128 of [A-Za-z0-9_./:+-]",
+                   (int)(klen < 64 ? klen : 64), k);
+            return -1;
+        }
+        if (++count > 32) {
+            gb_fmt(err, errlen, "more than 32 labels");
+            return -1;
+        }
+        /* repeated key? */
+        for (const char *q = out; *q;) {
+            const char *eq = strchr(q, '=');
+            if ((size_t)(eq - q) == klen && strncmp(q, k, klen) == 0) {
+                gb_fmt(err, errlen, "label key '%.*s' given twice", (int)klen, k);
+                return -1;
+            }
+            const char *comma = strchr(q, ',');
+            if (!comma) break;
+            q = comma + 1;
+        }
+        int n =
+            snprintf(out + o, outlen - o, "%s%.*s=%.*s", o ? "," : "", (int)klen, k, (int)vlen, v);
+        if (n < 0 || (size_t)n >= outlen - o) {
+            gb_fmt(err, errlen, "labels longer than %zu bytes", outlen - 1);
+            return -1;
+        }
+        o += (size_t)n;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') {
+                gb_fmt(err, errlen, "labels end with a comma");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int gb_labels_match(const char *have, const char *want) {
+    const char *w = want;
+    while (w && *w) {
+        const char *end = strchr(w, ',');
+        size_t len = end ? (size_t)(end - w) : strlen(w);
+        int found = 0;
+        for (const char *h = have; h && *h;) {
+            const char *hend = strchr(h, ',');
+            size_t hlen = hend ? (size_t)(hend - h) : strlen(h);
+            if (hlen == len && strncmp(h, w, len) == 0) {
+                found = 1;
+                break;
+            }
+            h = hend ? hend + 1 : NULL;
+        }
+        if (!found) return 0;
+        w = end ? end + 1 : NULL;
+    }
+    return 1;
+}
+
+/* ---- values ----------------------------------------------------------- */
+
+typedef struct values {
+    int given;
+    int n;
+    int iv[GB_SPEC_MAX_VALUES];
+    char *sv[GB_SPEC_MAX_VALUES];
+} values_t;
+
+static int text_ok(const char *s, size_t max, int allow_empty) {
+    size_t n = strlen(s);
+    if (n > max || (!allow_empty && n == 0)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+    return 1;
+}
+
+/* One value of key kd from item into v (appended). */
+static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char *err,
+                       size_t errlen) {
+    char canon[GB_LABELS_LEN];
+    const char *s = NULL;
+    if (v->n >= GB_SPEC_MAX_VALUES) {
+        gb_fmt(err, errlen, "'%s': more than %d values", kd->key, GB_SPEC_MAX_VALUES);
+        return -1;
+    }
+    if (kd->type == T_INT) {
+        if (!cJSON_IsNumber(item)) {
+            gb_fmt(err, errlen, "'%s' must be an integer", kd->key);
+            return -1;
+        }
+        double d = item->valuedouble;
+        if (!(d >= kd->min && d <= kd->max) || d != (double)(int)d) {
+            gb_fmt(err, errlen, "'%s' must be an integer in %d..%d (got %g)", kd->key, kd->min,
+                   kd->max, d);
+            return -1;
+        }
+        for (int i = 0; i < v->n; i++)
+            if (v->iv[i] == (int)d) {
+                gb_fmt(err, errlen, "'%s': value %d given twice (use repeat for copies)", kd->key,
+                       (int)d);
+                return -1;
+            }
+        v->iv[v->n++] = (int)d;
+        return 0;
+    }
+    if (kd->type == T_LABELS && cJSON_IsObject(item)) {
+        /* {"k": "v", ...} -> "k=v,..." */
+        char joined[GB_LABELS_LEN];
+        size_t o = 0;
+        joined[0] = '\0';
+        for (const cJSON *c = item->child; c; c = c->next) {
+            if (!cJSON_IsString(c)) {
+                gb_fmt(err, errlen, "'labels': value of '%.40s' must be a string", c->string);
+                return -1;
+            }
+            int n = snprintf(joined + o, sizeof joined - o, "%s%s=%s", o ? "," : "", c->string,
+                             c->valuestring);
+            if (n < 0 || (size_t)n >= sizeof joined - o) {
+                gb_fmt(err, errlen, "'labels' longer than %zu bytes", sizeof joined - 1);
+                return -1;
+            }
+            o += (size_t)n;
+        }
+        if (gb_labels_canon(joined, canon, sizeof canon, err, errlen) != 0) return -1;
+        s = canon;
+    } else {
+        if (!cJSON_IsString(item)) {
+            gb_fmt(err, errlen, "'%s' must be a string%s", kd->key,
+                   kd->type == T_LABELS ? " \"k=v,...\" or an object" : "");
+            return -1;
+        }
+        s = item->valuestring;
+        if (kd->type == T_LABELS) {
+            if (gb_labels_canon(s, canon, sizeof canon, err, errlen) != 0) return -1;
+            s = canon;
+        } else if (kd->choices) {
+            int ok = 0;
+            for (int i = 0; kd->choices[i]; i++)
+                ok |= strcmp(s, kd->choices[i]) == 0;
+            if (!ok) {
+                char list[128] = "";
+                for (int i = 0; kd->choices[i]; i++) {
+                    strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+                    strncat(list, kd->choices[i], sizeof list - strlen(list) - 1);
+                }
+                gb_fmt(err, errlen, "'%s': '%.40s' is not one of %s", kd->key, s, list);
+                return -1;
+            }
+        } else if (!text_ok(s, kd->size - 1, strcmp(kd->key, "fail") == 0)) {
+            gb_fmt(err, errlen, "'%s' must be 1..%zu printable characters", kd->key, kd->size - 1);
+            return -1;
+        }
+    }
+    for (int i = 0; i < v->n; i++)
+        if (strcmp(v->sv[i], s) == 0) {
+            gb_fmt(err, errlen, "'%s': value '%.40s' given twice (use repeat for copies)", kd->key,
+                   s);
+            return -1;
+        }
+    v->sv[v->n] = strdup(s);
+    if (!v->sv[v->n]) {
+        gb_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    v->n++;
+    return 0;
+}
+
+static void set_field(gb_jobdef_t *job, const keydef_t *kd, const values_t *v, int idx) {
+    char *base = (char *)job + kd->off;
+    if (kd->type == T_INT) {
+        *(int *)base = v->given ? v->iv[idx] : kd->idef;
+    } else {
+        const char *s = v->given ? v->sv[idx] : kd->sdef;
+        snprintf(base, kd->size, "%s", s);
+    }
+}
+
+static int default_timeout(const gb_jobdef_t *j) {
+    if (strcmp(j->kind, "resnet50") == 0) return 3600;
+    if (strcmp(j->kind, "gemm") == 0) return 600;
+    return j->duration_ms / 1000 + 60;
+}
+
+/* Checks that need several fields of one job. */
+static int check_job(const gb_jobdef_t *j, char *err, size_t errlen) {
+    if (strcmp(j->kind, "gemm") == 0) {
+        uint64_t elems = (uint64_t)j->m * (uint64_t)j->k + (uint64_t)j->k * (uint64_t)j->n +
+                         (uint64_t)j->m * (uint64_t)j->n;
+        if (elems * 4 > ((uint64_t)16 << 30)) {
+            gb_fmt(err, errlen, "gemm %dx%dx%d needs %.1f GiB for its matrices (limit 16 GiB)",
+                   j->m, j->n, j->k, (double)elems * 4 / (1 << 30));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
+                        gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
+    values_t *vals = calloc(N_KEYS, sizeof *vals);
+    values_t kindv = {0};
+    cJSON *root = NULL;
+    int repeat = 1;
+    memset(out, 0, sizeof *out);
+    if (!vals) {
+        gb_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= json ? (size_t)(end - json) : 0;
+        FAIL("spec is not valid JSON (error near byte %zu)", at);
+    }
+    while (end && (size_t)(end - json) < len && isspace((unsigned char)*end))
+        end++;
+    if (end && (size_t)(end - json) < len) FAIL("spec has trailing bytes after the JSON object");
+    if (!cJSON_IsObject(root)) FAIL("spec must be a JSON object");
+
+    /* Pass 1: kind, and the keys every object may hold. */
+    unsigned kindmask = 0;
+    int n_keys = 0;
+    for (const cJSON *c = root->child; c; c = c->next)
+        if (++n_keys > 64) FAIL("spec has more than 64 keys");
+    for (const cJSON *c = root->child; c; c = c->next) {
+        for (const cJSON *d = c->next; d; d = d->next)
+            if (strcmp(c->string, d->string) == 0) FAIL("key '%.40s' given twice", c->string);
+        if (strcmp(c->string, "kind") == 0) {
+            const cJSON *items = cJSON_IsArray(c) ? c->child : c;
+            if (cJSON_IsArray(c) && !items) FAIL("'kind' is an empty list");
+            if (cJSON_IsArray(c) && job_mode) FAIL("'kind' takes one value in a job");
+            for (const cJSON *it = items; it; it = cJSON_IsArray(c) ? it->next : NULL) {
+                if (!cJSON_IsString(it)) FAIL("'kind' must be a string or a list of strings");
+                if (!gb_kind_known(it->valuestring))
+                    FAIL("unknown job kind '%.40s' (known: %s)", it->valuestring, gb_kind_names());
+                unsigned bit = kind_bit(it->valuestring);
+                if (kindmask & bit) FAIL("'kind': '%s' given twice", it->valuestring);
+                kindmask |= bit;
+                kindv.sv[kindv.n++] = it->valuestring; /* borrowed from root */
+            }
+        }
+    }
+    if (!kindmask) FAIL("spec has no 'kind' (one of %s)", gb_kind_names());
+
+    for (const cJSON *c = root->child; c; c = c->next) {
+        const char *k = c->string;
+        if (strcmp(k, "kind") == 0) continue;
+        if (strcmp(k, "name") == 0) {
+            if (!cJSON_IsString(c) || !text_ok(c->valuestring, sizeof out->name - 1, 1))
+                FAIL("'name' must be a string of at most %zu printable characters",
+                     sizeof out->name - 1);
+            snprintf(out->name, sizeof out->name, "%s", c->valuestring);
+            continue;
+        }
+        if (strcmp(k, "repeat") == 0 && !job_mode) {
+            if (!cJSON_IsNumber(c) || !(c->valuedouble >= 1 && c->valuedouble <= 1000) ||
+                c->valuedouble != (double)(int)c->valuedouble)
+                FAIL("'repeat' must be an integer in 1..1000");
+            repeat = (int)c->valuedouble;
+            continue;
+        }
+        if (strcmp(k, "repeat_index") == 0 && job_mode) {
+            if (!cJSON_IsNumber(c) || !(c->valuedouble >= 0 && c->valuedouble <= 999) ||
+                c->valuedouble != (double)(int)c->valuedouble)
+                FAIL("'repeat_index' must be an integer in 0..999");
+            *repeat_index = (int)c->valuedouble;
+            continue;
+        }
+        size_t ki = 0;
+        while (ki < N_KEYS && strcmp(keys[ki].key, k) != 0)
+            ki++;
+        if (ki == N_KEYS) FAIL("unknown key '%.40s'", k);
+        const keydef_t *kd = &keys[ki];
+        if (!(kd->kinds & kindmask)) FAIL("'%s' does not apply to the kind(s) of this spec", k);
+        values_t *v = &vals[ki];
+        v->given = 1;
+        if (cJSON_IsArray(c)) {
+            if (!kd->axis || job_mode) FAIL("'%s' takes one value, not a list", k);
+            if (!c->child) FAIL("'%s' is an empty list", k);
+            for (const cJSON *it = c->child; it; it = it->next)
+                if (parse_value(kd, it, v, err, errlen) != 0) goto fail;
+        } else if (parse_value(kd, c, v, err, errlen) != 0) {
+            goto fail;
+        }
+    }
+
+    /* Count the jobs before making any. */
+    size_t total = 0;
+    for (int ki = 0; ki < kindv.n; ki++) {
+        unsigned bit = kind_bit(kindv.sv[ki]);
+        size_t prod = (size_t)repeat;
+        for (size_t i = 0; i < N_KEYS; i++)
+            if ((keys[i].kinds & bit) && vals[i].given) {
+                prod *= (size_t)vals[i].n;
+                if (prod > max_jobs) break;
+            }
+        total += prod;
+        if (total > max_jobs)
+            FAIL("spec makes more than %zu jobs (the limit for one sweep)", max_jobs);
+    }
+    out->jobs = calloc(total, sizeof *out->jobs);
+    if (!out->jobs) FAIL("out of memory");
+
+    /* Expand: per kind, an odometer over the axes that apply to it. */
+    for (int ki = 0; ki < kindv.n; ki++) {
+        unsigned bit = kind_bit(kindv.sv[ki]);
+        int idx[N_KEYS] = {0};
+        for (;;) {
+            for (int r = 0; r < repeat; r++) {
+                gb_jobdef_t *j = &out->jobs[out->n_jobs++];
+                snprintf(j->kind, sizeof j->kind, "%s", kindv.sv[ki]);
+                for (size_t i = 0; i < N_KEYS; i++)
+                    set_field(j, &keys[i], &vals[i], idx[i]);
+                if (!(bit & K_GEMM)) j->m = j->n = j->k = j->reps = 0;
+                if (!(bit & K_RESNET)) {
+                    j->batch = j->steps = j->warmup = j->image_size = 0;
+                    j->precision[0] = j->interconnect[0] = '\0';
+                }
+                if (!(bit & (K_RESNET | K_SLEEP))) j->gpus = 1;
+                if (!(bit & K_SLEEP)) j->duration_ms = 0;
+                if (j->timeout_s == 0) j->timeout_s = default_timeout(j);
+                j->repeat_index = job_mode ? *repeat_index : r;
+                if (check_job(j, err, errlen) != 0) goto fail;
+            }
+            /* next combination: the last axis moves fastest */
+            int moved = 0;
+            for (int i = (int)N_KEYS - 1; i >= 0; i--) {
+                if (!(keys[i].kinds & bit) || !vals[i].given || vals[i].n < 2) continue;
+                if (++idx[i] < vals[i].n) {
+                    moved = 1;
+                    break;
+                }
+                idx[i] = 0;
+            }
+            if (!moved) break;
+        }
+    }
+    for (size_t i = 0; i < N_KEYS; i++)
+        for (int j = 0; j < vals[i].n; j++)
+            free(vals[i].sv[j]);
+    free(vals);
+    cJSON_Delete(root);
+    return 0;
+fail:
+    if (vals)
+        for (size_t i = 0; i < N_KEYS; i++)
+            for (int j = 0; j < vals[i].n; j++)
+                free(vals[i].sv[j]);
+    free(vals);
+    cJSON_Delete(root);
+    gb_sweep_def_free(out);
+    return -1;
+}
+
+int gb_spec_parse(const char *json, size_t len, size_t max_jobs, gb_sweep_def_t *out, char *err,
+                  size_t errlen) {
+    return parse_common(json, len, 0, max_jobs, out, NULL, err, errlen);
+}
+
+void gb_sweep_def_free(gb_sweep_def_t *s) {
+    if (!s) return;
+    free(s->jobs);
+    s->jobs = NULL;
+    s->n_jobs = 0;
+}
+
+int gb_jobdef_from_json(const char *json, size_t len, gb_jobdef_t *out, char *err, size_t errlen) {
+    gb_sweep_def_t def;
+    int repeat_index = 0;
+    if (parse_common(json, len, 1, 1, &def, &repeat_index, err, errlen) != 0) return -1;
+    *out = def.jobs[0];
+    gb_sweep_def_free(&def);
+    return 0;
+}
+
+char *gb_jobdef_to_json(const gb_jobdef_t *j) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    unsigned bit = kind_bit(j->kind);
+    cJSON_AddStringToObject(o, "kind", j->kind);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const keydef_t *kd = &keys[i];
+        if (!(kd->kinds & bit)) continue;
+        const char *base = (const char *)j + kd->off;
+        if (kd->type == T_INT) {
+            int v = *(const int *)base;
+            if (strcmp(kd->key, "max_attempts") == 0 && v == 0) continue; /* coordinator default */
+            if (strcmp(kd->key, "signal") == 0 && v == 0) continue;
+            cJSON_AddNumberToObject(o, kd->key, v);
+        } else {
+            if (strcmp(kd->key, "fail") == 0 && base[0] == '\0') continue;
+            cJSON_AddStringToObject(o, kd->key, base);
+        }
+    }
+    cJSON_AddNumberToObject(o, "repeat_index", j->repeat_index);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

@@ -1,0 +1,199 @@
+/* gb_util.c - see gb_util.h. */
+#define _DEFAULT_SOURCE
+#include "gb_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t gb_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t gb_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void gb_iso8601(int64_t unix_ms, char *buf, size_t len) {
+    time_t s = (time_t)(unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char base[24];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", base, (int)(unix_ms % 1000));
+}
+
+int gb_fmt(char *buf, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}
+
+int gb_copy(char *dst, size_t dstlen, const char *src) {
+    return gb_fmt(dst, dstlen, "%s", src ? src : "");
+}
+
+int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) goto oom;
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) break;
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) goto oom;
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        gb_fmt(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (n > max) {
+        gb_fmt(err, errlen, "%s is larger than %zu bytes", path, max);
+        goto fail;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+oom:
+    gb_fmt(err, errlen, "out of memory reading %s", path);
+fail:
+    free(buf);
+    fclose(f);
+    return -1;
+}
+
+static int fsync_dir_of(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    free(copy);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    char tmp[4096];
+    if (gb_fmt(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0) {
+        gb_fmt(err, errlen, "path too long: %s", path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gb_fmt(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            gb_fmt(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+            goto fail;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        gb_fmt(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        gb_fmt(err, errlen, "cannot close %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        gb_fmt(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        goto fail;
+    }
+    if (fsync_dir_of(path) != 0) {
+        gb_fmt(err, errlen, "cannot fsync the directory of %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    return -1;
+}
+
+int gb_mkdir_p(const char *path, char *err, size_t errlen) {
+    char buf[4096];
+    if (gb_copy(buf, sizeof buf, path) != 0 || buf[0] == '\0') {
+        gb_fmt(err, errlen, "bad directory path '%s'", path);
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                gb_fmt(err, errlen, "cannot create directory %s: %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (c == '\0') break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        gb_fmt(err, errlen, "%s is not a directory", path);
+        return -1;
+    }
+    return 0;
+}
+
+int gb_random_hex(char *out, size_t n, char *err, size_t errlen) {
+    unsigned char bytes[64];
+    if (n > sizeof bytes) {
+        gb_fmt(err, errlen, "at most %zu random bytes", sizeof bytes);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(bytes + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            gb_fmt(err, errlen, "getrandom: %s", strerror(errno));
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", bytes[i]);
+    out[2 * n] = '\0';
+    return 0;
+}

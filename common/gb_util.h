@@ -1,0 +1,39 @@
+/* gb_util.h - small helpers both daemons share: clocks, bounded string
+ * copies, whole-file reads, atomic file writes and random ids.
+ *
+ * Every function returns 0 on success and -1 on failure with a one-line
+ * reason in err (errlen bytes, always NUL-terminated), unless it says
+ * otherwise. None of them exits or logs. */
+#ifndef GB_UTIL_H
+#define GB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Milliseconds on CLOCK_MONOTONIC (for timers and intervals). */
+int64_t gb_mono_ms(void);
+/* Unix time in milliseconds (for timestamps that are stored or shown). */
+int64_t gb_wall_ms(void);
+/* "2024-05-01T12:00:00.123Z" for a Unix time in ms; buf needs 25 bytes. */
+void gb_iso8601(int64_t unix_ms, char *buf, size_t len);
+
+/* snprintf that reports truncation: 0 when everything fit, -1 otherwise
+ * (buf then holds the truncated text). */
+int gb_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Copy src into dst (dstlen bytes); -1 when it did not fit (dst truncated). */
+int gb_copy(char *dst, size_t dstlen, const char *src);
+
+/* Read a whole file into a malloc'd, NUL-terminated buffer (*len excludes
+ * the NUL). Fails when the file is larger than max bytes. The caller frees. */
+int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen);
+/* Write data to path atomically and durably: a temporary file next to it,
+ * fsync, rename over path, fsync of the directory. A reader sees the old
+ * file or the new one, never a part. */
+int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* mkdir -p with mode 0700 for the directories it creates. */
+int gb_mkdir_p(const char *path, char *err, size_t errlen);
+/* n random bytes from the kernel (getrandom), written as 2n hex characters
+ * into out (2n+1 bytes). */
+int gb_random_hex(char *out, size_t n, char *err, size_t errlen);
+
+#endif

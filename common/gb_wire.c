@@ -1,0 +1,315 @@
+/* gb_wire.c - see gb_wire.h. Every check here guards against a peer that is
+ * buggy or hostile: limits are exact, nothing is assumed about strings
+ * beyond what protobuf-c guarantees (NUL-terminated, possibly with embedded
+ * NULs, which the length checks treat as the end). */
+#define _POSIX_C_SOURCE 200809L
+#include "gb_wire.h"
+
+#include "gb_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(code, ...)                                                                            \
+    do {                                                                                           \
+        gb_fmt(why, whylen, __VA_ARGS__);                                                          \
+        return (code);                                                                             \
+    } while (0)
+
+#define RANGE GB__REJECT_CODE__REJECT_RANGE
+
+const char *gb_wire_body_name(Gb__Envelope__BodyCase c) {
+    switch (c) {
+    case GB__ENVELOPE__BODY_HELLO:
+        return "hello";
+    case GB__ENVELOPE__BODY_WELCOME:
+        return "welcome";
+    case GB__ENVELOPE__BODY_HEARTBEAT:
+        return "heartbeat";
+    case GB__ENVELOPE__BODY_ASSIGN:
+        return "assign";
+    case GB__ENVELOPE__BODY_PROGRESS:
+        return "progress";
+    case GB__ENVELOPE__BODY_RESULT:
+        return "result";
+    case GB__ENVELOPE__BODY_RESULT_ACK:
+        return "result_ack";
+    case GB__ENVELOPE__BODY_CANCEL:
+        return "cancel";
+    case GB__ENVELOPE__BODY_REJECT:
+        return "reject";
+    case GB__ENVELOPE__BODY_SUBMIT:
+        return "submit";
+    case GB__ENVELOPE__BODY_SUBMIT_REPLY:
+        return "submit_reply";
+    case GB__ENVELOPE__BODY_STATUS:
+        return "status";
+    case GB__ENVELOPE__BODY_STATUS_REPLY:
+        return "status_reply";
+    case GB__ENVELOPE__BODY_NODES:
+        return "nodes";
+    case GB__ENVELOPE__BODY_NODES_REPLY:
+        return "nodes_reply";
+    case GB__ENVELOPE__BODY_CANCEL_REQUEST:
+        return "cancel_request";
+    case GB__ENVELOPE__BODY_CANCEL_REPLY:
+        return "cancel_reply";
+    default:
+        return "none";
+    }
+}
+
+const char *gb_wire_reject_name(int code) {
+    static const char *names[] = {"unspecified",   "decode",     "version",       "too_large",
+                                  "range",         "unexpected", "unknown_agent", "bad_spec",
+                                  "unsatisfiable", "not_found",  "internal"};
+    if (code < 0 || code >= (int)(sizeof names / sizeof names[0])) return "unknown";
+    return names[code];
+}
+
+int gb_wire_id_ok(const char *s) {
+    if (!s) return 0;
+    size_t n = strlen(s);
+    if (n == 0 || n > GB_WIRE_ID_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* A string field: present (protobuf-c gives "" for absent proto3 strings),
+ * at most max bytes, at least min. */
+static int str_ok(const char *s, size_t min, size_t max) {
+    if (!s) return min == 0;
+    size_t n = strnlen(s, max + 1);
+    return n >= min && n <= max;
+}
+
+#define CHECK_STR(s, min, max, what)                                                               \
+    do {                                                                                           \
+        if (!str_ok((s), (min), (max)))                                                            \
+            FAIL(RANGE, "%s: length must be %zu..%zu bytes", (what), (size_t)(min),                \
+                 (size_t)(max));                                                                   \
+    } while (0)
+
+static int jobref_ok(const Gb__JobRef *r) {
+    return r && r->job_id > 0 && r->attempt >= 1 && r->attempt <= GB_WIRE_ATTEMPT_MAX;
+}
+
+static int check_jobrefs(Gb__JobRef **refs, size_t n, const char *what, char *why, size_t whylen) {
+    if (n > GB_WIRE_JOBREFS_MAX) FAIL(RANGE, "%s: more than %d entries", what, GB_WIRE_JOBREFS_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!jobref_ok(refs[i]))
+            FAIL(RANGE, "%s[%zu]: job_id must be > 0 and attempt 1..%d", what, i,
+                 GB_WIRE_ATTEMPT_MAX);
+    return 0;
+}
+
+static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
+    if (!inv) FAIL(RANGE, "hello: inventory missing");
+    CHECK_STR(inv->hostname, 1, GB_WIRE_NAME_MAX, "inventory.hostname");
+    CHECK_STR(inv->cpu_model, 0, GB_WIRE_TEXT_MAX, "inventory.cpu_model");
+    CHECK_STR(inv->os, 0, GB_WIRE_TEXT_MAX, "inventory.os");
+    CHECK_STR(inv->kernel, 0, GB_WIRE_TEXT_MAX, "inventory.kernel");
+    CHECK_STR(inv->driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.driver_version");
+    CHECK_STR(inv->cuda_driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.cuda_driver_version");
+    CHECK_STR(inv->nvml_error, 0, GB_WIRE_TEXT_MAX, "inventory.nvml_error");
+    CHECK_STR(inv->gpubench_version, 0, GB_WIRE_TEXT_MAX, "inventory.gpubench_version");
+    if (inv->cpu_cores < 1 || inv->cpu_cores > 65536)
+        FAIL(RANGE, "inventory.cpu_cores must be 1..65536");
+    if (inv->n_gpus > GB_WIRE_GPUS_MAX)
+        FAIL(RANGE, "inventory: more than %d GPUs", GB_WIRE_GPUS_MAX);
+    for (size_t i = 0; i < inv->n_gpus; i++) {
+        const Gb__Gpu *g = inv->gpus[i];
+        if (!g) FAIL(RANGE, "inventory.gpus[%zu] missing", i);
+        if (g->index != i) FAIL(RANGE, "inventory.gpus[%zu].index must be %zu", i, i);
+        CHECK_STR(g->name, 1, GB_WIRE_TEXT_MAX, "inventory.gpus.name");
+        CHECK_STR(g->uuid, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.uuid");
+        CHECK_STR(g->pci_bus_id, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.pci_bus_id");
+        if (g->cc_major > 100 || g->cc_minor > 100 || g->pcie_gen > 100 || g->pcie_width > 64)
+            FAIL(RANGE, "inventory.gpus[%zu]: capability or PCIe figures out of range", i);
+    }
+    size_t max_links = (size_t)GB_WIRE_GPUS_MAX * (GB_WIRE_GPUS_MAX - 1) / 2;
+    if (inv->n_links > max_links) FAIL(RANGE, "inventory: more than %zu links", max_links);
+    for (size_t i = 0; i < inv->n_links; i++) {
+        const Gb__Link *l = inv->links[i];
+        if (!l) FAIL(RANGE, "inventory.links[%zu] missing", i);
+        if (l->gpu_a >= l->gpu_b || l->gpu_b >= inv->n_gpus)
+            FAIL(RANGE, "inventory.links[%zu]: need gpu_a < gpu_b < n_gpus", i);
+        if (l->nvlink_lanes > 1024)
+            FAIL(RANGE, "inventory.links[%zu]: nvlink_lanes out of range", i);
+        CHECK_STR(l->pcie_path, 0, 32, "inventory.links.pcie_path");
+    }
+    if (inv->n_kinds > GB_WIRE_KINDS_MAX)
+        FAIL(RANGE, "inventory: more than %d kinds", GB_WIRE_KINDS_MAX);
+    for (size_t i = 0; i < inv->n_kinds; i++)
+        CHECK_STR(inv->kinds[i], 1, 32, "inventory.kinds");
+    return 0;
+}
+
+static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
+    if (!gb_wire_id_ok(h->agent_id))
+        FAIL(RANGE, "hello.agent_id must be 1..%d characters of [A-Za-z0-9._-]", GB_WIRE_ID_MAX);
+    CHECK_STR(h->name, 1, GB_WIRE_NAME_MAX, "hello.name");
+    if (h->n_labels > GB_WIRE_LABELS_MAX)
+        FAIL(RANGE, "hello: more than %d labels", GB_WIRE_LABELS_MAX);
+    for (size_t i = 0; i < h->n_labels; i++) {
+        if (!h->labels[i]) FAIL(RANGE, "hello.labels[%zu] missing", i);
+        CHECK_STR(h->labels[i]->key, 1, GB_WIRE_LABEL_KEY, "hello.labels.key");
+        CHECK_STR(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
+    }
+    if (h->slots > 64) FAIL(RANGE, "hello.slots must be 0..64");
+    int rc = check_inventory(h->inventory, why, whylen);
+    if (rc) return rc;
+    rc = check_jobrefs(h->running, h->n_running, "hello.running", why, whylen);
+    if (rc) return rc;
+    return check_jobrefs(h->spooled, h->n_spooled, "hello.spooled", why, whylen);
+}
+
+int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
+    if (env->version != GB_PROTOCOL_VERSION)
+        FAIL(GB__REJECT_CODE__REJECT_VERSION, "protocol version %u is not supported (this is %d)",
+             env->version, GB_PROTOCOL_VERSION);
+    switch (env->body_case) {
+    case GB__ENVELOPE__BODY_HELLO:
+        return check_hello(env->hello, why, whylen);
+    case GB__ENVELOPE__BODY_WELCOME:
+        if (env->welcome->heartbeat_ms < 10 || env->welcome->heartbeat_ms > 600000)
+            FAIL(RANGE, "welcome.heartbeat_ms must be 10..600000");
+        if (env->welcome->lost_after < 1 || env->welcome->lost_after > 1000)
+            FAIL(RANGE, "welcome.lost_after must be 1..1000");
+        CHECK_STR(env->welcome->coordinator_id, 0, GB_WIRE_ID_MAX, "welcome.coordinator_id");
+        return 0;
+    case GB__ENVELOPE__BODY_HEARTBEAT:
+        if (env->heartbeat->spooled > 1000000) FAIL(RANGE, "heartbeat.spooled out of range");
+        if (check_jobrefs(env->heartbeat->running, env->heartbeat->n_running, "heartbeat.running",
+                          why, whylen))
+            return RANGE;
+        return check_jobrefs(env->heartbeat->spooled_jobs, env->heartbeat->n_spooled_jobs,
+                             "heartbeat.spooled_jobs", why, whylen);
+    case GB__ENVELOPE__BODY_ASSIGN: {
+        const Gb__JobAssign *a = env->assign;
+        if (a->job_id == 0 || a->attempt < 1 || a->attempt > GB_WIRE_ATTEMPT_MAX)
+            FAIL(RANGE, "assign: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        CHECK_STR(a->kind, 1, 32, "assign.kind");
+        CHECK_STR(a->params_json, 2, GB_WIRE_PARAMS_MAX, "assign.params_json");
+        if (a->timeout_s < 1 || a->timeout_s > GB_WIRE_TIMEOUT_MAX)
+            FAIL(RANGE, "assign.timeout_s must be 1..%u", GB_WIRE_TIMEOUT_MAX);
+        return 0;
+    }
+    case GB__ENVELOPE__BODY_PROGRESS: {
+        const Gb__Progress *p = env->progress;
+        if (p->job_id == 0 || p->attempt < 1 || p->attempt > GB_WIRE_ATTEMPT_MAX)
+            FAIL(RANGE, "progress: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        if (p->phase != GB__PHASE__PHASE_STARTED && p->phase != GB__PHASE__PHASE_REFUSED)
+            FAIL(RANGE, "progress.phase %d is not a known phase", (int)p->phase);
+        CHECK_STR(p->message, 0, GB_WIRE_ERROR_MAX, "progress.message");
+        return 0;
+    }
+    case GB__ENVELOPE__BODY_RESULT: {
+        const Gb__Result *r = env->result;
+        if (r->job_id == 0 || r->attempt < 1 || r->attempt > GB_WIRE_ATTEMPT_MAX)
+            FAIL(RANGE, "result: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        if (r->status < GB__RESULT_STATUS__RESULT_OK ||
+            r->status > GB__RESULT_STATUS__RESULT_CANCELLED)
+            FAIL(RANGE, "result.status %d is not a known status", (int)r->status);
+        CHECK_STR(r->record_json, r->status == GB__RESULT_STATUS__RESULT_OK ? 2 : 0,
+                  GB_WIRE_RECORD_MAX, "result.record_json");
+        CHECK_STR(r->error, 0, GB_WIRE_ERROR_MAX, "result.error");
+        CHECK_STR(r->output_tail, 0, GB_WIRE_TAIL_MAX, "result.output_tail");
+        return 0;
+    }
+    case GB__ENVELOPE__BODY_RESULT_ACK:
+        if (!jobref_ok(&(Gb__JobRef){.job_id = env->result_ack->job_id,
+                                     .attempt = env->result_ack->attempt}))
+            FAIL(RANGE, "result_ack: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        return 0;
+    case GB__ENVELOPE__BODY_CANCEL:
+        if (!jobref_ok(
+                &(Gb__JobRef){.job_id = env->cancel->job_id, .attempt = env->cancel->attempt}))
+            FAIL(RANGE, "cancel: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        return 0;
+    case GB__ENVELOPE__BODY_REJECT:
+        if (env->reject->code < GB__REJECT_CODE__REJECT_DECODE ||
+            env->reject->code > GB__REJECT_CODE__REJECT_INTERNAL)
+            FAIL(RANGE, "reject.code %d is not a known code", (int)env->reject->code);
+        CHECK_STR(env->reject->reason, 0, GB_WIRE_ERROR_MAX, "reject.reason");
+        return 0;
+    case GB__ENVELOPE__BODY_SUBMIT:
+        CHECK_STR(env->submit->spec_json, 1, GB_WIRE_SPEC_MAX, "submit.spec_json");
+        return 0;
+    case GB__ENVELOPE__BODY_SUBMIT_REPLY:
+        if (env->submit_reply->sweep_id == 0) FAIL(RANGE, "submit_reply.sweep_id must be > 0");
+        return 0;
+    case GB__ENVELOPE__BODY_STATUS:
+    case GB__ENVELOPE__BODY_NODES:
+        return 0;
+    case GB__ENVELOPE__BODY_STATUS_REPLY:
+        for (size_t i = 0; i < env->status_reply->n_sweeps; i++) {
+            const Gb__SweepStatus *s = env->status_reply->sweeps[i];
+            if (!s || s->sweep_id == 0) FAIL(RANGE, "status_reply.sweeps[%zu] invalid", i);
+            CHECK_STR(s->name, 0, GB_WIRE_NAME_MAX, "status_reply.name");
+            CHECK_STR(s->state, 1, 16, "status_reply.state");
+            CHECK_STR(s->created_at, 0, 40, "status_reply.created_at");
+        }
+        return 0;
+    case GB__ENVELOPE__BODY_NODES_REPLY:
+        for (size_t i = 0; i < env->nodes_reply->n_nodes; i++) {
+            const Gb__NodeStatus *n = env->nodes_reply->nodes[i];
+            if (!n || !gb_wire_id_ok(n->agent_id)) FAIL(RANGE, "nodes_reply.nodes[%zu] invalid", i);
+            CHECK_STR(n->name, 1, GB_WIRE_NAME_MAX, "nodes_reply.name");
+            CHECK_STR(n->state, 1, 16, "nodes_reply.state");
+            CHECK_STR(n->cpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.cpu_model");
+            CHECK_STR(n->gpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.gpu_model");
+            CHECK_STR(n->labels, 0, 8192, "nodes_reply.labels");
+            CHECK_STR(n->last_seen, 0, 40, "nodes_reply.last_seen");
+        }
+        return 0;
+    case GB__ENVELOPE__BODY_CANCEL_REQUEST:
+        if (env->cancel_request->sweep_id == 0) FAIL(RANGE, "cancel_request.sweep_id must be > 0");
+        return 0;
+    case GB__ENVELOPE__BODY_CANCEL_REPLY:
+        return 0;
+    default:
+        FAIL(RANGE, "envelope has no body (or a body this version does not know)");
+    }
+}
+
+int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope **out, uint64_t *seq,
+                   char *why, size_t whylen) {
+    *out = NULL;
+    *seq = 0;
+    if (len > max_frame)
+        FAIL(GB__REJECT_CODE__REJECT_TOO_LARGE, "frame of %zu bytes is over the limit of %zu", len,
+             max_frame);
+    Gb__Envelope *env = gb__envelope__unpack(NULL, len, buf);
+    if (!env)
+        FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes is not a gpubench envelope", len);
+    *seq = env->seq;
+    int rc = gb_wire_validate(env, why, whylen);
+    if (rc) {
+        gb__envelope__free_unpacked(env, NULL);
+        return rc;
+    }
+    *out = env;
+    return 0;
+}
+
+void gb_wire_free(Gb__Envelope **env) {
+    if (env && *env) {
+        gb__envelope__free_unpacked(*env, NULL);
+        *env = NULL;
+    }
+}
+
+uint8_t *gb_wire_pack(Gb__Envelope *env, size_t *len) {
+    env->version = GB_PROTOCOL_VERSION;
+    size_t n = gb__envelope__get_packed_size(env);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) return NULL;
+    *len = gb__envelope__pack(env, buf);
+    return buf;
+}

@@ -1,0 +1,66 @@
+/* gb_wire.h - the wire rules: protocol version, limits, and the pure
+ * functions that turn a received frame into a validated Envelope.
+ *
+ * Nothing that arrives on a socket is used before gb_wire_decode() accepted
+ * it: size, decode, version, the presence of a body, and every field's range
+ * (ids, enums, string lengths, list lengths). Decode and validation take no
+ * sockets and keep no state, so tests and fuzzers call them on raw bytes.
+ * The role check (which bodies an endpoint accepts) is the caller's. */
+#ifndef GB_WIRE_H
+#define GB_WIRE_H
+
+#include "gpubench.pb-c.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_PROTOCOL_VERSION 1
+
+/* Default largest frame an endpoint accepts (--max-frame). libzmq's
+ * ZMQ_MAXMSGSIZE is set to GB_WIRE_HARD_FACTOR times it: a frame between the
+ * two gets a Reject, a larger one makes libzmq drop the connection before
+ * the frame is ever held in memory. */
+#define GB_WIRE_MAX_FRAME   (1u << 20)
+#define GB_WIRE_HARD_FACTOR 4
+
+/* Field limits (bytes of a string, not counting the NUL; items of a list). */
+#define GB_WIRE_ID_MAX      64  /* agent_id: [A-Za-z0-9._-] */
+#define GB_WIRE_NAME_MAX    128 /* node name, sweep name */
+#define GB_WIRE_LABEL_KEY   64
+#define GB_WIRE_LABEL_VAL   128
+#define GB_WIRE_LABELS_MAX  32
+#define GB_WIRE_TEXT_MAX    256 /* inventory strings, GPU names */
+#define GB_WIRE_GPUS_MAX    64
+#define GB_WIRE_KINDS_MAX   16
+#define GB_WIRE_JOBREFS_MAX 4096 /* running or spooled job references */
+#define GB_WIRE_PARAMS_MAX  (64u << 10)
+#define GB_WIRE_RECORD_MAX  (512u << 10)
+#define GB_WIRE_ERROR_MAX   4096
+#define GB_WIRE_TAIL_MAX    (16u << 10)
+#define GB_WIRE_SPEC_MAX    (256u << 10)
+#define GB_WIRE_ATTEMPT_MAX 1000
+#define GB_WIRE_TIMEOUT_MAX (7u * 24 * 3600)
+
+/* Decode and validate one frame. Returns 0 and a new envelope in *out (free
+ * with gb_wire_free), or a Gb__RejectCode (> 0) with a one-line reason in
+ * why; *seq then holds the envelope's seq when it could be read, else 0. */
+int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope **out, uint64_t *seq,
+                   char *why, size_t whylen);
+/* Range checks of a decoded envelope (what gb_wire_decode runs last):
+ * 0 or a Gb__RejectCode with the reason in why. */
+int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen);
+void gb_wire_free(Gb__Envelope **env);
+
+/* Serialize env (its version is set to GB_PROTOCOL_VERSION) into a malloc'd
+ * buffer; NULL on out-of-memory. */
+uint8_t *gb_wire_pack(Gb__Envelope *env, size_t *len);
+
+/* The name of a body case ("hello", "result", ...), for logs. */
+const char *gb_wire_body_name(Gb__Envelope__BodyCase c);
+/* The name of a reject code ("decode", "version", ...). */
+const char *gb_wire_reject_name(int code);
+
+/* 1 when s is a valid agent id: 1..GB_WIRE_ID_MAX of [A-Za-z0-9._-]. */
+int gb_wire_id_ok(const char *s);
+
+#endif

@@ -1,0 +1,56 @@
+/* gb_zmq.h - sending and receiving Envelopes on ZeroMQ sockets, and the
+ * request/reply helper the client commands use.
+ *
+ * Sends never block: a message that cannot be queued now (no connected peer,
+ * high-water mark) fails with errno EAGAIN or EHOSTUNREACH and the caller
+ * decides (agents resend results until acknowledged; heartbeats are simply
+ * sent again next interval). Receives drain one whole multi-part message so
+ * a peer sending extra parts cannot desynchronize a socket. */
+#ifndef GB_ZMQ_H
+#define GB_ZMQ_H
+
+#include "gb_wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#define GB_RID_MAX 255
+
+/* One received message. For a ROUTER the first part is the peer's routing id
+ * (rid); payload is the first part after it; parts counts the payload parts
+ * (a well-formed gpubench message has exactly 1; extra parts are read and
+ * dropped). */
+typedef struct gb_frame {
+    uint8_t rid[GB_RID_MAX];
+    size_t rid_len;
+    zmq_msg_t payload;
+    int parts;
+} gb_frame_t;
+
+/* Receive one message without blocking. Returns 0 with f filled (close it
+ * with gb_frame_close), or -1 with errno (EAGAIN when nothing is waiting). */
+int gb_zmq_recv(void *sock, int router, gb_frame_t *f);
+void gb_frame_close(gb_frame_t *f);
+
+/* Serialize and send env as one frame, to routing id rid on a ROUTER (rid
+ * non-NULL) or on a DEALER (rid NULL). 0, or -1 with errno. */
+int gb_zmq_send(void *sock, const uint8_t *rid, size_t rid_len, Gb__Envelope *env);
+/* Send a Reject{code, reason, ref_seq}. */
+int gb_zmq_reject(void *sock, const uint8_t *rid, size_t rid_len, int code, const char *reason,
+                  uint64_t ref_seq);
+
+/* Printable form of a routing id for logs: the id itself when it is a
+ * valid agent id, else hex. */
+void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
+
+/* One request/reply round trip to a control endpoint: a fresh DEALER, the
+ * request, a wait of at most timeout_ms for the reply, and the socket
+ * closed again (so a coordinator restart between calls is harmless).
+ * Returns 0 with the reply in *rep (gb_wire_free it); 1 when the reply is a
+ * Reject (its reason in err, the envelope in *rep); -1 on a timeout, a
+ * transport error or an invalid reply (reason in err, *rep NULL). */
+int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
+               char *err, size_t errlen);
+
+#endif

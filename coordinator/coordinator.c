@@ -1,0 +1,1824 @@
+/* coordinator.c - see coordinator.h.
+ *
+ * In memory: every agent ever seen (registry), the unfinished jobs (a FIFO
+ * queue of queued ones, and per agent the ones it runs), and per unfinished
+ * sweep the count of jobs still open. Finished jobs live only in the store.
+ *
+ * A loop turn: poll; drain the agent socket and the control socket; run the
+ * timers (liveness, heartbeats); place queued jobs; then flush: commit the
+ * turn's transaction and only then send what depends on it (result
+ * acknowledgements, job assignments) and apply the in-memory effects of the
+ * committed results. If the commit fails, nothing of it is acknowledged and
+ * the agents resend. */
+#define _POSIX_C_SOURCE 200809L
+#include "coordinator.h"
+
+#include "gb_log.h"
+#include "gb_place.h"
+#include "gb_spec.h"
+#include "gb_util.h"
+#include "gb_wire.h"
+#include "gb_zmq.h"
+#include "map.h"
+#include "record.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define MAX_SLOTS      64
+#define DRAIN_PER_TURN 1000 /* messages per socket per loop turn */
+#define SEEN_WRITE_MS  5000 /* nodes.last_seen is written at most this often */
+
+enum { A_CONNECTED, A_DISCONNECTED, A_LOST };
+static const char *const agent_state_names[] = {"connected", "disconnected", "lost"};
+enum { J_QUEUED, J_RUNNING };
+
+typedef struct cjob cjob_t;
+typedef struct cagent cagent_t;
+
+struct cjob {
+    uint64_t id, sweep_id;
+    gb_jobdef_t def;
+    int state;        /* J_QUEUED or J_RUNNING */
+    uint32_t attempt; /* current attempt; 0 before the first */
+    int max_attempts;
+    int refused; /* attempts an agent refused (busy): they do not count against max_attempts */
+    int cancel_requested;
+    /* while running */
+    cagent_t *agent;
+    char backend[8];
+    int started;
+    int missing; /* heartbeats in a row from its agent that did not mention it */
+    int64_t assigned_ms;
+    /* while queued */
+    cjob_t *prev, *next;
+};
+
+struct cagent {
+    char id[GB_WIRE_ID_MAX + 1];
+    char name[GB_WIRE_NAME_MAX + 1];
+    char cpu_model[GB_WIRE_TEXT_MAX + 1];
+    char gpu_model[GB_WIRE_TEXT_MAX + 1];
+    char labels[GB_LABELS_LEN];
+    char kinds[256];
+    char last_seen[32];
+    int n_gpus, cpu_cores, has_nvlink, slots;
+    int state;
+    int64_t last_heard_ms;
+    int64_t seen_written_ms;
+    cjob_t *running[MAX_SLOTS];
+    int n_running;
+    int reported_busy; /* jobs the agent last said it runs (ours or stale ones it is stopping) */
+};
+
+typedef struct csweep {
+    uint64_t id;
+    unsigned open, failed, cancelled;
+} csweep_t;
+
+/* Something to send once the turn's transaction is committed. */
+typedef struct outmsg {
+    void *sock;
+    uint8_t rid[GB_RID_MAX];
+    size_t rid_len;
+    uint8_t *buf;
+    size_t len;
+} outmsg_t;
+
+/* A result whose rows are in the open transaction. */
+typedef struct pending {
+    uint64_t job_id;
+    uint32_t attempt;
+    int finishes; /* 1: it ends the job in state `state` */
+    char state[12];
+    char agent_id[GB_WIRE_ID_MAX + 1];
+} pending_t;
+
+struct gb_coord {
+    gb_coord_config_t cfg;
+    void *ctx, *agents_sock, *control_sock, *monitor;
+    char listen_ep[256], control_ep[256];
+    char coord_id[17];
+    gb_store_t *store;
+    gb_map_t *agents; /* id -> cagent_t */
+    cagent_t **agent_list;
+    size_t n_agents, agent_cap;
+    gb_map_t *jobs;   /* id -> cjob_t (unfinished) */
+    gb_map_t *sweeps; /* id -> csweep_t (unfinished) */
+    cjob_t *q_head, *q_tail;
+    size_t n_queued;
+    int dirty; /* placement may find something to do */
+    int64_t started_ms, next_tick_ms, next_hb_ms;
+    uint64_t seq;
+    outmsg_t *out;
+    size_t n_out, out_cap;
+    pending_t *pend;
+    size_t n_pend, pend_cap;
+};
+
+void gb_coord_config_default(gb_coord_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->listen = "tcp://127.0.0.1:5555";
+    cfg->control = "tcp://127.0.0.1:5556";
+    cfg->db_path = "gpubench.db";
+    cfg->heartbeat_ms = 1000;
+    cfg->lost_after = 5;
+    cfg->max_attempts = 3;
+    cfg->max_frame = GB_WIRE_MAX_FRAME;
+    cfg->max_jobs_per_sweep = GB_SPEC_MAX_JOBS;
+}
+
+const char *gb_coord_listen_endpoint(const gb_coord_t *c) {
+    return c->listen_ep;
+}
+const char *gb_coord_control_endpoint(const gb_coord_t *c) {
+    return c->control_ep;
+}
+
+int gb_endpoint_is_local(const char *ep) {
+    if (strncmp(ep, "ipc://", 6) == 0 || strncmp(ep, "inproc://", 9) == 0) return 1;
+    if (strncmp(ep, "tcp://", 6) != 0) return 0;
+    const char *host = ep + 6;
+    if (strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost:", 10) == 0 ||
+        strncmp(host, "[::1]:", 6) == 0)
+        return 1;
+    return 0;
+}
+
+static void now_iso(char *buf, size_t len) {
+    gb_iso8601(gb_wall_ms(), buf, len);
+}
+
+static int64_t lost_window_ms(const gb_coord_t *c) {
+    return (int64_t)c->cfg.heartbeat_ms * c->cfg.lost_after;
+}
+
+/* ---- queue ---------------------------------------------------------------- */
+
+static void q_remove(gb_coord_t *c, cjob_t *j) {
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        c->q_head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        c->q_tail = j->prev;
+    j->prev = j->next = NULL;
+    c->n_queued--;
+}
+
+static void q_push_back(gb_coord_t *c, cjob_t *j) {
+    j->prev = c->q_tail;
+    j->next = NULL;
+    if (c->q_tail)
+        c->q_tail->next = j;
+    else
+        c->q_head = j;
+    c->q_tail = j;
+    c->n_queued++;
+    c->dirty = 1;
+}
+
+/* A re-queued job goes ahead of the others: it waited longest. */
+static void q_push_front(gb_coord_t *c, cjob_t *j) {
+    j->prev = NULL;
+    j->next = c->q_head;
+    if (c->q_head)
+        c->q_head->prev = j;
+    else
+        c->q_tail = j;
+    c->q_head = j;
+    c->n_queued++;
+    c->dirty = 1;
+}
+
+/* ---- outbox --------------------------------------------------------------- */
+
+/* Send now (replies, heartbeats, welcomes, cancels): failures are logged at
+ * debug level only, since a peer that went away is the liveness code's job. */
+static void send_now(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                     Gb__Envelope *env) {
+    if (env->seq == 0) env->seq = ++c->seq;
+    if (gb_zmq_send(sock, rid, rid_len, env) != 0) {
+        char who[2 * GB_RID_MAX + 1];
+        gb_rid_str(rid, rid_len, who, sizeof who);
+        gb_debug("cannot send %s to %s: %s", gb_wire_body_name(env->body_case), who,
+                 zmq_strerror(errno));
+    }
+}
+
+/* Send after the turn's commit. */
+static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                              Gb__Envelope *env) {
+    if (env->seq == 0) env->seq = ++c->seq;
+    if (c->n_out == c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap * 2 : 64;
+        outmsg_t *o = realloc(c->out, cap * sizeof *o);
+        if (!o) {
+            gb_error("out of memory queueing a message");
+            return;
+        }
+        c->out = o;
+        c->out_cap = cap;
+    }
+    outmsg_t *m = &c->out[c->n_out];
+    m->buf = gb_wire_pack(env, &m->len);
+    if (!m->buf) {
+        gb_error("out of memory packing a message");
+        return;
+    }
+    m->sock = sock;
+    m->rid_len = rid_len < GB_RID_MAX ? rid_len : GB_RID_MAX;
+    memcpy(m->rid, rid, m->rid_len);
+    c->n_out++;
+}
+
+static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len, int code,
+                   uint64_t ref_seq, const char *what, const char *reason) {
+    char who[2 * GB_RID_MAX + 1];
+    gb_rid_str(rid, rid_len, who, sizeof who);
+    gb_warn("rejected %s from %s: %s: %s", what, who, gb_wire_reject_name(code), reason);
+    Gb__Reject rej = GB__REJECT__INIT;
+    rej.code = (Gb__RejectCode)code;
+    rej.reason = (char *)reason;
+    rej.ref_seq = ref_seq;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = ref_seq;
+    env.body_case = GB__ENVELOPE__BODY_REJECT;
+    env.reject = &rej;
+    send_now(c, sock, rid, rid_len, &env);
+}
+
+/* ---- agents --------------------------------------------------------------- */
+
+static cagent_t *agent_get(gb_coord_t *c, const char *id) {
+    return gb_map_get(c->agents, id, strlen(id));
+}
+
+static cagent_t *agent_add(gb_coord_t *c, const char *id) {
+    cagent_t *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    gb_copy(a->id, sizeof a->id, id);
+    a->slots = 1;
+    a->state = A_DISCONNECTED;
+    if (c->n_agents == c->agent_cap) {
+        size_t cap = c->agent_cap ? c->agent_cap * 2 : 16;
+        cagent_t **v = realloc(c->agent_list, cap * sizeof *v);
+        if (!v) {
+            free(a);
+            return NULL;
+        }
+        c->agent_list = v;
+        c->agent_cap = cap;
+    }
+    if (gb_map_put(c->agents, a->id, strlen(a->id), a) != 0) {
+        free(a);
+        return NULL;
+    }
+    c->agent_list[c->n_agents++] = a;
+    return a;
+}
+
+static void agent_drop_job(cagent_t *a, cjob_t *j) {
+    for (int i = 0; i < a->n_running; i++)
+        if (a->running[i] == j) {
+            a->running[i] = a->running[--a->n_running];
+            return;
+        }
+}
+
+static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
+    if (a->state == state) return;
+    a->state = state;
+    /* last_seen: when we last heard from it, not now */
+    char seen[32];
+    gb_iso8601(gb_wall_ms() - (gb_mono_ms() - a->last_heard_ms), seen, sizeof seen);
+    if (a->last_heard_ms > c->started_ms) gb_copy(a->last_seen, sizeof a->last_seen, seen);
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_node_state(c->store, a->id, agent_state_names[state], a->last_seen) != 0)
+        gb_error("store: node %s state: %s", a->name, gb_store_errmsg(c->store));
+}
+
+static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
+    caps->name = a->name;
+    caps->gpu_model = a->gpu_model;
+    caps->labels = a->labels;
+    caps->kinds = a->kinds;
+    caps->n_gpus = a->n_gpus;
+    caps->cpu_cores = a->cpu_cores;
+    caps->has_nvlink = a->has_nvlink;
+}
+
+/* ---- sweeps and job endings ----------------------------------------------- */
+
+static void sweep_job_ended(gb_coord_t *c, uint64_t sweep_id, const char *state) {
+    csweep_t *s = gb_map_get_u64(c->sweeps, sweep_id);
+    if (!s) return;
+    if (strcmp(state, "failed") == 0) s->failed++;
+    if (strcmp(state, "cancelled") == 0) s->cancelled++;
+    if (s->open > 0) s->open--;
+    if (s->open > 0) return;
+    const char *final = s->failed ? "failed" : s->cancelled ? "cancelled" : "done";
+    char now[32];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0 || gb_store_sweep_finish(c->store, sweep_id, final, now) != 0)
+        gb_error("store: finishing sweep %" PRIu64 ": %s", sweep_id, gb_store_errmsg(c->store));
+    gb_info("sweep %" PRIu64 " %s", sweep_id, final);
+    gb_map_del_u64(c->sweeps, sweep_id);
+    free(s);
+}
+
+/* Forget a job that reached a terminal state (its rows are written). */
+static void job_forget(gb_coord_t *c, cjob_t *j, const char *state) {
+    if (j->state == J_QUEUED) q_remove(c, j);
+    if (j->agent) {
+        agent_drop_job(j->agent, j);
+        c->dirty = 1;
+    }
+    gb_map_del_u64(c->jobs, j->id);
+    sweep_job_ended(c, j->sweep_id, state);
+    free(j);
+}
+
+/* End a job outside the result path: rows and memory at once. */
+static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *error) {
+    char now[32];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_job_finish(c->store, j->id, state, error, now) != 0)
+        gb_error("store: finishing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    gb_info("job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
+    job_forget(c, j, state);
+}
+
+/* The running attempt of j is gone (agent lost, restarted without it, never
+ * started it, refused it): re-queue with attempt + 1, or end the job. */
+static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
+    char now[32];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
+        gb_error("store: ending attempt: %s", gb_store_errmsg(c->store));
+    gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
+    if (j->agent) agent_drop_job(j->agent, j);
+    j->agent = NULL;
+    c->dirty = 1;
+    if (j->cancel_requested) {
+        job_finish(c, j, "cancelled", "cancelled by request");
+        return;
+    }
+    if (!counts) j->refused++;
+    if ((int)j->attempt - j->refused >= j->max_attempts || j->attempt >= GB_WIRE_ATTEMPT_MAX) {
+        char err[600];
+        gb_fmt(err, sizeof err, "gave up after %d attempt(s); last: %s",
+               (int)j->attempt - j->refused, reason);
+        job_finish(c, j, "failed", err);
+        return;
+    }
+    if (gb_store_job_requeue(c->store, j->id) != 0)
+        gb_error("store: re-queueing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    j->state = J_QUEUED;
+    j->started = 0;
+    q_push_front(c, j);
+}
+
+static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
+    attempt_lost_ex(c, j, reason, 1);
+}
+
+/* ---- placement ------------------------------------------------------------ */
+
+static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
+    char now[32];
+    now_iso(now, sizeof now);
+    uint32_t attempt = j->attempt + 1;
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_job_assign(c->store, j->id, attempt, a->id, backend, now) != 0) {
+        gb_error("store: assigning job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        return;
+    }
+    q_remove(c, j);
+    j->state = J_RUNNING;
+    j->attempt = attempt;
+    j->agent = a;
+    j->started = 0;
+    j->missing = 0;
+    j->assigned_ms = gb_mono_ms();
+    gb_copy(j->backend, sizeof j->backend, backend);
+    a->running[a->n_running++] = j;
+
+    gb_jobdef_t placed = j->def;
+    gb_copy(placed.backend, sizeof placed.backend, backend);
+    char *params = gb_jobdef_to_json(&placed);
+    if (!params) {
+        gb_error("out of memory assigning job %" PRIu64, j->id);
+        return; /* the start timeout will re-queue it */
+    }
+    Gb__JobAssign as = GB__JOB_ASSIGN__INIT;
+    as.job_id = j->id;
+    as.attempt = attempt;
+    as.sweep_id = j->sweep_id;
+    as.kind = j->def.kind;
+    as.params_json = params;
+    as.timeout_s = (uint32_t)j->def.timeout_s;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_ASSIGN;
+    env.assign = &as;
+    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
+    free(params);
+    gb_info("job %" PRIu64 " attempt %u -> %s (%s)", j->id, attempt, a->name, backend);
+}
+
+static void dispatch(gb_coord_t *c) {
+    if (!c->dirty || !c->q_head) return;
+    c->dirty = 0;
+    for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->state != A_CONNECTED) continue;
+        gb_node_caps_t caps;
+        agent_caps(a, &caps);
+        for (cjob_t *j = c->q_head, *next;
+             j && a->n_running < a->slots && a->reported_busy < a->slots; j = next) {
+            next = j->next;
+            char backend[8], why[256];
+            if (gb_place_fits(&caps, &j->def, backend, why, sizeof why)) assign(c, j, a, backend);
+        }
+    }
+}
+
+static void flush(gb_coord_t *c);
+
+/* ---- agent messages ------------------------------------------------------- */
+
+static char *inventory_json(const Gb__Inventory *inv) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "hostname", inv->hostname);
+    cJSON_AddStringToObject(o, "cpu_model", inv->cpu_model);
+    cJSON_AddNumberToObject(o, "cpu_cores", inv->cpu_cores);
+    cJSON_AddNumberToObject(o, "memory_bytes", (double)inv->memory_bytes);
+    cJSON_AddStringToObject(o, "os", inv->os);
+    cJSON_AddStringToObject(o, "kernel", inv->kernel);
+    cJSON_AddStringToObject(o, "driver_version", inv->driver_version);
+    cJSON_AddStringToObject(o, "cuda_driver_version", inv->cuda_driver_version);
+    cJSON_AddStringToObject(o, "nvml_error", inv->nvml_error);
+    cJSON_AddStringToObject(o, "gpubench_version", inv->gpubench_version);
+    cJSON *kinds = cJSON_AddArrayToObject(o, "kinds");
+    for (size_t i = 0; kinds && i < inv->n_kinds; i++)
+        cJSON_AddItemToArray(kinds, cJSON_CreateString(inv->kinds[i]));
+    cJSON *gpus = cJSON_AddArrayToObject(o, "gpus");
+    for (size_t i = 0; gpus && i < inv->n_gpus; i++) {
+        const Gb__Gpu *g = inv->gpus[i];
+        cJSON *x = cJSON_CreateObject();
+        if (!x) break;
+        cJSON_AddNumberToObject(x, "index", g->index);
+        cJSON_AddStringToObject(x, "name", g->name);
+        cJSON_AddStringToObject(x, "uuid", g->uuid);
+        cJSON_AddNumberToObject(x, "memory_bytes", (double)g->memory_bytes);
+        cJSON_AddNumberToObject(x, "sm_count", g->sm_count);
+        cJSON_AddNumberToObject(x, "cc_major", g->cc_major);
+        cJSON_AddNumberToObject(x, "cc_minor", g->cc_minor);
+        cJSON_AddNumberToObject(x, "pcie_gen", g->pcie_gen);
+        cJSON_AddNumberToObject(x, "pcie_width", g->pcie_width);
+        cJSON_AddNumberToObject(x, "power_limit_w", g->power_limit_mw / 1000.0);
+        cJSON_AddStringToObject(x, "pci_bus_id", g->pci_bus_id);
+        cJSON_AddItemToArray(gpus, x);
+    }
+    cJSON *links = cJSON_AddArrayToObject(o, "links");
+    for (size_t i = 0; links && i < inv->n_links; i++) {
+        const Gb__Link *l = inv->links[i];
+        cJSON *x = cJSON_CreateObject();
+        if (!x) break;
+        cJSON_AddNumberToObject(x, "gpu_a", l->gpu_a);
+        cJSON_AddNumberToObject(x, "gpu_b", l->gpu_b);
+        cJSON_AddNumberToObject(x, "nvlink_lanes", l->nvlink_lanes);
+        cJSON_AddStringToObject(x, "pcie_path", l->pcie_path);
+        cJSON_AddItemToArray(links, x);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static const char *known_pcie_path(const char *p) {
+    static const char *const ok[] = {"same_board", "single_switch", "multi_switch", "host_bridge",
+                                     "numa_node",  "cross_socket",  "unknown"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(p, ok[i]) == 0) return ok[i];
+    return "unknown";
+}
+
+static int ref_listed(Gb__JobRef **refs, size_t n, uint64_t job, uint32_t attempt) {
+    for (size_t i = 0; i < n; i++)
+        if (refs[i]->job_id == job && refs[i]->attempt == attempt) return 1;
+    return 0;
+}
+
+/* A job whose last attempt was given up as lost, but not yet re-run, turns
+ * out to be alive on agent a (it came back late, or its result did): take
+ * that attempt back instead of running the job again. */
+static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
+    if (a->n_running >= MAX_SLOTS) return;
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_attempt_revive(c->store, j->id, j->attempt, a->id) != 0)
+        gb_error("store: reviving job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    q_remove(c, j);
+    j->state = J_RUNNING;
+    j->agent = a;
+    j->started = 1;
+    j->assigned_ms = gb_mono_ms();
+    a->running[a->n_running++] = j;
+    gb_info("job %" PRIu64 " attempt %u is alive on %s after all: kept", j->id, j->attempt,
+            a->name);
+}
+
+static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        cjob_t *j = gb_map_get_u64(c->jobs, refs[i]->job_id);
+        if (j && j->state == J_QUEUED && j->attempt == refs[i]->attempt && j->attempt > 0) {
+            char att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
+            if (gb_store_attempt_get(c->store, j->id, j->attempt, att_agent, sizeof att_agent,
+                                     att_state, sizeof att_state) == 0 &&
+                strcmp(att_agent, a->id) == 0)
+                adopt(c, j, a);
+        }
+    }
+}
+
+static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt) {
+    Gb__Cancel cn = GB__CANCEL__INIT;
+    cn.job_id = job;
+    cn.attempt = attempt;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_CANCEL;
+    env.cancel = &cn;
+    send_now(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
+}
+
+static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    const Gb__Hello *h = env->hello;
+    const Gb__Inventory *inv = h->inventory;
+    if (f->rid_len != strlen(h->agent_id) || memcmp(f->rid, h->agent_id, f->rid_len) != 0) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_RANGE, env->seq,
+               "hello", "the socket routing id must equal hello.agent_id");
+        return;
+    }
+    /* labels: validated and put in canonical form */
+    char raw[GB_LABELS_LEN] = "", labels[GB_LABELS_LEN], why[300];
+    size_t o = 0;
+    for (size_t i = 0; i < h->n_labels; i++) {
+        int n = snprintf(raw + o, sizeof raw - o, "%s%s=%s", o ? "," : "", h->labels[i]->key,
+                         h->labels[i]->value);
+        if (n < 0 || (size_t)n >= sizeof raw - o) {
+            reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_RANGE, env->seq,
+                   "hello", "labels too long");
+            return;
+        }
+        o += (size_t)n;
+    }
+    if (gb_labels_canon(raw, labels, sizeof labels, why, sizeof why) != 0) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_RANGE, env->seq,
+               "hello", why);
+        return;
+    }
+    cagent_t *a = agent_get(c, h->agent_id);
+    int known = a != NULL;
+    if (!a && !(a = agent_add(c, h->agent_id))) {
+        gb_error("out of memory registering agent %s", h->agent_id);
+        return;
+    }
+    gb_copy(a->name, sizeof a->name, h->name);
+    gb_copy(a->cpu_model, sizeof a->cpu_model, inv->cpu_model);
+    gb_copy(a->gpu_model, sizeof a->gpu_model, inv->n_gpus ? inv->gpus[0]->name : inv->cpu_model);
+    gb_copy(a->labels, sizeof a->labels, labels);
+    a->kinds[0] = '\0';
+    for (size_t i = 0, ko = 0; i < inv->n_kinds; i++) {
+        int n = snprintf(a->kinds + ko, sizeof a->kinds - ko, "%s%s", ko ? "," : "", inv->kinds[i]);
+        if (n < 0 || (size_t)n >= sizeof a->kinds - ko) break;
+        ko += (size_t)n;
+    }
+    a->n_gpus = (int)inv->n_gpus;
+    a->cpu_cores = (int)inv->cpu_cores;
+    a->slots = h->slots ? (int)h->slots : 1;
+    a->has_nvlink = 0;
+    for (size_t i = 0; i < inv->n_links; i++)
+        if (inv->links[i]->nvlink_lanes > 0) a->has_nvlink = 1;
+
+    /* store the node with its GPUs and links */
+    char now[32];
+    now_iso(now, sizeof now);
+    gb_store_gpu_t *gpus = calloc(inv->n_gpus ? inv->n_gpus : 1, sizeof *gpus);
+    gb_store_link_t *links = calloc(inv->n_links ? inv->n_links : 1, sizeof *links);
+    char *inv_json = inventory_json(inv);
+    if (!gpus || !links || !inv_json) {
+        gb_error("out of memory registering agent %s", a->id);
+    } else {
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+            const Gb__Gpu *g = inv->gpus[i];
+            gpus[i] = (gb_store_gpu_t){g->index,
+                                       g->name,
+                                       g->uuid,
+                                       g->pci_bus_id,
+                                       g->memory_bytes,
+                                       g->sm_count,
+                                       g->cc_major,
+                                       g->cc_minor,
+                                       g->pcie_gen,
+                                       g->pcie_width,
+                                       g->power_limit_mw ? g->power_limit_mw / 1000.0 : -1};
+        }
+        for (size_t i = 0; i < inv->n_links; i++)
+            links[i] = (gb_store_link_t){inv->links[i]->gpu_a, inv->links[i]->gpu_b,
+                                         inv->links[i]->nvlink_lanes,
+                                         known_pcie_path(inv->links[i]->pcie_path)};
+        gb_store_node_t n = {.agent_id = a->id,
+                             .name = a->name,
+                             .state = "connected",
+                             .cpu_model = inv->cpu_model,
+                             .os = inv->os,
+                             .kernel = inv->kernel,
+                             .driver_version = inv->driver_version,
+                             .cuda_driver_version = inv->cuda_driver_version,
+                             .gpu_model = a->gpu_model,
+                             .labels = a->labels,
+                             .kinds = a->kinds,
+                             .inventory_json = inv_json,
+                             .cpu_cores = a->cpu_cores,
+                             .n_gpus = a->n_gpus,
+                             .slots = a->slots,
+                             .has_nvlink = a->has_nvlink,
+                             .memory_bytes = inv->memory_bytes,
+                             .gpus = gpus,
+                             .links = links,
+                             .n_links = inv->n_links};
+        if (gb_store_begin(c->store) != 0 || gb_store_node_upsert(c->store, &n, now) != 0)
+            gb_error("store: node %s: %s", a->name, gb_store_errmsg(c->store));
+    }
+    free(gpus);
+    free(links);
+    free(inv_json);
+    int was = a->state;
+    a->state = A_CONNECTED;
+    a->reported_busy = (int)h->n_running;
+    a->last_heard_ms = gb_mono_ms();
+    a->seen_written_ms = a->last_heard_ms;
+    gb_copy(a->last_seen, sizeof a->last_seen, now);
+
+    /* reconcile: what we think it runs against what it says it runs */
+    for (int i = 0; i < a->n_running;) {
+        cjob_t *j = a->running[i];
+        if (ref_listed(h->running, h->n_running, j->id, j->attempt)) {
+            if (!j->started) {
+                j->started = 1;
+                if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+                    gb_error("store: %s", gb_store_errmsg(c->store));
+            }
+            i++;
+        } else if (ref_listed(h->spooled, h->n_spooled, j->id, j->attempt)) {
+            i++; /* its result is on the way */
+        } else if (!j->started) {
+            /* the assignment may still be on its way to the agent: give it a
+             * fresh window to start (check_liveness loses it otherwise) */
+            j->assigned_ms = gb_mono_ms();
+            i++;
+        } else {
+            char reason[200];
+            gb_fmt(reason, sizeof reason, "agent %s came back without it", a->name);
+            attempt_lost(c, j, reason); /* removes it from a->running */
+        }
+    }
+    adopt_listed(c, a, h->running, h->n_running);
+    adopt_listed(c, a, h->spooled, h->n_spooled);
+    for (size_t i = 0; i < h->n_running; i++) {
+        int ours = 0;
+        for (int k = 0; k < a->n_running; k++)
+            if (a->running[k]->id == h->running[i]->job_id &&
+                a->running[k]->attempt == h->running[i]->attempt)
+                ours = 1;
+        if (!ours) {
+            gb_warn("agent %s runs job %" PRIu64 " attempt %u that is no longer its: cancelling",
+                    a->name, h->running[i]->job_id, h->running[i]->attempt);
+            send_cancel(c, a->id, h->running[i]->job_id, h->running[i]->attempt);
+        }
+    }
+    gb_info("agent %s (%s) %s: %d GPU(s), %s, labels '%s', %d slot(s)", a->name, a->id,
+            !known               ? "registered"
+            : was == A_CONNECTED ? "re-registered"
+                                 : "is back",
+            a->n_gpus, a->gpu_model, a->labels, a->slots);
+
+    Gb__Welcome w = GB__WELCOME__INIT;
+    w.heartbeat_ms = (uint32_t)c->cfg.heartbeat_ms;
+    w.lost_after = (uint32_t)c->cfg.lost_after;
+    w.coordinator_id = c->coord_id;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = env->seq;
+    reply.body_case = GB__ENVELOPE__BODY_WELCOME;
+    reply.welcome = &w;
+    send_now(c, c->agents_sock, f->rid, f->rid_len, &reply);
+    c->dirty = 1;
+}
+
+static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
+    cjob_t *j = gb_map_get_u64(c->jobs, p->job_id);
+    if (!j || j->agent != a || j->attempt != p->attempt) {
+        gb_debug("progress for job %" PRIu64 " attempt %u from %s ignored (not its)", p->job_id,
+                 p->attempt, a->name);
+        return;
+    }
+    if (p->phase == GB__PHASE__PHASE_STARTED) {
+        if (j->started) return;
+        j->started = 1;
+        char now[32];
+        now_iso(now, sizeof now);
+        if (gb_store_begin(c->store) != 0 ||
+            gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+            gb_error("store: %s", gb_store_errmsg(c->store));
+    } else {
+        char reason[GB_WIRE_ERROR_MAX + 64];
+        gb_fmt(reason, sizeof reason, "agent %s refused it: %s", a->name, p->message);
+        a->reported_busy = a->slots; /* full until its next heartbeat says otherwise */
+        attempt_lost_ex(c, j, reason, 0);
+    }
+}
+
+static const char *status_name(Gb__ResultStatus s) {
+    switch (s) {
+    case GB__RESULT_STATUS__RESULT_OK:
+        return "ok";
+    case GB__RESULT_STATUS__RESULT_FAILED:
+        return "failed";
+    case GB__RESULT_STATUS__RESULT_TIMEOUT:
+        return "timeout";
+    case GB__RESULT_STATUS__RESULT_CRASHED:
+        return "crashed";
+    default:
+        return "cancelled";
+    }
+}
+
+static void pend_add(gb_coord_t *c, const Gb__Result *r, const char *agent_id, int finishes,
+                     const char *state) {
+    if (c->n_pend == c->pend_cap) {
+        size_t cap = c->pend_cap ? c->pend_cap * 2 : 64;
+        pending_t *p = realloc(c->pend, cap * sizeof *p);
+        if (!p) {
+            gb_error("out of memory");
+            return; /* not acknowledged: the agent resends */
+        }
+        c->pend = p;
+        c->pend_cap = cap;
+    }
+    pending_t *p = &c->pend[c->n_pend++];
+    p->job_id = r->job_id;
+    p->attempt = r->attempt;
+    p->finishes = finishes;
+    gb_copy(p->state, sizeof p->state, state ? state : "");
+    gb_copy(p->agent_id, sizeof p->agent_id, agent_id);
+}
+
+static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
+    char now[32], att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0) {
+        gb_error("store: %s", gb_store_errmsg(c->store));
+        return;
+    }
+    int found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
+                                     att_state, sizeof att_state);
+    if (found < 0) {
+        gb_error("store: %s", gb_store_errmsg(c->store));
+        return; /* not acknowledged: resent later */
+    }
+    if (found == 1 || strcmp(att_agent, a->id) != 0) {
+        /* Nothing to attach it to (another database, or not this agent's):
+         * acknowledge so the agent stops resending, and say so. */
+        gb_warn("result for job %" PRIu64 " attempt %u from %s matches no attempt of that agent: "
+                "dropped",
+                r->job_id, r->attempt, a->name);
+        pend_add(c, r, a->id, 0, NULL);
+        return;
+    }
+    cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
+    if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, a);
+    int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == a;
+    /* What the record says, when it is one. */
+    const char *status = status_name(r->status);
+    char error[GB_WIRE_ERROR_MAX + 128] = "";
+    gb_copy(error, sizeof error, r->error);
+    gb_record_t rec;
+    int have_rec = 0;
+    char kbuf[16] = "";
+    const char *kind = j ? j->def.kind : "";
+    if (r->record_json[0]) {
+        char why[300];
+        if (!j) {
+            /* a late result of a finished job: keep the text, check only JSON */
+            gb_record_t tmp;
+            cJSON *probe = cJSON_Parse(r->record_json);
+            const cJSON *k = probe ? cJSON_GetObjectItemCaseSensitive(probe, "kind") : NULL;
+            kind = "";
+            if (cJSON_IsString(k) && gb_kind_known(k->valuestring)) {
+                gb_copy(kbuf, sizeof kbuf, k->valuestring);
+                kind = kbuf;
+            }
+            cJSON_Delete(probe);
+            if (kind[0] && gb_record_parse(r->record_json, strlen(r->record_json), kind, &tmp, why,
+                                           sizeof why) == 0) {
+                rec = tmp;
+                have_rec = 1;
+            }
+        } else if (gb_record_parse(r->record_json, strlen(r->record_json), kind, &rec, why,
+                                   sizeof why) == 0) {
+            have_rec = 1;
+        } else if (r->status == GB__RESULT_STATUS__RESULT_OK) {
+            status = "failed";
+            gb_fmt(error, sizeof error, "invalid result record: %s", why);
+        }
+    }
+    gb_store_result_t sr = {
+        .job_id = r->job_id,
+        .attempt = r->attempt,
+        .agent_id = a->id,
+        .status = status,
+        .kind = kind[0] ? kind : "unknown",
+        .n_devices = -1,
+        .images_per_sec = NAN,
+        .step_ms_median = NAN,
+        .step_ms_p90 = NAN,
+        .gflops = NAN,
+        .valid = -1,
+        .synthetic = gb_kind_synthetic(kind),
+        .error = error[0] ? error : NULL,
+        .output_tail = r->output_tail[0] ? r->output_tail : NULL,
+        .record = have_rec ? r->record_json : NULL,
+        .exit_code = r->exit_code,
+    };
+    char started[32], finished[32];
+    if (r->started_at_ms) {
+        gb_iso8601((int64_t)r->started_at_ms, started, sizeof started);
+        sr.started_at = started;
+    }
+    if (r->finished_at_ms) {
+        gb_iso8601((int64_t)r->finished_at_ms, finished, sizeof finished);
+        sr.finished_at = finished;
+    }
+    if (have_rec) {
+        sr.backend = rec.backend;
+        sr.device_model = rec.device_model;
+        sr.precision = rec.precision;
+        sr.invalid_reason = rec.invalid_reason;
+        sr.n_devices = rec.n_devices;
+        sr.images_per_sec = rec.images_per_sec;
+        sr.step_ms_median = rec.step_ms_median;
+        sr.step_ms_p90 = rec.step_ms_p90;
+        sr.gflops = rec.gflops;
+        sr.valid = rec.valid;
+        sr.step_ms = rec.step_ms;
+        sr.loss = rec.loss;
+        sr.n_samples = rec.n_samples;
+    }
+    int inserted = 0;
+    int rc = gb_store_result_insert(c->store, &sr, now, &inserted);
+    if (have_rec) gb_record_free(&rec);
+    if (rc != 0) {
+        gb_error("store: result of job %" PRIu64 " attempt %u: %s", r->job_id, r->attempt,
+                 gb_store_errmsg(c->store));
+        gb_store_rollback(c->store); /* nothing of it; the agent resends */
+        return;
+    }
+    if (!inserted) { /* a resend of a stored result */
+        gb_debug("result of job %" PRIu64 " attempt %u already stored", r->job_id, r->attempt);
+        pend_add(c, r, a->id, 0, NULL);
+        return;
+    }
+    const char *job_state = NULL;
+    const char *att_end;
+    if (!current) {
+        att_end = "superseded";
+        gb_info("late result of job %" PRIu64 " attempt %u kept as superseded", r->job_id,
+                r->attempt);
+    } else {
+        if (strcmp(status, "ok") == 0)
+            job_state = "done";
+        else if (strcmp(status, "cancelled") == 0)
+            job_state = "cancelled";
+        else
+            job_state = "failed";
+        if (j->cancel_requested && strcmp(status, "ok") != 0) job_state = "cancelled";
+        att_end = strcmp(status, "ok") == 0          ? "done"
+                  : strcmp(status, "cancelled") == 0 ? "cancelled"
+                                                     : "failed";
+    }
+    if (gb_store_attempt_end(c->store, r->job_id, r->attempt, att_end, sr.error, now) != 0 ||
+        (job_state && gb_store_job_finish(c->store, r->job_id, job_state,
+                                          strcmp(job_state, "done") == 0 ? NULL
+                                          : sr.error                     ? sr.error
+                                                                         : "cancelled by request",
+                                          now) != 0)) {
+        gb_error("store: result of job %" PRIu64 ": %s", r->job_id, gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
+        return;
+    }
+    pend_add(c, r, a->id, job_state != NULL, job_state);
+}
+
+static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
+    char who[2 * GB_RID_MAX + 1], why[512];
+    if (f->parts != 1) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "message",
+               f->parts == 0 ? "empty message" : "a message must be exactly one frame");
+        return;
+    }
+    Gb__Envelope *env = NULL;
+    uint64_t seq = 0;
+    int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload),
+                              c->cfg.max_frame, &env, &seq, why, sizeof why);
+    if (code) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, code, seq, "frame", why);
+        return;
+    }
+    gb_rid_str(f->rid, f->rid_len, who, sizeof who);
+    Gb__Envelope__BodyCase body = env->body_case;
+    if (body == GB__ENVELOPE__BODY_HELLO) {
+        on_hello(c, f, env);
+        gb_wire_free(&env);
+        return;
+    }
+    if (body == GB__ENVELOPE__BODY_REJECT) {
+        gb_warn("agent %s rejected our message %" PRIu64 ": %s: %s", who, env->reject->ref_seq,
+                gb_wire_reject_name(env->reject->code), env->reject->reason);
+        gb_wire_free(&env);
+        return;
+    }
+    if (body != GB__ENVELOPE__BODY_HEARTBEAT && body != GB__ENVELOPE__BODY_PROGRESS &&
+        body != GB__ENVELOPE__BODY_RESULT) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNEXPECTED, env->seq,
+               gb_wire_body_name(body), "agents may send hello, heartbeat, progress, result");
+        gb_wire_free(&env);
+        return;
+    }
+    char idbuf[GB_RID_MAX + 1];
+    memcpy(idbuf, f->rid, f->rid_len);
+    idbuf[f->rid_len] = '\0';
+    cagent_t *a = strlen(idbuf) == f->rid_len ? agent_get(c, idbuf) : NULL;
+    if (!a || a->state != A_CONNECTED) {
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT,
+               env->seq, gb_wire_body_name(body), "not registered: send hello");
+        gb_wire_free(&env);
+        return;
+    }
+    a->last_heard_ms = gb_mono_ms();
+    if (body == GB__ENVELOPE__BODY_HEARTBEAT) {
+        const Gb__Heartbeat *hb = env->heartbeat;
+        int was_full = a->reported_busy >= a->slots;
+        a->reported_busy = (int)hb->n_running;
+        if (was_full && a->reported_busy < a->slots) c->dirty = 1;
+        /* A started job its agent neither runs nor holds a result for has
+         * vanished (e.g. its result could not be spooled). Its result, had it
+         * been sent, arrives before this heartbeat (one connection is FIFO),
+         * but is applied only after this turn's commit: so two heartbeats. */
+        for (int k = 0; k < a->n_running;) {
+            cjob_t *j = a->running[k];
+            if (!j->started || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+                ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+                hb->n_spooled_jobs < hb->spooled) {
+                j->missing = 0;
+                k++;
+            } else if (++j->missing >= 2) {
+                char reason[200];
+                gb_fmt(reason, sizeof reason,
+                       "agent %s no longer runs it and holds no result for it", a->name);
+                attempt_lost(c, j, reason);
+            } else {
+                k++;
+            }
+        }
+        if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
+            char now[32];
+            now_iso(now, sizeof now);
+            a->seen_written_ms = a->last_heard_ms;
+            gb_copy(a->last_seen, sizeof a->last_seen, now);
+            if (gb_store_begin(c->store) != 0 ||
+                gb_store_node_state(c->store, a->id, "connected", now) != 0)
+                gb_error("store: %s", gb_store_errmsg(c->store));
+        }
+    } else if (body == GB__ENVELOPE__BODY_PROGRESS) {
+        on_progress(c, a, env->progress);
+    } else {
+        on_result(c, a, env->result);
+    }
+    gb_wire_free(&env);
+}
+
+/* ---- control requests ----------------------------------------------------- */
+
+typedef struct status_ctx {
+    Gb__SweepStatus *items;
+    Gb__SweepStatus **ptrs;
+    char (*text)[3][GB_SPEC_STR];
+    size_t n, cap;
+} status_ctx_t;
+
+static void status_row(void *vctx, const gb_store_sweep_status_t *s) {
+    status_ctx_t *x = vctx;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 16;
+        Gb__SweepStatus *it = realloc(x->items, cap * sizeof *it);
+        if (!it) return;
+        x->items = it;
+        char(*t)[3][GB_SPEC_STR] = realloc(x->text, cap * sizeof *t);
+        if (!t) return;
+        x->text = t;
+        x->cap = cap;
+    }
+    Gb__SweepStatus *o = &x->items[x->n];
+    gb__sweep_status__init(o);
+    gb_copy(x->text[x->n][0], GB_SPEC_STR, s->name ? s->name : "");
+    gb_copy(x->text[x->n][1], GB_SPEC_STR, s->state ? s->state : "");
+    gb_copy(x->text[x->n][2], GB_SPEC_STR, s->created_at ? s->created_at : "");
+    o->sweep_id = s->sweep_id;
+    o->total = s->total;
+    o->queued = s->queued;
+    o->running = s->running;
+    o->done = s->done;
+    o->failed = s->failed;
+    o->cancelled = s->cancelled;
+    x->n++;
+}
+
+static void on_status(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    status_ctx_t x = {0};
+    int n = gb_store_sweep_status(c->store, env->status->sweep_id, status_row, &x);
+    if (n < 0) {
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_INTERNAL, env->seq,
+               "status", gb_store_errmsg(c->store));
+    } else if (env->status->sweep_id && x.n == 0) {
+        char why[80];
+        gb_fmt(why, sizeof why, "no sweep %" PRIu64, env->status->sweep_id);
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_NOT_FOUND, env->seq,
+               "status", why);
+    } else {
+        x.ptrs = calloc(x.n ? x.n : 1, sizeof *x.ptrs);
+        if (x.ptrs) {
+            for (size_t i = 0; i < x.n; i++) {
+                x.items[i].name = x.text[i][0];
+                x.items[i].state = x.text[i][1];
+                x.items[i].created_at = x.text[i][2];
+                x.ptrs[i] = &x.items[i];
+            }
+            Gb__StatusReply sr = GB__STATUS_REPLY__INIT;
+            sr.n_sweeps = x.n;
+            sr.sweeps = x.ptrs;
+            Gb__Envelope reply = GB__ENVELOPE__INIT;
+            reply.seq = env->seq;
+            reply.body_case = GB__ENVELOPE__BODY_STATUS_REPLY;
+            reply.status_reply = &sr;
+            send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+        }
+    }
+    free(x.items);
+    free(x.ptrs);
+    free(x.text);
+}
+
+static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    Gb__NodeStatus *items = calloc(c->n_agents ? c->n_agents : 1, sizeof *items);
+    Gb__NodeStatus **ptrs = calloc(c->n_agents ? c->n_agents : 1, sizeof *ptrs);
+    if (!items || !ptrs) {
+        free(items);
+        free(ptrs);
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_INTERNAL, env->seq,
+               "nodes", "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        Gb__NodeStatus *n = &items[i];
+        gb__node_status__init(n);
+        n->agent_id = a->id;
+        n->name = a->name;
+        n->state = (char *)agent_state_names[a->state];
+        n->cpu_model = a->cpu_model;
+        n->n_gpus = (uint32_t)a->n_gpus;
+        n->gpu_model = a->gpu_model;
+        n->labels = a->labels;
+        n->last_seen = a->last_seen;
+        n->running_job = a->n_running ? a->running[0]->id : 0;
+        ptrs[i] = n;
+    }
+    Gb__NodesReply nr = GB__NODES_REPLY__INIT;
+    nr.n_nodes = c->n_agents;
+    nr.nodes = ptrs;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = env->seq;
+    reply.body_case = GB__ENVELOPE__BODY_NODES_REPLY;
+    reply.nodes_reply = &nr;
+    send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+    free(items);
+    free(ptrs);
+}
+
+/* Can some known node (connected or not) ever run job? Why not, if not. */
+static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t whylen) {
+    if (c->n_agents == 0) {
+        gb_fmt(why, whylen, "no agent has ever registered with this coordinator");
+        return 0;
+    }
+    size_t o = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < c->n_agents; i++) {
+        gb_node_caps_t caps;
+        agent_caps(c->agent_list[i], &caps);
+        char backend[8], r[256];
+        if (gb_place_fits(&caps, job, backend, r, sizeof r)) return 1;
+        if (i < 3 && o < whylen) {
+            int n = snprintf(why + o, whylen - o, "%s%s", o ? "; " : "", r);
+            if (n > 0) o += (size_t)n;
+        }
+    }
+    if (c->n_agents > 3 && o < whylen)
+        snprintf(why + o, whylen - o, "; and %zu more node(s)", c->n_agents - 3);
+    return 0;
+}
+
+static int same_requirements(const gb_jobdef_t *a, const gb_jobdef_t *b) {
+    return strcmp(a->kind, b->kind) == 0 && strcmp(a->backend, b->backend) == 0 &&
+           strcmp(a->nodes, b->nodes) == 0 && strcmp(a->labels, b->labels) == 0 &&
+           strcmp(a->precision, b->precision) == 0 &&
+           strcmp(a->interconnect, b->interconnect) == 0 && a->gpus == b->gpus;
+}
+
+static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    char err[1024];
+    const char *spec = env->submit->spec_json;
+    gb_sweep_def_t def;
+    if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_BAD_SPEC, env->seq,
+               "submit", err);
+        return;
+    }
+    const gb_jobdef_t *checked = NULL;
+    for (size_t i = 0; i < def.n_jobs; i++) {
+        if (checked && same_requirements(checked, &def.jobs[i])) continue;
+        char why[700];
+        if (!satisfiable(c, &def.jobs[i], why, sizeof why)) {
+            char *pj = gb_jobdef_to_json(&def.jobs[i]);
+            gb_fmt(err, sizeof err, "no known node can run job %zu of the sweep %s: %s", i + 1,
+                   pj ? pj : "", why);
+            free(pj);
+            gb_sweep_def_free(&def);
+            reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNSATISFIABLE,
+                   env->seq, "submit", err);
+            return;
+        }
+        checked = &def.jobs[i];
+    }
+    /* Finish the turn so far, then store the sweep in its own transaction. */
+    flush(c);
+    char now[32];
+    now_iso(now, sizeof now);
+    uint64_t sweep_id = 0;
+    cjob_t **made = calloc(def.n_jobs, sizeof *made);
+    csweep_t *sw = calloc(1, sizeof *sw);
+    int ok = made && sw && gb_store_begin(c->store) == 0 &&
+             gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0;
+    for (size_t i = 0; ok && i < def.n_jobs; i++) {
+        const gb_jobdef_t *d = &def.jobs[i];
+        char *params = gb_jobdef_to_json(d);
+        int resnet = strcmp(d->kind, "resnet50") == 0;
+        gb_store_job_t sj = {.sweep_id = sweep_id,
+                             .seq = (int)i,
+                             .kind = d->kind,
+                             .params = params,
+                             .backend = d->backend,
+                             .precision = resnet ? d->precision : NULL,
+                             .interconnect = resnet ? d->interconnect : NULL,
+                             .n_gpus = d->gpus,
+                             .batch_per_gpu = resnet ? d->batch : -1,
+                             .synthetic = gb_kind_synthetic(d->kind),
+                             .max_attempts =
+                                 d->max_attempts ? d->max_attempts : c->cfg.max_attempts};
+        uint64_t job_id = 0;
+        made[i] = calloc(1, sizeof *made[i]);
+        ok = params && made[i] && gb_store_job_insert(c->store, &sj, now, &job_id) == 0;
+        if (ok) {
+            made[i]->id = job_id;
+            made[i]->sweep_id = sweep_id;
+            made[i]->def = *d;
+            made[i]->max_attempts = sj.max_attempts;
+            made[i]->state = J_QUEUED;
+        }
+        free(params);
+    }
+    if (!ok || gb_store_commit(c->store) != 0) {
+        gb_store_rollback(c->store);
+        gb_fmt(err, sizeof err, "could not store the sweep: %s",
+               made && sw ? gb_store_errmsg(c->store) : "out of memory");
+        for (size_t i = 0; made && i < def.n_jobs; i++)
+            free(made[i]);
+        free(made);
+        free(sw);
+        gb_sweep_def_free(&def);
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_INTERNAL, env->seq,
+               "submit", err);
+        return;
+    }
+    sw->id = sweep_id;
+    sw->open = (unsigned)def.n_jobs;
+    gb_map_put_u64(c->sweeps, sweep_id, sw);
+    for (size_t i = 0; i < def.n_jobs; i++) {
+        gb_map_put_u64(c->jobs, made[i]->id, made[i]);
+        q_push_back(c, made[i]);
+    }
+    gb_info("sweep %" PRIu64 " '%s' submitted: %zu job(s)", sweep_id, def.name, def.n_jobs);
+    Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
+    sr.sweep_id = sweep_id;
+    sr.n_jobs = (uint32_t)def.n_jobs;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = env->seq;
+    reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
+    reply.submit_reply = &sr;
+    send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+    free(made);
+    gb_sweep_def_free(&def);
+}
+
+typedef struct cancel_ctx {
+    uint64_t sweep_id, job_id;
+    cjob_t **hits;
+    size_t n, cap;
+} cancel_ctx_t;
+
+static void cancel_collect(void *vctx, void *value) {
+    cancel_ctx_t *x = vctx;
+    cjob_t *j = value;
+    if (j->sweep_id != x->sweep_id || (x->job_id && j->id != x->job_id)) return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 64;
+        cjob_t **h = realloc(x->hits, cap * sizeof *h);
+        if (!h) return;
+        x->hits = h;
+        x->cap = cap;
+    }
+    x->hits[x->n++] = j;
+}
+
+static int cmp_job_id(const void *a, const void *b) {
+    const cjob_t *x = *(cjob_t *const *)a, *y = *(cjob_t *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    const Gb__CancelRequest *rq = env->cancel_request;
+    status_ctx_t probe = {0};
+    int n = gb_store_sweep_status(c->store, rq->sweep_id, status_row, &probe);
+    free(probe.items);
+    free(probe.text);
+    if (n <= 0) {
+        char why[80];
+        gb_fmt(why, sizeof why, "no sweep %" PRIu64, rq->sweep_id);
+        reject(c, c->control_sock, f->rid, f->rid_len,
+               n < 0 ? GB__REJECT_CODE__REJECT_INTERNAL : GB__REJECT_CODE__REJECT_NOT_FOUND,
+               env->seq, "cancel", n < 0 ? gb_store_errmsg(c->store) : why);
+        return;
+    }
+    cancel_ctx_t x = {.sweep_id = rq->sweep_id, .job_id = rq->job_id};
+    gb_map_each(c->jobs, cancel_collect, &x);
+    if (x.n) qsort(x.hits, x.n, sizeof *x.hits, cmp_job_id);
+    unsigned cancelled = 0, stopping = 0;
+    for (size_t i = 0; i < x.n; i++) {
+        cjob_t *j = x.hits[i];
+        if (j->state == J_QUEUED) {
+            job_finish(c, j, "cancelled", "cancelled by request");
+            cancelled++;
+        } else if (!j->cancel_requested) {
+            j->cancel_requested = 1;
+            if (gb_store_begin(c->store) != 0 ||
+                gb_store_job_cancel_requested(c->store, j->id) != 0)
+                gb_error("store: %s", gb_store_errmsg(c->store));
+            send_cancel(c, j->agent->id, j->id, j->attempt);
+            stopping++;
+        }
+    }
+    free(x.hits);
+    gb_info("sweep %" PRIu64 ": cancelled %u queued job(s), stopping %u running", rq->sweep_id,
+            cancelled, stopping);
+    Gb__CancelReply cr = GB__CANCEL_REPLY__INIT;
+    cr.cancelled = cancelled;
+    cr.stopping = stopping;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = env->seq;
+    reply.body_case = GB__ENVELOPE__BODY_CANCEL_REPLY;
+    reply.cancel_reply = &cr;
+    send_after_commit(c, c->control_sock, f->rid, f->rid_len, &reply);
+}
+
+static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
+    char why[512];
+    if (f->parts != 1) {
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "request",
+               f->parts == 0 ? "empty message" : "a request must be exactly one frame");
+        return;
+    }
+    Gb__Envelope *env = NULL;
+    uint64_t seq = 0;
+    /* a spec may be larger than an agent frame; the wire caps it */
+    size_t max =
+        c->cfg.max_frame > GB_WIRE_SPEC_MAX + 1024 ? c->cfg.max_frame : GB_WIRE_SPEC_MAX + 1024;
+    int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload), max, &env, &seq,
+                              why, sizeof why);
+    if (code) {
+        reject(c, c->control_sock, f->rid, f->rid_len, code, seq, "request", why);
+        return;
+    }
+    switch (env->body_case) {
+    case GB__ENVELOPE__BODY_SUBMIT:
+        on_submit(c, f, env);
+        break;
+    case GB__ENVELOPE__BODY_STATUS:
+        on_status(c, f, env);
+        break;
+    case GB__ENVELOPE__BODY_NODES:
+        on_nodes(c, f, env);
+        break;
+    case GB__ENVELOPE__BODY_CANCEL_REQUEST:
+        on_cancel(c, f, env);
+        break;
+    default:
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNEXPECTED, env->seq,
+               gb_wire_body_name(env->body_case),
+               "the control endpoint takes submit, status, nodes, cancel_request");
+    }
+    gb_wire_free(&env);
+}
+
+/* ---- timers --------------------------------------------------------------- */
+
+/* Agents known from the store get longer to come back after a restart than
+ * a running agent gets to answer: they have to notice the silence and
+ * reconnect (with libzmq's back-off) first. */
+static int64_t restart_grace_ms(const gb_coord_t *c) {
+    int64_t w = lost_window_ms(c);
+    return w * 2 > w + 2000 ? w * 2 : w + 2000;
+}
+
+static void check_liveness(gb_coord_t *c) {
+    int64_t now = gb_mono_ms(), window = lost_window_ms(c), grace = restart_grace_ms(c);
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        int64_t limit = a->state == A_DISCONNECTED ? grace : window;
+        if (a->state == A_LOST || now - a->last_heard_ms <= limit) continue;
+        char reason[300];
+        gb_fmt(reason, sizeof reason, "agent %s lost (silent for %" PRId64 " ms)", a->name,
+               now - a->last_heard_ms);
+        gb_warn("%s", reason);
+        agent_set_state(c, a, A_LOST);
+        while (a->n_running > 0)
+            attempt_lost(c, a->running[0], reason);
+    }
+    /* assigned but never started: the assignment or its answer was lost */
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
+        for (int k = 0; k < a->n_running;) {
+            cjob_t *j = a->running[k];
+            if (!j->started && now - j->assigned_ms > window) {
+                char reason[300];
+                gb_fmt(reason, sizeof reason, "agent %s did not start it within %" PRId64 " ms",
+                       a->name, window);
+                attempt_lost(c, j, reason);
+            } else {
+                k++;
+            }
+        }
+    }
+}
+
+static void send_heartbeats(gb_coord_t *c) {
+    Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->state != A_CONNECTED) continue;
+        env.seq = 0;
+        send_now(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
+    }
+}
+
+/* ---- flush ---------------------------------------------------------------- */
+
+static void flush(gb_coord_t *c) {
+    int ok = gb_store_commit(c->store) == 0;
+    if (!ok)
+        gb_error("store: commit failed (%s): %zu result(s) not acknowledged, agents will resend",
+                 gb_store_errmsg(c->store), c->n_pend);
+    if (ok) {
+        for (size_t i = 0; i < c->n_pend; i++) {
+            pending_t *p = &c->pend[i];
+            if (p->finishes) {
+                cjob_t *j = gb_map_get_u64(c->jobs, p->job_id);
+                if (j && j->attempt == p->attempt) {
+                    gb_info("job %" PRIu64 " %s (attempt %u on %s)", j->id, p->state, j->attempt,
+                            j->agent ? j->agent->name : "?");
+                    job_forget(c, j, p->state);
+                }
+            }
+            Gb__ResultAck ack = GB__RESULT_ACK__INIT;
+            ack.job_id = p->job_id;
+            ack.attempt = p->attempt;
+            Gb__Envelope env = GB__ENVELOPE__INIT;
+            env.body_case = GB__ENVELOPE__BODY_RESULT_ACK;
+            env.result_ack = &ack;
+            send_now(c, c->agents_sock, (const uint8_t *)p->agent_id, strlen(p->agent_id), &env);
+        }
+        for (size_t i = 0; i < c->n_out; i++) {
+            outmsg_t *m = &c->out[i];
+            if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+                zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
+                gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
+        }
+        /* sweep endings written while applying results */
+        if (gb_store_commit(c->store) != 0)
+            gb_error("store: commit failed: %s", gb_store_errmsg(c->store));
+    }
+    for (size_t i = 0; i < c->n_out; i++)
+        free(c->out[i].buf);
+    c->n_out = 0;
+    c->n_pend = 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static void load_node(void *vctx, const gb_store_node_t *n) {
+    gb_coord_t *c = vctx;
+    cagent_t *a = agent_add(c, n->agent_id);
+    if (!a) return;
+    gb_copy(a->name, sizeof a->name, n->name);
+    gb_copy(a->cpu_model, sizeof a->cpu_model, n->cpu_model ? n->cpu_model : "");
+    gb_copy(a->gpu_model, sizeof a->gpu_model, n->gpu_model ? n->gpu_model : "");
+    gb_copy(a->labels, sizeof a->labels, n->labels ? n->labels : "");
+    gb_copy(a->kinds, sizeof a->kinds, n->kinds ? n->kinds : "");
+    gb_copy(a->last_seen, sizeof a->last_seen, n->last_seen ? n->last_seen : "");
+    a->n_gpus = n->n_gpus;
+    a->cpu_cores = n->cpu_cores;
+    a->slots = n->slots > 0 && n->slots <= MAX_SLOTS ? n->slots : 1;
+    a->has_nvlink = n->has_nvlink;
+    a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
+    a->last_heard_ms = c->started_ms;
+}
+
+static void load_job(void *vctx, const gb_store_job_t *sj) {
+    gb_coord_t *c = vctx;
+    cjob_t *j = calloc(1, sizeof *j);
+    char err[300];
+    if (!j) return;
+    if (gb_jobdef_from_json(sj->params, strlen(sj->params), &j->def, err, sizeof err) != 0) {
+        gb_error("job %" PRIu64 " has unreadable parameters (%s): failing it", sj->job_id, err);
+        char now[32];
+        now_iso(now, sizeof now);
+        gb_store_job_finish(c->store, sj->job_id, "failed", err, now);
+        sweep_job_ended(c, sj->sweep_id, "failed");
+        free(j);
+        return;
+    }
+    j->id = sj->job_id;
+    j->sweep_id = sj->sweep_id;
+    j->attempt = sj->attempt;
+    j->max_attempts = sj->max_attempts;
+    j->cancel_requested = sj->cancel_requested;
+    gb_map_put_u64(c->jobs, j->id, j);
+    cagent_t *a = sj->agent_id ? agent_get(c, sj->agent_id) : NULL;
+    if (strcmp(sj->state, "running") == 0 && a && a->n_running < MAX_SLOTS) {
+        j->state = J_RUNNING;
+        j->agent = a;
+        j->started = sj->attempt_state && strcmp(sj->attempt_state, "running") == 0;
+        j->assigned_ms = c->started_ms;
+        gb_copy(j->backend, sizeof j->backend, sj->attempt_backend ? sj->attempt_backend : "cpu");
+        a->running[a->n_running++] = j;
+    } else if (strcmp(sj->state, "running") == 0) {
+        j->state = J_RUNNING; /* its agent is unknown: lose the attempt after loading */
+        j->agent = NULL;
+    } else {
+        j->state = J_QUEUED;
+        q_push_back(c, j);
+    }
+}
+
+static void load_sweep(void *vctx, const gb_store_sweep_status_t *s) {
+    gb_coord_t *c = vctx;
+    if (strcmp(s->state, "running") != 0) return;
+    csweep_t *sw = calloc(1, sizeof *sw);
+    if (!sw) return;
+    sw->id = s->sweep_id;
+    sw->open = s->queued + s->running;
+    sw->failed = s->failed;
+    sw->cancelled = s->cancelled;
+    gb_map_put_u64(c->sweeps, sw->id, sw);
+}
+
+typedef struct orphan_ctx {
+    cjob_t **v;
+    size_t n, cap;
+} orphan_ctx_t;
+
+static void find_orphans(void *vctx, void *value) {
+    orphan_ctx_t *x = vctx;
+    cjob_t *j = value;
+    if (j->state != J_RUNNING || j->agent) return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 16;
+        cjob_t **v = realloc(x->v, cap * sizeof *v);
+        if (!v) return;
+        x->v = v;
+        x->cap = cap;
+    }
+    x->v[x->n++] = j;
+}
+
+typedef struct empty_ctx {
+    uint64_t ids[256];
+    size_t n;
+} empty_ctx_t;
+
+static void find_empty_sweeps(void *vctx, void *value) {
+    empty_ctx_t *x = vctx;
+    csweep_t *s = value;
+    if (s->open == 0 && x->n < 256) x->ids[x->n++] = s->id;
+}
+
+static int load_state(gb_coord_t *c, char *err, size_t errlen) {
+    if (gb_store_load_nodes(c->store, load_node, c) != 0 ||
+        gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
+        gb_store_load_jobs(c->store, load_job, c) != 0) {
+        gb_fmt(err, errlen, "cannot load the store: %s", gb_store_errmsg(c->store));
+        return -1;
+    }
+    char now[32];
+    now_iso(now, sizeof now);
+    size_t running = 0;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->state == A_DISCONNECTED) gb_store_node_state(c->store, a->id, "disconnected", now);
+        running += (size_t)a->n_running;
+    }
+    orphan_ctx_t o = {0};
+    gb_map_each(c->jobs, find_orphans, &o);
+    for (size_t i = 0; i < o.n; i++)
+        attempt_lost(c, o.v[i], "its agent is not in the store");
+    free(o.v);
+    /* a sweep whose last job ended just before a crash */
+    for (;;) {
+        empty_ctx_t e = {.n = 0};
+        gb_map_each(c->sweeps, find_empty_sweeps, &e);
+        if (e.n == 0) break;
+        for (size_t i = 0; i < e.n; i++) {
+            csweep_t *s = gb_map_get_u64(c->sweeps, e.ids[i]);
+            s->open = 1;
+            sweep_job_ended(c, e.ids[i], "done");
+        }
+    }
+    if (gb_store_commit(c->store) != 0) {
+        gb_fmt(err, errlen, "cannot update the store: %s", gb_store_errmsg(c->store));
+        return -1;
+    }
+    if (c->n_agents || gb_map_size(c->jobs))
+        gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running", c->n_agents,
+                c->n_queued, running);
+    return 0;
+}
+
+static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out, size_t outlen,
+                         char *err, size_t errlen) {
+    void *s = zmq_socket(c->ctx, ZMQ_ROUTER);
+    if (!s) {
+        gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
+        return NULL;
+    }
+    int one = 1, zero = 0, hwm = 100000;
+    int64_t max = (int64_t)maxmsg;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (zmq_bind(s, ep) != 0) {
+        gb_fmt(err, errlen, "cannot bind %s: %s", ep, zmq_strerror(errno));
+        zmq_close(s);
+        return NULL;
+    }
+    size_t len = outlen;
+    if (zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, out, &len) != 0) gb_copy(out, outlen, ep);
+    return s;
+}
+
+gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen) {
+    if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000 || cfg->lost_after < 1 ||
+        cfg->lost_after > 1000 || cfg->max_attempts < 1 ||
+        cfg->max_attempts > GB_WIRE_ATTEMPT_MAX || cfg->max_frame < 1024 ||
+        cfg->max_jobs_per_sweep < 1) {
+        gb_fmt(err, errlen,
+               "bad configuration: heartbeat 10..600000 ms, lost-after 1..1000, "
+               "max-attempts 1..%d, max-frame >= 1024",
+               GB_WIRE_ATTEMPT_MAX);
+        return NULL;
+    }
+    if (!cfg->insecure &&
+        (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
+        gb_fmt(err, errlen,
+               "refusing to bind %s / %s: without keys the coordinator only binds loopback "
+               "(use --insecure to accept anyone on the network)",
+               cfg->listen, cfg->control);
+        return NULL;
+    }
+    gb_coord_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->cfg = *cfg;
+    c->started_ms = gb_mono_ms();
+    c->agents = gb_map_new();
+    c->jobs = gb_map_new();
+    c->sweeps = gb_map_new();
+    if (!c->agents || !c->jobs || !c->sweeps) {
+        gb_fmt(err, errlen, "out of memory");
+        goto err;
+    }
+    if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
+    c->store = gb_store_open(cfg->db_path, err, errlen);
+    if (!c->store) goto err;
+    if (load_state(c, err, errlen) != 0) goto err;
+    c->ctx = zmq_ctx_new();
+    if (!c->ctx) {
+        gb_fmt(err, errlen, "cannot create a ZeroMQ context");
+        goto err;
+    }
+    c->agents_sock = bind_router(c, cfg->listen, cfg->max_frame * GB_WIRE_HARD_FACTOR, c->listen_ep,
+                                 sizeof c->listen_ep, err, errlen);
+    if (!c->agents_sock) goto err;
+    size_t cmax =
+        cfg->max_frame > GB_WIRE_SPEC_MAX + 1024 ? cfg->max_frame : GB_WIRE_SPEC_MAX + 1024;
+    c->control_sock = bind_router(c, cfg->control, cmax * GB_WIRE_HARD_FACTOR, c->control_ep,
+                                  sizeof c->control_ep, err, errlen);
+    if (!c->control_sock) goto err;
+    /* Connections libzmq drops itself (a frame over the hard cap) are logged
+     * from the socket monitor. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://gb-coord-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->agents_sock, mon,
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
+        c->monitor = zmq_socket(c->ctx, ZMQ_PAIR);
+        if (c->monitor && zmq_connect(c->monitor, mon) != 0) {
+            zmq_close(c->monitor);
+            c->monitor = NULL;
+        }
+    }
+    c->next_tick_ms = c->next_hb_ms = gb_mono_ms();
+    c->dirty = 1;
+    gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
+            c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
+            cfg->lost_after);
+    if (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))
+        gb_warn("insecure: endpoints reachable from the network without authentication");
+    return c;
+err:
+    gb_coord_destroy(&c);
+    return NULL;
+}
+
+static void free_value(void *ctx, void *value) {
+    (void)ctx;
+    free(value);
+}
+
+void gb_coord_destroy(gb_coord_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_coord_t *c = *self_p;
+    if (c->store) {
+        gb_store_commit(c->store);
+        gb_store_close(&c->store);
+    }
+    if (c->monitor) zmq_close(c->monitor);
+    if (c->agents_sock) {
+        zmq_socket_monitor(c->agents_sock, NULL, 0);
+        zmq_close(c->agents_sock);
+    }
+    if (c->control_sock) zmq_close(c->control_sock);
+    if (c->ctx) zmq_ctx_term(c->ctx);
+    if (c->jobs) gb_map_each(c->jobs, free_value, NULL);
+    if (c->sweeps) gb_map_each(c->sweeps, free_value, NULL);
+    for (size_t i = 0; i < c->n_agents; i++)
+        free(c->agent_list[i]);
+    gb_map_destroy(&c->agents);
+    gb_map_destroy(&c->jobs);
+    gb_map_destroy(&c->sweeps);
+    free(c->agent_list);
+    for (size_t i = 0; i < c->n_out; i++)
+        free(c->out[i].buf);
+    free(c->out);
+    free(c->pend);
+    free(c);
+    *self_p = NULL;
+}
+
+static void read_monitor(gb_coord_t *c) {
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        char where[256] = "";
+        if (more) {
+            zmq_msg_init(&addr);
+            if (zmq_msg_recv(&addr, c->monitor, 0) >= 0) {
+                size_t n =
+                    zmq_msg_size(&addr) < sizeof where - 1 ? zmq_msg_size(&addr) : sizeof where - 1;
+                memcpy(where, zmq_msg_data(&addr), n);
+                where[n] = '\0';
+            }
+            zmq_msg_close(&addr);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            gb_warn("a peer on %s failed the ZMTP handshake (fd %u): connection dropped", where,
+                    value);
+        else
+            gb_info("a peer connection on %s closed (fd %u); a frame over the %zu-byte hard cap "
+                    "also ends here",
+                    where, value, c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+    }
+}
+
+int gb_coord_run(gb_coord_t *c) {
+    zmq_pollitem_t items[3] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
+                               {c->control_sock, 0, ZMQ_POLLIN, 0},
+                               {c->monitor, 0, ZMQ_POLLIN, 0}};
+    int n_items = c->monitor ? 3 : 2;
+    int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
+    while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
+        int64_t now = gb_mono_ms();
+        long timeout = (long)(c->next_tick_ms - now);
+        if (timeout < 0) timeout = 0;
+        if (timeout > 100) timeout = 100; /* notice a stop request quickly */
+        int rc = zmq_poll(items, n_items, timeout);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            gb_error("poll: %s", zmq_strerror(errno));
+            return -1;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+                gb_frame_t f;
+                if (gb_zmq_recv(c->agents_sock, 1, &f) != 0) break;
+                on_agent_message(c, &f);
+                gb_frame_close(&f);
+            }
+        if (items[1].revents & ZMQ_POLLIN)
+            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+                gb_frame_t f;
+                if (gb_zmq_recv(c->control_sock, 1, &f) != 0) break;
+                on_control_message(c, &f);
+                gb_frame_close(&f);
+            }
+        if (n_items == 3 && (items[2].revents & ZMQ_POLLIN)) read_monitor(c);
+        now = gb_mono_ms();
+        if (now >= c->next_tick_ms) {
+            check_liveness(c);
+            c->next_tick_ms = now + tick_ms;
+        }
+        if (now >= c->next_hb_ms) {
+            send_heartbeats(c);
+            c->next_hb_ms = now + c->cfg.heartbeat_ms;
+        }
+        dispatch(c);
+        flush(c);
+        if (c->dirty && c->q_head) { /* results just freed some slots */
+            dispatch(c);
+            flush(c);
+        }
+    }
+    flush(c);
+    gb_info("coordinator stopping");
+    return 0;
+}

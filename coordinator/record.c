@@ -1,0 +1,141 @@
+/* record.c - see record.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "record.h"
+
+#include "gb_util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        gb_fmt(err, errlen, __VA_ARGS__);                                                          \
+        goto fail;                                                                                 \
+    } while (0)
+
+static int get_str(const cJSON *o, const char *key, const char **out, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) > 256) {
+        gb_fmt(err, errlen, "record: '%s' must be a string of at most 256 bytes", key);
+        return -1;
+    }
+    *out = v->valuestring;
+    return 0;
+}
+
+static int get_num(const cJSON *o, const char *key, double *out, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NAN;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0) {
+        gb_fmt(err, errlen, "record: '%s' must be a finite number >= 0", key);
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_samples(const cJSON *o, const char *key, double **out, size_t *n, char *err,
+                       size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    *n = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsArray(v)) {
+        gb_fmt(err, errlen, "record: '%s' must be an array of numbers", key);
+        return -1;
+    }
+    size_t count = 0;
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (++count > GB_RECORD_MAX_SAMPLES) {
+            gb_fmt(err, errlen, "record: '%s' has more than %d samples", key,
+                   GB_RECORD_MAX_SAMPLES);
+            return -1;
+        }
+    if (count == 0) return 0;
+    double *a = malloc(count * sizeof *a);
+    if (!a) {
+        gb_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    size_t i = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble)) {
+            free(a);
+            gb_fmt(err, errlen, "record: '%s'[%zu] is not a finite number", key, i);
+            return -1;
+        }
+        a[i++] = c->valuedouble;
+    }
+    *out = a;
+    *n = count;
+    return 0;
+}
+
+int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t *out, char *err,
+                    size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->n_devices = -1;
+    out->valid = -1;
+    out->images_per_sec = out->step_ms_median = out->step_ms_p90 = out->gflops = NAN;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    out->root = root;
+    if (!root) FAIL("record is not valid JSON");
+    if (!cJSON_IsObject(root)) FAIL("record must be a JSON object");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    if (!cJSON_IsString(k)) FAIL("record has no 'kind'");
+    if (strcmp(k->valuestring, kind) != 0)
+        FAIL("record is of kind '%.32s' but the job is '%s'", k->valuestring, kind);
+    if (get_str(root, "backend", &out->backend, err, errlen) ||
+        get_str(root, "device_model", &out->device_model, err, errlen) ||
+        get_str(root, "precision", &out->precision, err, errlen) ||
+        get_str(root, "invalid_reason", &out->invalid_reason, err, errlen))
+        goto fail;
+    if (out->backend && strcmp(out->backend, "cpu") != 0 && strcmp(out->backend, "cuda") != 0)
+        FAIL("record: backend '%.32s' is not cpu or cuda", out->backend);
+    const cJSON *nd = cJSON_GetObjectItemCaseSensitive(root, "n_devices");
+    if (nd) {
+        if (!cJSON_IsNumber(nd) || !(nd->valuedouble >= 0 && nd->valuedouble <= 65536))
+            FAIL("record: 'n_devices' must be an integer in 0..65536");
+        out->n_devices = (int)nd->valuedouble;
+    }
+    const cJSON *valid = cJSON_GetObjectItemCaseSensitive(root, "valid");
+    if (valid) {
+        if (!cJSON_IsBool(valid)) FAIL("record: 'valid' must be true or false");
+        out->valid = cJSON_IsTrue(valid) ? 1 : 0;
+    }
+    if (get_num(root, "images_per_sec", &out->images_per_sec, err, errlen) ||
+        get_num(root, "gflops", &out->gflops, err, errlen))
+        goto fail;
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "step_ms");
+    if (sm && !cJSON_IsNull(sm)) {
+        if (!cJSON_IsObject(sm)) FAIL("record: 'step_ms' must be an object");
+        if (get_num(sm, "median", &out->step_ms_median, err, errlen) ||
+            get_num(sm, "p90", &out->step_ms_p90, err, errlen))
+            goto fail;
+    }
+    size_t n_loss = 0;
+    if (get_samples(root, "step_ms_samples", &out->step_ms, &out->n_samples, err, errlen) ||
+        get_samples(root, "loss_samples", &out->loss, &n_loss, err, errlen))
+        goto fail;
+    if (out->loss && n_loss != out->n_samples)
+        FAIL("record: %zu loss samples for %zu step samples", n_loss, out->n_samples);
+    return 0;
+fail:
+    gb_record_free(out);
+    return -1;
+}
+
+void gb_record_free(gb_record_t *r) {
+    if (!r) return;
+    cJSON_Delete(r->root);
+    free(r->step_ms);
+    free(r->loss);
+    r->root = NULL;
+    r->step_ms = r->loss = NULL;
+    r->n_samples = 0;
+}

@@ -1,0 +1,29 @@
+/* record.h - check a result record (docs/result-record.md) that arrived in
+ * a Result and pull out the columns the store and its views need. A pure
+ * function of the JSON text, so it is tested and fuzzed without sockets.
+ * The record must be a JSON object whose "kind" is the job's kind; known
+ * keys must have their documented types and sane ranges (finite,
+ * non-negative figures; sample arrays of numbers of equal length). */
+#ifndef GB_COORD_RECORD_H
+#define GB_COORD_RECORD_H
+
+#include <stddef.h>
+
+#define GB_RECORD_MAX_SAMPLES 100000
+
+typedef struct gb_record {
+    void *root; /* the parsed cJSON; the strings below point into it */
+    const char *backend, *device_model, *precision, *invalid_reason;
+    int n_devices;                                              /* -1 when absent */
+    int valid;                                                  /* -1 when absent, else 0/1 */
+    double images_per_sec, step_ms_median, step_ms_p90, gflops; /* NaN when absent */
+    double *step_ms, *loss; /* n_samples each (loss may be NULL); malloc'd */
+    size_t n_samples;
+} gb_record_t;
+
+/* 0 with out filled (release with gb_record_free), or -1 with the reason. */
+int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t *out, char *err,
+                    size_t errlen);
+void gb_record_free(gb_record_t *r);
+
+#endif

@@ -1,0 +1,511 @@
+/* store.c - see store.h. Every statement is prepared once in
+ * gb_store_open() and reused; binding goes through bind() with a small type
+ * string so each call site reads like the SQL it fills. */
+#define _POSIX_C_SOURCE 200809L
+#include "store.h"
+
+#include "gb_schema.h"
+#include "gb_util.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    S_NODE_UPSERT,
+    S_GPUS_DELETE,
+    S_GPU_INSERT,
+    S_LINKS_DELETE,
+    S_LINK_INSERT,
+    S_NODE_STATE,
+    S_NODES_LOAD,
+    S_SWEEP_INSERT,
+    S_SWEEP_FINISH,
+    S_JOB_INSERT,
+    S_JOB_ASSIGN,
+    S_ATTEMPT_INSERT,
+    S_ATTEMPT_STARTED,
+    S_ATTEMPT_END,
+    S_JOB_REQUEUE,
+    S_ATTEMPT_REVIVE,
+    S_JOB_FINISH,
+    S_JOB_CANCEL_REQ,
+    S_JOBS_LOAD,
+    S_ATTEMPT_GET,
+    S_RESULT_INSERT,
+    S_SAMPLE_INSERT,
+    S_SWEEP_STATUS,
+    S_COUNT
+};
+
+static const char *const sql[S_COUNT] = {
+    [S_NODE_UPSERT] =
+        "INSERT INTO nodes (agent_id, name, state, cpu_model, cpu_cores, memory_bytes, os, kernel,"
+        " driver_version, cuda_driver_version, n_gpus, gpu_model, labels, kinds, slots, has_nvlink,"
+        " inventory, first_seen, last_seen)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+        "?18)"
+        " ON CONFLICT (agent_id) DO UPDATE SET name = excluded.name, state = excluded.state,"
+        " cpu_model = excluded.cpu_model, cpu_cores = excluded.cpu_cores,"
+        " memory_bytes = excluded.memory_bytes, os = excluded.os, kernel = excluded.kernel,"
+        " driver_version = excluded.driver_version, cuda_driver_version = "
+        "excluded.cuda_driver_version,"
+        " n_gpus = excluded.n_gpus, gpu_model = excluded.gpu_model, labels = excluded.labels,"
+        " kinds = excluded.kinds, slots = excluded.slots, has_nvlink = excluded.has_nvlink,"
+        " inventory = excluded.inventory, last_seen = excluded.last_seen",
+    [S_GPUS_DELETE] = "DELETE FROM gpus WHERE agent_id = ?1",
+    [S_GPU_INSERT] =
+        "INSERT INTO gpus (agent_id, idx, name, uuid, memory_bytes, sm_count, cc_major, cc_minor,"
+        " pcie_gen, pcie_width, power_limit_w, pci_bus_id)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    [S_LINKS_DELETE] = "DELETE FROM links WHERE agent_id = ?1",
+    [S_LINK_INSERT] = "INSERT INTO links (agent_id, gpu_a, gpu_b, nvlink_lanes, pcie_path)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [S_NODE_STATE] = "UPDATE nodes SET state = ?2, last_seen = ?3 WHERE agent_id = ?1",
+    [S_NODES_LOAD] =
+        "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
+        " slots, has_nvlink, last_seen FROM nodes ORDER BY first_seen, agent_id",
+    [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
+                       " VALUES (?1, ?2, ?3, 'running', ?4)",
+    [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
+    [S_JOB_INSERT] =
+        "INSERT INTO jobs (sweep_id, seq, kind, params, backend, n_gpus, precision, batch_per_gpu,"
+        " interconnect, synthetic, state, max_attempts, created_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'queued', ?11, ?12)",
+    [S_JOB_ASSIGN] = "UPDATE jobs SET state = 'running', attempt = ?2, agent_id = ?3"
+                     " WHERE job_id = ?1",
+    [S_ATTEMPT_INSERT] =
+        "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at)"
+        " VALUES (?1, ?2, ?3, ?4, 'assigned', ?5)",
+    [S_ATTEMPT_STARTED] = "UPDATE attempts SET state = 'running', started_at = ?3"
+                          " WHERE job_id = ?1 AND attempt = ?2 AND state = 'assigned'",
+    [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = ?4, ended_at = ?5"
+                      " WHERE job_id = ?1 AND attempt = ?2",
+    [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL WHERE job_id = ?1",
+    [S_ATTEMPT_REVIVE] = "UPDATE attempts SET state = 'running', error = NULL, ended_at = NULL"
+                         " WHERE job_id = ?1 AND attempt = ?2",
+    [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
+                     " WHERE job_id = ?1",
+    [S_JOB_CANCEL_REQ] = "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1",
+    [S_JOBS_LOAD] =
+        "SELECT j.job_id, j.sweep_id, j.seq, j.kind, j.params, j.state, j.attempt, j.max_attempts,"
+        " j.agent_id, j.cancel_requested, a.state, a.backend"
+        " FROM jobs j LEFT JOIN attempts a ON a.job_id = j.job_id AND a.attempt = j.attempt"
+        " WHERE j.state IN ('queued', 'running') ORDER BY j.job_id",
+    [S_ATTEMPT_GET] = "SELECT agent_id, state FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+    [S_RESULT_INSERT] =
+        "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, device_model,"
+        " n_devices, precision, images_per_sec, step_ms_median, step_ms_p90, gflops, valid,"
+        " invalid_reason, synthetic, error, exit_code, output_tail, record, started_at,"
+        " finished_at, committed_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+        " ?19, ?20, ?21, ?22, ?23) ON CONFLICT (job_id, attempt) DO NOTHING",
+    [S_SAMPLE_INSERT] = "INSERT INTO samples (job_id, attempt, step, step_ms, loss)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [S_SWEEP_STATUS] = "SELECT s.sweep_id, s.name, s.state, s.created_at, count(j.job_id),"
+                       " sum(j.state = 'queued'), sum(j.state = 'running'), sum(j.state = 'done'),"
+                       " sum(j.state = 'failed'), sum(j.state = 'cancelled')"
+                       " FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.sweep_id"
+                       " WHERE ?1 = 0 OR s.sweep_id = ?1 GROUP BY s.sweep_id ORDER BY s.sweep_id",
+};
+
+struct gb_store {
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+    int in_tx;
+    char err[512];
+};
+
+const char *gb_store_errmsg(gb_store_t *self) {
+    return self->err;
+}
+
+static int fail(gb_store_t *self, const char *what) {
+    snprintf(self->err, sizeof self->err, "%s: %s", what, sqlite3_errmsg(self->db));
+    return -1;
+}
+
+/* Bind ?1.. from a type string: i int, I int64/uint64, d double (NaN ->
+ * NULL), t text (NULL -> NULL), n NULL. */
+static int bind(gb_store_t *self, int which, const char *types, ...) {
+    sqlite3_stmt *st = self->st[which];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    va_list ap;
+    va_start(ap, types);
+    int rc = SQLITE_OK;
+    for (int i = 0; types[i] && rc == SQLITE_OK; i++) {
+        int pos = i + 1;
+        switch (types[i]) {
+        case 'i':
+            rc = sqlite3_bind_int(st, pos, va_arg(ap, int));
+            break;
+        case 'I':
+            rc = sqlite3_bind_int64(st, pos, (sqlite3_int64)va_arg(ap, uint64_t));
+            break;
+        case 'd': {
+            double d = va_arg(ap, double);
+            rc = isnan(d) ? sqlite3_bind_null(st, pos) : sqlite3_bind_double(st, pos, d);
+            break;
+        }
+        case 't': {
+            const char *s = va_arg(ap, const char *);
+            rc = s ? sqlite3_bind_text(st, pos, s, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(st, pos);
+            break;
+        }
+        case 'n':
+            rc = sqlite3_bind_null(st, pos);
+            break;
+        default:
+            rc = SQLITE_MISUSE;
+        }
+    }
+    va_end(ap);
+    if (rc != SQLITE_OK) return fail(self, sql[which]);
+    return 0;
+}
+
+/* Step a bound statement that returns no rows. */
+static int exec(gb_store_t *self, int which) {
+    int rc = sqlite3_step(self->st[which]);
+    sqlite3_reset(self->st[which]);
+    if (rc != SQLITE_DONE) {
+        snprintf(self->err, sizeof self->err, "%s", sqlite3_errmsg(self->db));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? (const char *)t : NULL;
+}
+
+gb_store_t *gb_store_open(const char *path, char *err, size_t errlen) {
+    gb_store_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (sqlite3_open_v2(path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        gb_fmt(err, errlen, "cannot open %s: %s", path,
+               self->db ? sqlite3_errmsg(self->db) : "out of memory");
+        goto err;
+    }
+    sqlite3_busy_timeout(self->db, 5000);
+    char *msg = NULL;
+    /* journal_mode returns a row; sqlite3_exec ignores it. */
+    if (sqlite3_exec(self->db,
+                     "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                     " PRAGMA foreign_keys = ON;",
+                     NULL, NULL, &msg) != SQLITE_OK) {
+        gb_fmt(err, errlen, "cannot configure %s: %s", path, msg ? msg : "?");
+        sqlite3_free(msg);
+        goto err;
+    }
+    if (gb_schema_migrate(self->db, gb_schema_migrations, gb_schema_n_migrations, err, errlen) != 0)
+        goto err;
+    for (int i = 0; i < S_COUNT; i++)
+        if (sqlite3_prepare_v3(self->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT, &self->st[i],
+                               NULL) != SQLITE_OK) {
+            gb_fmt(err, errlen, "cannot prepare statement %d: %s", i, sqlite3_errmsg(self->db));
+            goto err;
+        }
+    return self;
+err:
+    gb_store_close(&self);
+    return NULL;
+}
+
+void gb_store_close(gb_store_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_store_t *self = *self_p;
+    if (self->in_tx) gb_store_rollback(self);
+    for (int i = 0; i < S_COUNT; i++)
+        sqlite3_finalize(self->st[i]);
+    sqlite3_close(self->db);
+    free(self);
+    *self_p = NULL;
+}
+
+int gb_store_begin(gb_store_t *self) {
+    if (self->in_tx) return 0;
+    if (sqlite3_exec(self->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return fail(self, "begin");
+    self->in_tx = 1;
+    return 0;
+}
+
+int gb_store_commit(gb_store_t *self) {
+    if (!self->in_tx) return 0;
+    if (sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        fail(self, "commit");
+        gb_store_rollback(self);
+        return -1;
+    }
+    self->in_tx = 0;
+    return 0;
+}
+
+void gb_store_rollback(gb_store_t *self) {
+    if (!self->in_tx) return;
+    sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
+    self->in_tx = 0;
+}
+
+int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char *now) {
+    if (bind(self, S_NODE_UPSERT, "ttttiIttttitttiitt", n->agent_id, n->name, n->state,
+             n->cpu_model, n->cpu_cores, (uint64_t)n->memory_bytes, n->os, n->kernel,
+             n->driver_version, n->cuda_driver_version, n->n_gpus, n->gpu_model, n->labels,
+             n->kinds, n->slots, n->has_nvlink, n->inventory_json, now) != 0)
+        return -1;
+    if (exec(self, S_NODE_UPSERT) != 0) return -1;
+    if (bind(self, S_GPUS_DELETE, "t", n->agent_id) != 0 || exec(self, S_GPUS_DELETE) != 0)
+        return -1;
+    for (int i = 0; i < n->n_gpus && n->gpus; i++) {
+        const gb_store_gpu_t *g = &n->gpus[i];
+        if (bind(self, S_GPU_INSERT, "tittIiiiiidt", n->agent_id, (int)g->idx, g->name, g->uuid,
+                 g->memory_bytes, (int)g->sm_count, (int)g->cc_major, (int)g->cc_minor,
+                 (int)g->pcie_gen, (int)g->pcie_width,
+                 g->power_limit_w < 0 ? NAN : g->power_limit_w, g->pci_bus_id) != 0 ||
+            exec(self, S_GPU_INSERT) != 0)
+            return -1;
+    }
+    if (bind(self, S_LINKS_DELETE, "t", n->agent_id) != 0 || exec(self, S_LINKS_DELETE) != 0)
+        return -1;
+    for (size_t i = 0; i < n->n_links; i++) {
+        const gb_store_link_t *l = &n->links[i];
+        if (bind(self, S_LINK_INSERT, "tiiit", n->agent_id, (int)l->gpu_a, (int)l->gpu_b,
+                 (int)l->nvlink_lanes, l->pcie_path) != 0 ||
+            exec(self, S_LINK_INSERT) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int gb_store_node_state(gb_store_t *self, const char *agent_id, const char *state,
+                        const char *now) {
+    if (bind(self, S_NODE_STATE, "ttt", agent_id, state, now) != 0) return -1;
+    return exec(self, S_NODE_STATE);
+}
+
+int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_node_t *n),
+                        void *ctx) {
+    sqlite3_stmt *st = self->st[S_NODES_LOAD];
+    sqlite3_reset(st);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        gb_store_node_t n = {0};
+        n.agent_id = col_text(st, 0);
+        n.name = col_text(st, 1);
+        n.state = col_text(st, 2);
+        n.cpu_model = col_text(st, 3);
+        n.cpu_cores = sqlite3_column_int(st, 4);
+        n.n_gpus = sqlite3_column_int(st, 5);
+        n.gpu_model = col_text(st, 6);
+        n.labels = col_text(st, 7);
+        n.kinds = col_text(st, 8);
+        n.slots = sqlite3_column_int(st, 9);
+        n.has_nvlink = sqlite3_column_int(st, 10);
+        n.last_seen = col_text(st, 11);
+        fn(ctx, &n);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : fail(self, "load nodes");
+}
+
+int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
+                          const char *now, uint64_t *sweep_id) {
+    if (bind(self, S_SWEEP_INSERT, "ttIt", name, spec, (uint64_t)n_jobs, now) != 0 ||
+        exec(self, S_SWEEP_INSERT) != 0)
+        return -1;
+    *sweep_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
+    return 0;
+}
+
+int gb_store_sweep_finish(gb_store_t *self, uint64_t sweep_id, const char *state, const char *now) {
+    if (bind(self, S_SWEEP_FINISH, "Itt", sweep_id, state, now) != 0) return -1;
+    return exec(self, S_SWEEP_FINISH);
+}
+
+int gb_store_job_insert(gb_store_t *self, const gb_store_job_t *j, const char *now,
+                        uint64_t *job_id) {
+    if (j->batch_per_gpu >= 0) {
+        if (bind(self, S_JOB_INSERT, "Iitttititiit", j->sweep_id, j->seq, j->kind, j->params,
+                 j->backend, j->n_gpus, j->precision, j->batch_per_gpu, j->interconnect,
+                 j->synthetic, j->max_attempts, now) != 0)
+            return -1;
+    } else if (bind(self, S_JOB_INSERT, "Iitttitntiit", j->sweep_id, j->seq, j->kind, j->params,
+                    j->backend, j->n_gpus, j->precision, j->interconnect, j->synthetic,
+                    j->max_attempts, now) != 0) {
+        return -1;
+    }
+    if (exec(self, S_JOB_INSERT) != 0) return -1;
+    *job_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
+    return 0;
+}
+
+int gb_store_job_assign(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *agent_id,
+                        const char *backend, const char *now) {
+    if (bind(self, S_JOB_ASSIGN, "Iit", job_id, (int)attempt, agent_id) != 0 ||
+        exec(self, S_JOB_ASSIGN) != 0)
+        return -1;
+    if (bind(self, S_ATTEMPT_INSERT, "Iittt", job_id, (int)attempt, agent_id, backend, now) != 0)
+        return -1;
+    return exec(self, S_ATTEMPT_INSERT);
+}
+
+int gb_store_attempt_started(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *now) {
+    if (bind(self, S_ATTEMPT_STARTED, "Iit", job_id, (int)attempt, now) != 0) return -1;
+    return exec(self, S_ATTEMPT_STARTED);
+}
+
+int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *state,
+                         const char *error, const char *now) {
+    if (bind(self, S_ATTEMPT_END, "Iittt", job_id, (int)attempt, state, error, now) != 0) return -1;
+    return exec(self, S_ATTEMPT_END);
+}
+
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id) {
+    if (bind(self, S_JOB_REQUEUE, "I", job_id) != 0) return -1;
+    return exec(self, S_JOB_REQUEUE);
+}
+
+int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
+                            const char *agent_id) {
+    if (bind(self, S_ATTEMPT_REVIVE, "Ii", job_id, (int)attempt) != 0 ||
+        exec(self, S_ATTEMPT_REVIVE) != 0)
+        return -1;
+    if (bind(self, S_JOB_ASSIGN, "Iit", job_id, (int)attempt, agent_id) != 0) return -1;
+    return exec(self, S_JOB_ASSIGN);
+}
+
+int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, const char *error,
+                        const char *now) {
+    if (bind(self, S_JOB_FINISH, "Ittt", job_id, state, error, now) != 0) return -1;
+    return exec(self, S_JOB_FINISH);
+}
+
+int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id) {
+    if (bind(self, S_JOB_CANCEL_REQ, "I", job_id) != 0) return -1;
+    return exec(self, S_JOB_CANCEL_REQ);
+}
+
+int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_job_t *j),
+                       void *ctx) {
+    sqlite3_stmt *st = self->st[S_JOBS_LOAD];
+    sqlite3_reset(st);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        gb_store_job_t j = {0};
+        j.job_id = (uint64_t)sqlite3_column_int64(st, 0);
+        j.sweep_id = (uint64_t)sqlite3_column_int64(st, 1);
+        j.seq = sqlite3_column_int(st, 2);
+        j.kind = col_text(st, 3);
+        j.params = col_text(st, 4);
+        j.state = col_text(st, 5);
+        j.attempt = (uint32_t)sqlite3_column_int(st, 6);
+        j.max_attempts = sqlite3_column_int(st, 7);
+        j.agent_id = col_text(st, 8);
+        j.cancel_requested = sqlite3_column_int(st, 9);
+        j.attempt_state = col_text(st, 10);
+        j.attempt_backend = col_text(st, 11);
+        fn(ctx, &j);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : fail(self, "load jobs");
+}
+
+int gb_store_attempt_get(gb_store_t *self, uint64_t job_id, uint32_t attempt, char *agent_id,
+                         size_t agent_len, char *state, size_t state_len) {
+    if (bind(self, S_ATTEMPT_GET, "Ii", job_id, (int)attempt) != 0) return -1;
+    sqlite3_stmt *st = self->st[S_ATTEMPT_GET];
+    int rc = sqlite3_step(st);
+    int out;
+    if (rc == SQLITE_ROW) {
+        snprintf(agent_id, agent_len, "%s", col_text(st, 0) ? col_text(st, 0) : "");
+        snprintf(state, state_len, "%s", col_text(st, 1) ? col_text(st, 1) : "");
+        out = 0;
+    } else if (rc == SQLITE_DONE) {
+        out = 1;
+    } else {
+        out = fail(self, "attempt lookup");
+    }
+    sqlite3_reset(st);
+    return out;
+}
+
+int gb_store_result_insert(gb_store_t *self, const gb_store_result_t *r, const char *now,
+                           int *inserted) {
+    *inserted = 0;
+    sqlite3_stmt *st = self->st[S_RESULT_INSERT];
+    if (bind(self, S_RESULT_INSERT, "Iittttt", r->job_id, (int)r->attempt, r->agent_id, r->status,
+             r->kind, r->backend, r->device_model) != 0)
+        return -1;
+    int rc = SQLITE_OK;
+    rc |= r->n_devices >= 0 ? sqlite3_bind_int(st, 8, r->n_devices) : sqlite3_bind_null(st, 8);
+    rc |= r->precision ? sqlite3_bind_text(st, 9, r->precision, -1, SQLITE_TRANSIENT)
+                       : sqlite3_bind_null(st, 9);
+    const double nums[4] = {r->images_per_sec, r->step_ms_median, r->step_ms_p90, r->gflops};
+    for (int i = 0; i < 4; i++)
+        rc |= isnan(nums[i]) ? sqlite3_bind_null(st, 10 + i)
+                             : sqlite3_bind_double(st, 10 + i, nums[i]);
+    rc |= r->valid >= 0 ? sqlite3_bind_int(st, 14, r->valid) : sqlite3_bind_null(st, 14);
+    rc |= sqlite3_bind_int(st, 16, r->synthetic);
+    rc |= sqlite3_bind_int(st, 18, r->exit_code);
+    const struct {
+        int pos;
+        const char *s;
+    } texts[] = {{15, r->invalid_reason},
+                 {17, r->error},
+                 {19, r->output_tail},
+                 {20, r->record},
+                 {21, r->started_at},
+                 {22, r->finished_at},
+                 {23, now}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        rc |= texts[i].s ? sqlite3_bind_text(st, texts[i].pos, texts[i].s, -1, SQLITE_TRANSIENT)
+                         : sqlite3_bind_null(st, texts[i].pos);
+    if (rc != SQLITE_OK) return fail(self, "bind result");
+    if (exec(self, S_RESULT_INSERT) != 0) return -1;
+    if (sqlite3_changes(self->db) == 0) return 0; /* already stored: a resend */
+    *inserted = 1;
+    for (size_t i = 0; i < r->n_samples; i++) {
+        double ms = r->step_ms ? r->step_ms[i] : NAN;
+        double loss = r->loss ? r->loss[i] : NAN;
+        if (bind(self, S_SAMPLE_INSERT, "Iiidd", r->job_id, (int)r->attempt, (int)i, ms, loss) !=
+                0 ||
+            exec(self, S_SAMPLE_INSERT) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
+                          void (*fn)(void *ctx, const gb_store_sweep_status_t *s), void *ctx) {
+    if (bind(self, S_SWEEP_STATUS, "I", sweep_id) != 0) return -1;
+    sqlite3_stmt *st = self->st[S_SWEEP_STATUS];
+    int rc, count = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        gb_store_sweep_status_t s = {0};
+        s.sweep_id = (uint64_t)sqlite3_column_int64(st, 0);
+        s.name = col_text(st, 1);
+        s.state = col_text(st, 2);
+        s.created_at = col_text(st, 3);
+        s.total = (unsigned)sqlite3_column_int(st, 4);
+        s.queued = (unsigned)sqlite3_column_int(st, 5);
+        s.running = (unsigned)sqlite3_column_int(st, 6);
+        s.done = (unsigned)sqlite3_column_int(st, 7);
+        s.failed = (unsigned)sqlite3_column_int(st, 8);
+        s.cancelled = (unsigned)sqlite3_column_int(st, 9);
+        fn(ctx, &s);
+        count++;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? count : fail(self, "sweep status");
+}

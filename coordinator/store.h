@@ -1,0 +1,144 @@
+/* store.h - the coordinator's SQLite store: one file, WAL, foreign keys,
+ * busy_timeout, migrations from schema/, every statement prepared once.
+ *
+ * Only the coordinator writes. The reactor groups the writes of one loop
+ * turn into one transaction (gb_store_begin ... gb_store_commit) and sends
+ * acknowledgements only after the commit, so "acknowledged" always means
+ * "on disk" (synchronous=FULL). Functions return 0 or -1; the reason of the
+ * last failure is gb_store_errmsg(). Times are ISO 8601 text. */
+#ifndef GB_COORD_STORE_H
+#define GB_COORD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gb_store gb_store_t;
+
+/* Open (creating and migrating) the database at path. */
+gb_store_t *gb_store_open(const char *path, char *err, size_t errlen);
+void gb_store_close(gb_store_t **self_p);
+const char *gb_store_errmsg(gb_store_t *self);
+
+/* Open a write transaction unless one is open (idempotent). */
+int gb_store_begin(gb_store_t *self);
+/* Commit the open transaction (no-op without one). On failure the
+ * transaction is rolled back. */
+int gb_store_commit(gb_store_t *self);
+void gb_store_rollback(gb_store_t *self);
+
+/* ---- nodes -------------------------------------------------------------- */
+
+typedef struct gb_store_gpu {
+    unsigned idx;
+    const char *name, *uuid, *pci_bus_id;
+    uint64_t memory_bytes;
+    unsigned sm_count, cc_major, cc_minor, pcie_gen, pcie_width;
+    double power_limit_w; /* < 0: unknown */
+} gb_store_gpu_t;
+
+typedef struct gb_store_link {
+    unsigned gpu_a, gpu_b, nvlink_lanes;
+    const char *pcie_path;
+} gb_store_link_t;
+
+typedef struct gb_store_node {
+    const char *agent_id, *name, *state;
+    const char *cpu_model, *os, *kernel, *driver_version, *cuda_driver_version;
+    const char *gpu_model, *labels, *kinds, *inventory_json;
+    int cpu_cores, n_gpus, slots, has_nvlink;
+    uint64_t memory_bytes;
+    const char *last_seen;
+    const gb_store_gpu_t *gpus; /* n_gpus */
+    const gb_store_link_t *links;
+    size_t n_links;
+} gb_store_node_t;
+
+/* Insert or update a node with its GPUs and links (replaced). */
+int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char *now);
+int gb_store_node_state(gb_store_t *self, const char *agent_id, const char *state, const char *now);
+/* Every node ever seen; gpus and links are not filled. */
+int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_node_t *n),
+                        void *ctx);
+
+/* ---- sweeps and jobs ---------------------------------------------------- */
+
+int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
+                          const char *now, uint64_t *sweep_id);
+int gb_store_sweep_finish(gb_store_t *self, uint64_t sweep_id, const char *state, const char *now);
+
+typedef struct gb_store_job {
+    uint64_t job_id, sweep_id;
+    int seq;
+    const char *kind, *params, *backend, *precision, *interconnect; /* NULL: SQL NULL */
+    int n_gpus, batch_per_gpu;                                      /* batch < 0: NULL */
+    int synthetic, max_attempts;
+    /* as loaded */
+    const char *state, *agent_id;
+    uint32_t attempt;
+    int cancel_requested;
+    const char *attempt_state; /* of the current attempt, or NULL */
+    const char *attempt_backend;
+} gb_store_job_t;
+
+int gb_store_job_insert(gb_store_t *self, const gb_store_job_t *j, const char *now,
+                        uint64_t *job_id);
+/* The job runs as `attempt` on agent_id with backend: jobs row and a new
+ * attempts row ('assigned'). */
+int gb_store_job_assign(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *agent_id,
+                        const char *backend, const char *now);
+int gb_store_attempt_started(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *now);
+/* End an attempt: state lost | failed | done | cancelled | superseded. */
+int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *state,
+                         const char *error, const char *now);
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id);
+/* An attempt given up as lost is running after all: attempt and job back to
+ * running on agent_id. */
+int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
+                            const char *agent_id);
+/* Terminal: done | failed | cancelled. */
+int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, const char *error,
+                        const char *now);
+int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id);
+/* Unfinished jobs (queued, running) in job_id order, with their current attempt. */
+int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_job_t *j), void *ctx);
+/* The agent and state of an attempt; 0 found, 1 not found, -1 error. */
+int gb_store_attempt_get(gb_store_t *self, uint64_t job_id, uint32_t attempt, char *agent_id,
+                         size_t agent_len, char *state, size_t state_len);
+
+/* ---- results ------------------------------------------------------------ */
+
+typedef struct gb_store_result {
+    uint64_t job_id;
+    uint32_t attempt;
+    const char *agent_id, *status, *kind;
+    const char *backend, *device_model, *precision, *invalid_reason; /* NULL: SQL NULL */
+    int n_devices;                                                   /* < 0: NULL */
+    double images_per_sec, step_ms_median, step_ms_p90, gflops;      /* NaN: NULL */
+    int valid;                                                       /* < 0: NULL */
+    int synthetic;
+    const char *error, *output_tail, *record;
+    int exit_code;
+    const char *started_at, *finished_at;
+    const double *step_ms, *loss; /* n_samples each, or NULL */
+    size_t n_samples;
+} gb_store_result_t;
+
+/* Insert a result with its samples; *inserted = 0 when (job, attempt) was
+ * already stored (a resend: nothing changes). */
+int gb_store_result_insert(gb_store_t *self, const gb_store_result_t *r, const char *now,
+                           int *inserted);
+
+/* ---- status ------------------------------------------------------------- */
+
+typedef struct gb_store_sweep_status {
+    uint64_t sweep_id;
+    const char *name, *state, *created_at;
+    unsigned total, queued, running, done, failed, cancelled;
+} gb_store_sweep_status_t;
+
+/* Sweeps with job counts: one (sweep_id > 0) or all (0), newest last.
+ * Returns the number reported, or -1. */
+int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
+                          void (*fn)(void *ctx, const gb_store_sweep_status_t *s), void *ctx);
+
+#endif

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SIGKILL of an agent in the middle of a job: the coordinator finds it lost
+# after lost-after heartbeats, re-queues the job as attempt 2, another agent
+# runs it, and the job ends exactly once. With max_attempts 1 (CASE
+# give_up) the job fails instead, with the reason kept.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:-rerun}
+
+start_coord
+start_agent a1
+start_agent a2
+wait_nodes 2
+extra=()
+[ "$case" = give_up ] && extra=(--max-attempts 1)
+sweep=$(submit --kind sleep --param duration_ms=2000 --name victim "${extra[@]}")
+wait_running "$sweep" 1
+victim=$("$GB" nodes --format csv | awk -F, '$9 != "" && NR > 1 {print $1}')
+[ -n "$victim" ] || fail "no node runs the job"
+worker=$(pgrep -P "${AGENT_PID[$victim]}" || true)
+[ -n "$worker" ] || fail "no worker process under agent $victim"
+kill -KILL "${AGENT_PID[$victim]}"
+wait "${AGENT_PID[$victim]}" 2>/dev/null
+survivor=a1; [ "$victim" = a1 ] && survivor=a2
+
+"$GB" wait "$sweep" --quiet
+rc=$?
+# the worker died with its agent (PR_SET_PDEATHSIG), not left running unwatched
+for _ in $(seq 20); do kill -0 "$worker" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$worker" 2>/dev/null && fail "worker $worker outlived its agent"
+
+eq "attempt 1 was lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+q "SELECT error FROM attempts WHERE attempt = 1" >"$T/lost.txt"
+contains "loss reason kept" "$T/lost.txt" "agent $victim lost (silent for"
+eq "v_nodes shows the agent lost" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" lost
+eq "one row in v_results" "$(q "SELECT count(*) FROM v_results")" 1
+if [ "$case" = give_up ]; then
+    eq "wait fails" "$rc" 1
+    eq "job failed" "$(q "SELECT status FROM v_results")" failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "reason kept" "$T/error.txt" "gave up after 1 attempt(s); last: agent $victim lost"
+    eq "no result rows" "$(q "SELECT count(*) FROM results")" 0
+else
+    eq "wait succeeds" "$rc" 0
+    eq "re-run elsewhere as attempt 2" "$(q "SELECT node || ',' || attempt || ',' || status FROM v_results")" "$survivor,2,done"
+    eq "one result in all" "$(q "SELECT count(*) FROM results")" 1
+    # the killed agent comes back with the same state dir: same id, registers again
+    start_agent "$victim"
+    wait_nodes 2
+    eq "same node row" "$(q "SELECT count(*) FROM nodes WHERE name = '$victim'")" 1
+    eq "connected again" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" connected
+fi
+echo ok

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# An agent frozen (SIGSTOP) past the lost window while its job runs, then
+# thawed: the coordinator gave the attempt up; what happens to the job
+# depends on whether it was re-run meanwhile.
+#   adopt       no other agent: the job waited in the queue, the agent comes
+#               back with it, and its attempt is taken back (no re-run)
+#   superseded  another agent re-ran it as attempt 2; the coordinator stops
+#               the stale attempt 1 when its agent returns, keeps what it
+#               reports marked superseded; the job ends once
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+start_coord
+start_agent a1
+wait_nodes 1
+sweep=$(submit --kind sleep --param duration_ms=1500)
+wait_running "$sweep" 1
+[ "$case" = superseded ] && start_agent a2
+kill -STOP "${AGENT_PID[a1]}"
+for _ in $(seq 100); do
+    [ "$(q "SELECT state FROM attempts WHERE attempt = 1")" = lost ] && break
+    sleep 0.05
+done
+eq "attempt 1 given up" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+if [ "$case" = superseded ]; then
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM attempts WHERE attempt = 2")" = 1 ] && break; sleep 0.05; done
+    eq "re-run as attempt 2 on a2" "$(q "SELECT agent_id = (SELECT agent_id FROM nodes WHERE name = 'a2') FROM attempts WHERE attempt = 2")" 1
+    sleep 0.5
+fi
+kill -CONT "${AGENT_PID[a1]}"
+check "wait succeeds" "$GB" wait "$sweep" --quiet
+eq "one row in v_results" "$(q "SELECT count(*) FROM v_results")" 1
+if [ "$case" = adopt ]; then
+    eq "attempt 1 kept, on a1" "$(q "SELECT attempt || ',' || node || ',' || status FROM v_results")" "1,a1,done"
+    eq "attempt 1 done" "$(q "SELECT state FROM attempts")" done
+    eq "one result" "$(q "SELECT count(*) FROM results")" 1
+    contains "logged" "$T/coord.log" "is alive on a1 after all: kept"
+else
+    eq "attempt 2 ended it" "$(q "SELECT attempt || ',' || node || ',' || status FROM v_results")" "2,a2,done"
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM results")" = 2 ] && break; sleep 0.05; done
+    # a1 came back still running attempt 1: the coordinator stops it, and what
+    # it reports is kept, marked superseded
+    contains "the stale attempt is stopped" "$T/coord.log" "that is no longer its: cancelling"
+    eq "attempt 1's late result kept as superseded" \
+       "$(q "SELECT a.state || ',' || r.status FROM attempts a JOIN results r USING (job_id, attempt) WHERE attempt = 1")" \
+       "superseded,cancelled"
+fi
+echo ok

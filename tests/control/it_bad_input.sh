@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Bad input on the wire: one malformed frame (CASE, see test_rawpeer.c) is
+# answered with a clear Reject (or, over the hard cap, a dropped connection)
+# and a log line, and the coordinator goes on serving its healthy agent.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+start_coord --max-frame 65536
+start_agent healthy
+wait_nodes 1
+busy=$(submit --kind sleep --param duration_ms=1500)   # the healthy agent is mid-job meanwhile
+wait_running "$busy" 1
+
+"$RAWPEER" "$case" "$LISTEN" "$CONTROL" >"$T/rawpeer.log" 2>&1 || fail "$case was not answered as expected"
+if [ "$case" = hardcap ]; then
+    contains "coordinator logged the dropped connection" "$T/coord.log" "peer connection on"
+else
+    contains "coordinator logged the reject" "$T/coord.log" "rejected"
+fi
+kill -0 "$COORD_PID" || fail "the coordinator died"
+
+check "the busy job still finishes" "$GB" wait "$busy" --quiet
+next=$(submit --kind sleep --param duration_ms=50)
+check "a new sweep on the healthy agent finishes" "$GB" wait "$next" --quiet
+eq "both results stored once" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 2
+echo ok

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# gpubench cancel: queued jobs end as cancelled at once, the running one is
+# stopped on its agent and ends as cancelled; wait exits non-zero.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+start_coord
+start_agent a1
+wait_nodes 1
+sweep=$(submit --kind sleep --param duration_ms=20000 --repeat 3)
+wait_running "$sweep" 1
+"$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 || fail "cancel failed: $(cat "$T/cancel.txt")"
+contains "cancel reports" "$T/cancel.txt" "2 queued job(s) cancelled, 1 running job(s) stopping"
+"$GB" wait "$sweep" --quiet --timeout 10
+eq "wait exits 1 for a cancelled sweep" "$?" 1
+eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 3
+eq "the running one reported" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
+eq "sweep state" "$(q "SELECT state FROM sweeps")" cancelled
+"$GB" cancel 99 >"$T/none.txt" 2>&1 && fail "cancel of an unknown sweep succeeded"
+contains "unknown sweep" "$T/none.txt" "no sweep 99"
+"$GB" wait 99 --quiet
+eq "wait on an unknown sweep exits 2" "$?" 2
+echo ok

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Refusals at start-up and on the command line (CASE).
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+case "$case" in
+state_dir_lock)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$GB" agent --connect "$LISTEN" --state-dir "$T/a1" --name twin >"$T/twin.log" 2>&1 && fail "a second agent on the same state dir started"
+    contains "says why" "$T/twin.log" "is in use by another agent"
+    ;;
+insecure)
+    "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
+    contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
+    LISTEN='tcp://0.0.0.0:*' start_coord --insecure
+    contains "warns" "$T/coord.log" "insecure: endpoints reachable from the network"
+    ;;
+newer_store)
+    sqlite3 "$T/gb.db" "PRAGMA user_version = 99"
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" >"$T/refuse.log" 2>&1 && fail "opened a newer store"
+    contains "says why" "$T/refuse.log" "database schema version 99 is newer than this gpubench knows"
+    ;;
+usage)
+    "$GB" submit >"$T/u.log" 2>&1; eq "submit without a spec is a usage error" "$?" 2
+    contains "says why" "$T/u.log" "give --spec FILE or at least --kind"
+    "$GB" coordinator --heartbeat-ms 1 >"$T/u.log" 2>&1; eq "bad number is a usage error" "$?" 2
+    contains "says why" "$T/u.log" "--heartbeat-ms: '1' is not an integer in 10..600000"
+    "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
+    "$GB" worker -h >"$T/h.log" || fail "worker -h"
+    for c in run submit wait status nodes cancel results coordinator agent; do
+        "$GB" $c -h >"$T/h.log" || fail "$c -h"
+        contains "$c -h lists its options with defaults" "$T/h.log" "default"
+    done
+    "$GB" help >"$T/h.log"
+    for c in run submit wait status nodes cancel results coordinator agent worker help version; do
+        contains "help lists $c" "$T/h.log" "  $c "
+    done
+    "$GB" results --db "$T/none.db" >"$T/u.log" 2>&1 && fail "results on a missing store"
+    contains "missing store" "$T/u.log" "no store at"
+    "$GB" status --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1 && fail "status without a coordinator"
+    contains "no coordinator" "$T/u.log" "is the coordinator running?"
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# How a job can end on a healthy agent (CASE), each kept with its reason:
+# the worker reports an error, crashes on a signal, outlives its time limit,
+# or runs a kind this build cannot; and gemm's real record. (The crash is
+# SIGKILL: under ASan a SIGSEGV becomes an exit, not a death by signal.)
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+start_coord
+start_agent a1
+wait_nodes 1
+case "$case" in
+fail)     args=(--kind sleep --param duration_ms=10 --param fail=disk-on-fire); status=failed; rstatus=failed; want="disk-on-fire" ;;
+crash)    args=(--kind sleep --param duration_ms=10 --param signal=9); status=failed; rstatus=crashed; want="worker killed by signal 9" ;;
+timeout)  args=(--kind sleep --param duration_ms=60000 --timeout 1); status=failed; rstatus=timeout; want="timed out after 1 s" ;;
+resnet50)
+    if "$GB" version | grep -q "resnet50 engine built in"; then
+        args=(--kind resnet50 --backend cpu --batch 2 --steps 2 --warmup 1 --image-size 64); status=done; rstatus=ok; want=""
+    else
+        args=(--kind resnet50 --backend cpu --batch 2 --steps 2 --warmup 1 --image-size 64); status=failed; rstatus=failed; want="resnet50 engine not built"
+    fi ;;
+gemm)     args=(--kind gemm --param m=96 --param n=80 --param k=72 --param reps=5); status=done; rstatus=ok; want="" ;;
+*) fail "unknown case $case" ;;
+esac
+sweep=$(submit "${args[@]}")
+"$GB" wait "$sweep" --quiet --timeout 60
+rc=$?
+eq "job status" "$(q "SELECT status FROM v_results")" "$status"
+eq "result status" "$(q "SELECT status FROM results")" "$rstatus"
+if [ "$status" = done ]; then
+    eq "wait exits 0" "$rc" 0
+else
+    eq "wait exits 1" "$rc" 1
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "reason kept" "$T/error.txt" "$want"
+    q "SELECT output_tail FROM results" >"$T/tail.txt"
+    contains "worker output tail kept" "$T/tail.txt" "worker: job 1 attempt 1"
+fi
+case "$case" in
+timeout) eq "killed within the limit plus grace" "$(q "SELECT (julianday(finished_at) - julianday(started_at)) * 86400 < 4 FROM results")" 1 ;;
+crash)   eq "exit code is -signal" "$(q "SELECT exit_code FROM results")" -9 ;;
+gemm)
+    eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || n_gpus || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,1,fp32,1"
+    eq "record shape" "$(q "SELECT json_extract(record, '$.m') || 'x' || json_extract(record, '$.n') || 'x' || json_extract(record, '$.k') || ',' || json_extract(record, '$.details.verified_entries') || ',' || json_array_length(json_extract(record, '$.details.ms_samples'))  FROM results")" "96x80x72,68,5"
+    eq "versions recorded" "$(q "SELECT json_extract(record, '$.versions.onednn') IS NOT NULL FROM results")" 1
+    eq "not synthetic" "$(q "SELECT synthetic FROM v_results")" 0 ;;
+esac
+echo ok

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# gpubench run: coordinator + local agent + a sweep, results table, exit 0.
+#   default  the default sweep (ResNet-50 fp32 + bf16 at batch 8 with the
+#            engine: about a minute on two cores; label slow)
+#   spec     --spec with a small sweep, twice on one store: the second run
+#            reuses the store and the node, and prints only its own sweep
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+cd "$T"
+if [ "$case" = default ]; then
+    check "gpubench run exits 0" "$GB" run --db "$T/run.db" >"$T/out.txt" 2>"$T/run.log"
+    contains "table header" "$T/out.txt" "images_per_sec"
+    rows=$(grep -c " done " "$T/out.txt")
+    [ "$rows" -ge 1 ] || fail "no finished job in the table: $(cat "$T/out.txt")"
+    eq "rows in the store" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM v_results WHERE status = 'done'")" "$rows"
+    [ -d "$T/run.db.agent/spool" ] || fail "no agent state next to the store"
+    echo ok
+    exit 0
+fi
+printf '{"name": "tiny", "kind": ["gemm", "sleep"], "m": 64, "n": 64, "k": 64, "duration_ms": [10, 20]}' >"$T/tiny.json"
+check "gpubench run --spec exits 0" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" >"$T/out.txt" 2>"$T/run.log"
+eq "three rows done" "$(grep -c " done " "$T/out.txt")" 3
+check "second run" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" --format csv >"$T/out2.csv" 2>>"$T/run.log"
+eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
+eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
+eq "the local node was reused" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM nodes")" 1
+printf '{"kind": "sleep", "fail": "on purpose", "duration_ms": 1}' >"$T/failing.json"
+"$GB" run --db "$T/run.db" --spec "$T/failing.json" >"$T/out3.txt" 2>>"$T/run.log"
+eq "a failed job makes run exit 1" "$?" 1
+contains "and shows why" "$T/out3.txt" "on purpose"
+printf '{"kind": "bert"}' >"$T/bad.json"
+"$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
+eq "a bad spec makes run exit 1" "$?" 1
+contains "and says why" "$T/bad.log" "unknown job kind 'bert'"
+echo ok

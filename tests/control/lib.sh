@@ -1,0 +1,104 @@
+# lib.sh - helpers for the control-plane integration tests (sourced).
+#
+# Every test runs real processes on loopback with ephemeral ports and a
+# fresh temp dir: a coordinator (`gpubench coordinator`) and agents
+# (`gpubench agent`), fast timers (heartbeat 100 ms, lost after 5 = 0.5 s),
+# and asserts with `check`. Processes a test starts are remembered by pid and
+# stopped by pid on exit; nothing is killed by name.
+#
+# Usage: source lib.sh GPUBENCH [RAWPEER]
+set -u
+GB=${1:?gpubench binary}
+RAWPEER=${2:-}
+T=$(mktemp -d "${TMPDIR:-/tmp}/gb-control.XXXXXX")
+PIDS=()
+HB=100
+LOST=5
+export GB_LOG_LEVEL=info
+
+cleanup() {
+    local rc=$?
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    if [ $rc -ne 0 ]; then
+        echo "---- logs ($T) ----" >&2
+        for f in "$T"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 60 "$f" >&2; }; done
+    fi
+    [ "${GB_KEEP_TMP:-0}" = 1 ] || rm -rf "$T"
+    exit $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# check "what" cmd...: run cmd, fail with "what" unless it succeeds
+check() { local what=$1; shift; "$@" || fail "$what"; }
+# eq "what" got want
+eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
+contains() { grep -qF -- "$3" "$2" || fail "$1: '$3' not in $2"; }
+
+# start_coord [flags...]: coordinator on ephemeral ports, store $T/gb.db;
+# sets LISTEN, CONTROL, COORD_PID. Reuses LISTEN/CONTROL if already set
+# (a restart binds the same ports).
+start_coord() {
+    local listen=${LISTEN:-tcp://127.0.0.1:*} control=${CONTROL:-tcp://127.0.0.1:*}
+    rm -f "$T/ready"
+    "$GB" coordinator --listen "$listen" --control "$control" --db "$T/gb.db" \
+        --ready-file "$T/ready" --heartbeat-ms $HB --lost-after $LOST "$@" >>"$T/coord.log" 2>&1 &
+    COORD_PID=$!
+    PIDS+=("$COORD_PID")
+    for _ in $(seq 100); do
+        [ -f "$T/ready" ] && break
+        kill -0 "$COORD_PID" 2>/dev/null || fail "coordinator exited: $(tail -n 5 "$T/coord.log")"
+        sleep 0.05
+    done
+    [ -f "$T/ready" ] || fail "coordinator did not start"
+    LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
+    CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+    export GB_CONTROL=$CONTROL
+}
+
+# start_agent NAME [flags...]: sets AGENT_PID[NAME]
+declare -A AGENT_PID
+start_agent() {
+    local name=$1; shift
+    "$GB" agent --connect "$LISTEN" --state-dir "$T/$name" --name "$name" \
+        --heartbeat-ms $HB --lost-after $LOST --kill-grace-ms 500 "$@" >>"$T/$name.log" 2>&1 &
+    AGENT_PID[$name]=$!
+    PIDS+=("$!")
+}
+
+# connected: number of connected agents
+connected() { "$GB" nodes --format csv 2>/dev/null | grep -c ',connected,' || true; }
+
+# wait_nodes N: until N agents are connected (10 s)
+wait_nodes() {
+    for _ in $(seq 200); do
+        [ "$(connected)" -ge "$1" ] && return 0
+        sleep 0.05
+    done
+    fail "only $(connected) of $1 agents connected"
+}
+
+# sweep_field SWEEP FIELD: a column of `gpubench status SWEEP --format csv`
+sweep_field() {
+    "$GB" status "$1" --format csv | awk -F, -v f="$2" 'NR==1{for(i=1;i<=NF;i++) if($i==f) c=i} NR==2{print $c}'
+}
+
+# wait_running SWEEP N: until N jobs of SWEEP run (10 s)
+wait_running() {
+    for _ in $(seq 200); do
+        [ "$(sweep_field "$1" running 2>/dev/null)" = "$2" ] && return 0
+        sleep 0.05
+    done
+    fail "sweep $1 never had $2 running job(s)"
+}
+
+# q SQL: one sqlite3 query on the store
+q() { sqlite3 -batch -noheader -cmd ".timeout 5000" "$T/gb.db" "$1"; }
+
+# submit args...: prints the sweep id, fails the test if rejected
+submit() { "$GB" submit "$@" 2>>"$T/cli.log" || fail "submit $* was rejected: $(tail -n 1 "$T/cli.log")"; }

@@ -1,0 +1,89 @@
+/* test_place.c - placement (common/gb_place.c): which node can run which
+ * job, with which backend, and why not. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_place.h"
+
+#include <string.h>
+
+static gb_jobdef_t job(const char *json) {
+    gb_jobdef_t j;
+    char err[512];
+    CHECKF(gb_jobdef_from_json(json, strlen(json), &j, err, sizeof err) == 0, "%s: %s", json, err);
+    return j;
+}
+
+static void fits(const gb_node_caps_t *n, const char *json, const char *backend) {
+    gb_jobdef_t j = job(json);
+    char be[8], why[256] = "";
+    CHECKF(gb_place_fits(n, &j, be, why, sizeof why), "%s on %s: %s", json, n->name, why);
+    CHECKF(strcmp(be, backend) == 0, "%s on %s: backend %s, want %s", json, n->name, be, backend);
+}
+
+static void no_fit(const gb_node_caps_t *n, const char *json, const char *want) {
+    gb_jobdef_t j = job(json);
+    char be[8] = "x", why[256] = "";
+    CHECKF(!gb_place_fits(n, &j, be, why, sizeof why), "%s fits %s", json, n->name);
+    CHECKF(strstr(why, want), "reason '%s' lacks '%s'", why, want);
+    CHECK(be[0] == '\0');
+}
+
+int main(void) {
+    gb_node_caps_t cpu = {.name = "cpu-1",
+                          .gpu_model = "AMD EPYC 9654",
+                          .labels = "rack=a",
+                          .kinds = "gemm,resnet50,sleep",
+                          .n_gpus = 0,
+                          .cpu_cores = 8};
+    gb_node_caps_t h100 = {.name = "dgx-3",
+                           .gpu_model = "NVIDIA H100 80GB HBM3",
+                           .labels = "rack=b,fabric=ib",
+                           .kinds = "",
+                           .n_gpus = 8,
+                           .cpu_cores = 112,
+                           .has_nvlink = 1};
+    gb_node_caps_t pcie = {.name = "ws-1",
+                           .gpu_model = "NVIDIA RTX 6000 Ada Generation",
+                           .labels = "",
+                           .kinds = "gemm,sleep",
+                           .n_gpus = 2,
+                           .cpu_cores = 32};
+
+    /* backend resolution */
+    fits(&cpu, "{\"kind\": \"gemm\"}", "cpu");
+    fits(&h100, "{\"kind\": \"gemm\"}", "cuda");
+    fits(&h100, "{\"kind\": \"gemm\", \"backend\": \"cpu\"}", "cpu");
+    no_fit(&cpu, "{\"kind\": \"gemm\", \"backend\": \"cuda\"}", "has 0 GPU(s), the job needs 1");
+    /* GPU counts and CPU replicas */
+    fits(&h100, "{\"kind\": \"resnet50\", \"gpus\": 8}", "cuda");
+    no_fit(&pcie, "{\"kind\": \"sleep\", \"gpus\": 4}", "has 2 GPU(s), the job needs 4");
+    fits(&cpu, "{\"kind\": \"resnet50\", \"gpus\": 4}", "cpu");
+    no_fit(&cpu, "{\"kind\": \"resnet50\", \"gpus\": 16}", "has 8 cores, too few for 16");
+    /* precision and interconnect */
+    no_fit(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"fp16\"}", "fp16 needs a GPU");
+    no_fit(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"tf32\"}", "tf32 needs a GPU");
+    fits(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}", "cpu");
+    fits(&h100, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"nvlink\"}", "cuda");
+    fits(&h100, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"pcie\"}", "cuda");
+    gb_node_caps_t pcie2 = pcie;
+    pcie2.kinds = NULL;
+    no_fit(&pcie2, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"nvlink\"}",
+           "no NVLink");
+    fits(&pcie2, "{\"kind\": \"resnet50\", \"gpus\": 1, \"interconnect\": \"nvlink\"}", "cuda");
+    no_fit(&cpu, "{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}",
+           "interconnect pcie needs GPUs");
+    /* kinds the node offers */
+    no_fit(&pcie, "{\"kind\": \"resnet50\"}", "cannot run resnet50 jobs");
+    /* globs on the node name or the GPU model (the CPU model on CPU nodes) */
+    fits(&h100, "{\"kind\": \"gemm\", \"nodes\": \"dgx-*\"}", "cuda");
+    fits(&h100, "{\"kind\": \"gemm\", \"nodes\": \"*H100*\"}", "cuda");
+    fits(&cpu, "{\"kind\": \"gemm\", \"nodes\": \"AMD EPYC*\"}", "cpu");
+    no_fit(&cpu, "{\"kind\": \"gemm\", \"nodes\": \"*H100*\"}", "does not match '*H100*'");
+    /* labels: all must match */
+    fits(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib\"}", "cuda");
+    fits(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib,rack=b\"}", "cuda");
+    no_fit(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib,rack=a\"}",
+           "lacks labels fabric=ib,rack=a");
+    no_fit(&pcie, "{\"kind\": \"gemm\", \"labels\": \"rack=a\"}", "lacks labels");
+    return 0;
+}

@@ -1,0 +1,355 @@
+/* test_rawpeer.c - a peer that speaks raw frames to a running coordinator,
+ * for the bad-input and fake-agent integration tests (driven by
+ * it_bad_input.sh and it_fake_agent.sh).
+ *
+ *   test_rawpeer CASE LISTEN CONTROL
+ *
+ * Bad-input cases send one malformed frame and CHECK the Reject that comes
+ * back (code and a word of its reason). Fake-agent cases register as agent
+ * "fake", take the job the script submits to it, and answer it in a
+ * particular way. The coordinator under test runs with --max-frame 65536. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_util.h"
+#include "gb_wire.h"
+#include "gb_zmq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define MAX_FRAME 65536 /* the --max-frame the scripts give the coordinator */
+
+static void *ctx;
+
+static void *peer(const char *ep, const char *rid) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    CHECK(s);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (rid) zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, strlen(rid));
+    CHECKF(zmq_connect(s, ep) == 0, "connect %s", ep);
+    return s;
+}
+
+static void send_raw(void *s, const void *buf, size_t len, int more) {
+    CHECKF(zmq_send(s, buf, len, more ? ZMQ_SNDMORE : 0) == (int)len, "send: %s",
+           zmq_strerror(errno));
+}
+
+/* Pack with any version (gb_wire_pack would force the right one). */
+static void send_env_version(void *s, Gb__Envelope *env, uint32_t version) {
+    env->version = version;
+    size_t n = gb__envelope__get_packed_size(env);
+    uint8_t *buf = malloc(n + 1);
+    CHECK(buf);
+    CHECK(gb__envelope__pack(env, buf) == n);
+    send_raw(s, buf, n, 0);
+    free(buf);
+}
+
+/* The next envelope within ms, or NULL. */
+static Gb__Envelope *recv_env(void *s, int ms) {
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, ms) <= 0) return NULL;
+    gb_frame_t f;
+    CHECK(gb_zmq_recv(s, 0, &f) == 0);
+    CHECKF(f.parts == 1, "the coordinator sent %d frames", f.parts);
+    Gb__Envelope *env = NULL;
+    uint64_t seq;
+    char why[512];
+    int rc = gb_wire_decode(zmq_msg_data(&f.payload), zmq_msg_size(&f.payload), 1u << 30, &env,
+                            &seq, why, sizeof why);
+    gb_frame_close(&f);
+    CHECKF(rc == 0, "the coordinator sent an invalid envelope: %s", why);
+    return env;
+}
+
+/* Expect a Reject with code and a reason containing word. */
+static void expect_reject(void *s, int code, const char *word) {
+    Gb__Envelope *env = recv_env(s, 3000);
+    CHECKF(env, "no reply within 3 s (expected a %s reject)", gb_wire_reject_name(code));
+    CHECKF(env->body_case == GB__ENVELOPE__BODY_REJECT, "got %s, expected a reject",
+           gb_wire_body_name(env->body_case));
+    printf("reject %s: %s\n", gb_wire_reject_name(env->reject->code), env->reject->reason);
+    CHECKF((int)env->reject->code == code, "reject code %s, expected %s",
+           gb_wire_reject_name(env->reject->code), gb_wire_reject_name(code));
+    CHECKF(strstr(env->reject->reason, word), "reason '%s' lacks '%s'", env->reject->reason, word);
+    gb_wire_free(&env);
+}
+
+static void hello(void *s, const char *id, const char *name, unsigned cores) {
+    Gb__Inventory inv = GB__INVENTORY__INIT;
+    inv.hostname = "rawpeer";
+    inv.cpu_model = "Test CPU";
+    inv.cpu_cores = cores;
+    char *kinds[] = {"gemm", "sleep"};
+    inv.n_kinds = 2;
+    inv.kinds = kinds;
+    Gb__Hello h = GB__HELLO__INIT;
+    h.agent_id = (char *)id;
+    h.name = (char *)name;
+    h.inventory = &inv;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = 1;
+    env.body_case = GB__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+}
+
+static void heartbeat(void *s) {
+    Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+}
+
+/* Wait for a body, heartbeating every 50 ms meanwhile (the coordinator
+ * runs with a 100 ms heartbeat). */
+static Gb__Envelope *await(void *s, Gb__Envelope__BodyCase want, int ms) {
+    int64_t until = gb_mono_ms() + ms;
+    while (gb_mono_ms() < until) {
+        Gb__Envelope *env = recv_env(s, 50);
+        heartbeat(s);
+        if (!env) continue;
+        if (env->body_case == want) return env;
+        CHECKF(env->body_case != GB__ENVELOPE__BODY_REJECT, "rejected: %s", env->reject->reason);
+        gb_wire_free(&env);
+    }
+    CHECKF(0, "no %s within %d ms", gb_wire_body_name(want), ms);
+    return NULL;
+}
+
+static void send_result(void *s, uint64_t job, uint32_t attempt, Gb__ResultStatus st,
+                        const char *record) {
+    Gb__Result r = GB__RESULT__INIT;
+    r.job_id = job;
+    r.attempt = attempt;
+    r.status = st;
+    r.record_json = (char *)record;
+    r.output_tail = "rawpeer output\n";
+    r.started_at_ms = (uint64_t)gb_wall_ms();
+    r.finished_at_ms = r.started_at_ms;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RESULT;
+    env.result = &r;
+    CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+}
+
+static void expect_ack(void *s, uint64_t job, uint32_t attempt) {
+    Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000);
+    CHECKF(ack->result_ack->job_id == job && ack->result_ack->attempt == attempt,
+           "ack for job %llu attempt %u", (unsigned long long)ack->result_ack->job_id,
+           ack->result_ack->attempt);
+    gb_wire_free(&ack);
+}
+
+/* Register as "fake", take one assignment, report it started. */
+static void *fake_agent(const char *listen, uint64_t *job, uint32_t *attempt) {
+    void *s = peer(listen, "fakeagent01");
+    hello(s, "fakeagent01", "fake", 4);
+    Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+    gb_wire_free(&w);
+    printf("registered\n");
+    fflush(stdout);
+    Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 20000);
+    *job = as->assign->job_id;
+    *attempt = as->assign->attempt;
+    printf("assigned job %llu attempt %u: %s\n", (unsigned long long)*job, *attempt,
+           as->assign->params_json);
+    gb_wire_free(&as);
+    Gb__Progress p = GB__PROGRESS__INIT;
+    p.job_id = *job;
+    p.attempt = *attempt;
+    p.phase = GB__PHASE__PHASE_STARTED;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_PROGRESS;
+    env.progress = &p;
+    CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    CHECKF(argc == 4, "usage: test_rawpeer CASE LISTEN CONTROL");
+    const char *c = argv[1], *listen = argv[2], *control = argv[3];
+    ctx = zmq_ctx_new();
+    CHECK(ctx);
+    void *s = NULL;
+    if (strcmp(c, "garbage") == 0) {
+        s = peer(listen, NULL);
+        static const char junk[] = "\xff\xfe\x01 this is not a protobuf envelope \x80\x80";
+        send_raw(s, junk, sizeof junk - 1, 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "truncated") == 0) {
+        s = peer(listen, NULL);
+        Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
+        rq.spec_json = "{\"kind\": \"sleep\", \"duration_ms\": 10}";
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_SUBMIT;
+        env.submit = &rq;
+        size_t len;
+        uint8_t *buf = gb_wire_pack(&env, &len);
+        send_raw(s, buf, len / 2, 0); /* cut inside the spec string */
+        free(buf);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "version") == 0) {
+        s = peer(listen, NULL);
+        Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.seq = 77;
+        env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        send_env_version(s, &env, 99);
+        expect_reject(s, GB__REJECT_CODE__REJECT_VERSION, "version 99");
+    } else if (strcmp(c, "empty") == 0) {
+        s = peer(listen, NULL);
+        send_raw(s, "", 0, 0); /* decodes to an envelope with version 0 */
+        expect_reject(s, GB__REJECT_CODE__REJECT_VERSION, "version 0");
+    } else if (strcmp(c, "nobody") == 0) {
+        s = peer(listen, NULL);
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        send_env_version(s, &env, GB_PROTOCOL_VERSION);
+        expect_reject(s, GB__REJECT_CODE__REJECT_RANGE, "no body");
+    } else if (strcmp(c, "oversize") == 0) {
+        s = peer(listen, NULL);
+        size_t n = MAX_FRAME + 1;
+        char *big = calloc(1, n);
+        CHECK(big);
+        send_raw(s, big, n, 0);
+        free(big);
+        expect_reject(s, GB__REJECT_CODE__REJECT_TOO_LARGE, "over the limit");
+    } else if (strcmp(c, "hardcap") == 0) {
+        /* Over GB_WIRE_HARD_FACTOR x max-frame: libzmq drops the connection
+         * before the frame is read; the peer reconnects and is served. */
+        s = peer(listen, NULL);
+        size_t n = (size_t)MAX_FRAME * GB_WIRE_HARD_FACTOR + 1024;
+        char *big = calloc(1, n);
+        CHECK(big);
+        send_raw(s, big, n, 0);
+        free(big);
+        Gb__Envelope *env = recv_env(s, 1000);
+        CHECKF(!env, "a frame over the hard cap got a reply");
+        static const char junk[] = "\xff\xff still here";
+        send_raw(s, junk, sizeof junk - 1, 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "multipart") == 0) {
+        s = peer(listen, NULL);
+        send_raw(s, "a", 1, 1);
+        send_raw(s, "b", 1, 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "exactly one frame");
+    } else if (strcmp(c, "unexpected") == 0) {
+        s = peer(listen, NULL);
+        Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_NODES;
+        env.nodes = &rq;
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_UNEXPECTED, "agents may send");
+    } else if (strcmp(c, "unknown_agent") == 0) {
+        s = peer(listen, "neverhello01");
+        heartbeat(s);
+        expect_reject(s, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT, "send hello");
+    } else if (strcmp(c, "hello_id_mismatch") == 0) {
+        s = peer(listen, "routing01");
+        hello(s, "someoneelse01", "liar", 2);
+        expect_reject(s, GB__REJECT_CODE__REJECT_RANGE, "routing id");
+    } else if (strcmp(c, "hello_range") == 0) {
+        s = peer(listen, "zerocores01");
+        hello(s, "zerocores01", "zerocores", 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_RANGE, "cpu_cores");
+    } else if (strcmp(c, "control_garbage") == 0) {
+        s = peer(control, NULL);
+        static const char junk[] = "\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+        send_raw(s, junk, sizeof junk - 1, 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "control_unexpected") == 0) {
+        s = peer(control, NULL);
+        hello(s, "controlhello01", "x", 2);
+        expect_reject(s, GB__REJECT_CODE__REJECT_UNEXPECTED, "control endpoint");
+    } else if (strcmp(c, "fake_bad_record") == 0) {
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK, "{this is not json");
+        expect_ack(s, job, att);
+    } else if (strcmp(c, "fake_wrong_kind") == 0) {
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK, "{\"kind\": \"sleep\"}");
+        expect_ack(s, job, att);
+    } else if (strcmp(c, "fake_resend") == 0) {
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        const char *rec =
+            "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"device_model\": \"Test CPU\","
+            " \"n_devices\": 1, \"precision\": \"fp32\", \"valid\": true,"
+            " \"gflops\": 12.5, \"m\": 8, \"n\": 8, \"k\": 8}";
+        for (int i = 0; i < 3; i++) { /* as an agent does when acks are lost */
+            send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK, rec);
+            expect_ack(s, job, att);
+        }
+    } else if (strcmp(c, "fake_refuse") == 0) {
+        /* refuse the first assignment as a busy agent does; take the next */
+        s = peer(listen, "fakeagent01");
+        hello(s, "fakeagent01", "fake", 4);
+        Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+        gb_wire_free(&w);
+        printf("registered\n");
+        fflush(stdout);
+        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 20000);
+        Gb__Progress p = GB__PROGRESS__INIT;
+        p.job_id = as->assign->job_id;
+        p.attempt = as->assign->attempt;
+        p.phase = GB__PHASE__PHASE_REFUSED;
+        p.message = "busy: 1 job(s) running";
+        gb_wire_free(&as);
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_PROGRESS;
+        env.progress = &p;
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        as = await(s, GB__ENVELOPE__BODY_ASSIGN, 20000);
+        uint64_t job = as->assign->job_id;
+        uint32_t att = as->assign->attempt;
+        CHECKF(att == p.attempt + 1, "second assignment is attempt %u", att);
+        gb_wire_free(&as);
+        p.attempt = att;
+        p.phase = GB__PHASE__PHASE_STARTED;
+        p.message = "";
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 1}");
+        expect_ack(s, job, att);
+    } else if (strcmp(c, "fake_vanish") == 0) {
+        /* start a job, then forget it: heartbeats list neither it nor a
+         * result; the coordinator must give the attempt up and re-place it */
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
+        CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
+               "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
+               as->assign->attempt);
+        gb_wire_free(&as);
+        send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 2}");
+        expect_ack(s, job, att + 1);
+    } else if (strcmp(c, "fake_unknown_result") == 0) {
+        s = peer(listen, "fakeagent02");
+        hello(s, "fakeagent02", "fake2", 4);
+        Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+        gb_wire_free(&w);
+        send_result(s, 424242, 1, GB__RESULT_STATUS__RESULT_OK, "{\"kind\": \"gemm\"}");
+        expect_ack(s, 424242, 1); /* acknowledged so the agent stops resending */
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    printf("ok\n");
+    return 0;
+}

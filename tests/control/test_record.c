@@ -1,0 +1,65 @@
+/* test_record.c - result-record checks (coordinator/record.c): the columns
+ * pulled out of a good record, and each kind of bad record refused. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "record.h"
+
+#include <math.h>
+#include <string.h>
+
+static void bad(const char *json, const char *kind, const char *want) {
+    gb_record_t r;
+    char err[256] = "";
+    CHECKF(gb_record_parse(json, strlen(json), kind, &r, err, sizeof err) != 0, "accepted %s",
+           json);
+    CHECKF(strstr(err, want), "reason '%s' lacks '%s'", err, want);
+    CHECK(r.root == NULL && r.step_ms == NULL && r.loss == NULL);
+}
+
+int main(void) {
+    const char *good =
+        "{\"kind\": \"resnet50\", \"backend\": \"cpu\", \"device_model\": \"AMD EPYC\","
+        " \"n_devices\": 1, \"precision\": \"bf16\", \"valid\": false,"
+        " \"invalid_reason\": \"p90 is 12% above the median\", \"images_per_sec\": 41.5,"
+        " \"step_ms\": {\"median\": 192.7, \"p90\": 215.0, \"min\": 190, \"max\": 230, \"mean\": "
+        "200},"
+        " \"step_ms_samples\": [190.0, 192.7, 215.0], \"loss_samples\": [6.9, 6.8, 6.7],"
+        " \"tflops\": 0.5, \"extra\": {\"ignored\": true}}";
+    gb_record_t r;
+    char err[256];
+    CHECKF(gb_record_parse(good, strlen(good), "resnet50", &r, err, sizeof err) == 0, "%s", err);
+    CHECK(strcmp(r.backend, "cpu") == 0 && strcmp(r.device_model, "AMD EPYC") == 0);
+    CHECK(strcmp(r.precision, "bf16") == 0 && r.n_devices == 1 && r.valid == 0);
+    CHECK(strstr(r.invalid_reason, "12%"));
+    CHECK(r.images_per_sec == 41.5 && r.step_ms_median == 192.7 && r.step_ms_p90 == 215.0);
+    CHECK(isnan(r.gflops));
+    CHECK(r.n_samples == 3 && r.step_ms[2] == 215.0 && r.loss[0] == 6.9);
+    gb_record_free(&r);
+    CHECK(r.root == NULL);
+    gb_record_free(&r); /* twice is fine */
+
+    const char *minimal = "{\"kind\": \"sleep\"}";
+    CHECK(gb_record_parse(minimal, strlen(minimal), "sleep", &r, err, sizeof err) == 0);
+    CHECK(r.n_devices == -1 && r.valid == -1 && isnan(r.images_per_sec) && r.n_samples == 0);
+    CHECK(r.backend == NULL && r.precision == NULL);
+    gb_record_free(&r);
+
+    bad("{not json", "gemm", "not valid JSON");
+    bad("[1]", "gemm", "must be a JSON object");
+    bad("{\"backend\": \"cpu\"}", "gemm", "has no 'kind'");
+    bad("{\"kind\": \"sleep\"}", "gemm", "of kind 'sleep' but the job is 'gemm'");
+    bad("{\"kind\": \"gemm\", \"backend\": \"rocm\"}", "gemm", "backend 'rocm'");
+    bad("{\"kind\": \"gemm\", \"backend\": 3}", "gemm", "'backend' must be a string");
+    bad("{\"kind\": \"gemm\", \"gflops\": -1}", "gemm", "'gflops' must be a finite number >= 0");
+    bad("{\"kind\": \"gemm\", \"gflops\": \"fast\"}", "gemm", "'gflops'");
+    bad("{\"kind\": \"gemm\", \"n_devices\": 1e9}", "gemm", "'n_devices'");
+    bad("{\"kind\": \"gemm\", \"valid\": 1}", "gemm", "'valid' must be true or false");
+    bad("{\"kind\": \"resnet50\", \"step_ms\": 5}", "resnet50", "'step_ms' must be an object");
+    bad("{\"kind\": \"resnet50\", \"step_ms\": {\"median\": -2}}", "resnet50", "'median'");
+    bad("{\"kind\": \"resnet50\", \"step_ms_samples\": [1, \"x\"]}", "resnet50",
+        "'step_ms_samples'[1]");
+    bad("{\"kind\": \"resnet50\", \"step_ms_samples\": {}}", "resnet50", "must be an array");
+    bad("{\"kind\": \"resnet50\", \"step_ms_samples\": [1, 2], \"loss_samples\": [1]}", "resnet50",
+        "1 loss samples for 2 step samples");
+    return 0;
+}

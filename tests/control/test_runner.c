@@ -1,0 +1,134 @@
+/* test_runner.c - worker processes (agent/runner.c) with the real gpubench
+ * binary as the worker: how a job can end (ok, failed, crashed, timed out,
+ * cancelled, not started) and what is kept of its output.
+ * `test_runner GPUBENCH CASE`. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_util.h"
+#include "runner.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[128];
+
+/* Run exe on a sleep job until it ends; cancel_after_ms >= 0 cancels it. */
+static void run(const char *exe, const char *params, int timeout_s, int cancel_after_ms,
+                gb_run_result_t *out) {
+    char job[1024], err[512];
+    snprintf(job, sizeof job, "{\"job_id\": 5, \"attempt\": 2, \"params\": %s}", params);
+    gb_run_t *r = gb_run_start(exe, dir, job, timeout_s, 300, err, sizeof err);
+    CHECKF(r, "%s", err);
+    CHECK(gb_run_pid(r) > 0 && gb_run_fd(r) >= 0);
+    int64_t t0 = gb_mono_ms();
+    int cancelled = 0;
+    while (!gb_run_poll(r, gb_mono_ms())) {
+        gb_run_read(r);
+        if (cancel_after_ms >= 0 && !cancelled && gb_mono_ms() - t0 >= cancel_after_ms) {
+            gb_run_cancel(r);
+            cancelled = 1;
+        }
+        CHECKF(gb_mono_ms() - t0 < 30000, "the worker never ended");
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    gb_run_result(r, out);
+    gb_run_destroy(&r);
+    CHECK(r == NULL);
+}
+
+int main(int argc, char **argv) {
+    CHECKF(argc == 3, "usage: test_runner GPUBENCH CASE");
+    const char *gb = argv[1], *c = argv[2];
+    snprintf(dir, sizeof dir, "/tmp/gb-runner-XXXXXX");
+    CHECK(mkdtemp(dir));
+    gb_run_result_t res;
+    if (strcmp(c, "ok") == 0) {
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 30}", 10, -1, &res);
+        CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
+        CHECK(res.exit_code == 0 && res.record_json && strstr(res.record_json, "\"slept_ms\""));
+        CHECK(strstr(res.tail, "worker: job 5 attempt 2: sleep on cpu"));
+        CHECK(res.finished_ms >= res.started_ms + 30);
+        free(res.record_json);
+    } else if (strcmp(c, "failed") == 0) {
+        run(gb,
+            "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 0, \"fail\": \"no "
+            "luck\"}",
+            10, -1, &res);
+        CHECK(res.status == GB_RUN_FAILED && res.exit_code == 1 && !res.record_json);
+        CHECKF(strcmp(res.error, "no luck") == 0, "%s", res.error);
+        CHECK(strstr(res.tail, "worker: error: no luck"));
+    } else if (strcmp(c, "crashed") == 0) {
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 0, \"signal\": 6}",
+            10, -1, &res);
+        CHECK(res.status == GB_RUN_CRASHED && res.exit_code == -6);
+        CHECKF(strstr(res.error, "worker killed by signal 6 (Aborted)"), "%s", res.error);
+        CHECK(strstr(res.tail, "raising signal 6"));
+    } else if (strcmp(c, "timeout") == 0) {
+        int64_t t0 = gb_mono_ms();
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 60000}", 1, -1, &res);
+        int64_t took = gb_mono_ms() - t0;
+        CHECK(res.status == GB_RUN_TIMEOUT);
+        CHECKF(strcmp(res.error, "timed out after 1 s (worker killed)") == 0, "%s", res.error);
+        /* the limit plus at most the 300 ms grace, plus scheduling slack */
+        CHECKF(took >= 1000 && took < 3000, "took %lld ms", (long long)took);
+    } else if (strcmp(c, "cancel") == 0) {
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 60000}", 100, 100,
+            &res);
+        CHECK(res.status == GB_RUN_CANCELLED && strcmp(res.error, "cancelled by request") == 0);
+        CHECK(res.exit_code == -SIGTERM);
+    } else if (strcmp(c, "bad_job") == 0) {
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"auto\"}", 10, -1, &res);
+        CHECK(res.status == GB_RUN_FAILED && res.exit_code == 2);
+        CHECKF(strstr(res.error, "backend must be resolved"), "%s", res.error);
+    } else if (strcmp(c, "noexec") == 0) {
+        run("/nonexistent/gpubench", "{\"kind\": \"sleep\", \"backend\": \"cpu\"}", 10, -1, &res);
+        CHECK(res.status == GB_RUN_FAILED && res.exit_code == 127);
+        CHECKF(strstr(res.error, "worker exited with status 127: agent: cannot exec the worker"),
+               "%s", res.error);
+    } else if (strcmp(c, "tail") == 0) {
+        /* a "worker" that floods its output with binary noise, then says one line */
+        char exe[256];
+        snprintf(exe, sizeof exe, "%s/noisy.sh", dir);
+        FILE *f = fopen(exe, "w");
+        CHECK(f);
+        fputs("#!/bin/sh\nhead -c 50000 /dev/urandom\necho\necho the last line\nexit 3\n", f);
+        fclose(f);
+        CHECK(chmod(exe, 0700) == 0);
+        run(exe, "{\"kind\": \"sleep\", \"backend\": \"cpu\"}", 10, -1, &res);
+        CHECK(res.status == GB_RUN_FAILED && res.exit_code == 3);
+        CHECKF(strstr(res.error, "worker exited with status 3: the last line"), "%s", res.error);
+        CHECKF(strlen(res.tail) == GB_TAIL_BYTES, "tail of %zu bytes", strlen(res.tail));
+        for (const char *p = res.tail; *p; p++)
+            CHECKF(*p == '\n' || *p == '\t' || (*p >= 0x20 && *p < 0x7f), "byte %d in the tail",
+                   *p);
+        unlink(exe);
+    } else if (strcmp(c, "no_record") == 0) {
+        /* exits 0 without writing a record */
+        char exe[256];
+        snprintf(exe, sizeof exe, "%s/silent.sh", dir);
+        FILE *f = fopen(exe, "w");
+        CHECK(f);
+        fputs("#!/bin/sh\nexit 0\n", f);
+        fclose(f);
+        CHECK(chmod(exe, 0700) == 0);
+        run(exe, "{\"kind\": \"sleep\", \"backend\": \"cpu\"}", 10, -1, &res);
+        CHECK(res.status == GB_RUN_CRASHED);
+        CHECKF(strstr(res.error, "without a result record"), "%s", res.error);
+        unlink(exe);
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    char p[200];
+    snprintf(p, sizeof p, "%s/job.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/result.json", dir);
+    unlink(p);
+    CHECK(rmdir(dir) == 0);
+    return 0;
+}

@@ -1,0 +1,293 @@
+/* test_spec.c - sweep-spec parsing and expansion (common/gb_spec.c), one
+ * CTest test per case: `test_spec CASE`. Good specs are checked job by job;
+ * each bad spec is its own case and must fail with a reason that names the
+ * problem. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_spec.h"
+#include "gb_util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+static gb_sweep_def_t parse_ok(const char *json) {
+    gb_sweep_def_t d;
+    char err[512] = "";
+    CHECKF(gb_spec_parse(json, strlen(json), GB_SPEC_MAX_JOBS, &d, err, sizeof err) == 0,
+           "spec %s rejected: %s", json, err);
+    return d;
+}
+
+/* The spec must fail with a reason containing want. */
+static void parse_bad(const char *json, size_t max_jobs, const char *want) {
+    gb_sweep_def_t d;
+    char err[512] = "";
+    CHECKF(gb_spec_parse(json, strlen(json), max_jobs, &d, err, sizeof err) != 0,
+           "spec %s accepted", json);
+    CHECKF(strstr(err, want), "reason '%s' lacks '%s'", err, want);
+    CHECK(d.jobs == NULL && d.n_jobs == 0);
+}
+
+static void case_product(void) {
+    gb_sweep_def_t d = parse_ok("{\"name\": \"grid\", \"kind\": \"resnet50\","
+                                " \"precision\": [\"fp32\", \"bf16\"], \"gpus\": [1, 2],"
+                                " \"batch\": [8, 16, 32], \"repeat\": 2}");
+    CHECK(strcmp(d.name, "grid") == 0);
+    CHECKF(d.n_jobs == 2 * 2 * 3 * 2, "%zu jobs", d.n_jobs);
+    /* the order: gpus (earlier in the key table) outside precision outside
+     * batch, repeat innermost */
+    int k = 0;
+    const int gpus[] = {1, 2};
+    const char *prec[] = {"fp32", "bf16"};
+    const int batch[] = {8, 16, 32};
+    for (int g = 0; g < 2; g++)
+        for (int p = 0; p < 2; p++)
+            for (int b = 0; b < 3; b++)
+                for (int r = 0; r < 2; r++, k++) {
+                    const gb_jobdef_t *j = &d.jobs[k];
+                    CHECKF(j->gpus == gpus[g] && strcmp(j->precision, prec[p]) == 0 &&
+                               j->batch == batch[b] && j->repeat_index == r,
+                           "job %d: gpus %d %s batch %d repeat %d", k, j->gpus, j->precision,
+                           j->batch, j->repeat_index);
+                    CHECK(strcmp(j->kind, "resnet50") == 0);
+                    CHECK(j->steps == 20 && j->warmup == 3 && j->image_size == 224);
+                    CHECK(strcmp(j->backend, "auto") == 0 && strcmp(j->interconnect, "auto") == 0);
+                    CHECK(j->timeout_s == 3600);
+                }
+    gb_sweep_def_free(&d);
+    CHECK(d.jobs == NULL);
+}
+
+static void case_kinds(void) {
+    /* a key multiplies only the kinds it applies to */
+    gb_sweep_def_t d = parse_ok("{\"kind\": [\"resnet50\", \"gemm\", \"sleep\"],"
+                                " \"precision\": [\"fp32\", \"bf16\"], \"m\": [64, 128],"
+                                " \"duration_ms\": 5, \"backend\": [\"cpu\", \"auto\"]}");
+    CHECKF(d.n_jobs == 2 * 2 + 2 * 2 + 2, "%zu jobs", d.n_jobs);
+    size_t n_res = 0, n_gemm = 0, n_sleep = 0;
+    for (size_t i = 0; i < d.n_jobs; i++) {
+        const gb_jobdef_t *j = &d.jobs[i];
+        if (strcmp(j->kind, "resnet50") == 0) {
+            n_res++;
+            CHECK(j->m == 0 && j->duration_ms == 0);
+        } else if (strcmp(j->kind, "gemm") == 0) {
+            n_gemm++;
+            CHECK(j->precision[0] == '\0' && j->batch == 0 && j->gpus == 1 && j->n == 2048);
+            CHECK(j->timeout_s == 600);
+        } else {
+            n_sleep++;
+            CHECK(j->duration_ms == 5 && j->m == 0 && j->timeout_s == 60);
+        }
+    }
+    CHECK(n_res == 4 && n_gemm == 4 && n_sleep == 2);
+    /* kinds in the order given */
+    CHECK(strcmp(d.jobs[0].kind, "resnet50") == 0 &&
+          strcmp(d.jobs[d.n_jobs - 1].kind, "sleep") == 0);
+    gb_sweep_def_free(&d);
+}
+
+static void case_defaults(void) {
+    gb_sweep_def_t d = parse_ok("{\"kind\": \"gemm\"}");
+    CHECK(d.n_jobs == 1);
+    const gb_jobdef_t *j = &d.jobs[0];
+    CHECK(j->m == 2048 && j->n == 2048 && j->k == 2048 && j->reps == 10);
+    CHECK(strcmp(j->nodes, "*") == 0 && j->labels[0] == '\0' && j->max_attempts == 0);
+    CHECK(d.name[0] == '\0');
+    gb_sweep_def_free(&d);
+}
+
+static void case_roundtrip(void) {
+    gb_sweep_def_t d =
+        parse_ok("{\"kind\": [\"resnet50\", \"sleep\", \"gemm\"], \"gpus\": 2,"
+                 " \"labels\": {\"rack\": \"a\", \"pool\": \"x\"}, \"nodes\": \"h*\","
+                 " \"precision\": \"bf16\", \"batch\": 64, \"interconnect\": \"pcie\","
+                 " \"fail\": \"boom\", \"signal\": 6, \"max_attempts\": 5,"
+                 " \"timeout_s\": 77, \"repeat\": 2, \"m\": 3}");
+    for (size_t i = 0; i < d.n_jobs; i++) {
+        char *json = gb_jobdef_to_json(&d.jobs[i]);
+        CHECK(json);
+        gb_jobdef_t back;
+        char err[512];
+        CHECKF(gb_jobdef_from_json(json, strlen(json), &back, err, sizeof err) == 0, "%s: %s", json,
+               err);
+        char *again = gb_jobdef_to_json(&back);
+        CHECKF(strcmp(json, again) == 0, "%s != %s", json, again);
+        CHECK(back.repeat_index == d.jobs[i].repeat_index);
+        CHECK(strcmp(back.labels, "rack=a,pool=x") == 0);
+        free(json);
+        free(again);
+    }
+    /* a job takes no lists */
+    gb_jobdef_t j;
+    char err[256];
+    const char *two = "{\"kind\": \"sleep\", \"duration_ms\": [1, 2]}";
+    CHECK(gb_jobdef_from_json(two, strlen(two), &j, err, sizeof err) != 0);
+    CHECK(strstr(err, "takes one value"));
+    gb_sweep_def_free(&d);
+}
+
+static void case_labels(void) {
+    char out[GB_LABELS_LEN], err[256];
+    CHECK(gb_labels_canon(" rack=a , gpu=h100", out, sizeof out, err, sizeof err) == 0);
+    CHECKF(strcmp(out, "rack=a,gpu=h100") == 0, "%s", out);
+    CHECK(gb_labels_canon("", out, sizeof out, err, sizeof err) == 0 && out[0] == '\0');
+    CHECK(gb_labels_canon("empty=", out, sizeof out, err, sizeof err) == 0);
+    CHECK(gb_labels_canon("a=1,a=2", out, sizeof out, err, sizeof err) != 0 &&
+          strstr(err, "twice"));
+    CHECK(gb_labels_canon("novalue", out, sizeof out, err, sizeof err) != 0);
+    CHECK(gb_labels_canon("sp ace=1", out, sizeof out, err, sizeof err) != 0);
+    CHECK(gb_labels_canon("a=1,", out, sizeof out, err, sizeof err) != 0 && strstr(err, "comma"));
+    CHECK(gb_labels_canon("a=b;c", out, sizeof out, err, sizeof err) != 0);
+    CHECK(gb_labels_match("rack=a,gpu=h100", "gpu=h100"));
+    CHECK(gb_labels_match("rack=a,gpu=h100", ""));
+    CHECK(gb_labels_match("rack=a,gpu=h100", "gpu=h100,rack=a"));
+    CHECK(!gb_labels_match("rack=a,gpu=h100", "rack=b"));
+    CHECK(!gb_labels_match("rack=ab", "rack=a"));
+    CHECK(!gb_labels_match("", "rack=a"));
+    /* a list of selectors is an axis */
+    gb_sweep_def_t d =
+        parse_ok("{\"kind\": \"sleep\", \"labels\": [\"rack=a\", {\"rack\": \"b\"}]}");
+    CHECK(d.n_jobs == 2 && strcmp(d.jobs[1].labels, "rack=b") == 0);
+    gb_sweep_def_free(&d);
+}
+
+static void case_kind_table(void) {
+    CHECK(gb_kind_known("gemm") && gb_kind_known("resnet50") && gb_kind_known("sleep"));
+    CHECK(!gb_kind_known("bert") && !gb_kind_known(NULL) && !gb_kind_known(""));
+    CHECK(gb_kind_synthetic("sleep") && !gb_kind_synthetic("gemm") && !gb_kind_synthetic(NULL));
+}
+
+/* A spec may be any bytes: not NUL-terminated, with NULs inside. */
+static void case_raw_bytes(void) {
+    const char buf[] = {'{', '"', 'k', 'i', 'n', 'd', '"', ':',
+                        '"', 's', 'l', 'e', 'e', 'p', '"', '}'};
+    gb_sweep_def_t d;
+    char err[256];
+    CHECK(gb_spec_parse(buf, sizeof buf, 10, &d, err, sizeof err) == 0 && d.n_jobs == 1);
+    gb_sweep_def_free(&d);
+    const char nul[] = "{\"kind\": \"sleep\"}\0garbage";
+    CHECK(gb_spec_parse(nul, sizeof nul - 1, 10, &d, err, sizeof err) != 0);
+    CHECK(gb_spec_parse("", 0, 10, &d, err, sizeof err) != 0);
+}
+
+static const struct {
+    const char *name, *spec;
+    size_t max_jobs;
+    const char *want;
+} bad[] = {
+    {"bad_json", "{\"kind\": \"gemm\", \"m\": [1, 2", 0, "not valid JSON"},
+    {"bad_trailing", "{\"kind\": \"gemm\"} {}", 0, "trailing bytes"},
+    {"bad_not_object", "[\"gemm\"]", 0, "must be a JSON object"},
+    {"bad_no_kind", "{\"gpus\": 1}", 0, "has no 'kind'"},
+    {"bad_unknown_kind", "{\"kind\": \"bert\"}", 0, "unknown job kind 'bert'"},
+    {"bad_kind_type", "{\"kind\": 3}", 0, "'kind' must be a string"},
+    {"bad_kind_empty", "{\"kind\": []}", 0, "'kind' is an empty list"},
+    {"bad_kind_twice", "{\"kind\": [\"gemm\", \"gemm\"]}", 0, "'gemm' given twice"},
+    {"bad_unknown_key", "{\"kind\": \"gemm\", \"sizes\": 1}", 0, "unknown key 'sizes'"},
+    {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
+     "'duration_ms' does not apply"},
+    {"bad_type", "{\"kind\": \"resnet50\", \"gpus\": \"two\"}", 0, "'gpus' must be an integer"},
+    {"bad_range_low", "{\"kind\": \"resnet50\", \"batch\": 0}", 0, "in 1..65536"},
+    {"bad_range_high", "{\"kind\": \"resnet50\", \"image_size\": 5000}", 0, "in 32..1024"},
+    {"bad_fraction", "{\"kind\": \"resnet50\", \"steps\": 1.5}", 0, "'steps' must be an integer"},
+    {"bad_huge", "{\"kind\": \"resnet50\", \"steps\": 1e300}", 0, "'steps' must be an integer"},
+    {"bad_negative", "{\"kind\": \"sleep\", \"duration_ms\": -1}", 0, "'duration_ms' must be"},
+    {"bad_choice", "{\"kind\": \"resnet50\", \"precision\": \"fp8\"}", 0,
+     "'fp8' is not one of fp32, tf32, fp16, bf16"},
+    {"bad_backend", "{\"kind\": \"gemm\", \"backend\": \"rocm\"}", 0,
+     "is not one of auto, cpu, cuda"},
+    {"bad_empty_list", "{\"kind\": \"resnet50\", \"batch\": []}", 0, "'batch' is an empty list"},
+    {"bad_duplicate_value", "{\"kind\": \"resnet50\", \"batch\": [8, 8]}", 0,
+     "value 8 given twice"},
+    {"bad_duplicate_key", "{\"kind\": \"gemm\", \"m\": 1, \"m\": 2}", 0, "key 'm' given twice"},
+    {"bad_scalar_list", "{\"kind\": \"gemm\", \"repeat\": [1, 2]}", 0,
+     "'repeat' must be an integer"},
+    {"bad_timeout_list", "{\"kind\": \"gemm\", \"timeout_s\": [1, 2]}", 0, "takes one value"},
+    {"bad_too_many", "{\"kind\": \"sleep\", \"duration_ms\": [1, 2, 3], \"repeat\": 4}", 10,
+     "more than 10 jobs"},
+    {"bad_too_many_values", NULL, 0, "more than 64 values"},
+    {"bad_gemm_memory", "{\"kind\": \"gemm\", \"m\": 65536, \"n\": 65536, \"k\": 65536}", 0,
+     "limit 16 GiB"},
+    {"bad_label", "{\"kind\": \"gemm\", \"labels\": \"rack a\"}", 0, "label"},
+    {"bad_label_value_type", "{\"kind\": \"gemm\", \"labels\": {\"rack\": 1}}", 0,
+     "must be a string"},
+    {"bad_nodes_empty", "{\"kind\": \"gemm\", \"nodes\": \"\"}", 0, "'nodes' must be 1..127"},
+    {"bad_name", "{\"kind\": \"gemm\", \"name\": 5}", 0, "'name' must be a string"},
+    {"bad_name_control", "{\"kind\": \"gemm\", \"name\": \"a\\u0001b\"}", 0, "'name' must be"},
+    {"bad_repeat_index", "{\"kind\": \"gemm\", \"repeat_index\": 1}", 0,
+     "unknown key 'repeat_index'"},
+    {"bad_many_keys", NULL, 0, "more than 64 keys"},
+};
+
+/* Every spec in examples/ is valid and makes at least one job. */
+static void case_examples(const char *dir) {
+    DIR *d = opendir(dir);
+    CHECKF(d, "cannot open %s", dir);
+    int seen = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        char path[1024], *text = NULL;
+        size_t len = 0;
+        char err[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        CHECKF(gb_read_file(path, 1 << 20, &text, &len, err, sizeof err) == 0, "%s", err);
+        gb_sweep_def_t def;
+        CHECKF(gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0, "%s: %s",
+               e->d_name, err);
+        CHECK(def.n_jobs >= 1 && def.name[0]);
+        gb_sweep_def_free(&def);
+        free(text);
+        seen++;
+    }
+    closedir(d);
+    CHECKF(seen >= 3, "only %d example specs", seen);
+}
+
+int main(int argc, char **argv) {
+    CHECKF(argc == 2 || argc == 3, "usage: test_spec CASE [DIR]");
+    const char *c = argv[1];
+    if (strcmp(c, "examples") == 0)
+        case_examples(argc == 3 ? argv[2] : "examples");
+    else if (strcmp(c, "product") == 0)
+        case_product();
+    else if (strcmp(c, "kinds") == 0)
+        case_kinds();
+    else if (strcmp(c, "defaults") == 0)
+        case_defaults();
+    else if (strcmp(c, "roundtrip") == 0)
+        case_roundtrip();
+    else if (strcmp(c, "labels") == 0)
+        case_labels();
+    else if (strcmp(c, "kind_table") == 0)
+        case_kind_table();
+    else if (strcmp(c, "raw_bytes") == 0)
+        case_raw_bytes();
+    else {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            if (strcmp(c, bad[i].name) != 0) continue;
+            char big[8192];
+            const char *spec = bad[i].spec;
+            if (strcmp(c, "bad_too_many_values") == 0) {
+                int o = snprintf(big, sizeof big, "{\"kind\": \"sleep\", \"duration_ms\": [0");
+                for (int v = 1; v <= 64; v++)
+                    o += snprintf(big + o, sizeof big - (size_t)o, ", %d", v);
+                snprintf(big + o, sizeof big - (size_t)o, "]}");
+                spec = big;
+            } else if (strcmp(c, "bad_many_keys") == 0) {
+                int o = snprintf(big, sizeof big, "{\"kind\": \"sleep\"");
+                for (int v = 0; v < 70; v++)
+                    o += snprintf(big + o, sizeof big - (size_t)o, ", \"k%d\": 1", v);
+                snprintf(big + o, sizeof big - (size_t)o, "}");
+                spec = big;
+            }
+            parse_bad(spec, bad[i].max_jobs ? bad[i].max_jobs : GB_SPEC_MAX_JOBS, bad[i].want);
+            return 0;
+        }
+        CHECKF(0, "unknown case %s", c);
+    }
+    return 0;
+}

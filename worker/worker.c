@@ -1,0 +1,324 @@
+/* worker.c - see worker.h. One table of job kinds; each run function fills
+ * the kind-specific part of the record and returns 0, or -1 with a reason.
+ * The driver (gb_worker_run) reads the job, adds the common keys, decides
+ * validity, and writes the record. The worker is the one place that may
+ * exit on error: it is a child process and a dead worker is a failed job. */
+#define _POSIX_C_SOURCE 200809L
+#include "worker.h"
+
+#include "gb_log.h"
+#include "gb_spec.h"
+#include "gb_sysinfo.h"
+#include "gb_util.h"
+#include "gemm_cpu.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef GB_HAVE_ENGINE
+#include "engine.h"
+#endif
+
+#ifndef GB_VERSION
+#define GB_VERSION "unknown"
+#endif
+
+#define JOB_FILE_MAX (1u << 20)
+/* The spread rule of docs/result-record.md: a p90 more than 10% above the
+ * median makes a measurement too noisy to quote as one figure. */
+#define SPREAD_LIMIT 1.10
+
+typedef struct job {
+    uint64_t job_id;
+    uint32_t attempt;
+    gb_jobdef_t def;
+} job_t;
+
+typedef int (*kind_fn)(const job_t *job, cJSON *rec, char *err, size_t errlen);
+
+static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen);
+static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen);
+static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen);
+
+static const struct {
+    const char *name;
+    kind_fn run;
+} kinds[] = {
+    {"gemm", run_gemm},
+    {"resnet50", run_resnet50},
+    {"sleep", run_sleep},
+};
+
+const char *gb_worker_kinds(void) {
+    return "gemm,resnet50,sleep";
+}
+
+int gb_worker_has_engine(void) {
+#ifdef GB_HAVE_ENGINE
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static void add_versions(cJSON *rec) {
+    cJSON *v = cJSON_AddObjectToObject(rec, "versions");
+    if (!v) return;
+    cJSON_AddStringToObject(v, "gpubench", GB_VERSION);
+    const dnnl_version_t *dv = dnnl_version();
+    char s[32];
+    snprintf(s, sizeof s, "%d.%d.%d", dv->major, dv->minor, dv->patch);
+    cJSON_AddStringToObject(v, "onednn", s);
+}
+
+static void add_validity(cJSON *rec, double median, double p90) {
+    if (median > 0 && p90 > SPREAD_LIMIT * median) {
+        char why[128];
+        snprintf(why, sizeof why, "p90 is %.0f%% above the median (limit %.0f%%)",
+                 (p90 / median - 1) * 100, (SPREAD_LIMIT - 1) * 100);
+        cJSON_AddBoolToObject(rec, "valid", 0);
+        cJSON_AddStringToObject(rec, "invalid_reason", why);
+    } else {
+        cJSON_AddBoolToObject(rec, "valid", 1);
+        cJSON_AddNullToObject(rec, "invalid_reason");
+    }
+}
+
+/* ---- gemm ----------------------------------------------------------------- */
+
+static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
+    const gb_jobdef_t *d = &job->def;
+    double median = 0, p90 = 0, gflops = 0;
+    cJSON *details = cJSON_AddObjectToObject(rec, "details");
+    if (strcmp(d->backend, "cuda") == 0) {
+#ifdef GB_HAVE_ENGINE
+        const gb_backend_ops_t *ops = gb_backend_get("cuda", err, errlen);
+        if (!ops) return -1;
+        gb_backend_info_t info;
+        if (ops->probe(&info, err, errlen) != 0) return -1;
+        if (!ops->gemm) {
+            gb_fmt(err, errlen, "the cuda backend has no gemm op");
+            return -1;
+        }
+        if (ops->gemm(0, d->m, d->n, d->k, d->reps, &median, &gflops, err, errlen) != 0) return -1;
+        p90 = median; /* the backend reports the median only */
+        cJSON_AddStringToObject(rec, "device_model", info.device_model);
+        cJSON_AddStringToObject(details, "impl", "cublas sgemm");
+#else
+        gb_fmt(err, errlen,
+               "cuda backend not available: this gpubench was built without the "
+               "training engine (GB_HAVE_ENGINE)");
+        return -1;
+#endif
+    } else {
+        gb_gemm_out_t g;
+        int warmup = d->reps < 2 ? d->reps : 2;
+        if (gb_gemm_cpu(d->m, d->n, d->k, warmup, d->reps, &g, err, errlen) != 0) return -1;
+        median = g.ms_median;
+        p90 = g.ms_p90;
+        gflops = g.gflops;
+        char cpu[256];
+        gb_sys_cpu_model(cpu, sizeof cpu);
+        cJSON_AddStringToObject(rec, "device_model", cpu);
+        cJSON_AddStringToObject(details, "impl", "dnnl_sgemm");
+        cJSON_AddNumberToObject(details, "threads", g.threads);
+        cJSON_AddNumberToObject(details, "warmup", warmup);
+        cJSON_AddNumberToObject(details, "verified_entries", g.checked);
+        cJSON_AddNumberToObject(details, "ms_min", g.ms_min);
+        cJSON_AddNumberToObject(details, "ms_max", g.ms_max);
+        cJSON_AddNumberToObject(details, "ms_p90", g.ms_p90);
+        cJSON *samples = cJSON_AddArrayToObject(details, "ms_samples");
+        for (int i = 0; samples && i < d->reps; i++)
+            cJSON_AddItemToArray(samples, cJSON_CreateNumber(g.ms[i]));
+        free(g.ms);
+    }
+    cJSON_AddNumberToObject(rec, "n_devices", 1);
+    cJSON_AddStringToObject(rec, "precision", "fp32");
+    add_validity(rec, median, p90);
+    cJSON_AddNumberToObject(rec, "m", d->m);
+    cJSON_AddNumberToObject(rec, "n", d->n);
+    cJSON_AddNumberToObject(rec, "k", d->k);
+    cJSON_AddNumberToObject(rec, "reps", d->reps);
+    cJSON_AddNumberToObject(rec, "ms_median", median);
+    cJSON_AddNumberToObject(rec, "gflops", gflops);
+    return 0;
+}
+
+/* ---- sleep (control-plane test kind) -------------------------------------- */
+
+static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
+    const gb_jobdef_t *d = &job->def;
+    int64_t t0 = gb_mono_ms();
+    struct timespec ts = {d->duration_ms / 1000, (long)(d->duration_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    int64_t slept = gb_mono_ms() - t0;
+    fprintf(stderr, "sleep: slept %lld ms\n", (long long)slept);
+    if (d->signal) {
+        fprintf(stderr, "sleep: raising signal %d as asked\n", d->signal);
+        fflush(stderr);
+        raise(d->signal);
+    }
+    if (d->fail[0]) {
+        gb_fmt(err, errlen, "%s", d->fail);
+        return -1;
+    }
+    char cpu[256];
+    gb_sys_cpu_model(cpu, sizeof cpu);
+    cJSON_AddStringToObject(rec, "device_model", cpu);
+    cJSON_AddNumberToObject(rec, "n_devices", d->gpus);
+    cJSON_AddNullToObject(rec, "precision");
+    cJSON_AddBoolToObject(rec, "valid", 1);
+    cJSON_AddNullToObject(rec, "invalid_reason");
+    cJSON_AddBoolToObject(rec, "synthetic", 1);
+    cJSON_AddNumberToObject(rec, "duration_ms", d->duration_ms);
+    cJSON_AddNumberToObject(rec, "slept_ms", (double)slept);
+    return 0;
+}
+
+/* ---- resnet50 ------------------------------------------------------------- */
+
+static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) {
+#ifdef GB_HAVE_ENGINE
+    const gb_jobdef_t *d = &job->def;
+    gb_train_config_t cfg;
+    gb_train_config_default(&cfg);
+    gb_copy(cfg.backend, sizeof cfg.backend, d->backend);
+    if (gb_precision_parse(d->precision, &cfg.precision) != 0) {
+        gb_fmt(err, errlen, "unknown precision '%s'", d->precision);
+        return -1;
+    }
+    gb_model_config_resnet50(&cfg.model, d->image_size);
+    cfg.batch = d->batch;
+    cfg.devices = d->gpus;
+    cfg.steps = d->steps;
+    cfg.warmup = d->warmup;
+    gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
+    gb_train_result_t res;
+    if (gb_train_run(&cfg, &res, err, errlen) != 0) return -1;
+    cJSON *engine_rec = res.record_json ? cJSON_Parse(res.record_json) : NULL;
+    gb_train_result_free(&res);
+    if (!cJSON_IsObject(engine_rec)) {
+        cJSON_Delete(engine_rec);
+        gb_fmt(err, errlen, "the engine returned no result record");
+        return -1;
+    }
+    /* the engine's record is the record: move its keys over ours */
+    for (cJSON *it = engine_rec->child; it;) {
+        cJSON *next = it->next;
+        cJSON *moved = cJSON_DetachItemViaPointer(engine_rec, it);
+        cJSON_DeleteItemFromObjectCaseSensitive(rec, moved->string);
+        cJSON_AddItemToObject(rec, moved->string, moved);
+        it = next;
+    }
+    cJSON_Delete(engine_rec);
+    return 0;
+#else
+    (void)job;
+    (void)rec;
+    gb_fmt(err, errlen, "resnet50 engine not built");
+    return -1;
+#endif
+}
+
+/* ---- driver --------------------------------------------------------------- */
+
+static int write_record(const char *path, cJSON *rec) {
+    char *text = cJSON_PrintUnformatted(rec);
+    char err[512];
+    if (!text) {
+        fprintf(stderr, "worker: out of memory writing the record\n");
+        return -1;
+    }
+    int rc = gb_write_file_atomic(path, text, strlen(text), err, sizeof err);
+    if (rc != 0) fprintf(stderr, "worker: %s\n", err);
+    free(text);
+    return rc;
+}
+
+static int fail_record(const char *out_path, const char *kind, const char *msg) {
+    fprintf(stderr, "worker: error: %s\n", msg);
+    cJSON *rec = cJSON_CreateObject();
+    if (rec) {
+        cJSON_AddStringToObject(rec, "kind", kind ? kind : "");
+        cJSON_AddStringToObject(rec, "error", msg);
+        write_record(out_path, rec);
+        cJSON_Delete(rec);
+    }
+    return 1;
+}
+
+static int read_job(const char *path, job_t *job, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    if (gb_read_file(path, JOB_FILE_MAX, &text, &len, err, errlen) != 0) return -1;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    int rc = -1;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "job_id");
+    const cJSON *att = cJSON_GetObjectItemCaseSensitive(root, "attempt");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
+    if (!cJSON_IsObject(root) || !cJSON_IsNumber(id) || !cJSON_IsNumber(att) ||
+        !cJSON_IsObject(params)) {
+        gb_fmt(err, errlen, "%s is not a job file ({\"job_id\", \"attempt\", \"params\"})", path);
+        goto out;
+    }
+    job->job_id = (uint64_t)id->valuedouble;
+    job->attempt = (uint32_t)att->valuedouble;
+    char *ptext = cJSON_PrintUnformatted(params);
+    if (!ptext) {
+        gb_fmt(err, errlen, "out of memory");
+        goto out;
+    }
+    char why[512];
+    if (gb_jobdef_from_json(ptext, strlen(ptext), &job->def, why, sizeof why) != 0)
+        gb_fmt(err, errlen, "bad job parameters: %s", why);
+    else if (strcmp(job->def.backend, "auto") == 0)
+        gb_fmt(err, errlen, "bad job parameters: backend must be resolved (cpu or cuda)");
+    else
+        rc = 0;
+    free(ptext);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int gb_worker_run(const char *job_path, const char *out_path) {
+    gb_log_set_component("worker");
+    job_t job;
+    char err[1024];
+    memset(&job, 0, sizeof job);
+    if (read_job(job_path, &job, err, sizeof err) != 0) {
+        fail_record(out_path, NULL, err);
+        return 2;
+    }
+    kind_fn run = NULL;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i].name, job.def.kind) == 0) run = kinds[i].run;
+    if (!run) {
+        gb_fmt(err, sizeof err, "unknown job kind '%s' (this worker runs %s)", job.def.kind,
+               gb_worker_kinds());
+        return fail_record(out_path, job.def.kind, err);
+    }
+    fprintf(stderr, "worker: job %llu attempt %u: %s on %s\n", (unsigned long long)job.job_id,
+            job.attempt, job.def.kind, job.def.backend);
+    cJSON *rec = cJSON_CreateObject();
+    if (!rec) return fail_record(out_path, job.def.kind, "out of memory");
+    cJSON_AddStringToObject(rec, "kind", job.def.kind);
+    cJSON_AddStringToObject(rec, "backend", job.def.backend);
+    add_versions(rec);
+    err[0] = '\0';
+    if (run(&job, rec, err, sizeof err) != 0) {
+        cJSON_Delete(rec);
+        return fail_record(out_path, job.def.kind, err[0] ? err : "the job failed");
+    }
+    int rc = write_record(out_path, rec) == 0 ? 0 : 1;
+    cJSON_Delete(rec);
+    return rc;
+}
