@@ -63,8 +63,23 @@ const char *gb_wire_reject_name(int code) {
     static const char *names[] = {"unspecified",   "decode",     "version",       "too_large",
                                   "range",         "unexpected", "unknown_agent", "bad_spec",
                                   "unsatisfiable", "not_found",  "internal"};
+    switch (code) {
+    case GB__REJECT_CODE__REJECT_LIMIT:
+        return "limit";
+    case GB__REJECT_CODE__REJECT_RATE:
+        return "rate";
+    case GB__REJECT_CODE__REJECT_DENIED:
+        return "denied";
+    default:
+        break;
+    }
     if (code < 0 || code >= (int)(sizeof names / sizeof names[0])) return "unknown";
     return names[code];
+}
+
+int gb_wire_reject_code_ok(int code) {
+    return (code >= GB__REJECT_CODE__REJECT_DECODE && code <= GB__REJECT_CODE__REJECT_INTERNAL) ||
+           (code >= GB__REJECT_CODE__REJECT_LIMIT && code <= GB__REJECT_CODE__REJECT_DENIED);
 }
 
 int gb_wire_id_ok(const char *s) {
@@ -233,8 +248,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
             FAIL(RANGE, "cancel: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
         return 0;
     case GB__ENVELOPE__BODY_REJECT:
-        if (env->reject->code < GB__REJECT_CODE__REJECT_DECODE ||
-            env->reject->code > GB__REJECT_CODE__REJECT_INTERNAL)
+        if (!gb_wire_reject_code_ok((int)env->reject->code))
             FAIL(RANGE, "reject.code %d is not a known code", (int)env->reject->code);
         CHECK_STR(env->reject->reason, 0, GB_WIRE_ERROR_MAX, "reject.reason");
         return 0;

@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "coordinator.h"
 
+#include "auth.h"
+#include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_place.h"
 #include "gb_spec.h"
@@ -20,6 +22,7 @@
 #include "gb_wire.h"
 #include "gb_zmq.h"
 #include "map.h"
+#include "ratelimit.h"
 #include "record.h"
 #include "store.h"
 
@@ -27,14 +30,23 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
-#define MAX_SLOTS      64
-#define DRAIN_PER_TURN 1000 /* messages per socket per loop turn */
-#define SEEN_WRITE_MS  5000 /* nodes.last_seen is written at most this often */
+#define MAX_SLOTS            64
+#define DRAIN_PER_TURN       1000 /* messages per socket per loop turn */
+#define SEEN_WRITE_MS        5000 /* nodes.last_seen is written at most this often */
+#define REJECT_LOG_PER_S     20   /* reject lines logged a second; the rest are counted */
+#define STORE_BACKOFF_MIN_MS 200
+#define STORE_BACKOFF_MAX_MS 5000
+#define GB_COORD_RATE_PEERS  65536 /* peers with a rate-limit bucket at once */
 
 enum { A_CONNECTED, A_DISCONNECTED, A_LOST };
 static const char *const agent_state_names[] = {"connected", "disconnected", "lost"};
@@ -76,6 +88,9 @@ struct cagent {
     cjob_t *running[MAX_SLOTS];
     int n_running;
     int reported_busy; /* jobs the agent last said it runs (ours or stale ones it is stopping) */
+    int seen_dirty;    /* last_seen changed and is not written yet */
+    int in_store;      /* found in the store by the last resync */
+    char key[GB_CURVE_Z85_LEN + 1]; /* CURVE key it registered with ("" without CURVE) */
 };
 
 typedef struct csweep {
@@ -83,27 +98,41 @@ typedef struct csweep {
     unsigned open, failed, cancelled;
 } csweep_t;
 
-/* Something to send once the turn's transaction is committed. */
+/* Something to send once the turn's transaction is committed: result
+ * acknowledgements, job assignments, replies to requests that wrote. When
+ * the commit fails it is dropped, or (fail_code != 0) replaced by a Reject
+ * of that code answering ref_seq. */
 typedef struct outmsg {
     void *sock;
     uint8_t rid[GB_RID_MAX];
     size_t rid_len;
     uint8_t *buf;
     size_t len;
+    int fail_code;
+    uint64_t ref_seq;
 } outmsg_t;
-
-/* A result whose rows are in the open transaction. */
-typedef struct pending {
-    uint64_t job_id;
-    uint32_t attempt;
-    int finishes; /* 1: it ends the job in state `state` */
-    char state[12];
-    char agent_id[GB_WIRE_ID_MAX + 1];
-} pending_t;
 
 struct gb_coord {
     gb_coord_config_t cfg;
-    void *ctx, *agents_sock, *control_sock, *monitor;
+    void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
+    gb_auth_t *auth; /* NULL without keys */
+    gb_rate_t *rate; /* NULL when --rate-limit 0 */
+    char secret[GB_CURVE_Z85_LEN + 1];
+    /* A statement or the commit of this turn failed: the turn is rolled
+     * back, nothing of it is sent, memory is reloaded from the store. */
+    int store_failed;
+    int fatal;              /* the store cannot even be read: gb_coord_run returns -1 */
+    int64_t store_retry_ms; /* no placement before this (after a failure) */
+    int store_backoff_ms;
+    unsigned long store_failures;
+    gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
+    gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
+    char failed_why[128];
+    int failed_auth;
+    /* reject log limit */
+    int64_t reject_window_ms;
+    int rejects_logged;
+    unsigned long rejects_suppressed;
     char listen_ep[256], control_ep[256];
     char coord_id[17];
     gb_store_t *store;
@@ -119,8 +148,7 @@ struct gb_coord {
     uint64_t seq;
     outmsg_t *out;
     size_t n_out, out_cap;
-    pending_t *pend;
-    size_t n_pend, pend_cap;
+    size_t n_acks, n_assigns; /* of the outbox, for the failure log */
 };
 
 void gb_coord_config_default(gb_coord_config_t *cfg) {
@@ -133,6 +161,11 @@ void gb_coord_config_default(gb_coord_config_t *cfg) {
     cfg->max_attempts = 3;
     cfg->max_frame = GB_WIRE_MAX_FRAME;
     cfg->max_jobs_per_sweep = GB_SPEC_MAX_JOBS;
+    cfg->max_agents = GB_COORD_MAX_AGENTS;
+    cfg->max_queued = GB_COORD_MAX_QUEUED;
+    cfg->rate_per_s = GB_COORD_RATE_PER_S;
+    cfg->rate_burst = GB_COORD_RATE_BURST;
+    cfg->sync_full = 1;
 }
 
 const char *gb_coord_listen_endpoint(const gb_coord_t *c) {
@@ -158,6 +191,11 @@ static void now_iso(char *buf, size_t len) {
 
 static int64_t lost_window_ms(const gb_coord_t *c) {
     return (int64_t)c->cfg.heartbeat_ms * c->cfg.lost_after;
+}
+
+static void free_value(void *ctx, void *value) {
+    (void)ctx;
+    free(value);
 }
 
 /* ---- queue ---------------------------------------------------------------- */
@@ -215,9 +253,10 @@ static void send_now(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_l
     }
 }
 
-/* Send after the turn's commit. */
-static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
-                              Gb__Envelope *env) {
+/* Send after the turn's commit; on a failed commit send a Reject of
+ * fail_code answering env->seq instead (0: nothing). */
+static void send_after_commit_or(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                                 Gb__Envelope *env, int fail_code) {
     if (env->seq == 0) env->seq = ++c->seq;
     if (c->n_out == c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap * 2 : 64;
@@ -238,14 +277,51 @@ static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, siz
     m->sock = sock;
     m->rid_len = rid_len < GB_RID_MAX ? rid_len : GB_RID_MAX;
     memcpy(m->rid, rid, m->rid_len);
+    m->fail_code = fail_code;
+    m->ref_seq = env->seq;
     c->n_out++;
+    if (env->body_case == GB__ENVELOPE__BODY_RESULT_ACK) c->n_acks++;
+    if (env->body_case == GB__ENVELOPE__BODY_ASSIGN) c->n_assigns++;
 }
 
+static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                              Gb__Envelope *env) {
+    send_after_commit_or(c, sock, rid, rid_len, env, 0);
+}
+
+/* A store call of this turn failed: log it; flush() rolls the turn back. */
+static void store_err(gb_coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void store_err(gb_coord_t *c, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!c->store_failed) gb_error("store: %s: %s", what, gb_store_errmsg(c->store));
+    c->store_failed = 1;
+}
+
+/* A Reject to the sender and a log line; a peer that makes the coordinator
+ * refuse thousands of messages a second gets REJECT_LOG_PER_S lines a
+ * second and a count of the rest. */
 static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len, int code,
                    uint64_t ref_seq, const char *what, const char *reason) {
     char who[2 * GB_RID_MAX + 1];
     gb_rid_str(rid, rid_len, who, sizeof who);
-    gb_warn("rejected %s from %s: %s: %s", what, who, gb_wire_reject_name(code), reason);
+    int64_t now = gb_mono_ms();
+    if (now - c->reject_window_ms >= 1000) {
+        if (c->rejects_suppressed)
+            gb_warn("%lu more rejected message(s) not logged", c->rejects_suppressed);
+        c->reject_window_ms = now;
+        c->rejects_logged = 0;
+        c->rejects_suppressed = 0;
+    }
+    if (c->rejects_logged < REJECT_LOG_PER_S) {
+        c->rejects_logged++;
+        gb_warn("rejected %s from %s: %s: %s", what, who, gb_wire_reject_name(code), reason);
+    } else {
+        c->rejects_suppressed++;
+    }
     Gb__Reject rej = GB__REJECT__INIT;
     rej.code = (Gb__RejectCode)code;
     rej.reason = (char *)reason;
@@ -304,7 +380,7 @@ static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
     if (a->last_heard_ms > c->started_ms) gb_copy(a->last_seen, sizeof a->last_seen, seen);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_node_state(c->store, a->id, agent_state_names[state], a->last_seen) != 0)
-        gb_error("store: node %s state: %s", a->name, gb_store_errmsg(c->store));
+        store_err(c, "node %s state", a->name);
 }
 
 static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
@@ -330,7 +406,7 @@ static void sweep_job_ended(gb_coord_t *c, uint64_t sweep_id, const char *state)
     char now[32];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 || gb_store_sweep_finish(c->store, sweep_id, final, now) != 0)
-        gb_error("store: finishing sweep %" PRIu64 ": %s", sweep_id, gb_store_errmsg(c->store));
+        store_err(c, "finishing sweep %" PRIu64, sweep_id);
     gb_info("sweep %" PRIu64 " %s", sweep_id, final);
     gb_map_del_u64(c->sweeps, sweep_id);
     free(s);
@@ -354,7 +430,7 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_finish(c->store, j->id, state, error, now) != 0)
-        gb_error("store: finishing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "finishing job %" PRIu64, j->id);
     gb_info("job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
     job_forget(c, j, state);
 }
@@ -366,7 +442,7 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
-        gb_error("store: ending attempt: %s", gb_store_errmsg(c->store));
+        store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
     gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
     if (j->agent) agent_drop_job(j->agent, j);
     j->agent = NULL;
@@ -383,8 +459,7 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
         job_finish(c, j, "failed", err);
         return;
     }
-    if (gb_store_job_requeue(c->store, j->id) != 0)
-        gb_error("store: re-queueing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    if (gb_store_job_requeue(c->store, j->id) != 0) store_err(c, "re-queueing job %" PRIu64, j->id);
     j->state = J_QUEUED;
     j->started = 0;
     q_push_front(c, j);
@@ -402,7 +477,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     uint32_t attempt = j->attempt + 1;
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_assign(c->store, j->id, attempt, a->id, backend, now) != 0) {
-        gb_error("store: assigning job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "assigning job %" PRIu64, j->id);
         return;
     }
     q_remove(c, j);
@@ -439,6 +514,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
 
 static void dispatch(gb_coord_t *c) {
     if (!c->dirty || !c->q_head) return;
+    if (c->store_retry_ms && gb_mono_ms() < c->store_retry_ms) return; /* after a failure */
     c->dirty = 0;
     for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
         cagent_t *a = c->agent_list[i];
@@ -529,7 +605,7 @@ static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
     if (a->n_running >= MAX_SLOTS) return;
     if (gb_store_begin(c->store) != 0 ||
         gb_store_attempt_revive(c->store, j->id, j->attempt, a->id) != 0)
-        gb_error("store: reviving job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "reviving job %" PRIu64, j->id);
     q_remove(c, j);
     j->state = J_RUNNING;
     j->agent = a;
@@ -563,7 +639,29 @@ static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint3
     send_now(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
 }
 
-static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+/* The CURVE key a message came with (its connection's ZAP User-Id), or
+ * NULL without CURVE. */
+static const char *peer_key(gb_coord_t *c, gb_frame_t *f) {
+    if (!c->auth) return NULL;
+    const char *k = zmq_msg_gets(&f->payload, "User-Id");
+    return k && *k ? k : NULL;
+}
+
+/* With keys: is the key of the connection f came on still authorized? A
+ * key removed by a reload keeps its open connections, so each message is
+ * checked again; a refused one gets a Reject. */
+static int key_still_allowed(gb_coord_t *c, gb_frame_t *f, void *sock, uint64_t seq,
+                             const char *what) {
+    if (!c->auth) return 1;
+    const char *k = peer_key(c, f);
+    if (k && gb_auth_allowed(c->auth, k)) return 1;
+    char why[160];
+    gb_fmt(why, sizeof why, "key %s is no longer authorized", k ? k : "(none)");
+    reject(c, sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, seq, what, why);
+    return 0;
+}
+
+static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     const Gb__Hello *h = env->hello;
     const Gb__Inventory *inv = h->inventory;
     if (f->rid_len != strlen(h->agent_id) || memcmp(f->rid, h->agent_id, f->rid_len) != 0) {
@@ -591,6 +689,24 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
     }
     cagent_t *a = agent_get(c, h->agent_id);
     int known = a != NULL;
+    const char *key = peer_key(c, f);
+    if (a && key && a->key[0] && strcmp(a->key, key) != 0) {
+        char why[200];
+        gb_fmt(why, sizeof why, "agent id %s is registered with another key (%s)", a->id,
+               gb_auth_name(c->auth, a->key));
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
+               "hello", why);
+        return;
+    }
+    if (!a && c->n_agents >= c->cfg.max_agents) {
+        char why[200];
+        gb_fmt(why, sizeof why,
+               "the coordinator already knows %zu agents, its limit (--max-agents %zu)",
+               c->n_agents, c->cfg.max_agents);
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
+               "hello", why);
+        return;
+    }
     if (!a && !(a = agent_add(c, h->agent_id))) {
         gb_error("out of memory registering agent %s", h->agent_id);
         return;
@@ -660,12 +776,13 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
                              .links = links,
                              .n_links = inv->n_links};
         if (gb_store_begin(c->store) != 0 || gb_store_node_upsert(c->store, &n, now) != 0)
-            gb_error("store: node %s: %s", a->name, gb_store_errmsg(c->store));
+            store_err(c, "node %s", a->name);
     }
     free(gpus);
     free(links);
     free(inv_json);
     int was = a->state;
+    if (key) gb_copy(a->key, sizeof a->key, key); /* pinned for this coordinator's life */
     a->state = A_CONNECTED;
     a->reported_busy = (int)h->n_running;
     a->last_heard_ms = gb_mono_ms();
@@ -679,7 +796,7 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
             if (!j->started) {
                 j->started = 1;
                 if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
-                    gb_error("store: %s", gb_store_errmsg(c->store));
+                    store_err(c, "job %" PRIu64 " started", j->id);
             }
             i++;
         } else if (ref_listed(h->spooled, h->n_spooled, j->id, j->attempt)) {
@@ -741,7 +858,7 @@ static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
         now_iso(now, sizeof now);
         if (gb_store_begin(c->store) != 0 ||
             gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
-            gb_error("store: %s", gb_store_errmsg(c->store));
+            store_err(c, "job %" PRIu64 " started", j->id);
     } else {
         char reason[GB_WIRE_ERROR_MAX + 64];
         gb_fmt(reason, sizeof reason, "agent %s refused it: %s", a->name, p->message);
@@ -765,37 +882,29 @@ static const char *status_name(Gb__ResultStatus s) {
     }
 }
 
-static void pend_add(gb_coord_t *c, const Gb__Result *r, const char *agent_id, int finishes,
-                     const char *state) {
-    if (c->n_pend == c->pend_cap) {
-        size_t cap = c->pend_cap ? c->pend_cap * 2 : 64;
-        pending_t *p = realloc(c->pend, cap * sizeof *p);
-        if (!p) {
-            gb_error("out of memory");
-            return; /* not acknowledged: the agent resends */
-        }
-        c->pend = p;
-        c->pend_cap = cap;
-    }
-    pending_t *p = &c->pend[c->n_pend++];
-    p->job_id = r->job_id;
-    p->attempt = r->attempt;
-    p->finishes = finishes;
-    gb_copy(p->state, sizeof p->state, state ? state : "");
-    gb_copy(p->agent_id, sizeof p->agent_id, agent_id);
+/* Acknowledge a result once the turn is committed (an agent deletes it
+ * from its spool on the acknowledgement, so it must be on disk first). */
+static void ack_after_commit(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
+    Gb__ResultAck ack = GB__RESULT_ACK__INIT;
+    ack.job_id = r->job_id;
+    ack.attempt = r->attempt;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RESULT_ACK;
+    env.result_ack = &ack;
+    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
 }
 
 static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     char now[32], att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0) {
-        gb_error("store: %s", gb_store_errmsg(c->store));
-        return;
+        store_err(c, "result of job %" PRIu64, r->job_id);
+        return; /* not acknowledged: resent later */
     }
     int found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
                                      att_state, sizeof att_state);
     if (found < 0) {
-        gb_error("store: %s", gb_store_errmsg(c->store));
+        store_err(c, "result of job %" PRIu64, r->job_id);
         return; /* not acknowledged: resent later */
     }
     if (found == 1 || strcmp(att_agent, a->id) != 0) {
@@ -804,7 +913,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         gb_warn("result for job %" PRIu64 " attempt %u from %s matches no attempt of that agent: "
                 "dropped",
                 r->job_id, r->attempt, a->name);
-        pend_add(c, r, a->id, 0, NULL);
+        ack_after_commit(c, a, r);
         return;
     }
     cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
@@ -890,14 +999,12 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     int rc = gb_store_result_insert(c->store, &sr, now, &inserted);
     if (have_rec) gb_record_free(&rec);
     if (rc != 0) {
-        gb_error("store: result of job %" PRIu64 " attempt %u: %s", r->job_id, r->attempt,
-                 gb_store_errmsg(c->store));
-        gb_store_rollback(c->store); /* nothing of it; the agent resends */
-        return;
+        store_err(c, "result of job %" PRIu64 " attempt %u", r->job_id, r->attempt);
+        return; /* the turn is rolled back; the agent resends */
     }
     if (!inserted) { /* a resend of a stored result */
         gb_debug("result of job %" PRIu64 " attempt %u already stored", r->job_id, r->attempt);
-        pend_add(c, r, a->id, 0, NULL);
+        ack_after_commit(c, a, r);
         return;
     }
     const char *job_state = NULL;
@@ -924,11 +1031,14 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
                                           : sr.error                     ? sr.error
                                                                          : "cancelled by request",
                                           now) != 0)) {
-        gb_error("store: result of job %" PRIu64 ": %s", r->job_id, gb_store_errmsg(c->store));
-        gb_store_rollback(c->store);
+        store_err(c, "result of job %" PRIu64, r->job_id);
         return;
     }
-    pend_add(c, r, a->id, job_state != NULL, job_state);
+    if (job_state) {
+        gb_info("job %" PRIu64 " %s (attempt %u on %s)", j->id, job_state, j->attempt, a->name);
+        job_forget(c, j, job_state); /* its slot is free for this turn's placement */
+    }
+    ack_after_commit(c, a, r);
 }
 
 static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
@@ -948,6 +1058,10 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     }
     gb_rid_str(f->rid, f->rid_len, who, sizeof who);
     Gb__Envelope__BodyCase body = env->body_case;
+    if (!key_still_allowed(c, f, c->agents_sock, env->seq, gb_wire_body_name(body))) {
+        gb_wire_free(&env);
+        return;
+    }
     if (body == GB__ENVELOPE__BODY_HELLO) {
         on_hello(c, f, env);
         gb_wire_free(&env);
@@ -973,6 +1087,13 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     if (!a || a->state != A_CONNECTED) {
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT,
                env->seq, gb_wire_body_name(body), "not registered: send hello");
+        gb_wire_free(&env);
+        return;
+    }
+    const char *key = peer_key(c, f);
+    if (key && strcmp(a->key, key) != 0) { /* another key speaking for this agent id */
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
+               gb_wire_body_name(body), "this agent id registered with another key");
         gb_wire_free(&env);
         return;
     }
@@ -1003,13 +1124,10 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
             }
         }
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
-            char now[32];
-            now_iso(now, sizeof now);
+            /* written by the next liveness tick, together with the others */
+            now_iso(a->last_seen, sizeof a->last_seen);
             a->seen_written_ms = a->last_heard_ms;
-            gb_copy(a->last_seen, sizeof a->last_seen, now);
-            if (gb_store_begin(c->store) != 0 ||
-                gb_store_node_state(c->store, a->id, "connected", now) != 0)
-                gb_error("store: %s", gb_store_errmsg(c->store));
+            a->seen_dirty = 1;
         }
     } else if (body == GB__ENVELOPE__BODY_PROGRESS) {
         on_progress(c, a, env->progress);
@@ -1182,14 +1300,26 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
         checked = &def.jobs[i];
     }
-    /* Finish the turn so far, then store the sweep in its own transaction. */
-    flush(c);
+    size_t open_jobs = gb_map_size(c->jobs);
+    if (open_jobs + def.n_jobs > c->cfg.max_queued) {
+        gb_fmt(err, sizeof err,
+               "the coordinator holds %zu unfinished job(s); %zu more would pass its limit of %zu "
+               "(--max-queued): wait for some to end",
+               open_jobs, def.n_jobs, c->cfg.max_queued);
+        gb_sweep_def_free(&def);
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
+               "submit", err);
+        return;
+    }
+    /* The sweep joins the turn's transaction (placement may assign its jobs
+     * in the same turn); the reply goes after the commit, or a Reject when
+     * the commit fails (flush). */
     char now[32];
     now_iso(now, sizeof now);
     uint64_t sweep_id = 0;
     cjob_t **made = calloc(def.n_jobs, sizeof *made);
     csweep_t *sw = calloc(1, sizeof *sw);
-    int ok = made && sw && gb_store_begin(c->store) == 0 &&
+    int ok = made && sw && !c->store_failed && gb_store_begin(c->store) == 0 &&
              gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0;
     for (size_t i = 0; ok && i < def.n_jobs; i++) {
         const gb_jobdef_t *d = &def.jobs[i];
@@ -1219,8 +1349,8 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
         free(params);
     }
-    if (!ok || gb_store_commit(c->store) != 0) {
-        gb_store_rollback(c->store);
+    if (!ok) {
+        if (made && sw) store_err(c, "storing a sweep"); /* the turn is rolled back */
         gb_fmt(err, sizeof err, "could not store the sweep: %s",
                made && sw ? gb_store_errmsg(c->store) : "out of memory");
         for (size_t i = 0; made && i < def.n_jobs; i++)
@@ -1247,7 +1377,8 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
     reply.submit_reply = &sr;
-    send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
     free(made);
     gb_sweep_def_free(&def);
 }
@@ -1304,7 +1435,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             j->cancel_requested = 1;
             if (gb_store_begin(c->store) != 0 ||
                 gb_store_job_cancel_requested(c->store, j->id) != 0)
-                gb_error("store: %s", gb_store_errmsg(c->store));
+                store_err(c, "cancelling job %" PRIu64, j->id);
             send_cancel(c, j->agent->id, j->id, j->attempt);
             stopping++;
         }
@@ -1319,7 +1450,29 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_CANCEL_REPLY;
     reply.cancel_reply = &cr;
-    send_after_commit(c, c->control_sock, f->rid, f->rid_len, &reply);
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
+}
+
+/* The per-peer rate limit of the control endpoint. The peer is its CURVE
+ * key, else its address: a command opens a fresh connection (and routing
+ * id) for every request, so the routing id would not hold a peer to its
+ * budget. Every message counts, well-formed or not. */
+static int rate_ok(gb_coord_t *c, gb_frame_t *f, uint64_t seq) {
+    if (!c->rate) return 1;
+    const char *peer = peer_key(c, f);
+    if (!peer) peer = zmq_msg_gets(&f->payload, "Peer-Address");
+    if (!peer || !*peer) peer = "local";
+    int64_t retry = 0;
+    if (gb_rate_take(c->rate, peer, strlen(peer), gb_mono_ms(), &retry)) return 1;
+    char why[300];
+    gb_fmt(why, sizeof why,
+           "rate limit: more than %.0f requests a second (burst %.0f) from %s; retry in %" PRId64
+           " ms",
+           c->cfg.rate_per_s, c->cfg.rate_burst, peer, retry);
+    reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_RATE, seq, "request",
+           why);
+    return 0;
 }
 
 static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
@@ -1336,8 +1489,16 @@ static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
         c->cfg.max_frame > GB_WIRE_SPEC_MAX + 1024 ? c->cfg.max_frame : GB_WIRE_SPEC_MAX + 1024;
     int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload), max, &env, &seq,
                               why, sizeof why);
+    if (!rate_ok(c, f, seq)) {
+        gb_wire_free(&env);
+        return;
+    }
     if (code) {
         reject(c, c->control_sock, f->rid, f->rid_len, code, seq, "request", why);
+        return;
+    }
+    if (!key_still_allowed(c, f, c->control_sock, env->seq, gb_wire_body_name(env->body_case))) {
+        gb_wire_free(&env);
         return;
     }
     switch (env->body_case) {
@@ -1388,6 +1549,13 @@ static void check_liveness(gb_coord_t *c) {
     /* assigned but never started: the assignment or its answer was lost */
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
+        if (a->seen_dirty) { /* last_seen of the heartbeats, or a state to write again */
+            a->seen_dirty = 0;
+            if (gb_store_begin(c->store) != 0 ||
+                gb_store_node_state(c->store, a->id, agent_state_names[a->state], a->last_seen) !=
+                    0)
+                store_err(c, "node %s last seen", a->name);
+        }
         if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
@@ -1418,44 +1586,52 @@ static void send_heartbeats(gb_coord_t *c) {
 
 /* ---- flush ---------------------------------------------------------------- */
 
+static void resync(gb_coord_t *c);
+
+/* End the turn: commit, then send what waited for the commit. When a
+ * statement of the turn or the commit failed, roll the turn back, send
+ * nothing of it (a request that wrote gets a Reject), reload memory from the
+ * store, and pause placement for a while (doubling up to 5 s) so a full
+ * disk is not hammered: the agents resend their results meanwhile. */
 static void flush(gb_coord_t *c) {
-    int ok = gb_store_commit(c->store) == 0;
-    if (!ok)
-        gb_error("store: commit failed (%s): %zu result(s) not acknowledged, agents will resend",
-                 gb_store_errmsg(c->store), c->n_pend);
+    int had_tx = gb_store_in_tx(c->store);
+    int ok = !c->store_failed && gb_store_commit(c->store) == 0;
     if (ok) {
-        for (size_t i = 0; i < c->n_pend; i++) {
-            pending_t *p = &c->pend[i];
-            if (p->finishes) {
-                cjob_t *j = gb_map_get_u64(c->jobs, p->job_id);
-                if (j && j->attempt == p->attempt) {
-                    gb_info("job %" PRIu64 " %s (attempt %u on %s)", j->id, p->state, j->attempt,
-                            j->agent ? j->agent->name : "?");
-                    job_forget(c, j, p->state);
-                }
-            }
-            Gb__ResultAck ack = GB__RESULT_ACK__INIT;
-            ack.job_id = p->job_id;
-            ack.attempt = p->attempt;
-            Gb__Envelope env = GB__ENVELOPE__INIT;
-            env.body_case = GB__ENVELOPE__BODY_RESULT_ACK;
-            env.result_ack = &ack;
-            send_now(c, c->agents_sock, (const uint8_t *)p->agent_id, strlen(p->agent_id), &env);
-        }
+        if (had_tx) c->store_backoff_ms = 0;
         for (size_t i = 0; i < c->n_out; i++) {
             outmsg_t *m = &c->out[i];
             if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
                 zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
                 gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
         }
-        /* sweep endings written while applying results */
-        if (gb_store_commit(c->store) != 0)
-            gb_error("store: commit failed: %s", gb_store_errmsg(c->store));
+    } else {
+        char why[512];
+        gb_copy(why, sizeof why, gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
+        c->store_failures++;
+        c->store_backoff_ms = c->store_backoff_ms ? c->store_backoff_ms * 2 : STORE_BACKOFF_MIN_MS;
+        if (c->store_backoff_ms > STORE_BACKOFF_MAX_MS) c->store_backoff_ms = STORE_BACKOFF_MAX_MS;
+        c->store_retry_ms = gb_mono_ms() + c->store_backoff_ms;
+        gb_error("store: commit failed (%s): turn rolled back, %zu result(s) not acknowledged "
+                 "(their agents resend), %zu assignment(s) not sent; state reloaded from the "
+                 "store, placement paused %d ms",
+                 why, c->n_acks, c->n_assigns, c->store_backoff_ms);
+        char reason[700];
+        gb_fmt(reason, sizeof reason,
+               "the coordinator could not commit this to its store (%s): nothing of it was kept, "
+               "try again",
+               why);
+        for (size_t i = 0; i < c->n_out; i++) {
+            outmsg_t *m = &c->out[i];
+            if (m->fail_code)
+                reject(c, m->sock, m->rid, m->rid_len, m->fail_code, m->ref_seq, "request", reason);
+        }
+        c->store_failed = 0;
+        resync(c);
     }
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
-    c->n_out = 0;
-    c->n_pend = 0;
+    c->n_out = c->n_acks = c->n_assigns = 0;
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -1475,7 +1651,7 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     a->slots = n->slots > 0 && n->slots <= MAX_SLOTS ? n->slots : 1;
     a->has_nvlink = n->has_nvlink;
     a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
-    a->last_heard_ms = c->started_ms;
+    a->last_heard_ms = gb_mono_ms();
 }
 
 static void load_job(void *vctx, const gb_store_job_t *sj) {
@@ -1503,7 +1679,7 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
         j->state = J_RUNNING;
         j->agent = a;
         j->started = sj->attempt_state && strcmp(sj->attempt_state, "running") == 0;
-        j->assigned_ms = c->started_ms;
+        j->assigned_ms = gb_mono_ms();
         gb_copy(j->backend, sizeof j->backend, sj->attempt_backend ? sj->attempt_backend : "cpu");
         a->running[a->n_running++] = j;
     } else if (strcmp(sj->state, "running") == 0) {
@@ -1557,10 +1733,35 @@ static void find_empty_sweeps(void *vctx, void *value) {
     if (s->open == 0 && x->n < 256) x->ids[x->n++] = s->id;
 }
 
+/* Sweeps and unfinished jobs from the store into memory (the agents are
+ * loaded): running jobs go to their agents, a job whose agent the store does
+ * not know loses its attempt, and a sweep whose last job ended just before
+ * a crash is finished. Writes join the open transaction. */
+static int load_work(gb_coord_t *c) {
+    if (gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
+        gb_store_load_jobs(c->store, load_job, c) != 0)
+        return -1;
+    orphan_ctx_t o = {0};
+    gb_map_each(c->jobs, find_orphans, &o);
+    for (size_t i = 0; i < o.n; i++)
+        attempt_lost(c, o.v[i], "its agent is not in the store");
+    free(o.v);
+    for (;;) {
+        empty_ctx_t e = {.n = 0};
+        gb_map_each(c->sweeps, find_empty_sweeps, &e);
+        if (e.n == 0) break;
+        for (size_t i = 0; i < e.n; i++) {
+            csweep_t *s = gb_map_get_u64(c->sweeps, e.ids[i]);
+            s->open = 1;
+            sweep_job_ended(c, e.ids[i], "done");
+        }
+    }
+    c->dirty = 1;
+    return 0;
+}
+
 static int load_state(gb_coord_t *c, char *err, size_t errlen) {
-    if (gb_store_load_nodes(c->store, load_node, c) != 0 ||
-        gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
-        gb_store_load_jobs(c->store, load_job, c) != 0) {
+    if (gb_store_load_nodes(c->store, load_node, c) != 0 || load_work(c) != 0) {
         gb_fmt(err, errlen, "cannot load the store: %s", gb_store_errmsg(c->store));
         return -1;
     }
@@ -1572,30 +1773,72 @@ static int load_state(gb_coord_t *c, char *err, size_t errlen) {
         if (a->state == A_DISCONNECTED) gb_store_node_state(c->store, a->id, "disconnected", now);
         running += (size_t)a->n_running;
     }
-    orphan_ctx_t o = {0};
-    gb_map_each(c->jobs, find_orphans, &o);
-    for (size_t i = 0; i < o.n; i++)
-        attempt_lost(c, o.v[i], "its agent is not in the store");
-    free(o.v);
-    /* a sweep whose last job ended just before a crash */
-    for (;;) {
-        empty_ctx_t e = {.n = 0};
-        gb_map_each(c->sweeps, find_empty_sweeps, &e);
-        if (e.n == 0) break;
-        for (size_t i = 0; i < e.n; i++) {
-            csweep_t *s = gb_map_get_u64(c->sweeps, e.ids[i]);
-            s->open = 1;
-            sweep_job_ended(c, e.ids[i], "done");
-        }
-    }
-    if (gb_store_commit(c->store) != 0) {
+    if (c->store_failed || gb_store_commit(c->store) != 0) {
         gb_fmt(err, errlen, "cannot update the store: %s", gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
         return -1;
     }
     if (c->n_agents || gb_map_size(c->jobs))
         gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running", c->n_agents,
                 c->n_queued, running);
     return 0;
+}
+
+static void resync_node(void *vctx, const gb_store_node_t *n) {
+    gb_coord_t *c = vctx;
+    cagent_t *a = agent_get(c, n->agent_id);
+    if (!a) {
+        load_node(c, n);
+        a = agent_get(c, n->agent_id);
+    } else if (strcmp(n->state, agent_state_names[a->state]) != 0) {
+        a->seen_dirty = 1; /* its state was rolled back: write it again */
+    }
+    if (a) a->in_store = 1;
+}
+
+/* After a rolled-back turn: the jobs and sweeps in memory are replaced by
+ * those of the store. Agents keep their connections; one whose
+ * registration was rolled back is treated as unknown (its next message
+ * gets unknown_agent and it registers again); one given up as lost in the
+ * rolled-back turn is given up again by the next liveness check. */
+static void resync(gb_coord_t *c) {
+    gb_map_clear(c->jobs, free_value, NULL);
+    gb_map_clear(c->sweeps, free_value, NULL);
+    c->q_head = c->q_tail = NULL;
+    c->n_queued = 0;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        c->agent_list[i]->n_running = 0;
+        c->agent_list[i]->in_store = 0;
+    }
+    if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c) != 0) {
+        gb_error("store: cannot reload the state (%s): stopping", gb_store_errmsg(c->store));
+        c->fatal = 1;
+        return;
+    }
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (!a->in_store)
+            a->state = A_LOST; /* memory only: it is asked to register again */
+        else if (a->state == A_LOST && a->n_running > 0)
+            a->state = A_DISCONNECTED; /* silent already: lost again at the next tick */
+        for (int k = 0; k < a->n_running; k++)
+            a->running[k]->assigned_ms = gb_mono_ms(); /* a fresh window to report it */
+    }
+    gb_info("state reloaded from the store: %zu job(s) unfinished, %zu queued",
+            gb_map_size(c->jobs), c->n_queued);
+}
+
+static void *open_monitor(gb_coord_t *c, void *sock, const char *name);
+
+/* A coordinator holds one descriptor per agent connection: lift the soft
+ * limit to the hard one (Debian's soft default, 1024, is below a fleet of
+ * 2,000 agents). */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) gb_debug("cannot raise the descriptor limit");
+    }
 }
 
 static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out, size_t outlen,
@@ -1605,9 +1848,20 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
         gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
         return NULL;
     }
-    int one = 1, zero = 0, hwm = 100000;
+    int one = 1, zero = 0, hwm = 100000, handshake_ms = 5000;
     int64_t max = (int64_t)maxmsg;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    /* a connection that does not finish its handshake in 5 s is dropped */
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+    if (c->auth) {
+        if (gb_curve_server_apply(s, c->secret, err, errlen) != 0) {
+            zmq_close(s);
+            return NULL;
+        }
+        /* the ZAP domain names the endpoint in the handler's log lines */
+        const char *domain = out == c->listen_ep ? "agents" : "control";
+        zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain));
+    }
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
@@ -1634,11 +1888,24 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                GB_WIRE_ATTEMPT_MAX);
         return NULL;
     }
-    if (!cfg->insecure &&
+    if (!cfg->key_path != !cfg->authorized_path) {
+        gb_fmt(err, errlen,
+               "keys: give both --key (the coordinator's NAME.key) and --authorized "
+               "(the public keys it admits)");
+        return NULL;
+    }
+    if (cfg->max_agents < 1 || cfg->max_queued < 1 || cfg->rate_per_s < 0 ||
+        (cfg->rate_per_s > 0 && cfg->rate_burst < 1)) {
+        gb_fmt(err, errlen,
+               "bad limits: max-agents >= 1, max-queued >= 1, rate-limit >= 0, "
+               "rate-burst >= 1");
+        return NULL;
+    }
+    if (!cfg->key_path && !cfg->insecure &&
         (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
         gb_fmt(err, errlen,
                "refusing to bind %s / %s: without keys the coordinator only binds loopback "
-               "(use --insecure to accept anyone on the network)",
+               "(give --key and --authorized, or --insecure to accept anyone on the network)",
                cfg->listen, cfg->control);
         return NULL;
     }
@@ -1652,18 +1919,44 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->agents = gb_map_new();
     c->jobs = gb_map_new();
     c->sweeps = gb_map_new();
-    if (!c->agents || !c->jobs || !c->sweeps) {
+    c->peers = gb_map_new();
+    if (!c->agents || !c->jobs || !c->sweeps || !c->peers) {
         gb_fmt(err, errlen, "out of memory");
         goto err;
     }
     if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
+    if (gb_store_set_synchronous(c->store, cfg->sync_full) != 0) {
+        gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
+        goto err;
+    }
     if (load_state(c, err, errlen) != 0) goto err;
+    if (cfg->rate_per_s > 0 &&
+        !(c->rate = gb_rate_new(cfg->rate_per_s, cfg->rate_burst, GB_COORD_RATE_PEERS))) {
+        gb_fmt(err, errlen, "out of memory");
+        goto err;
+    }
+    c->refusal_log = gb_rate_new(1.0 / GB_AUTH_REPEAT_S, 1, 4096);
+    raise_fd_limit();
     c->ctx = zmq_ctx_new();
     if (!c->ctx) {
         gb_fmt(err, errlen, "cannot create a ZeroMQ context");
         goto err;
+    }
+    if (cfg->key_path) {
+        /* The ZAP handler is bound before any CURVE socket: a CURVE server
+         * without one admits every client that knows its public key. */
+        char pub[GB_CURVE_Z85_LEN + 1];
+        if (!gb_curve_available()) {
+            gb_fmt(err, errlen, "--key: this libzmq was built without CURVE");
+            goto err;
+        }
+        if (gb_curve_read_pair(cfg->key_path, pub, c->secret, err, errlen) != 0) goto err;
+        c->auth = gb_auth_new(c->ctx, cfg->authorized_path, err, errlen);
+        if (!c->auth) goto err;
+        gb_info("CURVE on both endpoints: coordinator key %s, %zu key(s) admitted from %s", pub,
+                gb_auth_count(c->auth), cfg->authorized_path);
     }
     c->agents_sock = bind_router(c, cfg->listen, cfg->max_frame * GB_WIRE_HARD_FACTOR, c->listen_ep,
                                  sizeof c->listen_ep, err, errlen);
@@ -1673,34 +1966,24 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->control_sock = bind_router(c, cfg->control, cmax * GB_WIRE_HARD_FACTOR, c->control_ep,
                                   sizeof c->control_ep, err, errlen);
     if (!c->control_sock) goto err;
-    /* Connections libzmq drops itself (a frame over the hard cap) are logged
-     * from the socket monitor. */
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://gb-coord-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->agents_sock, mon,
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
-        c->monitor = zmq_socket(c->ctx, ZMQ_PAIR);
-        if (c->monitor && zmq_connect(c->monitor, mon) != 0) {
-            zmq_close(c->monitor);
-            c->monitor = NULL;
-        }
-    }
+    /* Connections libzmq drops itself (a frame over the hard cap, a failed
+     * handshake) are logged from the socket monitors. */
+    c->monitor = open_monitor(c, c->agents_sock, "agents");
+    c->control_monitor = open_monitor(c, c->control_sock, "control");
     c->next_tick_ms = c->next_hb_ms = gb_mono_ms();
     c->dirty = 1;
     gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
             c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
             cfg->lost_after);
-    if (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))
+    if (!c->auth && (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control)))
         gb_warn("insecure: endpoints reachable from the network without authentication");
+    else if (!c->auth)
+        gb_info("no keys: bound to loopback only (give --key and --authorized to serve the "
+                "network)");
     return c;
 err:
     gb_coord_destroy(&c);
     return NULL;
-}
-
-static void free_value(void *ctx, void *value) {
-    (void)ctx;
-    free(value);
 }
 
 void gb_coord_destroy(gb_coord_t **self_p) {
@@ -1711,11 +1994,19 @@ void gb_coord_destroy(gb_coord_t **self_p) {
         gb_store_close(&c->store);
     }
     if (c->monitor) zmq_close(c->monitor);
+    if (c->control_monitor) zmq_close(c->control_monitor);
     if (c->agents_sock) {
         zmq_socket_monitor(c->agents_sock, NULL, 0);
         zmq_close(c->agents_sock);
     }
-    if (c->control_sock) zmq_close(c->control_sock);
+    if (c->control_sock) {
+        zmq_socket_monitor(c->control_sock, NULL, 0);
+        zmq_close(c->control_sock);
+    }
+    gb_auth_destroy(&c->auth);
+    gb_rate_destroy(&c->rate);
+    gb_rate_destroy(&c->refusal_log);
+    memset(c->secret, 0, sizeof c->secret);
     if (c->ctx) zmq_ctx_term(c->ctx);
     if (c->jobs) gb_map_each(c->jobs, free_value, NULL);
     if (c->sweeps) gb_map_each(c->sweeps, free_value, NULL);
@@ -1724,57 +2015,148 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     gb_map_destroy(&c->agents);
     gb_map_destroy(&c->jobs);
     gb_map_destroy(&c->sweeps);
+    if (c->peers) gb_map_each(c->peers, free_value, NULL);
+    gb_map_destroy(&c->peers);
     free(c->agent_list);
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
     free(c->out);
-    free(c->pend);
     free(c);
     *self_p = NULL;
 }
 
-static void read_monitor(gb_coord_t *c) {
-    for (;;) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
+/* Peer addresses by file descriptor, taken when a connection is accepted,
+ * so that a handshake that fails later is logged with its address. (The
+ * monitor reports a failed handshake without its descriptor, right before
+ * the disconnection that carries it.) */
+static void remember_peer(gb_coord_t *c, int fd) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char host[INET6_ADDRSTRLEN] = "?", addr[INET6_ADDRSTRLEN + 16];
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0) return; /* closed already */
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        gb_fmt(addr, sizeof addr, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in = (const struct sockaddr_in6 *)&sa;
+        inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+        gb_fmt(addr, sizeof addr, "[%s]:%u", host, ntohs(in->sin6_port));
+    } else {
+        gb_fmt(addr, sizeof addr, "a local socket");
+    }
+    char *copy = strdup(addr);
+    if (!copy) return;
+    free(gb_map_get(c->peers, &fd, sizeof fd));
+    if (gb_map_put(c->peers, &fd, sizeof fd, copy) != 0) free(copy);
+}
+
+static void *open_monitor(gb_coord_t *c, void *sock, const char *name) {
+    char ep[96];
+    snprintf(ep, sizeof ep, "inproc://gb-coord-monitor-%s-%p", name, (void *)c);
+    if (zmq_socket_monitor(
+            sock, ep,
+            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        return NULL;
+    void *m = zmq_socket(c->ctx, ZMQ_PAIR);
+    int zero = 0;
+    if (m && (zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(m, ep) != 0)) {
+        zmq_close(m);
+        m = NULL;
+    }
+    return m;
+}
+
+static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
+    uint16_t event;
+    uint32_t value;
+    char where[256];
+    while (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            remember_peer(c, (int)value);
+            continue;
         }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            c->failed_auth = 1; /* the ZAP handler logged it, with the address */
+            continue;
         }
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        char where[256] = "";
-        if (more) {
-            zmq_msg_init(&addr);
-            if (zmq_msg_recv(&addr, c->monitor, 0) >= 0) {
-                size_t n =
-                    zmq_msg_size(&addr) < sizeof where - 1 ? zmq_msg_size(&addr) : sizeof where - 1;
-                memcpy(where, zmq_msg_data(&addr), n);
-                where[n] = '\0';
-            }
-            zmq_msg_close(&addr);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+            event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            gb_fmt(c->failed_why, sizeof c->failed_why, "%s",
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                           value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                       ? (c->auth ? "it does not speak CURVE (a plaintext peer)"
+                                  : "it speaks CURVE and this coordinator has no keys")
+                   : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                       ? "a protocol error (a wrong server key, or not ZeroMQ)"
+                       : "the connection ended during the handshake");
+            continue;
         }
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-            gb_warn("a peer on %s failed the ZMTP handshake (fd %u): connection dropped", where,
-                    value);
-        else
-            gb_info("a peer connection on %s closed (fd %u); a frame over the %zu-byte hard cap "
-                    "also ends here",
-                    where, value, c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+        /* ZMQ_EVENT_DISCONNECTED, value = fd */
+        int fd = (int)value;
+        char *addr = gb_map_del(c->peers, &fd, sizeof fd);
+        if (c->failed_why[0]) {
+            /* a refused peer retries at every reconnect: one line per host
+             * and reason every GB_AUTH_REPEAT_S seconds */
+            char host[INET6_ADDRSTRLEN + 16] = "?", peer[400], *colon;
+            int64_t retry;
+            if (addr) gb_copy(host, sizeof host, addr);
+            if ((colon = strrchr(host, ':'))) *colon = '\0'; /* the port changes every time */
+            gb_fmt(peer, sizeof peer, "%s|%s|%s", name, host, c->failed_why);
+            if (c->refusal_log &&
+                !gb_rate_take(c->refusal_log, peer, strlen(peer), gb_mono_ms(), &retry))
+                gb_debug("refused a peer on the %s endpoint from %s: %s", name, addr ? addr : "?",
+                         c->failed_why);
+            else
+                gb_warn("refused a peer on the %s endpoint (%s) from %s: %s", name, where,
+                        addr ? addr : "an address not known (it closed at once)", c->failed_why);
+        } else if (!c->failed_auth) {
+            /* a client command disconnects after every request: not news */
+            gb_log(mon == c->monitor ? GB_LOG_INFO : GB_LOG_DEBUG,
+                   "a peer connection on %s from %s closed; a frame over the %zu-byte hard cap "
+                   "also ends here",
+                   where, addr ? addr : "?", c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+        }
+        c->failed_why[0] = '\0';
+        c->failed_auth = 0;
+        free(addr);
     }
 }
 
+/* SIGHUP: read the authorized keys again. New handshakes and every
+ * message from now on are checked against the new list. */
+static void reload_keys(gb_coord_t *c) {
+    if (!c->auth) {
+        gb_info("reload requested, but the coordinator runs without keys: nothing to reload");
+        return;
+    }
+    size_t before = gb_auth_count(c->auth);
+    char err[600];
+    if (gb_auth_reload(c->auth, err, sizeof err) != 0) {
+        gb_error("reload failed, the previous %zu key(s) stay in force: %s", before, err);
+        return;
+    }
+    gb_info("reloaded %s: %zu key(s) admitted (were %zu)", gb_auth_path(c->auth),
+            gb_auth_count(c->auth), before);
+}
+
 int gb_coord_run(gb_coord_t *c) {
-    zmq_pollitem_t items[3] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
-                               {c->control_sock, 0, ZMQ_POLLIN, 0},
-                               {c->monitor, 0, ZMQ_POLLIN, 0}};
-    int n_items = c->monitor ? 3 : 2;
+    zmq_pollitem_t items[5] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
+                               {c->control_sock, 0, ZMQ_POLLIN, 0}};
+    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1;
+    if (c->monitor) {
+        i_mon = n_items;
+        items[n_items++] = (zmq_pollitem_t){c->monitor, 0, ZMQ_POLLIN, 0};
+    }
+    if (c->control_monitor) {
+        i_cmon = n_items;
+        items[n_items++] = (zmq_pollitem_t){c->control_monitor, 0, ZMQ_POLLIN, 0};
+    }
+    if (c->auth) {
+        i_auth = n_items;
+        items[n_items++] = (zmq_pollitem_t){gb_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
+    }
     int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
     while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
         int64_t now = gb_mono_ms();
@@ -1801,7 +2183,12 @@ int gb_coord_run(gb_coord_t *c) {
                 on_control_message(c, &f);
                 gb_frame_close(&f);
             }
-        if (n_items == 3 && (items[2].revents & ZMQ_POLLIN)) read_monitor(c);
+        if (i_auth >= 0 && (items[i_auth].revents & ZMQ_POLLIN)) gb_auth_serve(c->auth);
+        if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN))
+            read_monitor(c, c->monitor, "agents");
+        if (i_cmon >= 0 && (items[i_cmon].revents & ZMQ_POLLIN))
+            read_monitor(c, c->control_monitor, "control");
+        if (c->cfg.reload && atomic_exchange(c->cfg.reload, 0)) reload_keys(c);
         now = gb_mono_ms();
         if (now >= c->next_tick_ms) {
             check_liveness(c);
@@ -1813,10 +2200,7 @@ int gb_coord_run(gb_coord_t *c) {
         }
         dispatch(c);
         flush(c);
-        if (c->dirty && c->q_head) { /* results just freed some slots */
-            dispatch(c);
-            flush(c);
-        }
+        if (c->fatal) return -1;
     }
     flush(c);
     gb_info("coordinator stopping");

@@ -116,6 +116,11 @@ struct gb_store {
     sqlite3 *db;
     sqlite3_stmt *st[S_COUNT];
     int in_tx;
+    /* A statement of the open transaction failed and SQLite rolled the
+     * transaction back by itself (it may on SQLITE_FULL, SQLITE_IOERR, ...):
+     * a later statement would run, and commit, on its own. So every write
+     * is refused until the caller rolls back. */
+    int broken;
     char err[512];
 };
 
@@ -171,10 +176,17 @@ static int bind(gb_store_t *self, int which, const char *types, ...) {
 
 /* Step a bound statement that returns no rows. */
 static int exec(gb_store_t *self, int which) {
+    if (self->broken) {
+        sqlite3_reset(self->st[which]);
+        return -1; /* self->err still says what failed first */
+    }
     int rc = sqlite3_step(self->st[which]);
     sqlite3_reset(self->st[which]);
     if (rc != SQLITE_DONE) {
         snprintf(self->err, sizeof self->err, "%s", sqlite3_errmsg(self->db));
+        /* a constraint failure undoes its statement only; SQLITE_FULL or an
+         * I/O error may undo the whole transaction */
+        if (self->in_tx && sqlite3_get_autocommit(self->db)) self->broken = 1;
         return -1;
     }
     return 0;
@@ -241,8 +253,27 @@ int gb_store_begin(gb_store_t *self) {
     return 0;
 }
 
+int gb_store_set_synchronous(gb_store_t *self, int full) {
+    if (sqlite3_exec(self->db, full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return fail(self, "synchronous");
+    return 0;
+}
+
+int gb_store_in_tx(const gb_store_t *self) {
+    return self->in_tx;
+}
+
+int gb_store_broken(const gb_store_t *self) {
+    return self->broken;
+}
+
 int gb_store_commit(gb_store_t *self) {
     if (!self->in_tx) return 0;
+    if (self->broken) {
+        gb_store_rollback(self);
+        return -1;
+    }
     if (sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         fail(self, "commit");
         gb_store_rollback(self);
@@ -253,7 +284,9 @@ int gb_store_commit(gb_store_t *self) {
 }
 
 void gb_store_rollback(gb_store_t *self) {
+    self->broken = 0;
     if (!self->in_tx) return;
+    /* fails harmlessly when SQLite already rolled the transaction back */
     sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
     self->in_tx = 0;
 }

@@ -22,9 +22,20 @@ const char *gb_store_errmsg(gb_store_t *self);
 /* Open a write transaction unless one is open (idempotent). */
 int gb_store_begin(gb_store_t *self);
 /* Commit the open transaction (no-op without one). On failure the
- * transaction is rolled back. */
+ * transaction is rolled back. A transaction that SQLite rolled back by
+ * itself when a statement failed (disk full, I/O error) is "broken": every
+ * later write fails and the commit fails, since a later statement would
+ * otherwise run, and commit, on its own. */
 int gb_store_commit(gb_store_t *self);
 void gb_store_rollback(gb_store_t *self);
+/* 1 while a transaction is open. */
+int gb_store_in_tx(const gb_store_t *self);
+/* 1 when the open transaction is broken (see above). */
+int gb_store_broken(const gb_store_t *self);
+/* PRAGMA synchronous: FULL (1, the default: a commit is on stable storage
+ * when it returns; survives power loss) or NORMAL (0: WAL commits survive a
+ * crash of the process, not of the machine). */
+int gb_store_set_synchronous(gb_store_t *self, int full);
 
 /* ---- nodes -------------------------------------------------------------- */
 
