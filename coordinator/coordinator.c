@@ -125,6 +125,7 @@ struct gb_coord {
     int64_t store_retry_ms; /* no placement before this (after a failure) */
     int store_backoff_ms;
     unsigned long store_failures;
+    int64_t store_fail_logged_ms;
     gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     char failed_why[128];
@@ -1109,6 +1110,15 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
          * but is applied only after this turn's commit: so two heartbeats. */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
+            if (!j->started && ref_listed(hb->running, hb->n_running, j->id, j->attempt)) {
+                /* it runs: its Progress was lost (or its turn rolled back) */
+                char now[32];
+                now_iso(now, sizeof now);
+                j->started = 1;
+                if (gb_store_begin(c->store) != 0 ||
+                    gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+                    store_err(c, "job %" PRIu64 " started", j->id);
+            }
             if (!j->started || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
                 ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
                 hb->n_spooled_jobs < hb->spooled) {
@@ -1597,7 +1607,12 @@ static void flush(gb_coord_t *c) {
     int had_tx = gb_store_in_tx(c->store);
     int ok = !c->store_failed && gb_store_commit(c->store) == 0;
     if (ok) {
-        if (had_tx) c->store_backoff_ms = 0;
+        /* the store takes real work again (an empty transaction proves
+         * nothing about a full disk) */
+        if (had_tx && c->n_acks + c->n_assigns > 0) {
+            c->store_backoff_ms = 0;
+            c->store_retry_ms = 0;
+        }
         for (size_t i = 0; i < c->n_out; i++) {
             outmsg_t *m = &c->out[i];
             if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
@@ -1612,10 +1627,17 @@ static void flush(gb_coord_t *c) {
         c->store_backoff_ms = c->store_backoff_ms ? c->store_backoff_ms * 2 : STORE_BACKOFF_MIN_MS;
         if (c->store_backoff_ms > STORE_BACKOFF_MAX_MS) c->store_backoff_ms = STORE_BACKOFF_MAX_MS;
         c->store_retry_ms = gb_mono_ms() + c->store_backoff_ms;
-        gb_error("store: commit failed (%s): turn rolled back, %zu result(s) not acknowledged "
-                 "(their agents resend), %zu assignment(s) not sent; state reloaded from the "
-                 "store, placement paused %d ms",
-                 why, c->n_acks, c->n_assigns, c->store_backoff_ms);
+        /* a full disk fails every turn that writes: one line every 10 s */
+        int64_t now = gb_mono_ms();
+        if (now - c->store_fail_logged_ms >= 10000) {
+            gb_error("store: commit failed (%s): turn rolled back, %zu result(s) not acknowledged "
+                     "(their agents resend), %zu assignment(s) not sent; state reloaded from the "
+                     "store, placement paused %d ms (%lu failed turn(s) so far)",
+                     why, c->n_acks, c->n_assigns, c->store_backoff_ms, c->store_failures);
+            c->store_fail_logged_ms = now;
+        } else {
+            gb_debug("store: commit failed again (%s)", why);
+        }
         char reason[700];
         gb_fmt(reason, sizeof reason,
                "the coordinator could not commit this to its store (%s): nothing of it was kept, "
@@ -1824,8 +1846,8 @@ static void resync(gb_coord_t *c) {
         for (int k = 0; k < a->n_running; k++)
             a->running[k]->assigned_ms = gb_mono_ms(); /* a fresh window to report it */
     }
-    gb_info("state reloaded from the store: %zu job(s) unfinished, %zu queued",
-            gb_map_size(c->jobs), c->n_queued);
+    gb_debug("state reloaded from the store: %zu job(s) unfinished, %zu queued",
+             gb_map_size(c->jobs), c->n_queued);
 }
 
 static void *open_monitor(gb_coord_t *c, void *sock, const char *name);
