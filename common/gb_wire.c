@@ -292,6 +292,35 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
     }
 }
 
+/* protobuf-c keeps fields it does not know (a newer peer's), and it
+ * accepts the tag of field number 0 written in two bytes (82 00) while it
+ * refuses the same tag in one (02): such an envelope decodes, but packs into
+ * bytes that do not. Field number 0 is not valid protobuf: it is refused
+ * anywhere in the tree. Found by fuzz_envelope (tests/fuzz/regressions). */
+static int field_zero(const ProtobufCMessage *m, int depth) {
+    if (!m || depth > 8) return 0;
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0) return 1;
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *base = (const char *)m;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+            continue; /* not the body this envelope holds */
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)(base + f->quantifier_offset);
+            ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)(base + f->offset);
+            for (size_t k = 0; k < n; k++)
+                if (field_zero(v[k], depth + 1)) return 1;
+        } else if (field_zero(*(ProtobufCMessage *const *)(base + f->offset), depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope **out, uint64_t *seq,
                    char *why, size_t whylen) {
     *out = NULL;
@@ -303,6 +332,10 @@ int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope *
     if (!env)
         FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes is not a gpubench envelope", len);
     *seq = env->seq;
+    if (field_zero(&env->base, 0)) {
+        gb__envelope__free_unpacked(env, NULL);
+        FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes holds a field numbered 0", len);
+    }
     int rc = gb_wire_validate(env, why, whylen);
     if (rc) {
         gb__envelope__free_unpacked(env, NULL);
