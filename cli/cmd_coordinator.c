@@ -27,9 +27,12 @@ static void usage(FILE *out) {
         "  --max-agents N      agents the coordinator knows, every one ever seen (default 10000)\n"
         "  --rate-limit N      control requests a second per peer, 0 for none (default 50)\n"
         "  --rate-burst N      requests a peer may send at once (default 100)\n"
-        "  --sync MODE         full: a result is on stable storage before it is acknowledged\n"
-        "                      (survives power loss); normal: it survives a crash of the\n"
-        "                      coordinator, not of the machine (default full)\n"
+        "  --sync MODE         when an acknowledged result is durable (default group):\n"
+        "                      group: on stable storage; a thread flushes the store's log\n"
+        "                      while the coordinator goes on, acknowledgements wait for it\n"
+        "                      full: on stable storage; every commit waits for the disk\n"
+        "                      normal: survives a crash of the coordinator, not of the\n"
+        "                      machine (power loss)\n"
         "  --key FILE          the coordinator's NAME.key: CURVE on both endpoints\n"
         "  --authorized FILE   public keys of the agents and clients admitted, one a line\n"
         "                      (reloaded on SIGHUP); required with --key\n"
@@ -122,9 +125,14 @@ int cmd_coordinator(int argc, char **argv) {
             cfg.rate_burst = (double)v;
             break;
         case 's':
-            if (strcmp(optarg, "full") != 0 && strcmp(optarg, "normal") != 0)
-                return cli_usage_error("coordinator", "--sync is full or normal");
-            cfg.sync_full = strcmp(optarg, "full") == 0;
+            if (strcmp(optarg, "group") == 0)
+                cfg.sync = GB_SYNC_GROUP;
+            else if (strcmp(optarg, "full") == 0)
+                cfg.sync = GB_SYNC_FULL;
+            else if (strcmp(optarg, "normal") == 0)
+                cfg.sync = GB_SYNC_NORMAL;
+            else
+                return cli_usage_error("coordinator", "--sync is group, full or normal");
             break;
         case 'k':
             cfg.key_path = optarg;

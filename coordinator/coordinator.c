@@ -25,6 +25,7 @@
 #include "ratelimit.h"
 #include "record.h"
 #include "store.h"
+#include "syncer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -41,12 +42,13 @@
 #include <zmq.h>
 
 #define MAX_SLOTS            64
-#define DRAIN_PER_TURN       1000 /* messages per socket per loop turn */
+#define DRAIN_PER_TURN       256  /* messages per socket per loop turn */
 #define SEEN_WRITE_MS        5000 /* nodes.last_seen is written at most this often */
 #define REJECT_LOG_PER_S     20   /* reject lines logged a second; the rest are counted */
 #define STORE_BACKOFF_MIN_MS 200
 #define STORE_BACKOFF_MAX_MS 5000
 #define GB_COORD_RATE_PEERS  65536 /* peers with a rate-limit bucket at once */
+#define SLOW_TURN_US         10000 /* a loop turn longer than this is logged (debug) */
 
 enum { A_CONNECTED, A_DISCONNECTED, A_LOST };
 static const char *const agent_state_names[] = {"connected", "disconnected", "lost"};
@@ -110,6 +112,8 @@ typedef struct outmsg {
     size_t len;
     int fail_code;
     uint64_t ref_seq;
+    int need_sync; /* --sync group: not before the turn's commit is durable */
+    uint64_t seq;  /* (held) the commit it waits for */
 } outmsg_t;
 
 struct gb_coord {
@@ -145,10 +149,18 @@ struct gb_coord {
     cjob_t *q_head, *q_tail;
     size_t n_queued;
     int dirty; /* placement may find something to do */
-    int64_t started_ms, next_tick_ms, next_hb_ms;
+    int64_t started_ms, next_tick_ms;
+    int64_t hb_last_us; /* heartbeats: when they were last sent, the share left over, */
+    double hb_carry;    /* and where the cursor stands in agent_list */
+    size_t hb_cursor;
     uint64_t seq;
     outmsg_t *out;
     size_t n_out, out_cap;
+    /* --sync group: messages waiting for their commit to be durable, FIFO */
+    gb_syncer_t *syncer;
+    uint64_t commit_seq;
+    outmsg_t *held;
+    size_t held_head, n_held, held_cap;
     size_t n_acks, n_assigns; /* of the outbox, for the failure log */
 };
 
@@ -166,7 +178,7 @@ void gb_coord_config_default(gb_coord_config_t *cfg) {
     cfg->max_queued = GB_COORD_MAX_QUEUED;
     cfg->rate_per_s = GB_COORD_RATE_PER_S;
     cfg->rate_burst = GB_COORD_RATE_BURST;
-    cfg->sync_full = 1;
+    cfg->sync = GB_SYNC_GROUP;
 }
 
 const char *gb_coord_listen_endpoint(const gb_coord_t *c) {
@@ -280,6 +292,8 @@ static void send_after_commit_or(gb_coord_t *c, void *sock, const uint8_t *rid, 
     memcpy(m->rid, rid, m->rid_len);
     m->fail_code = fail_code;
     m->ref_seq = env->seq;
+    /* what tells a peer its data is safe waits for the disk */
+    m->need_sync = env->body_case == GB__ENVELOPE__BODY_RESULT_ACK || fail_code != 0;
     c->n_out++;
     if (env->body_case == GB__ENVELOPE__BODY_RESULT_ACK) c->n_acks++;
     if (env->body_case == GB__ENVELOPE__BODY_ASSIGN) c->n_assigns++;
@@ -1581,13 +1595,24 @@ static void check_liveness(gb_coord_t *c) {
     }
 }
 
-static void send_heartbeats(gb_coord_t *c) {
+/* Heartbeats to the agents, spread over the interval: a cursor goes round
+ * the registry once per interval and each turn sends to the share that came
+ * due since the last one, so 2,000 agents cost 2,000 small sends a second
+ * but never 2,000 in one turn (which would delay whatever waits behind it). */
+static void send_heartbeats(gb_coord_t *c, int64_t now_us) {
+    double due = c->hb_carry + (double)(now_us - c->hb_last_us) * (double)c->n_agents /
+                                   ((double)c->cfg.heartbeat_ms * 1000.0);
+    c->hb_last_us = now_us;
+    if (due > (double)c->n_agents) due = (double)c->n_agents;
+    size_t n = (size_t)due;
+    c->hb_carry = due - (double)n;
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    for (size_t i = 0; i < c->n_agents; i++) {
-        cagent_t *a = c->agent_list[i];
+    for (size_t k = 0; k < n; k++) {
+        if (c->hb_cursor >= c->n_agents) c->hb_cursor = 0;
+        cagent_t *a = c->agent_list[c->hb_cursor++];
         if (a->state != A_CONNECTED) continue;
         env.seq = 0;
         send_now(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
@@ -1598,6 +1623,58 @@ static void send_heartbeats(gb_coord_t *c) {
 
 static void resync(gb_coord_t *c);
 
+static void out_send(outmsg_t *m) {
+    if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
+        gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
+    free(m->buf);
+    m->buf = NULL;
+}
+
+/* Keep m (and its buffer) until commit c->commit_seq is durable. */
+static void hold(gb_coord_t *c, outmsg_t *m) {
+    if (c->held_head > 0 && c->held_head == c->n_held) c->held_head = c->n_held = 0;
+    if (c->n_held == c->held_cap) {
+        if (c->held_head > 0) { /* reuse the room at the front */
+            memmove(c->held, c->held + c->held_head, (c->n_held - c->held_head) * sizeof *c->held);
+            c->n_held -= c->held_head;
+            c->held_head = 0;
+        }
+        if (c->n_held == c->held_cap) {
+            size_t cap = c->held_cap ? c->held_cap * 2 : 256;
+            outmsg_t *v = realloc(c->held, cap * sizeof *v);
+            if (!v) { /* not acknowledged: the agent resends */
+                gb_error("out of memory holding a message");
+                free(m->buf);
+                m->buf = NULL;
+                return;
+            }
+            c->held = v;
+            c->held_cap = cap;
+        }
+    }
+    c->held[c->n_held] = *m;
+    c->held[c->n_held].seq = c->commit_seq;
+    c->n_held++;
+    m->buf = NULL;
+}
+
+/* Send what waited for a commit that is durable now. */
+static void release_held(gb_coord_t *c) {
+    if (!c->syncer || c->held_head == c->n_held) return;
+    char err[300];
+    int64_t done = gb_syncer_done(c->syncer, err, sizeof err);
+    if (done < 0) {
+        gb_error("store: %s: the store can no longer promise durability; stopping (the agents "
+                 "resend what was not acknowledged)",
+                 err);
+        c->fatal = 1;
+        return;
+    }
+    while (c->held_head < c->n_held && c->held[c->held_head].seq <= (uint64_t)done)
+        out_send(&c->held[c->held_head++]);
+}
+
 /* End the turn: commit, then send what waited for the commit. When a
  * statement of the turn or the commit failed, roll the turn back, send
  * nothing of it (a request that wrote gets a Reject), reload memory from the
@@ -1606,6 +1683,10 @@ static void resync(gb_coord_t *c);
 static void flush(gb_coord_t *c) {
     int had_tx = gb_store_in_tx(c->store);
     int ok = !c->store_failed && gb_store_commit(c->store) == 0;
+    if (ok && had_tx) {
+        c->commit_seq++;
+        if (c->syncer) gb_syncer_request(c->syncer, c->commit_seq);
+    }
     if (ok) {
         /* the store takes real work again (an empty transaction proves
          * nothing about a full disk) */
@@ -1615,9 +1696,11 @@ static void flush(gb_coord_t *c) {
         }
         for (size_t i = 0; i < c->n_out; i++) {
             outmsg_t *m = &c->out[i];
-            if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-                zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
-                gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
+            if (c->syncer && m->need_sync) {
+                hold(c, m); /* the buffer moves to the held queue */
+                continue;
+            }
+            out_send(m);
         }
     } else {
         char why[512];
@@ -1654,6 +1737,7 @@ static void flush(gb_coord_t *c) {
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
     c->n_out = c->n_acks = c->n_assigns = 0;
+    release_held(c);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -1949,11 +2033,14 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
-    if (gb_store_set_synchronous(c->store, cfg->sync_full) != 0) {
+    if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||
+        (cfg->sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0)) {
         gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
         goto err;
     }
     if (load_state(c, err, errlen) != 0) goto err;
+    if (cfg->sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(cfg->db_path, err, errlen)))
+        goto err;
     if (cfg->rate_per_s > 0 &&
         !(c->rate = gb_rate_new(cfg->rate_per_s, cfg->rate_burst, GB_COORD_RATE_PEERS))) {
         gb_fmt(err, errlen, "out of memory");
@@ -1992,7 +2079,8 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
      * handshake) are logged from the socket monitors. */
     c->monitor = open_monitor(c, c->agents_sock, "agents");
     c->control_monitor = open_monitor(c, c->control_sock, "control");
-    c->next_tick_ms = c->next_hb_ms = gb_mono_ms();
+    c->next_tick_ms = gb_mono_ms();
+    c->hb_last_us = gb_mono_us();
     c->dirty = 1;
     gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
             c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
@@ -2011,10 +2099,16 @@ err:
 void gb_coord_destroy(gb_coord_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_coord_t *c = *self_p;
-    if (c->store) {
-        gb_store_commit(c->store);
-        gb_store_close(&c->store);
+    if (c->store) gb_store_commit(c->store);
+    if (c->syncer) { /* what waited for the disk goes out once it is there */
+        if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
+            release_held(c);
+        gb_syncer_destroy(&c->syncer);
     }
+    for (size_t i = c->held_head; i < c->n_held; i++)
+        free(c->held[i].buf);
+    free(c->held);
+    if (c->store) gb_store_close(&c->store);
     if (c->monitor) zmq_close(c->monitor);
     if (c->control_monitor) zmq_close(c->control_monitor);
     if (c->agents_sock) {
@@ -2164,7 +2258,7 @@ static void reload_keys(gb_coord_t *c) {
 }
 
 int gb_coord_run(gb_coord_t *c) {
-    zmq_pollitem_t items[5] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
+    zmq_pollitem_t items[6] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
                                {c->control_sock, 0, ZMQ_POLLIN, 0}};
     int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1;
     if (c->monitor) {
@@ -2179,6 +2273,8 @@ int gb_coord_run(gb_coord_t *c) {
         i_auth = n_items;
         items[n_items++] = (zmq_pollitem_t){gb_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
     }
+    if (c->syncer) /* wakes the loop when a flush finished: release_held */
+        items[n_items++] = (zmq_pollitem_t){NULL, gb_syncer_fd(c->syncer), ZMQ_POLLIN, 0};
     int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
     while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
         int64_t now = gb_mono_ms();
@@ -2191,20 +2287,26 @@ int gb_coord_run(gb_coord_t *c) {
             gb_error("poll: %s", zmq_strerror(errno));
             return -1;
         }
+        /* a turn's phases are timed: a slow one is logged (debug) with
+         * where the time went */
+        int64_t t_start = gb_mono_us(), t_agents, t_control, t_timers, t_dispatch;
+        int n_agent_msgs = 0, n_control_msgs = 0;
         if (items[0].revents & ZMQ_POLLIN)
-            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+            for (; n_agent_msgs < DRAIN_PER_TURN; n_agent_msgs++) {
                 gb_frame_t f;
                 if (gb_zmq_recv(c->agents_sock, 1, &f) != 0) break;
                 on_agent_message(c, &f);
                 gb_frame_close(&f);
             }
+        t_agents = gb_mono_us();
         if (items[1].revents & ZMQ_POLLIN)
-            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+            for (; n_control_msgs < DRAIN_PER_TURN; n_control_msgs++) {
                 gb_frame_t f;
                 if (gb_zmq_recv(c->control_sock, 1, &f) != 0) break;
                 on_control_message(c, &f);
                 gb_frame_close(&f);
             }
+        t_control = gb_mono_us();
         if (i_auth >= 0 && (items[i_auth].revents & ZMQ_POLLIN)) gb_auth_serve(c->auth);
         if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN))
             read_monitor(c, c->monitor, "agents");
@@ -2216,12 +2318,20 @@ int gb_coord_run(gb_coord_t *c) {
             check_liveness(c);
             c->next_tick_ms = now + tick_ms;
         }
-        if (now >= c->next_hb_ms) {
-            send_heartbeats(c);
-            c->next_hb_ms = now + c->cfg.heartbeat_ms;
-        }
+        send_heartbeats(c, gb_mono_us());
+        t_timers = gb_mono_us();
+        size_t n_out = c->n_out;
         dispatch(c);
+        t_dispatch = gb_mono_us();
+        n_out = c->n_out - n_out;
         flush(c);
+        int64_t t_end = gb_mono_us();
+        if (t_end - t_start > SLOW_TURN_US)
+            gb_debug("slow turn: %.1f ms: %d agent message(s) %.1f ms, %d request(s) %.1f ms, "
+                     "timers %.1f ms, placement of %zu %.1f ms, commit and send %.1f ms",
+                     (t_end - t_start) / 1e3, n_agent_msgs, (t_agents - t_start) / 1e3,
+                     n_control_msgs, (t_control - t_agents) / 1e3, (t_timers - t_control) / 1e3,
+                     n_out, (t_dispatch - t_timers) / 1e3, (t_end - t_dispatch) / 1e3);
         if (c->fatal) return -1;
     }
     flush(c);

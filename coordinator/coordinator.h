@@ -32,6 +32,18 @@ typedef struct gb_coord gb_coord_t;
 #define GB_COORD_RATE_PER_S 50.0    /* control requests a second per peer */
 #define GB_COORD_RATE_BURST 100.0
 
+/* When an acknowledged result is durable (--sync):
+ *   GROUP   on stable storage, like FULL, but the reactor does not wait for
+ *           the disk: commits are written (synchronous=NORMAL) and a thread
+ *           flushes the WAL; acknowledgements (and replies to requests that
+ *           wrote) wait for that flush, nothing else does (syncer.h)
+ *   FULL    SQLite synchronous=FULL: each commit waits for the disk
+ *   NORMAL  SQLite synchronous=NORMAL, acknowledged after the commit: it
+ *           survives a crash of the coordinator (SIGKILL), not of the
+ *           machine (a power loss may lose what the last checkpoint had not
+ *           reached) */
+enum { GB_SYNC_GROUP = 0, GB_SYNC_FULL = 1, GB_SYNC_NORMAL = 2 };
+
 typedef struct gb_coord_config {
     const char *listen;        /* agents' endpoint: "tcp://127.0.0.1:5555"; port * = ephemeral */
     const char *control;       /* clients' endpoint: "tcp://127.0.0.1:5556" */
@@ -52,7 +64,7 @@ typedef struct gb_coord_config {
     size_t max_queued; /* GB_COORD_MAX_QUEUED: a submit that would pass it is refused */
     double rate_per_s; /* GB_COORD_RATE_PER_S per peer on the control endpoint; 0: no limit */
     double rate_burst; /* GB_COORD_RATE_BURST */
-    int sync_full;     /* 1: SQLite synchronous=FULL (survives power loss); 0: NORMAL */
+    int sync;          /* GB_SYNC_GROUP (default), GB_SYNC_FULL or GB_SYNC_NORMAL, below */
 } gb_coord_config_t;
 
 void gb_coord_config_default(gb_coord_config_t *cfg);

@@ -260,6 +260,14 @@ int gb_store_set_synchronous(gb_store_t *self, int full) {
     return 0;
 }
 
+int gb_store_set_autocheckpoint(gb_store_t *self, int pages) {
+    char q[64];
+    snprintf(q, sizeof q, "PRAGMA wal_autocheckpoint = %d", pages);
+    if (sqlite3_exec(self->db, q, NULL, NULL, NULL) != SQLITE_OK)
+        return fail(self, "autocheckpoint");
+    return 0;
+}
+
 int gb_store_in_tx(const gb_store_t *self) {
     return self->in_tx;
 }

@@ -36,6 +36,9 @@ int gb_store_broken(const gb_store_t *self);
  * when it returns; survives power loss) or NORMAL (0: WAL commits survive a
  * crash of the process, not of the machine). */
 int gb_store_set_synchronous(gb_store_t *self, int full);
+/* PRAGMA wal_autocheckpoint: pages of WAL after which a commit checkpoints
+ * (SQLite's default 1000); 0: never (someone else checkpoints: syncer.h). */
+int gb_store_set_autocheckpoint(gb_store_t *self, int pages);
 
 /* ---- nodes -------------------------------------------------------------- */
 
