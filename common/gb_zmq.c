@@ -182,6 +182,10 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     }
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    /* replies are bounded too: a peer posing as the coordinator cannot make
+     * a command allocate without limit */
+    int64_t max_reply = GB_REQUEST_MAX_REPLY;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_reply, sizeof max_reply);
     if (curve && gb_curve_client_apply(s, curve, err, errlen) != 0) goto out;
     /* a refused handshake is reported at once, not as a timeout */
     char mon_ep[64];

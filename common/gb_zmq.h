@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#define GB_RID_MAX 255
+#define GB_RID_MAX           255
+#define GB_REQUEST_MAX_REPLY (64 << 20) /* the largest reply gb_request takes */
 
 struct gb_curve_client;
 

@@ -134,6 +134,7 @@ struct gb_coord {
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     char failed_why[128];
     int failed_auth;
+    zmq_msg_t *cur_msg; /* the message being handled (for its peer's address), or NULL */
     /* reject log limit */
     int64_t reject_window_ms;
     int rejects_logged;
@@ -333,7 +334,18 @@ static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len
     }
     if (c->rejects_logged < REJECT_LOG_PER_S) {
         c->rejects_logged++;
-        gb_warn("rejected %s from %s: %s: %s", what, who, gb_wire_reject_name(code), reason);
+        /* the peer's address and key name, when the message being handled
+         * has them (a refusal is then traceable to a machine or a person) */
+        char peer[200] = "";
+        if (c->cur_msg) {
+            const char *addr = zmq_msg_gets(c->cur_msg, "Peer-Address");
+            const char *key = c->auth ? zmq_msg_gets(c->cur_msg, "User-Id") : NULL;
+            const char *name = key ? gb_auth_name(c->auth, key) : "";
+            gb_fmt(peer, sizeof peer, " (%s%s%s%s)", addr ? addr : "?", key ? ", key " : "",
+                   key ? (name[0] ? name : key) : "", "");
+        }
+        gb_warn("rejected %s from %s%s: %s: %s", what, who, peer, gb_wire_reject_name(code),
+                reason);
     } else {
         c->rejects_suppressed++;
     }
@@ -1056,7 +1068,15 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     ack_after_commit(c, a, r);
 }
 
+static void on_agent_message_(gb_coord_t *c, gb_frame_t *f);
+
 static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
+    c->cur_msg = f->parts ? &f->payload : NULL;
+    on_agent_message_(c, f);
+    c->cur_msg = NULL;
+}
+
+static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     char who[2 * GB_RID_MAX + 1], why[512];
     if (f->parts != 1) {
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "message",
@@ -1499,7 +1519,15 @@ static int rate_ok(gb_coord_t *c, gb_frame_t *f, uint64_t seq) {
     return 0;
 }
 
+static void on_control_message_(gb_coord_t *c, gb_frame_t *f);
+
 static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
+    c->cur_msg = f->parts ? &f->payload : NULL;
+    on_control_message_(c, f);
+    c->cur_msg = NULL;
+}
+
+static void on_control_message_(gb_coord_t *c, gb_frame_t *f) {
     char why[512];
     if (f->parts != 1) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "request",
