@@ -113,7 +113,12 @@ disk_full | disk_full_sync_full)
     for _ in $(seq 100); do grep -q "commit failed" "$T/coord.log" && break; sleep 0.05; done
     contains "the failed commit is logged" "$T/coord.log" "database or disk is full"
     contains "... and nothing of it acknowledged" "$T/coord.log" "not acknowledged (their agents resend)"
-    sleep 2.5   # the running jobs end meanwhile
+    # the running jobs end meanwhile: their results wait in the spools
+    for _ in $(seq 200); do
+        [ "$(find "$T/a1/spool" "$T/a2/spool" -name 'result-*.pb' | wc -l)" -ge 2 ] && break
+        sleep 0.05
+    done
+    sleep 0.5   # resent at least once, refused again
     find "$T/a1/spool" "$T/a2/spool" -name 'result-*.pb' | sed 's/.*result-\([0-9]*\)-\([0-9]*\)\.pb$/\1,\2/' >"$T/held.txt"
     held=$(wc -l <"$T/held.txt")
     [ "$held" -ge 1 ] || fail "no result waits in an agent's spool while the disk is full"

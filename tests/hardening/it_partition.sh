@@ -82,8 +82,10 @@ after | after_adopt)
     for _ in $(seq 100); do [ "$(q "SELECT state FROM attempts WHERE attempt = 1")" = lost ] && break; sleep 0.05; done
     eq "attempt 1 given up when r's lease expired" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
     contains "the loss is logged" "$T/coord.log" "agent r lost (silent for"
-    sleep 1.6   # r's job ends behind the cut: its result waits in its spool
+    # r's job ends behind the cut: its result waits in its spool
+    for _ in $(seq 100); do [ "$(find "$T/r/spool" -name 'result-*.pb' | wc -l)" = 1 ] && break; sleep 0.05; done
     eq "r holds its result" "$(find "$T/r/spool" -name 'result-*.pb' | wc -l)" 1
+    grep -q "attempt 2 .*-> r\|job 1 .* done" "$T/coord.log" && fail "the coordinator heard from r during the cut"
     heal
     check "the sweep finishes" "$GB" wait "$sweep" --quiet --timeout 30
     if [ "$case" = after ]; then
