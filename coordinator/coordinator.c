@@ -1689,7 +1689,7 @@ static void hold(gb_coord_t *c, outmsg_t *m) {
 
 /* Send what waited for a commit that is durable now. */
 static void release_held(gb_coord_t *c) {
-    if (!c->syncer || c->held_head == c->n_held) return;
+    if (!c->syncer) return;
     char err[300];
     int64_t done = gb_syncer_done(c->syncer, err, sizeof err);
     if (done < 0) {

@@ -316,14 +316,22 @@ static void open_agents(int n, const char *prefix) {
     }
 }
 
+static void *ctl; /* the control DEALER */
+
 /* One pass of the reactor: wait up to ms, then drain every socket that
  * signalled, run heartbeats and resends. */
 static void step(int ms) {
     struct epoll_event evs[512];
     int n = epoll_wait(S.epfd, evs, 512, ms);
-    for (int i = 0; i < n; i++)
-        if (evs[i].data.u32 != UINT32_MAX) /* the control socket's: its reader polls it */
-            drain(&S.agents[evs[i].data.u32]);
+    for (int i = 0; i < n; i++) {
+        if (evs[i].data.u32 == UINT32_MAX) { /* the control socket: its reader polls it; */
+            int ev;                          /* asking for its events resets the wake-up */
+            size_t sz = sizeof ev;
+            zmq_getsockopt(ctl, ZMQ_EVENTS, &ev, &sz);
+            continue;
+        }
+        drain(&S.agents[evs[i].data.u32]);
+    }
     double t = now_ms();
     for (int i = 0; i < S.n_agents; i++) {
         agent_t *a = &S.agents[i];
@@ -357,7 +365,6 @@ static int registered(void) {
 
 /* ---- control requests (one outstanding, on their own DEALER) ------------ */
 
-static void *ctl;
 static uint64_t ctl_seq;
 
 static Gb__Envelope *ctl_request(Gb__Envelope *req, int timeout_ms) {
