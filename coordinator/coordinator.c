@@ -928,7 +928,14 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         store_err(c, "result of job %" PRIu64, r->job_id);
         return; /* not acknowledged: resent later */
     }
-    int found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
+    cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
+    /* The common case, the running attempt of this agent, is known from
+     * memory (which matches the store); anything else is looked up. */
+    int found = 0;
+    if (j && j->state == J_RUNNING && j->agent == a && j->attempt == r->attempt)
+        gb_copy(att_agent, sizeof att_agent, a->id);
+    else
+        found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
                                      att_state, sizeof att_state);
     if (found < 0) {
         store_err(c, "result of job %" PRIu64, r->job_id);
@@ -943,7 +950,6 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         ack_after_commit(c, a, r);
         return;
     }
-    cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
     if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, a);
     int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == a;
     /* What the record says, when it is one. */
