@@ -1465,7 +1465,18 @@ static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) 
         gang_send_start(c, j, a);
         return;
     }
-    gang_act(c, j, gb_gang_on_ready(G->g, r), -1, NULL, 0);
+    int act = gb_gang_on_ready(G->g, r);
+    gb_rank_state_t st = gb_gang_state(G->g, r);
+    if (G->stored[r] == GB_RANK_ASSIGNED && (st == GB_RANK_READY || st == GB_RANK_STARTED)) {
+        /* when it said so, also when it was the last (the start follows) */
+        char now[32];
+        now_iso(now, sizeof now);
+        if (gb_store_begin(c->store) != 0 ||
+            gb_ranks_set(c->ranks, j->id, j->attempt, r, "ready", "ready", now, NULL) != 0)
+            gb_error("store: %s", gb_ranks_errmsg(c->ranks));
+        G->stored[r] = GB_RANK_READY;
+    }
+    gang_act(c, j, act, -1, NULL, 0);
 }
 
 /* A result from agent a for (job, attempt): 1 when it is a rank's of a
