@@ -154,12 +154,11 @@ WITH runs AS (
 ),
 one AS (
     SELECT node, backend, precision, batch_per_gpu, image_size, images_per_sec,
-           row_number() OVER w AS i,
-           count(*) OVER w     AS cnt
+           row_number() OVER (w ORDER BY images_per_sec) AS i,
+           count(*) OVER w                               AS cnt  -- the whole group: no ORDER BY
     FROM runs
     WHERE n_gpus = 1 AND n_nodes = 1
-    WINDOW w AS (PARTITION BY node, backend, precision, batch_per_gpu, image_size
-                 ORDER BY images_per_sec)
+    WINDOW w AS (PARTITION BY node, backend, precision, batch_per_gpu, image_size)
 ),
 base AS (
     SELECT node, backend, precision, batch_per_gpu, image_size,
