@@ -89,7 +89,7 @@ static void print_matrix(FILE *out, const node_topo_t *t) {
     for (int j = 0; j < t->n_gpus; j++) {
         char h[16];
         snprintf(h, sizeof h, "GPU%d", j);
-        fprintf(out, "%-8s", h);
+        fprintf(out, j + 1 < t->n_gpus ? "%-8s" : "%s", h);
     }
     fputc('\n', out);
     for (int i = 0; i < t->n_gpus; i++) {
