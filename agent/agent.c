@@ -35,12 +35,12 @@
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
 typedef struct slot_rank {
-    int on;              /* the slot's job is multi-node */
+    int on; /* the slot's job is multi-node */
     uint32_t rank;
-    gb_rdv_reader_t in;  /* lines from the worker */
+    gb_rdv_reader_t in; /* lines from the worker */
     unsigned char id[GB_RDV_ID_MAX];
-    size_t id_len;       /* > 0: rank 0's worker made its id */
-    int ready, started;  /* the worker said ready; the start went to it */
+    size_t id_len;      /* > 0: rank 0's worker made its id */
+    int ready, started; /* the worker said ready; the start went to it */
 } slot_rank_t;
 
 typedef struct slot {

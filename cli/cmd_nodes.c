@@ -25,12 +25,10 @@ static void usage(FILE *out) {
 }
 
 int cmd_nodes(int argc, char **argv) {
-    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
-                                         {"format", required_argument, 0, 'f'},
-                                         {"topo", no_argument, 0, 't'},
-                                         {"db", required_argument, 0, 'd'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"control", required_argument, 0, 'c'}, {"format", required_argument, 0, 'f'},
+        {"topo", no_argument, 0, 't'},          {"db", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *control = cli_control_default();
     const char *db = GB_DEFAULT_DB;
     gb_format_t fmt = GB_FMT_TABLE;

@@ -14,8 +14,8 @@
 void gb_topo_code(unsigned lanes, const char *path, char *buf, size_t len) {
     static const struct {
         const char *path, *code;
-    } map[] = {{"same_board", "PIX"}, {"single_switch", "PIX"}, {"multi_switch", "PXB"},
-               {"host_bridge", "PHB"}, {"numa_node", "NODE"},   {"cross_socket", "SYS"}};
+    } map[] = {{"same_board", "PIX"},  {"single_switch", "PIX"}, {"multi_switch", "PXB"},
+               {"host_bridge", "PHB"}, {"numa_node", "NODE"},    {"cross_socket", "SYS"}};
     if (lanes > 0) {
         snprintf(buf, len, "NV%u", lanes);
         return;
@@ -51,8 +51,9 @@ typedef struct node_topo {
 static int load(sqlite3 *db, const char *agent_id, node_topo_t *t) {
     sqlite3_stmt *st = NULL;
     memset(t, 0, sizeof *t);
-    if (sqlite3_prepare_v2(db, "SELECT idx, name, pci_bus_id FROM gpus WHERE agent_id = ?1"
-                               " ORDER BY idx",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT idx, name, pci_bus_id FROM gpus WHERE agent_id = ?1"
+                           " ORDER BY idx",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_text(st, 1, agent_id, -1, SQLITE_STATIC);
@@ -64,8 +65,9 @@ static int load(sqlite3 *db, const char *agent_id, node_topo_t *t) {
         if (i + 1 > t->n_gpus) t->n_gpus = i + 1;
     }
     sqlite3_finalize(st);
-    if (sqlite3_prepare_v2(db, "SELECT gpu_a, gpu_b, nvlink_lanes, pcie_path FROM links"
-                               " WHERE agent_id = ?1",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT gpu_a, gpu_b, nvlink_lanes, pcie_path FROM links"
+                           " WHERE agent_id = ?1",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_text(st, 1, agent_id, -1, SQLITE_STATIC);
@@ -133,18 +135,19 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         goto out;
     }
     sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db,
-                           "SELECT agent_id, name, n_gpus, gpu_model,"
-                           " json_extract(inventory, '$.nvml_error') FROM nodes"
-                           " WHERE ?1 IS NULL OR name = ?1 OR agent_id = ?1 ORDER BY name, agent_id",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT agent_id, name, n_gpus, gpu_model,"
+            " json_extract(inventory, '$.nvml_error') FROM nodes"
+            " WHERE ?1 IS NULL OR name = ?1 OR agent_id = ?1 ORDER BY name, agent_id",
+            -1, &st, NULL) != SQLITE_OK) {
         fprintf(stderr, "gpubench nodes: %s is not a gpubench store (%s)\n", db_path,
                 sqlite3_errmsg(db));
         goto out;
     }
     if (node) sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
-    static const char *const cols[] = {"node",         "gpu_a",     "gpu_b",
-                                       "link",         "nvlink_lanes", "pcie_path"};
+    static const char *const cols[] = {"node", "gpu_a",        "gpu_b",
+                                       "link", "nvlink_lanes", "pcie_path"};
     if (fmt != GB_FMT_TABLE && !(tab = gb_table_new(6, cols))) {
         fprintf(stderr, "gpubench nodes: out of memory\n");
         goto out;

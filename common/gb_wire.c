@@ -183,7 +183,8 @@ static int check_assign_ranks(const Gb__JobAssign *a, char *why, size_t whylen) 
             FAIL(RANGE, "assign: rank fields on a one-node job");
         return 0;
     }
-    if (a->n_nodes > GB_WIRE_NODES_MAX) FAIL(RANGE, "assign.n_nodes must be 1..%d", GB_WIRE_NODES_MAX);
+    if (a->n_nodes > GB_WIRE_NODES_MAX)
+        FAIL(RANGE, "assign.n_nodes must be 1..%d", GB_WIRE_NODES_MAX);
     if (a->rank >= a->n_nodes) FAIL(RANGE, "assign.rank must be below n_nodes");
     if (a->world_size < a->n_nodes || a->world_size > GB_WIRE_NODES_MAX * 1024u ||
         a->world_size % a->n_nodes != 0)

@@ -1000,14 +1000,14 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
 
 struct cgang {
     gb_gang_t *g;
-    cagent_t **agent;         /* per rank */
-    gb_rank_state_t *stored;  /* per rank: the state last written to the store */
-    unsigned char *worker;    /* per rank: its agent reported the worker started */
-    int *missing;             /* per rank: heartbeats in a row that did not mention it */
-    int64_t deadline_ms;      /* monotonic: every rank ready by then */
-    int64_t start_at_ms;      /* wall clock: the start time sent, 0 before */
+    cagent_t **agent;        /* per rank */
+    gb_rank_state_t *stored; /* per rank: the state last written to the store */
+    unsigned char *worker;   /* per rank: its agent reported the worker started */
+    int *missing;            /* per rank: heartbeats in a row that did not mention it */
+    int64_t deadline_ms;     /* monotonic: every rank ready by then */
+    int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
     char start_iso[32];
-    unsigned tick;            /* gang_check's last pass */
+    unsigned tick; /* gang_check's last pass */
 };
 
 static int is_multi(const cjob_t *j) {
@@ -1067,8 +1067,7 @@ static void gang_sync(gb_coord_t *c, cjob_t *j, int who, const char *error) {
                            : st == GB_RANK_STARTED ? "start"
                                                    : "ended";
         if (gb_ranks_set(c->ranks, j->id, j->attempt, r, gb_rank_state_name(st), when,
-                         st == GB_RANK_STARTED ? G->start_iso : now,
-                         r == who ? error : NULL) != 0)
+                         st == GB_RANK_STARTED ? G->start_iso : now, r == who ? error : NULL) != 0)
             gb_error("store: %s", gb_ranks_errmsg(c->ranks));
         G->stored[r] = st;
         if (gb_rank_ended(st)) {
@@ -1332,8 +1331,7 @@ static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *back
     static const char *const order[] = {"cuda", "cpu"};
     int n = j->def.n_nodes;
     for (size_t b = 0; b < 2; b++) {
-        if (strcmp(j->def.backend, "auto") != 0 && strcmp(j->def.backend, order[b]) != 0)
-            continue;
+        if (strcmp(j->def.backend, "auto") != 0 && strcmp(j->def.backend, order[b]) != 0) continue;
         int k = 0;
         for (size_t i = 0; i < c->n_agents && k < n; i++) {
             cagent_t *a = c->agent_list[i];
@@ -1388,8 +1386,8 @@ static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, si
     int best = fit[0] > fit[1] ? fit[0] : fit[1];
     if (best >= job->n_nodes) return 1;
     gb_fmt(why, whylen,
-           "the job spans %d nodes, and %d known node(s) could run it together%s%s%s%s", job->n_nodes,
-           best, first[0] ? "; " : "", first,
+           "the job spans %d nodes, and %d known node(s) could run it together%s%s%s%s",
+           job->n_nodes, best, first[0] ? "; " : "", first,
            old ? "; agents too old for multi-node jobs: " : "", old ? "some" : "");
     return 0;
 }
@@ -1438,7 +1436,7 @@ static void gang_progress(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Progr
     }
     char reason[GB_WIRE_ERROR_MAX + 64];
     gb_fmt(reason, sizeof reason, "agent %s refused rank %d: %s", a->name, r, p->message);
-    a->reported_busy = a->slots; /* full until its next heartbeat says otherwise */
+    a->reported_busy = a->slots;        /* full until its next heartbeat says otherwise */
     gang_rank_lost(c, j, r, reason, 0); /* a refusal does not use up an attempt */
 }
 
@@ -1453,8 +1451,8 @@ static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) 
     cgang_t *G = j->gang;
     if (u->phase == GB__RANK_PHASE__RANK_ID) {
         if (r != 0) {
-            gb_warn("job %" PRIu64 ": rank %d on %s sent a unique id; only rank 0 makes one",
-                    j->id, r, a->name);
+            gb_warn("job %" PRIu64 ": rank %d on %s sent a unique id; only rank 0 makes one", j->id,
+                    r, a->name);
             return;
         }
         gang_act(c, j, gb_gang_on_id(G->g, 0, u->unique_id.data, u->unique_id.len), -1, NULL, 0);
@@ -1506,8 +1504,8 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     }
     if (r->record_json[0] && kind[0]) {
         gb_record_t rec;
-        if (gb_record_parse(r->record_json, strlen(r->record_json), kind, &rec, why,
-                            sizeof why) == 0) {
+        if (gb_record_parse(r->record_json, strlen(r->record_json), kind, &rec, why, sizeof why) ==
+            0) {
             have_rec = 1;
             gb_record_free(&rec);
         } else if (j && r->status == GB__RESULT_STATUS__RESULT_OK) {
@@ -1538,8 +1536,8 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     int current = j && j->gang && j->attempt == r->attempt;
     if (!stored || !current) {
         if (stored)
-            gb_info("late result of job %" PRIu64 " attempt %u rank %d kept", r->job_id,
-                    r->attempt, rank);
+            gb_info("late result of job %" PRIu64 " attempt %u rank %d kept", r->job_id, r->attempt,
+                    rank);
         pend_add(c, r, a->id, 0, NULL);
         return 1;
     }
@@ -1679,7 +1677,8 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
          * but is applied only after this turn's commit: so two heartbeats. */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
-            if (j->gang || !j->started || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+            if (j->gang || !j->started ||
+                ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
                 ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
                 hb->n_spooled_jobs < hb->spooled) {
                 j->missing = 0;

@@ -56,9 +56,9 @@ gb_rank_state_t gb_gang_state(const gb_gang_t *g, int rank) {
 }
 
 const char *gb_rank_state_name(gb_rank_state_t s) {
-    static const char *const names[] = {"waiting", "assigned", "ready",     "started",
-                                        "done",    "failed",   "timeout",   "crashed",
-                                        "cancelled", "lost",   "skipped"};
+    static const char *const names[] = {"waiting",   "assigned", "ready",   "started",
+                                        "done",      "failed",   "timeout", "crashed",
+                                        "cancelled", "lost",     "skipped"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "skipped";
 }
 
@@ -158,8 +158,9 @@ int gb_gang_on_result(gb_gang_t *g, int rank, gb_gang_status_t status, const cha
             break;
         }
         g->state[rank] = GB_RANK_FAILED;
-        snprintf(why, sizeof why, "finished before the start barrier (a worker that does not "
-                                  "take part in the rendezvous)");
+        snprintf(why, sizeof why,
+                 "finished before the start barrier (a worker that does not "
+                 "take part in the rendezvous)");
         set_cause(g, GB_GANG_FAILED, rank, why, 1);
         break;
     case GB_GANG_ERR_CANCELLED:
@@ -183,8 +184,7 @@ int gb_gang_on_lost(gb_gang_t *g, int rank, const char *reason, int counts) {
     return settle(g);
 }
 
-int gb_gang_end(gb_gang_t *g, gb_gang_outcome_t outcome, int rank, const char *reason,
-                int counts) {
+int gb_gang_end(gb_gang_t *g, gb_gang_outcome_t outcome, int rank, const char *reason, int counts) {
     if (outcome == GB_GANG_CANCELLED) g->cancel_requested = 1;
     if (outcome == GB_GANG_RUNNING || outcome == GB_GANG_DONE) return 0;
     if (g->outcome != GB_GANG_RUNNING) return settle(g) & ~GB_GANG_END;

@@ -114,8 +114,7 @@ int gb_gang_on_lost(gb_gang_t *g, int rank, const char *reason, int counts);
  * deadline (LOST, rank = the first not ready) or a cancel (CANCELLED, rank
  * -1). Ignored when there is a cause already, except that a cancel is
  * always remembered (gb_gang_cancel_requested). */
-int gb_gang_end(gb_gang_t *g, gb_gang_outcome_t outcome, int rank, const char *reason,
-                int counts);
+int gb_gang_end(gb_gang_t *g, gb_gang_outcome_t outcome, int rank, const char *reason, int counts);
 /* The first rank not yet ready, or -1 (all ready, or started). */
 int gb_gang_first_unready(const gb_gang_t *g);
 

@@ -12,8 +12,9 @@
 enum { R_INSERT, R_ASSIGNED, R_READY, R_START, R_ENDED, R_REPORT, R_FIND, R_SAVED, R_ABANDON, R_N };
 
 static const char *const sql[R_N] = {
-    [R_INSERT] = "INSERT INTO ranks (job_id, attempt, rank, agent_id, state, placed_at, assigned_at)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?5 = 'assigned' THEN ?6 END)",
+    [R_INSERT] =
+        "INSERT INTO ranks (job_id, attempt, rank, agent_id, state, placed_at, assigned_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?5 = 'assigned' THEN ?6 END)",
     [R_ASSIGNED] = "UPDATE ranks SET state = ?4, assigned_at = ?5"
                    " WHERE job_id = ?1 AND attempt = ?2 AND rank = ?3",
     [R_READY] = "UPDATE ranks SET state = ?4, ready_at = ?5"
@@ -72,8 +73,7 @@ void gb_ranks_destroy(gb_ranks_t **self_p) {
 }
 
 /* Reset, clear, and bind job_id, attempt (and rank when >= 0) as ?1 ?2 ?3. */
-static sqlite3_stmt *key(gb_ranks_t *self, int which, uint64_t job_id, uint32_t attempt,
-                         int rank) {
+static sqlite3_stmt *key(gb_ranks_t *self, int which, uint64_t job_id, uint32_t attempt, int rank) {
     sqlite3_stmt *st = self->st[which];
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);

@@ -29,7 +29,7 @@ int gb_ranks_set(gb_ranks_t *self, uint64_t job_id, uint32_t attempt, int rank, 
 
 /* What a rank's worker reported. */
 typedef struct gb_rank_report {
-    const char *status; /* ok | failed | timeout | crashed | cancelled */
+    const char *status;                       /* ok | failed | timeout | crashed | cancelled */
     const char *error, *output_tail, *record; /* NULL: SQL NULL */
     int exit_code;
     const char *started_at, *finished_at;

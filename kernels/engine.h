@@ -60,14 +60,14 @@ int gb_precision_parse(const char *s, gb_precision_t *out);
 #define GB_DIST_ID_MAX 128 /* NCCL_UNIQUE_ID_BYTES */
 
 typedef struct gb_dist {
-    int rank;       /* this worker's node rank, 0..n_nodes-1 */
-    int n_nodes;    /* ranks (nodes) in the job, > 1 */
-    int world_size; /* devices in the job: n_nodes * devices per node */
+    int rank;                                /* this worker's node rank, 0..n_nodes-1 */
+    int n_nodes;                             /* ranks (nodes) in the job, > 1 */
+    int world_size;                          /* devices in the job: n_nodes * devices per node */
     unsigned char unique_id[GB_DIST_ID_MAX]; /* ranks > 0: rank 0's id as relayed; rank 0:
                                                 what it published */
     size_t unique_id_len;                    /* 1..GB_DIST_ID_MAX; 0 on rank 0 before publish_id */
-    int64_t start_at_ms;   /* set by wait_start: the job's start time (Unix ms) */
-    int64_t started_at_ms; /* set by wait_start: when this rank went (Unix ms) */
+    int64_t start_at_ms;                     /* set by wait_start: the job's start time (Unix ms) */
+    int64_t started_at_ms;                   /* set by wait_start: when this rank went (Unix ms) */
     int (*publish_id)(struct gb_dist *self, const unsigned char *id, size_t len, char *err,
                       size_t errlen);
     int (*wait_start)(struct gb_dist *self, char *err, size_t errlen);

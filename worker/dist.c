@@ -28,8 +28,7 @@ static int write_all(int fd, const char *buf, size_t len, char *err, size_t errl
     return 0;
 }
 
-static int publish_id(gb_dist_t *d, const unsigned char *id, size_t len, char *err,
-                      size_t errlen) {
+static int publish_id(gb_dist_t *d, const unsigned char *id, size_t len, char *err, size_t errlen) {
     gb_dist_chan_t *ch = d->ctx;
     if (d->rank != 0) {
         gb_fmt(err, errlen, "only rank 0 publishes the unique id (this is rank %d)", d->rank);
@@ -102,8 +101,8 @@ static int get_int(const cJSON *o, const char *key, int min, int max, int *out, 
     return 0;
 }
 
-int gb_dist_from_json(const cJSON *dist, int devices, gb_dist_t *d, gb_dist_chan_t *ch,
-                      char *err, size_t errlen) {
+int gb_dist_from_json(const cJSON *dist, int devices, gb_dist_t *d, gb_dist_chan_t *ch, char *err,
+                      size_t errlen) {
     memset(d, 0, sizeof *d);
     memset(ch, 0, sizeof *ch);
     ch->fd = -1;
@@ -127,8 +126,8 @@ int gb_dist_from_json(const cJSON *dist, int devices, gb_dist_t *d, gb_dist_chan
             gb_hex_decode(id->valuestring, strlen(id->valuestring), d->unique_id,
                           sizeof d->unique_id, &d->unique_id_len) != 0 ||
             d->unique_id_len == 0) {
-            gb_fmt(err, errlen, "job file: rank %d has no unique id of 1..%d bytes (hex)",
-                   d->rank, GB_DIST_ID_MAX);
+            gb_fmt(err, errlen, "job file: rank %d has no unique id of 1..%d bytes (hex)", d->rank,
+                   GB_DIST_ID_MAX);
             return -1;
         }
     } else if (id) {

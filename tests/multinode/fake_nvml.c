@@ -139,7 +139,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link, nvml
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned link,
-                                                         nvmlPciInfo_t *p) {
+                                                        nvmlPciInfo_t *p) {
     int peer = -1, e = far_end(d->idx, link, &peer);
     if (!e || e == 'x') return NVML_ERROR_INVALID_ARGUMENT;
     memset(p, 0, sizeof *p);
@@ -150,7 +150,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned link,
-                                                         nvmlIntNvLinkDeviceType_t *t) {
+                                                        nvmlIntNvLinkDeviceType_t *t) {
     if (is("bridge_untyped") || is("switch_untyped")) return NVML_ERROR_NOT_SUPPORTED;
     int peer = -1, e = far_end(d->idx, link, &peer);
     if (!e || e == 'x') return NVML_ERROR_INVALID_ARGUMENT;

@@ -165,12 +165,12 @@ static const unsigned dgx_lanes[28] = {
     12,                   /* 6-7 */
 };
 static const char *const dgx_paths[28] = {
-    "single_switch", "host_bridge",   "host_bridge",   "cross_socket",  "cross_socket",
-    "cross_socket",  "cross_socket",  "host_bridge",   "host_bridge",   "cross_socket",
-    "cross_socket",  "cross_socket",  "cross_socket",  "single_switch", "cross_socket",
-    "cross_socket",  "cross_socket",  "cross_socket",  "cross_socket",  "cross_socket",
-    "cross_socket",  "cross_socket",  "single_switch", "host_bridge",   "host_bridge",
-    "host_bridge",   "host_bridge",   "single_switch",
+    "single_switch", "host_bridge",  "host_bridge",   "cross_socket",  "cross_socket",
+    "cross_socket",  "cross_socket", "host_bridge",   "host_bridge",   "cross_socket",
+    "cross_socket",  "cross_socket", "cross_socket",  "single_switch", "cross_socket",
+    "cross_socket",  "cross_socket", "cross_socket",  "cross_socket",  "cross_socket",
+    "cross_socket",  "cross_socket", "single_switch", "host_bridge",   "host_bridge",
+    "host_bridge",   "host_bridge",  "single_switch",
 };
 /* 4 PCIe cards, every path class once (and one NVML could not tell) */
 static const unsigned pcie_lanes[6] = {0, 0, 0, 0, 0, 0};
@@ -217,10 +217,9 @@ int main(int argc, char **argv) {
     ctx = zmq_ctx_new();
     CHECK(ctx);
     if (strcmp(c, "topo") == 0) {
-        static const node_t dgx = {"fakedgx01", "dgx", 8, "NVIDIA H100 80GB HBM3", dgx_lanes,
-                                   dgx_paths};
-        static const node_t pcie = {"fakepcie01", "pcie", 4, "NVIDIA L40S", pcie_lanes,
-                                    pcie_paths};
+        static const node_t dgx = {"fakedgx01", "dgx",    8, "NVIDIA H100 80GB HBM3",
+                                   dgx_lanes,   dgx_paths};
+        static const node_t pcie = {"fakepcie01", "pcie", 4, "NVIDIA L40S", pcie_lanes, pcie_paths};
         void *a = peer(listen, dgx.id), *b = peer(listen, pcie.id);
         hello(a, &dgx, 1);
         hello(b, &pcie, 1);

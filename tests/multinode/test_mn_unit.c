@@ -119,7 +119,8 @@ static void case_gang_lost(void) {
     CHECK(gb_gang_on_ready(g, 1) == 0); /* too late */
     CHECK(gb_gang_take_cancel(g, 0));
     CHECK(gb_gang_on_result(g, 0, GB_GANG_ERR_CANCELLED, "cancelled by request") == GB_GANG_END);
-    CHECK(gb_gang_outcome(g) == GB_GANG_LOST && strcmp(gb_gang_reason(g), "rank 1: agent b lost") == 0);
+    CHECK(gb_gang_outcome(g) == GB_GANG_LOST &&
+          strcmp(gb_gang_reason(g), "rank 1: agent b lost") == 0);
     gb_gang_destroy(&g);
     /* a refusal does not count */
     g = gb_gang_new(2);
@@ -148,7 +149,8 @@ static void case_gang_deadline_cancel(void) {
     g = started3();
     CHECK(gb_gang_end(g, GB_GANG_CANCELLED, -1, "cancelled by request", 1) == GB_GANG_CANCEL);
     CHECK(gb_gang_outcome(g) == GB_GANG_CANCELLED && gb_gang_cause_rank(g) == -1);
-    CHECK(gb_gang_end(g, GB_GANG_RUNNING, -1, NULL, 0) == 0 && gb_gang_end(g, GB_GANG_DONE, 0, NULL, 0) == 0);
+    CHECK(gb_gang_end(g, GB_GANG_RUNNING, -1, NULL, 0) == 0 &&
+          gb_gang_end(g, GB_GANG_DONE, 0, NULL, 0) == 0);
     gb_gang_destroy(&g);
 }
 
@@ -164,7 +166,8 @@ static void case_gang_early_ok(void) {
     /* a stop nobody asked for is a failure */
     g = started3();
     CHECK(gb_gang_on_result(g, 2, GB_GANG_ERR_CANCELLED, "") & GB_GANG_CANCEL);
-    CHECK(gb_gang_outcome(g) == GB_GANG_FAILED && strstr(gb_gang_reason(g), "cancelled on its node"));
+    CHECK(gb_gang_outcome(g) == GB_GANG_FAILED &&
+          strstr(gb_gang_reason(g), "cancelled on its node"));
     gb_gang_destroy(&g);
 }
 
@@ -538,7 +541,8 @@ static void case_sleep_id(void) {
     CHECK(memcmp(id, "GBSLEEP1", 8) == 0);
     CHECK(gb_sleep_id_check(id, sizeof id, 77, 3, err, sizeof err) == 0);
     CHECK(gb_sleep_id_check(id, sizeof id, 78, 3, err, sizeof err) != 0 && strstr(err, "job 77"));
-    CHECK(gb_sleep_id_check(id, sizeof id, 77, 4, err, sizeof err) != 0 && strstr(err, "attempt 3"));
+    CHECK(gb_sleep_id_check(id, sizeof id, 77, 4, err, sizeof err) != 0 &&
+          strstr(err, "attempt 3"));
     CHECK(gb_sleep_id_check(id, sizeof id - 1, 77, 3, err, sizeof err) != 0);
     /* one flipped bit anywhere is caught */
     for (size_t i = 0; i < sizeof id; i++) {

@@ -122,8 +122,9 @@ static const char *one(const char *sql) {
     CHECKF(rc == SQLITE_ROW || rc == SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(ro));
     if (rc == SQLITE_ROW)
         snprintf(buf, sizeof buf, "%s",
-                 sqlite3_column_type(s, 0) == SQLITE_NULL ? "NULL"
-                                                          : (const char *)sqlite3_column_text(s, 0));
+                 sqlite3_column_type(s, 0) == SQLITE_NULL
+                     ? "NULL"
+                     : (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
     return buf;
 }
@@ -207,8 +208,8 @@ int main(void) {
     uint64_t nv8 = run("a", 8, "bf16", 64, 780, 1, "nvlink", "[\"P2P/CUMEM\", \"NVLS\"]", "done");
     uint64_t pc8 = run("a", 8, "bf16", 64, 700, 1, "pcie", "{\"SHM\": 56}", "done");
     uint64_t bad8 = run("a", 8, "bf16", 64, 999, 0, "nvlink", NULL, "done");
-    uint64_t multi = run("a,b", 8, "bf16", 64, 1500, 1, "nvlink", "[\"P2P/CUMEM\", \"NET/IB\"]",
-                         "done");
+    uint64_t multi =
+        run("a,b", 8, "bf16", 64, 1500, 1, "nvlink", "[\"P2P/CUMEM\", \"NET/IB\"]", "done");
     /* fp16 without a one-GPU fp16 run: no baseline */
     uint64_t fp16 = run("a", 8, "fp16", 64, 1600, 1, "nvlink", NULL, "done");
     /* batch 128: two one-GPU runs, the median is their mean */
