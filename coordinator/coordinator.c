@@ -112,8 +112,9 @@ struct gb_coord {
     char listen_ep[256], control_ep[256];
     char coord_id[17];
     gb_store_t *store;
-    gb_ranks_t *ranks; /* the store's ranks table (multi-node jobs) */
-    gb_map_t *agents;  /* id -> cagent_t */
+    gb_ranks_t *ranks;  /* the store's ranks table (multi-node jobs) */
+    unsigned gang_tick; /* passes of gang_check */
+    gb_map_t *agents;   /* id -> cagent_t */
     cagent_t **agent_list;
     size_t n_agents, agent_cap;
     gb_map_t *jobs;   /* id -> cjob_t (unfinished) */
@@ -1596,8 +1597,7 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
 /* Rendezvous deadlines: an attempt whose ranks are not all ready within
  * the job's rendezvous_s is lost (and may run again). */
 static void gang_check(gb_coord_t *c) {
-    static unsigned tick;
-    tick++;
+    unsigned tick = ++c->gang_tick;
     int64_t now = gb_mono_ms();
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];

@@ -286,6 +286,20 @@ static int fail_record(const char *out_path, const char *kind, const char *msg) 
     return 1;
 }
 
+/* A rank of a multi-node job: its "dist" object, which must agree with the
+ * parameters. */
+static int read_dist(const cJSON *djson, job_t *job, gb_dist_t *dist, gb_dist_chan_t *chan,
+                     char *err, size_t errlen) {
+    if (gb_dist_from_json(djson, job->def.gpus, dist, chan, err, errlen) != 0) return -1;
+    if (dist->n_nodes != job->def.n_nodes) {
+        gb_fmt(err, errlen, "job file: dist.n_nodes %d but the parameters say %d", dist->n_nodes,
+               job->def.n_nodes);
+        return -1;
+    }
+    job->dist = dist;
+    return 0;
+}
+
 static int read_job(const char *path, job_t *job, gb_dist_t *dist, gb_dist_chan_t *chan, char *err,
                     size_t errlen) {
     char *text = NULL;
@@ -317,16 +331,9 @@ static int read_job(const char *path, job_t *job, gb_dist_t *dist, gb_dist_chan_
         gb_fmt(err, errlen, "bad job parameters: backend must be resolved (cpu or cuda)");
     else if ((job->def.n_nodes > 1) != (djson != NULL))
         gb_fmt(err, errlen, "job file: a job over %d node(s) %s", job->def.n_nodes,
-               djson ? "has no 'dist'" : "needs its rank in 'dist'");
-    else if (djson && gb_dist_from_json(djson, job->def.gpus, dist, chan, err, errlen) != 0)
-        ;
-    else if (djson && dist->n_nodes != job->def.n_nodes)
-        gb_fmt(err, errlen, "job file: dist.n_nodes %d but the parameters say %d", dist->n_nodes,
-               job->def.n_nodes);
-    else {
-        job->dist = djson ? dist : NULL;
-        rc = 0;
-    }
+               djson ? "takes no 'dist'" : "needs its rank in 'dist'");
+    else
+        rc = djson ? read_dist(djson, job, dist, chan, err, errlen) : 0;
     free(ptext);
 out:
     cJSON_Delete(root);

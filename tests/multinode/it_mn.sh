@@ -17,6 +17,7 @@ case "$case" in
 two)
     start_coord
     start_agent a1
+    wait_nodes 1 # a1 registers first
     start_agent a2
     wait_nodes 2
     # more nodes than there are is refused at submit, naming the count
@@ -184,10 +185,12 @@ rank0_dies)
     eq "wait fails" "$?" 1
     ended_once 1 failed
     q "SELECT error FROM v_results" >"$T/error.txt"
-    contains "rank 0's death" "$T/error.txt" "rank 0 on a1: worker killed by signal 9"
+    r0=$(rank_node 1 0)
+    r1=$(rank_node 1 1)
+    contains "rank 0's death" "$T/error.txt" "rank 0 on $r0: worker killed by signal 9"
     eq "rank 1 skipped, never assigned" \
         "$(q "SELECT state || ',' || (assigned_at IS NULL) || ',' || (status IS NULL) FROM ranks WHERE rank = 1")" "skipped,1,1"
-    if grep -q "job 1 attempt 1 started" "$T/a2.log"; then fail "a2 started a worker"; fi
+    if grep -q "job 1 attempt 1 started" "$T/$r1.log"; then fail "$r1 started a worker"; fi
     no_workers a1 a2
     ;;
 cancel)

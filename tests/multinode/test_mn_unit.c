@@ -13,6 +13,7 @@
 #include "gb_util.h"
 #include "gb_wire.h"
 #include "record.h"
+#include "worker.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -552,6 +553,48 @@ static void case_sleep_id(void) {
     }
 }
 
+/* The worker refuses job files whose rank fields do not fit the job. */
+static void case_worker_files(void) {
+    char dir[] = "/tmp/gb-mn-worker-XXXXXX", job[64], out[64];
+    CHECK(mkdtemp(dir));
+    snprintf(job, sizeof job, "%s/job.json", dir);
+    snprintf(out, sizeof out, "%s/result.json", dir);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    static const struct {
+        const char *params, *dist, *word;
+    } bad[] = {
+        {"{\"kind\": \"sleep\", \"backend\": \"cpu\", \"n_nodes\": 2}", NULL,
+         "a job over 2 node(s) needs its rank in 'dist'"},
+        {"{\"kind\": \"gemm\", \"backend\": \"cpu\"}", "{\"rank\": 0}",
+         "a job over 1 node(s) takes no 'dist'"},
+        {"{\"kind\": \"sleep\", \"backend\": \"cpu\", \"n_nodes\": 2}",
+         "{\"rank\": 1, \"n_nodes\": 3, \"world_size\": 3, \"fd\": %d, \"unique_id\": \"0a\"}",
+         "dist.n_nodes 3 but the parameters say 2"},
+        {"{\"kind\": \"sleep\", \"backend\": \"cpu\", \"n_nodes\": 2, \"gpus\": 2}",
+         "{\"rank\": 1, \"n_nodes\": 2, \"world_size\": 2, \"fd\": %d, \"unique_id\": \"0a\"}",
+         "world_size 2 is not n_nodes 2 x 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char dist[256] = "", text[1024], err[256];
+        if (bad[i].dist) snprintf(dist, sizeof dist, bad[i].dist, sv[1]);
+        snprintf(text, sizeof text, "{\"job_id\": 9, \"attempt\": 1, \"params\": %s%s%s}",
+                 bad[i].params, bad[i].dist ? ", \"dist\": " : "", dist);
+        CHECK(gb_write_file_atomic(job, text, strlen(text), err, sizeof err) == 0);
+        CHECKF(gb_worker_run(job, out) == 2, "case %zu", i);
+        char *rec = NULL;
+        size_t len;
+        CHECK(gb_read_file(out, 1 << 16, &rec, &len, err, sizeof err) == 0);
+        CHECKF(strstr(rec, bad[i].word), "case %zu: %s", i, rec);
+        free(rec);
+    }
+    close(sv[0]);
+    close(sv[1]);
+    unlink(job);
+    unlink(out);
+    rmdir(dir);
+}
+
 /* ---- records -------------------------------------------------------------- */
 
 static void case_record(void) {
@@ -606,6 +649,7 @@ int main(int argc, char **argv) {
         {"dist_parse", case_dist_parse},
         {"dist_channel", case_dist_channel},
         {"sleep_id", case_sleep_id},
+        {"worker_files", case_worker_files},
         {"record", case_record},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
