@@ -328,6 +328,11 @@ int main(void) {
     CHECK(sqlite3_step(s) == SQLITE_DONE);
     sqlite3_finalize(s);
     sqlite3_close(ro);
+    const char *keep = getenv("GB_KEEP_TMP"); /* as the integration tests: keep it to look at */
+    if (keep && strcmp(keep, "1") == 0) {
+        printf("store kept: %s\n", path);
+        return 0;
+    }
     char wal[160];
     unlink(path);
     snprintf(wal, sizeof wal, "%s-wal", path);
