@@ -166,7 +166,9 @@ static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
         CHECK_STR(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
     }
     if (h->slots > 64) FAIL(RANGE, "hello.slots must be 0..64");
-    if (h->rendezvous > 1) FAIL(RANGE, "hello.rendezvous must be 0 or 1");
+    /* later versions of the rendezvous keep speaking this one (a change an
+     * old coordinator would misread bumps GB_PROTOCOL_VERSION instead) */
+    if (h->rendezvous > 1000) FAIL(RANGE, "hello.rendezvous must be 0..1000");
     int rc = check_inventory(h->inventory, why, whylen);
     if (rc) return rc;
     rc = check_jobrefs(h->running, h->n_running, "hello.running", why, whylen);

@@ -1386,10 +1386,10 @@ static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, si
     }
     int best = fit[0] > fit[1] ? fit[0] : fit[1];
     if (best >= job->n_nodes) return 1;
-    gb_fmt(why, whylen,
-           "the job spans %d nodes, and %d known node(s) could run it together%s%s%s%s",
-           job->n_nodes, best, first[0] ? "; " : "", first,
-           old ? "; agents too old for multi-node jobs: " : "", old ? "some" : "");
+    char olds[96] = "";
+    if (old) gb_fmt(olds, sizeof olds, "; %d agent(s) too old for multi-node jobs", old);
+    gb_fmt(why, whylen, "the job spans %d nodes, and %d known node(s) could run it together%s%s%s",
+           job->n_nodes, best, first[0] ? "; " : "", first, olds);
     return 0;
 }
 

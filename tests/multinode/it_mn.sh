@@ -20,9 +20,15 @@ two)
     wait_nodes 1 # a1 registers first
     start_agent a2
     wait_nodes 2
-    # more nodes than there are is refused at submit, naming the count
+    # an agent without the rendezvous takes no rank (it fails the test if
+    # it is assigned one), and does not count for a multi-node spec
+    "$FAKE" old "$LISTEN" 60 >"$T/fake.log" 2>&1 &
+    old=$!
+    PIDS+=("$old")
+    wait_nodes 3
     if "$GB" submit --kind sleep --param n_nodes=3 2>"$T/refused.txt"; then fail "3 nodes on 2 accepted"; fi
-    contains "refusal says why" "$T/refused.txt" "the job spans 3 nodes, and 2 known node(s) could run it together"
+    contains "refusal says why" "$T/refused.txt" \
+        "the job spans 3 nodes, and 2 known node(s) could run it together; 1 agent(s) too old for multi-node jobs"
     sweep=$(submit --kind sleep --param duration_ms=300 --param n_nodes=2 --name two)
     check "wait" "$GB" wait "$sweep" --quiet
     job_ok 1 2 1
@@ -30,6 +36,8 @@ two)
     eq "one attempt" "$(q "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
     eq "the job's result is rank 0's, synthetic" \
         "$(q "SELECT status || ',' || synthetic || ',' || n_devices || ',' || json_extract(record, '$.dist.rank') FROM results")" "ok,1,2,0"
+    eq "no rank on the old agent" "$(q "SELECT count(*) FROM ranks WHERE agent_id = 'fakeold01'")" 0
+    kill -0 "$old" 2>/dev/null || fail "the old agent ended: $(cat "$T/fake.log")"
     no_workers a1 a2
     ;;
 three)
@@ -133,7 +141,7 @@ silent)
     start_coord
     start_agent a1
     wait_nodes 1
-    "$FAKE" rank_silent "$LISTEN" 5 >"$T/fake.log" 2>&1 &
+    "$FAKE" rank_silent "$LISTEN" 2 >"$T/fake.log" 2>&1 &
     fake=$!
     PIDS+=("$fake")
     wait_nodes 2

@@ -7,6 +7,8 @@
  *               machine has no GPU): "dgx", 8 GPUs in two NVLink islands
  *               (dgx_lanes), and "pcie", 4 GPUs, every PCIe path class once;
  *               then heartbeats for SECONDS (default 30).
+ *   old         registers "old", an agent without the multi-node rendezvous
+ *               (Hello.rendezvous 0), and heartbeats for SECONDS.
  *   rank_silent registers as "fake" (multi-node capable), takes a rank of a
  *               multi-node job, reports its worker started, checks the rank
  *               fields, then goes silent: no heartbeat, no ready, nothing.
@@ -234,6 +236,19 @@ int main(int argc, char **argv) {
         }
         zmq_close(a);
         zmq_close(b);
+    } else if (strcmp(c, "old") == 0) {
+        static const node_t n = {"fakeold01", "old", 0, NULL, NULL, NULL};
+        void *s = peer(listen, n.id);
+        hello(s, &n, 0);
+        int64_t until = gb_mono_ms() + (int64_t)seconds * 1000;
+        while (gb_mono_ms() < until) {
+            Gb__Envelope *e = recv_env(s, 50);
+            CHECKF(!e || e->body_case != GB__ENVELOPE__BODY_ASSIGN,
+                   "a rank was assigned to an agent without the rendezvous");
+            gb_wire_free(&e);
+            heartbeat(s, 0, 0);
+        }
+        zmq_close(s);
     } else if (strcmp(c, "rank_silent") == 0) {
         uint64_t job;
         uint32_t att;

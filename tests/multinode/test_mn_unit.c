@@ -346,6 +346,22 @@ static void case_wire(void) {
     st.attempt = 0;
     CHECK(validate(&env, why, sizeof why) != 0);
 
+    /* the rendezvous an agent speaks: any version up to a sane bound */
+    Gb__Inventory inv = GB__INVENTORY__INIT;
+    inv.hostname = "h";
+    inv.cpu_cores = 2;
+    Gb__Hello h = GB__HELLO__INIT;
+    h.agent_id = "a1";
+    h.name = "n1";
+    h.inventory = &inv;
+    Gb__Envelope henv = GB__ENVELOPE__INIT;
+    henv.body_case = GB__ENVELOPE__BODY_HELLO;
+    henv.hello = &h;
+    h.rendezvous = 1;
+    CHECK(validate(&henv, why, sizeof why) == 0);
+    h.rendezvous = 1001;
+    CHECK(validate(&henv, why, sizeof why) != 0 && strstr(why, "hello.rendezvous"));
+
     /* packed and decoded again, the bytes of the id survive */
     st.attempt = 1;
     size_t len;
