@@ -35,12 +35,12 @@
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
 typedef struct slot_rank {
-    int on; /* the slot's job is multi-node */
-    uint32_t rank;
+    int on;             /* the slot's job is multi-node */
+    gb_rdv_rank_t said; /* its rank, and what its worker said */
     gb_rdv_reader_t in; /* lines from the worker */
     unsigned char id[GB_RDV_ID_MAX];
-    size_t id_len;      /* > 0: rank 0's worker made its id */
-    int ready, started; /* the worker said ready; the start went to it */
+    size_t id_len; /* > 0: rank 0's worker made its id */
+    int started;   /* the start went to the worker */
 } slot_rank_t;
 
 typedef struct slot {
@@ -433,7 +433,7 @@ static void send_rank_update(gb_agent_t *a, const slot_t *s, Gb__RankPhase phase
 static void rank_resend(gb_agent_t *a, const slot_t *s) {
     if (!s->run || !s->rank.on || s->rank.started) return;
     if (s->rank.id_len) send_rank_update(a, s, GB__RANK_PHASE__RANK_ID);
-    if (s->rank.ready) send_rank_update(a, s, GB__RANK_PHASE__RANK_READY);
+    if (s->rank.said.ready) send_rank_update(a, s, GB__RANK_PHASE__RANK_READY);
 }
 
 /* Lines from a rank's worker. A worker that breaks the protocol is stopped:
@@ -444,17 +444,16 @@ static void rank_read(gb_agent_t *a, slot_t *s) {
     while ((rc = gb_rdv_read_line(&s->rank.in, gb_run_rdv_fd(s->run), line)) == 1) {
         gb_rdv_msg_t m;
         int ok = gb_rdv_parse(line, strlen(line), &m, why, sizeof why) == 0;
-        if (ok && m.kind == GB_RDV_ID && s->rank.rank == 0 && !s->rank.id_len && !s->rank.ready) {
+        gb_rdv_action_t act = ok ? gb_rdv_from_worker(&s->rank.said, &m) : GB_RDV_VIOLATION;
+        if (act == GB_RDV_SEND_ID) {
             memcpy(s->rank.id, m.id, m.id_len);
             s->rank.id_len = m.id_len;
             gb_info("job %" PRIu64 " attempt %u: rank 0 made its unique id (%zu bytes)", s->job_id,
                     s->attempt, m.id_len);
             send_rank_update(a, s, GB__RANK_PHASE__RANK_ID);
-        } else if (ok && m.kind == GB_RDV_READY && !s->rank.ready &&
-                   (s->rank.rank > 0 || s->rank.id_len)) {
-            s->rank.ready = 1;
+        } else if (act == GB_RDV_SEND_READY) {
             gb_info("job %" PRIu64 " attempt %u: rank %u ready", s->job_id, s->attempt,
-                    s->rank.rank);
+                    s->rank.said.rank);
             send_rank_update(a, s, GB__RANK_PHASE__RANK_READY);
         } else {
             gb_warn("job %" PRIu64 " attempt %u: the worker broke the rendezvous protocol (%s): "
@@ -486,7 +485,7 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
             return;
         }
         gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRIu64, s->job_id, s->attempt,
-                s->rank.rank, st->start_at_ms);
+                s->rank.said.rank, st->start_at_ms);
         return;
     }
     gb_debug("start for job %" PRIu64 " attempt %u, which runs no worker here", st->job_id,
@@ -548,7 +547,7 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     s->attempt = as->attempt;
     memset(&s->rank, 0, sizeof s->rank);
     s->rank.on = as->n_nodes > 1;
-    s->rank.rank = as->rank;
+    s->rank.said.rank = as->rank;
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
     send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);

@@ -94,6 +94,18 @@ int gb_rdv_parse(const char *line, size_t len, gb_rdv_msg_t *m, char *err, size_
     return -1;
 }
 
+gb_rdv_action_t gb_rdv_from_worker(gb_rdv_rank_t *st, const gb_rdv_msg_t *m) {
+    if (m->kind == GB_RDV_ID && st->rank == 0 && !st->have_id && !st->ready) {
+        st->have_id = 1;
+        return GB_RDV_SEND_ID;
+    }
+    if (m->kind == GB_RDV_READY && !st->ready && (st->rank > 0 || st->have_id)) {
+        st->ready = 1;
+        return GB_RDV_SEND_READY;
+    }
+    return GB_RDV_VIOLATION;
+}
+
 int gb_rdv_read_line(gb_rdv_reader_t *r, int fd, char *out) {
     for (;;) {
         char *nl = memchr(r->buf, '\n', r->len);

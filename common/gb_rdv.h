@@ -50,6 +50,24 @@ int gb_hex_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
  * -1 on an odd length, a non-hex character or too many bytes. */
 int gb_hex_decode(const char *in, size_t len, unsigned char *out, size_t max, size_t *n);
 
+/* The agent's account of what one rank's worker said so far. */
+typedef struct gb_rdv_rank {
+    unsigned rank;
+    int have_id, ready;
+} gb_rdv_rank_t;
+
+typedef enum {
+    GB_RDV_SEND_ID = 1, /* pass the id up (RankUpdate ID) */
+    GB_RDV_SEND_READY,  /* pass ready up (RankUpdate READY) */
+    GB_RDV_VIOLATION,   /* out of protocol: the agent stops the worker */
+} gb_rdv_action_t;
+
+/* What message m from the worker means, given what it said before: an id
+ * from rank 0, once, before it is ready; ready once (rank 0 only after its
+ * id); anything else (an id from another rank, a second id or ready, a
+ * start, which only the agent sends) is a violation. Updates st. */
+gb_rdv_action_t gb_rdv_from_worker(gb_rdv_rank_t *st, const gb_rdv_msg_t *m);
+
 /* Partial lines of one non-blocking descriptor. Zero-initialise. */
 typedef struct gb_rdv_reader {
     char buf[GB_RDV_LINE_MAX + 1];

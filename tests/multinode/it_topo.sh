@@ -14,6 +14,9 @@ start_coord
 "$FAKE" topo "$LISTEN" 60 >"$T/fake.log" 2>&1 &
 PIDS+=("$!")
 wait_nodes 2
+# connected is said from memory; the rows land with the commit that ends
+# the coordinator's loop turn
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM links")" = 34 ] && break; sleep 0.05; done
 
 # the store
 eq "every pair of dgx stored" "$(q "SELECT count(*) FROM links WHERE agent_id = 'fakedgx01'")" 28

@@ -231,6 +231,26 @@ static void case_rdv_lines(void) {
     CHECK(gb_hex_decode("010", 3, out, 2, &n) != 0);
 }
 
+/* The agent's rules for what a rank's worker may say. */
+static void case_rdv_worker(void) {
+    gb_rdv_msg_t id = {.kind = GB_RDV_ID, .id_len = 1}, ready = {.kind = GB_RDV_READY},
+                 start = {.kind = GB_RDV_START, .start_ms = 1};
+    gb_rdv_rank_t r0 = {.rank = 0};
+    CHECK(gb_rdv_from_worker(&r0, &ready) == GB_RDV_VIOLATION); /* ready before its id */
+    r0 = (gb_rdv_rank_t){.rank = 0};
+    CHECK(gb_rdv_from_worker(&r0, &id) == GB_RDV_SEND_ID);
+    CHECK(gb_rdv_from_worker(&r0, &id) == GB_RDV_VIOLATION); /* a second id */
+    r0 = (gb_rdv_rank_t){.rank = 0};
+    CHECK(gb_rdv_from_worker(&r0, &id) == GB_RDV_SEND_ID);
+    CHECK(gb_rdv_from_worker(&r0, &ready) == GB_RDV_SEND_READY);
+    CHECK(gb_rdv_from_worker(&r0, &ready) == GB_RDV_VIOLATION); /* twice */
+    gb_rdv_rank_t r2 = {.rank = 2};
+    CHECK(gb_rdv_from_worker(&r2, &id) == GB_RDV_VIOLATION); /* only rank 0 makes the id */
+    r2 = (gb_rdv_rank_t){.rank = 2};
+    CHECK(gb_rdv_from_worker(&r2, &start) == GB_RDV_VIOLATION); /* the agent sends the start */
+    CHECK(gb_rdv_from_worker(&r2, &ready) == GB_RDV_SEND_READY);
+}
+
 static void case_rdv_reader(void) {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -660,6 +680,7 @@ int main(int argc, char **argv) {
         {"gang_early_ok", case_gang_early_ok},
         {"rdv_lines", case_rdv_lines},
         {"rdv_reader", case_rdv_reader},
+        {"rdv_worker", case_rdv_worker},
         {"wire", case_wire},
         {"spec", case_spec},
         {"dist_parse", case_dist_parse},
