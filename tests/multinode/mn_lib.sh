@@ -43,6 +43,12 @@ no_workers() {
 # v_results, one line in the coordinator's log, at most one results row
 # per attempt and none for an attempt that did not end the job
 ended_once() {
+    # `wait` hears the end from the coordinator, which may answer before the
+    # commit that ends its loop turn has landed
+    for _ in $(seq 100); do
+        [ "$(q "SELECT count(*) FROM v_results WHERE job_id = $1")" = 1 ] && break
+        sleep 0.05
+    done
     eq "job $1 in v_results once" "$(q "SELECT count(*) FROM v_results WHERE job_id = $1")" 1
     eq "job $1 state" "$(q "SELECT status FROM v_results WHERE job_id = $1")" "$2"
     eq "job $1 ended once in the log" "$(grep -cE "job $1 $2( \(|:)" "$T/coord.log")" 1
