@@ -509,3 +509,7 @@ int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? count : fail(self, "sweep status");
 }
+
+struct sqlite3 *gb_store_db(gb_store_t *self) {
+    return self->db;
+}

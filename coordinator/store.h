@@ -141,4 +141,9 @@ typedef struct gb_store_sweep_status {
 int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
                           void (*fn)(void *ctx, const gb_store_sweep_status_t *s), void *ctx);
 
+/* The SQLite connection, for modules that keep their own statements on it
+ * (coordinator/ranks.c) and so share the open transaction. */
+struct sqlite3;
+struct sqlite3 *gb_store_db(gb_store_t *self);
+
 #endif

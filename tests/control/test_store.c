@@ -65,7 +65,9 @@ int main(void) {
     gb_store_t *s = gb_store_open(path, err, sizeof err);
     CHECKF(s, "%s", err);
     EQ("PRAGMA journal_mode", "wal");
-    EQ("PRAGMA user_version", "1");
+    char version[16];
+    snprintf(version, sizeof version, "%zu", gb_schema_n_migrations);
+    EQ("PRAGMA user_version", version);
 
     gb_store_gpu_t gpus[2] = {
         {0, "NVIDIA H200", "GPU-a", "00000000:18:00.0", 150ull << 30, 132, 9, 0, 5, 16, 700.0},
