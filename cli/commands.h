@@ -15,5 +15,6 @@ typedef struct gb_command {
 
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

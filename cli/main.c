@@ -9,6 +9,7 @@
 static const gb_command_t commands[] = {
     {"help", cmd_help, "list the commands"},
     {"version", cmd_version, "print the version and the libraries found"},
+    {"train", cmd_train, "train ResNet-50 for some steps on this machine and report images/s"},
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

@@ -152,7 +152,8 @@ gb_model_t *gb_model_new(const gb_model_config_t *cfg, char *err, size_t errlen)
         for (int i = 0; i < cfg->layers[s]; i++) {
             gb_block_t *blk = &m->blocks[m->n_blocks];
             memset(blk, 0, sizeof(*blk));
-            snprintf(blk->prefix, sizeof(blk->prefix), "layer%d.%d", s + 1, i);
+            int pn = snprintf(blk->prefix, sizeof(blk->prefix), "layer%d.%d", s + 1, i);
+            if (pn < 0 || (size_t)pn >= sizeof(blk->prefix)) b.failed = 1;
             blk->stage = s;
             blk->index = i;
             blk->stride = (i == 0 && s > 0) ? 2 : 1;
