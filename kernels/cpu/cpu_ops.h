@@ -12,7 +12,9 @@
  *  - All primitives are made through a gb_cpu_ctx_t: user scratchpad mode, one
  *    shared scratchpad (ops of one context never run concurrently), and the
  *    context owns every primitive and memory it made (gb_cpu_ctx_destroy frees
- *    them all; op structs need no destroy).
+ *    them all; op structs need no destroy). The context keeps pointers to
+ *    the gb_cpu_prim_t inside op structs: those must stay where they are
+ *    until the context is destroyed.
  *  - The OpenMP thread count is set by gb_cpu_ctx_new on the calling thread,
  *    before any primitive exists; create every op of a context on that thread.
  *  - With ctx->strict, creating a `ref` implementation, or a gemm-based

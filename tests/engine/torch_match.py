@@ -206,6 +206,13 @@ def run_case(gpubench, n, size, steps, seed, args, work):
     print("case batch %d size %d steps %d seed %d %s: %d quantities; max rel L2 vs torch fp32: %s"
           % (n, size, steps, seed, args.precision, len(rows),
              ", ".join("%s %.2e" % kv for kv in sorted(kind_max.items()))))
+    by = {}
+    for w, name, e in rows:
+        key = w if w == "loss" else w + (" " + name.rsplit(".", 1)[-1] if "bn" not in name
+                                           and "downsample.1" not in name else " bn")
+        by.setdefault(key, []).append(e)
+    print("    median / max by kind: " + ", ".join(
+        "%s %.1e/%.1e" % (k, np.median(v), max(v)) for k, v in sorted(by.items())))
     print("    vs torch fp64: ours %.2e, torch fp32 %.2e (ReLU mask flips fp32/fp64: %d)"
           % (max(e for _, _, e in vs64), cond_max, flips))
     for w, name, e in sorted(rows, key=lambda r: -r[2])[:args.show]:
