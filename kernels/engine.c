@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
 #include "cpu_backend.h"
+#include "engine_stats.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -28,10 +29,6 @@
 #ifndef GB_VERSION
 #define GB_VERSION "0.0.0"
 #endif
-
-/* Results are marked invalid when p90 exceeds the median by more than this
- * (docs/result-record.md). */
-#define GB_SPREAD_LIMIT 0.10
 
 static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16"};
 
@@ -310,6 +307,46 @@ static double quantile(const double *v, int n, double q) {
     return v[lo] + f * (v[lo + 1] - v[lo]);
 }
 
+int gb_step_stats(const double *ms, const double *loss, int n, gb_step_stats_t *out) {
+    memset(out, 0, sizeof(*out));
+    if (n < 1) return -1;
+    double *v = malloc((size_t)n * sizeof(double));
+    if (!v) return -1;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(ms[i]) || ms[i] < 0) {
+            free(v);
+            return -1;
+        }
+        v[i] = ms[i];
+        sum += ms[i];
+    }
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    out->median = quantile(v, n, 0.5);
+    out->p90 = quantile(v, n, 0.9);
+    out->min = v[0];
+    out->max = v[n - 1];
+    out->mean = sum / n;
+    free(v);
+    out->valid = 1;
+    for (int i = 0; loss && i < n; i++) {
+        if (!isfinite(loss[i])) {
+            out->valid = 0;
+            snprintf(out->invalid_reason, sizeof(out->invalid_reason),
+                     "loss of timed step %d is not finite", i + 1);
+            return 0;
+        }
+    }
+    if (out->p90 > (1.0 + GB_SPREAD_LIMIT) * out->median) {
+        out->valid = 0;
+        snprintf(out->invalid_reason, sizeof(out->invalid_reason),
+                 "p90 step time %.2f ms is %.0f%% above the median %.2f ms (limit %.0f%%)",
+                 out->p90, 100.0 * (out->p90 / out->median - 1.0), out->median,
+                 100.0 * GB_SPREAD_LIMIT);
+    }
+    return 0;
+}
+
 static size_t peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -431,7 +468,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     gb_model_t *m = NULL;
     float *params = NULL, *buffers = NULL, *images = NULL;
     int32_t *labels = NULL;
-    double *ms = NULL, *loss = NULL, *sorted = NULL;
+    double *ms = NULL, *loss = NULL;
     void *state = NULL;
     const gb_backend_ops_t *ops = NULL;
     gb_replica_report_t rep = {0};
@@ -461,8 +498,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     labels = malloc((size_t)cfg.batch * sizeof(int32_t));
     ms = calloc((size_t)cfg.steps, sizeof(double));
     loss = calloc((size_t)cfg.steps, sizeof(double));
-    sorted = calloc((size_t)cfg.steps, sizeof(double));
-    if (!params || !buffers || !images || !labels || !ms || !loss || !sorted) {
+    if (!params || !buffers || !images || !labels || !ms || !loss) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
@@ -500,35 +536,21 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         loss[i] = o.loss;
     }
 
-    memcpy(sorted, ms, (size_t)cfg.steps * sizeof(double));
-    qsort(sorted, (size_t)cfg.steps, sizeof(double), cmp_double);
-    double sum = 0;
-    for (int i = 0; i < cfg.steps; i++)
-        sum += ms[i];
-    res->step_ms_median = quantile(sorted, cfg.steps, 0.5);
-    res->step_ms_p90 = quantile(sorted, cfg.steps, 0.9);
-    res->step_ms_min = sorted[0];
-    res->step_ms_max = sorted[cfg.steps - 1];
-    res->step_ms_mean = sum / cfg.steps;
-    res->images_per_sec = (double)cfg.batch * cfg.devices / (res->step_ms_median / 1000.0);
+    gb_step_stats_t sst;
+    if (gb_step_stats(ms, loss, cfg.steps, &sst)) {
+        snprintf(err, errlen, "bad step times from the backend");
+        goto done;
+    }
+    res->step_ms_median = sst.median;
+    res->step_ms_p90 = sst.p90;
+    res->step_ms_min = sst.min;
+    res->step_ms_max = sst.max;
+    res->step_ms_mean = sst.mean;
+    res->images_per_sec = (double)cfg.batch * cfg.devices / (sst.median / 1000.0);
     res->loss_first = loss[0];
     res->loss_last = loss[cfg.steps - 1];
-    res->valid = 1;
-    for (int i = 0; i < cfg.steps; i++) {
-        if (!isfinite(loss[i])) {
-            res->valid = 0;
-            snprintf(res->invalid_reason, sizeof(res->invalid_reason),
-                     "loss of timed step %d is not finite", i + 1);
-            break;
-        }
-    }
-    if (res->valid && res->step_ms_p90 > (1.0 + GB_SPREAD_LIMIT) * res->step_ms_median) {
-        res->valid = 0;
-        snprintf(res->invalid_reason, sizeof(res->invalid_reason),
-                 "p90 step time %.2f ms is %.0f%% above the median %.2f ms (limit %.0f%%)",
-                 res->step_ms_p90, 100.0 * (res->step_ms_p90 / res->step_ms_median - 1.0),
-                 res->step_ms_median, 100.0 * GB_SPREAD_LIMIT);
-    }
+    res->valid = sst.valid;
+    snprintf(res->invalid_reason, sizeof(res->invalid_reason), "%s", sst.invalid_reason);
 
     if (cfg.save_grads_path) {
         float *g = malloc(m->n_params * sizeof(float));
@@ -574,7 +596,6 @@ done:
     free(labels);
     free(ms);
     free(loss);
-    free(sorted);
     if (rc != 0) gb_train_result_free(res);
     return rc;
 }

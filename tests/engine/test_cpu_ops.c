@@ -51,7 +51,8 @@ static tensor_t *tensor_new(const dnnl_memory_desc_t *md) {
     tensor_t *t = calloc(1, sizeof(*t));
     CHECK(t);
     t->n = 1;
-    for (int i = 0; i < md->ndims; i++) t->n *= (size_t)md->dims[i];
+    for (int i = 0; i < md->ndims; i++)
+        t->n *= (size_t)md->dims[i];
     t->plain = calloc(t->n, sizeof(float));
     CHECK(t->plain);
     dnnl_memory_desc_t pmd;
@@ -93,12 +94,14 @@ static void end_ctx(void) {
 }
 
 static void randn(float *x, size_t n, double scale) {
-    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * gb_rng_normal(&rng));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(scale * gb_rng_normal(&rng));
 }
 
 static double dot(const float *a, const float *b, size_t n) {
     double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
     return s;
 }
 
@@ -110,7 +113,8 @@ typedef double (*eval_fn)(void *arg);
  * (every element when n <= limit, else an even spread of `limit`). */
 static void fd_grad(eval_fn f, void *arg, float *x, size_t n, double h, double *fd, size_t limit) {
     size_t step = n <= limit ? 1 : n / limit;
-    for (size_t i = 0; i < n; i++) fd[i] = NAN;
+    for (size_t i = 0; i < n; i++)
+        fd[i] = NAN;
     for (size_t i = 0; i < n; i += step) {
         float x0 = x[i];
         x[i] = (float)(x0 + h);
@@ -154,8 +158,8 @@ static int fd_compare(const char *what, const double *fd, const float *an, size_
 /* The check passes, and a planted error in one element is caught. */
 static void fd_assert(const char *what, const double *fd, const float *an, size_t n,
                       const unsigned char *skip) {
-    CHECKF(fd_compare(what, fd, an, n, skip, 1) == 0, "%s gradient disagrees with finite differences",
-           what);
+    CHECKF(fd_compare(what, fd, an, n, skip, 1) == 0,
+           "%s gradient disagrees with finite differences", what);
     float *wrong = malloc(n * sizeof(float));
     CHECK(wrong);
     memcpy(wrong, an, n * sizeof(float));
@@ -210,7 +214,7 @@ static void test_conv(int n, int cin, int k, int h, int w, int ks, int stride, i
     c.dx = tensor_new(&c.cv.src_md);
     c.dw = tensor_new(&c.cv.w_md);
     c.wfwd = c.cv.wfwd_is_master ? c.w->mem : gb_cpu_ctx_mem(ctx, &c.cv.wfwd_md, NULL, err, 512);
-    c.wbwd = !bwd_data               ? NULL
+    c.wbwd = !bwd_data             ? NULL
              : c.cv.wbwd_is_master ? c.w->mem
              : c.cv.wbwd_is_fwd    ? c.wfwd
                                    : gb_cpu_ctx_mem(ctx, &c.cv.wbwd_md, NULL, err, 512);
@@ -233,8 +237,9 @@ static void test_conv(int n, int cin, int k, int h, int w, int ks, int stride, i
                             for (int v = 0; v < ks; v++) {
                                 int yy = p * stride - pad + u, xx = q * stride - pad + v;
                                 if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-                                acc += (double)c.x->plain[((size_t)(b * cin + i) * h + yy) * w + xx] *
-                                       c.w->plain[((size_t)(o * cin + i) * ks + u) * ks + v];
+                                acc +=
+                                    (double)c.x->plain[((size_t)(b * cin + i) * h + yy) * w + xx] *
+                                    c.w->plain[((size_t)(o * cin + i) * ks + u) * ks + v];
                             }
                     double got = c.y->plain[((size_t)(b * k + o) * c.cv.oh + p) * c.cv.ow + q];
                     e2 += (got - acc) * (got - acc);
@@ -285,8 +290,8 @@ typedef struct bn_case {
 static double bn_eval(void *arg) {
     bn_case_t *c = arg;
     put(c->x);
-    OK(gb_cpu_bn_fwd(ctx, &c->bn, c->x->mem, c->y->mem, c->mg, c->mb, c->mmean, c->mvar, c->ws,
-                     err, sizeof(err)));
+    OK(gb_cpu_bn_fwd(ctx, &c->bn, c->x->mem, c->y->mem, c->mg, c->mb, c->mmean, c->mvar, c->ws, err,
+                     sizeof(err)));
     get(c->y);
     return dot(c->y->plain, c->r->plain, c->y->n);
 }
@@ -344,7 +349,8 @@ static void test_bn(int n, int ch, int h, int w, int relu, int in_place) {
     for (int i = 0; i < ch; i++) {
         double mu = 0, var = 0;
         for (int b = 0; b < n; b++)
-            for (size_t p = 0; p < hw; p++) mu += c.x->plain[((size_t)b * ch + i) * hw + p];
+            for (size_t p = 0; p < hw; p++)
+                mu += c.x->plain[((size_t)b * ch + i) * hw + p];
         mu /= count;
         for (int b = 0; b < n; b++)
             for (size_t p = 0; p < hw; p++) {
@@ -413,7 +419,6 @@ static void test_bn(int n, int ch, int h, int w, int relu, int in_place) {
     tensor_free(c.r);
     if (!in_place) tensor_free(c.dx);
 }
-
 
 /* ------------------------------------- residual join: relu(a + b), and a + b */
 
@@ -531,7 +536,8 @@ static void test_pool(int max, int n, int ch, int h, int w, int kh, int kw, int 
     OK(gb_cpu_ctx_bind_scratch(ctx, err, sizeof(err)));
     /* distinct values 0.05 apart in random order: a step of 1e-2 never
      * changes which element is the maximum */
-    for (size_t i = 0; i < c.x->n; i++) c.x->plain[i] = (float)(0.05 * ((double)i - c.x->n / 2.0));
+    for (size_t i = 0; i < c.x->n; i++)
+        c.x->plain[i] = (float)(0.05 * ((double)i - c.x->n / 2.0));
     for (size_t i = c.x->n - 1; i > 0; i--) {
         size_t j = gb_rng_next(&rng) % (i + 1);
         float t = c.x->plain[i];
@@ -655,7 +661,8 @@ static void test_fc(int n, int cin, int k, int four_d) {
     free(fd);
     end_ctx();
     tensor_t *all[] = {c.x, c.dx, c.w, c.dw, c.b, c.db, c.y, c.r};
-    for (int i = 0; i < 8; i++) tensor_free(all[i]);
+    for (int i = 0; i < 8; i++)
+        tensor_free(all[i]);
 }
 
 /* ------------------------------------------- softmax cross-entropy, SGD */
@@ -685,7 +692,8 @@ static void test_xent(void) {
     long double want = 0;
     for (int i = 0; i < 3; i++) {
         long double s = 0;
-        for (int j = 0; j < 7; j++) s += expl((long double)z[i * 7 + j]);
+        for (int j = 0; j < 7; j++)
+            s += expl((long double)z[i * 7 + j]);
         want += logl(s) - z[i * 7 + lab[i]];
     }
     want /= 3;
@@ -696,7 +704,8 @@ static void test_xent(void) {
     fd_grad(xent_eval, &c, z, 21, 1.0 / 1024, fd, 21);
     fd_assert("softmax cross-entropy d/dlogits", fd, g, 21, NULL);
     float s = 0;
-    for (int j = 0; j < 21; j++) s += g[j];
+    for (int j = 0; j < 21; j++)
+        s += g[j];
     CHECKF(fabs(s) < 1e-6, "softmax gradient rows sum to 0 (%g)", s);
 }
 
@@ -705,7 +714,8 @@ static void test_sgd(void) {
     float w[N], g[N], b[N];
     double wd_[N], bd[N];
     randn(w, N, 1.0);
-    for (int i = 0; i < N; i++) wd_[i] = w[i];
+    for (int i = 0; i < N; i++)
+        wd_[i] = w[i];
     const float lr = 0.1f, mu = 0.9f, wd = 1e-2f;
     for (int step = 0; step < 3; step++) {
         randn(g, N, 1.0);
@@ -776,8 +786,8 @@ static void test_conv_bf16(int cin, int k, int hw, int ks, int stride, int pad) 
     OK(gb_cpu_conv_weights(ctx, &c16, w->mem, wf16, wb16, err, sizeof(err)));
     OK(gb_cpu_conv_fwd(ctx, &c32, x32->mem, w->mem, y32->mem, err, sizeof(err)));
     OK(gb_cpu_conv_fwd(ctx, &c16, x16->mem, wf16, y16->mem, err, sizeof(err)));
-    OK(gb_cpu_conv_bwd_data(ctx, &c32, r32->mem, c32.wbwd_is_master ? w->mem : wb32, dx32->mem,
-                            err, sizeof(err)));
+    OK(gb_cpu_conv_bwd_data(ctx, &c32, r32->mem, c32.wbwd_is_master ? w->mem : wb32, dx32->mem, err,
+                            sizeof(err)));
     OK(gb_cpu_conv_bwd_data(ctx, &c16, r16->mem, wb16, dx16->mem, err, sizeof(err)));
     OK(gb_cpu_conv_bwd_weights(ctx, &c32, x32->mem, r32->mem, dw32->mem, err, sizeof(err)));
     OK(gb_cpu_conv_bwd_weights(ctx, &c16, x16->mem, r16->mem, dw16->mem, err, sizeof(err)));
@@ -787,7 +797,8 @@ static void test_conv_bf16(int cin, int k, int hw, int ks, int stride, int pad) 
     get(dx16);
     get(dw32);
     get(dw16);
-    double e1 = rel_l2(y16->plain, y32->plain, y32->n), e2 = rel_l2(dx16->plain, dx32->plain, dx32->n),
+    double e1 = rel_l2(y16->plain, y32->plain, y32->n),
+           e2 = rel_l2(dx16->plain, dx32->plain, dx32->n),
            e3 = rel_l2(dw16->plain, dw32->plain, dw32->n);
     if (getenv("GB_TEST_VERBOSE"))
         fprintf(stderr, "  bf16 conv %d->%d %dx%d/%d: fwd %.2e bwd_data %.2e bwd_w %.2e\n", cin, k,
@@ -796,7 +807,8 @@ static void test_conv_bf16(int cin, int k, int hw, int ks, int stride, int pad) 
     CHECKF(e1 > 1e-5, "bf16 conv is not bf16 (error %.3g)", e1); /* it really rounds */
     end_ctx();
     tensor_t *all[] = {x32, x16, w, y32, y16, r32, r16, dx32, dx16, dw32, dw16};
-    for (int i = 0; i < 11; i++) tensor_free(all[i]);
+    for (int i = 0; i < 11; i++)
+        tensor_free(all[i]);
 }
 
 /* strict mode refuses slow implementations at creation */
