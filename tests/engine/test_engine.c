@@ -142,6 +142,7 @@ static void test_record(void) {
 static void write_weights(const gb_model_t *m, const float *p, const float *b, const char *path,
                           const char *skip, const char *extra, int bad_shape_of_fc) {
     gb_st_writer_t *w = gb_st_writer_new();
+    int64_t one = 1, one_shape[1] = {1}; /* referenced until the write */
     CHECK(w);
     for (int i = 0; i < m->n_tensors; i++) {
         const gb_tensor_info_t *t = &m->tensors[i];
@@ -157,10 +158,8 @@ static void write_weights(const gb_model_t *m, const float *p, const float *b, c
         CHECK(gb_st_writer_add(w, t->name, GB_ST_F32, nd, sh, (t->is_param ? p : b) + t->offset,
                                err, sizeof(err)) == 0);
     }
-    if (extra) {
-        int64_t one = 1, sh[1] = {1};
-        CHECK(gb_st_writer_add(w, extra, GB_ST_I64, 1, sh, &one, err, sizeof(err)) == 0);
-    }
+    if (extra)
+        CHECK(gb_st_writer_add(w, extra, GB_ST_I64, 1, one_shape, &one, err, sizeof(err)) == 0);
     CHECK(gb_st_writer_write(w, path, err, sizeof(err)) == 0);
     gb_st_writer_destroy(&w);
 }
