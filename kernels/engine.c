@@ -514,13 +514,13 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         gb_model_synth_batch(m, cfg.batch, cfg.seed, images, labels);
     }
     if (ops->create(m, &cfg, 0, NULL, &state, err, errlen)) goto done;
-    if (ops->set_state(state, params, buffers, nbt, err, errlen) ||
-        ops->set_batch(state, images, labels, err, errlen))
-        goto done;
-    /* the canonical copies are not needed while training: give them back */
+    /* the canonical copies are not needed while training: each goes back
+     * as soon as the backend has it, before its arena fills in */
+    if (ops->set_state(state, params, buffers, nbt, err, errlen)) goto done;
     free(params);
-    free(images);
     params = NULL;
+    if (ops->set_batch(state, images, labels, err, errlen)) goto done;
+    free(images);
     images = NULL;
 
     for (int i = 0; i < cfg.warmup; i++) {

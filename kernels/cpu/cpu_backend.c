@@ -32,6 +32,10 @@
 
 #define ALIGN 64
 
+/* the shared buffers: activation gradients A, B (ping-pong), D1..D4, and W
+ * for the weight copies */
+enum { GA = 0, GB_ = 1, D1 = 2, D2 = 3, D3 = 4, D4 = 5, W = 6 };
+
 /* conv + batch norm (+ fused ReLU) with their memories */
 typedef struct cbn {
     const gb_conv_t *mc;
@@ -86,8 +90,11 @@ typedef struct cpu_state {
     void *arena;
     size_t arena_bytes, arena_used;
     int pass; /* 0: measure, 1: bind */
-    size_t gbuf_bytes[6];
-    char *gbuf[6]; /* gradient buffers: A, B (ping-pong), D1..D4 */
+    size_t gbuf_bytes[7];
+    char *gbuf[7]; /* gradient buffers A, B (ping-pong), D1..D4; W: weight copies */
+    void *scratch; /* oneDNN scratchpad, in the arena */
+    size_t scratch_bytes;
+    int touched;   /* the arena has been written once (set_batch) */
 
     dnnl_memory_t img, pool_out, pool_ws, pooled, pooled_f32, fc_src, logits_m, dlogits_m,
         dpooled_f32, dpooled, fc_src_diff, fcw, fcwf, fcwb, fcgw, fcb, fcgb, stem_diff;
@@ -250,17 +257,16 @@ static int cbn_bind(cpu_state_t *st, cbn_t *c, dnnl_memory_t out_view, char *err
     gb_cpu_conv_t *cv = &c->conv;
     MEM(c->w, slab_mem(st, st->p, c->mc->w, &cv->w_md, err, errlen));
     MEM(c->gw, slab_mem(st, st->g, c->mc->w, &cv->w_md, err, errlen));
+    /* compute copies are made just before use, all in one shared buffer */
     if (cv->wfwd_is_master)
         c->wfwd = c->w;
     else
-        MEM(c->wfwd, arena_mem(st, &cv->wfwd_md, err, errlen));
+        MEM(c->wfwd, gbuf_mem(st, W, &cv->wfwd_md, err, errlen));
     if (cv->has_bwd_data) {
         if (cv->wbwd_is_master)
             c->wbwd = c->w;
-        else if (cv->wbwd_is_fwd)
-            c->wbwd = c->wfwd;
         else
-            MEM(c->wbwd, arena_mem(st, &cv->wbwd_md, err, errlen));
+            MEM(c->wbwd, gbuf_mem(st, W, &cv->wbwd_md, err, errlen));
     }
     MEM(c->t, arena_mem(st, &cv->dst_md, err, errlen));
     if (out_view)
@@ -282,7 +288,6 @@ static int cbn_bind(cpu_state_t *st, cbn_t *c, dnnl_memory_t out_view, char *err
     return 0;
 }
 
-enum { GA = 0, GB_ = 1, D1 = 2, D2 = 3, D3 = 4, D4 = 5 };
 
 static int bind(cpu_state_t *st, char *err, size_t errlen) {
     err[0] = 0;
@@ -295,10 +300,11 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
     }
     st->arena_used = 3 * st->slab_bytes;
     /* gradient buffers (sizes known after pass 0) */
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         char *p = arena_raw(st, st->gbuf_bytes[i]);
         if (st->pass == 1) st->gbuf[i] = p;
     }
+    st->scratch = arena_raw(st, st->scratch_bytes);
     const gb_model_t *m = st->m;
     MEM(st->img, arena_mem(st, &st->stem.conv.src_md, err, errlen));
     if (cbn_bind(st, &st->stem, NULL, err, errlen)) return -1;
@@ -544,6 +550,7 @@ static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int rep
     st->ctx = gb_cpu_ctx_new(st->threads, 1, err, errlen);
     if (!st->ctx) goto fail;
     if (build_ops(st, err, errlen) || plan_slab(st, err, errlen)) goto fail;
+    st->scratch_bytes = gb_cpu_ctx_scratch_need(st->ctx);
     /* pass 0 twice: the first sizes the shared gradient buffers, the second
      * measures the arena with them in place */
     st->pass = 0;
@@ -558,10 +565,13 @@ static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int rep
     }
     /* 2 MiB pages where the kernel allows: fewer first touches and TLB misses */
     (void)madvise(st->arena, st->arena_bytes, MADV_HUGEPAGE);
-    memset(st->arena, 0, st->arena_bytes); /* touch every page now, not in a step */
+    /* every page is touched once, in set_state and set_batch, before the
+     * first step: not here, so the driver's canonical copies can be freed
+     * before the arena fills in (lower peak memory) */
     st->pass = 1;
     if (bind(st, err, errlen)) goto fail;
-    if (gb_cpu_ctx_bind_scratch(st->ctx, err, errlen)) goto fail;
+    if (gb_cpu_ctx_bind_scratch_at(st->ctx, st->scratch, st->scratch_bytes, err, errlen))
+        goto fail;
     /* weight copies run every step */
     for (int i = 0; i < st->ctx->n_prims; i++)
         if (strstr(st->ctx->prims[i]->what, " reorder") &&
@@ -596,8 +606,7 @@ static int cpu_set_state(void *state, const float *params, const float *buffers,
         if (param_io(st, i, (float *)params + t->offset, st->p, 1, err, errlen)) return -1;
     }
     memcpy(st->rbuf, buffers, m->n_buffers * sizeof(float));
-    memset(st->mom, 0, st->slab_bytes);
-    st->mom_init = 0;
+    st->mom_init = 0; /* the momentum buffer restarts as torch's does */
     st->nbt = nbt;
     return 0;
 }
@@ -637,6 +646,14 @@ static int cpu_set_batch(void *state, const float *images, const int32_t *labels
             return -1;
         }
     }
+    if (!st->touched) {
+        /* first touch of everything after the parameter slab (set_state
+         * wrote that): gradients, momentum, activations, scratchpad */
+        size_t skip = st->slab_bytes;
+        memset((char *)st->arena + skip, 0, st->arena_bytes - skip);
+        st->touched = 1;
+        st->mom_init = 0;
+    }
     if (gb_cpu_write_plain(st->ctx, st->img, images, err, errlen)) return -1;
     memcpy(st->labels, labels, (size_t)st->n * sizeof(int32_t));
     return 0;
@@ -647,11 +664,8 @@ static int cpu_set_batch(void *state, const float *images, const int32_t *labels
         if (x) return -1;                                                                          \
     } while (0)
 
-static int cbn_weights(cpu_state_t *st, cbn_t *c, char *err, size_t errlen) {
-    return gb_cpu_conv_weights(st->ctx, &c->conv, c->w, c->wfwd, c->wbwd, err, errlen);
-}
-
 static int cbn_fwd(cpu_state_t *st, cbn_t *c, dnnl_memory_t src, char *err, size_t errlen) {
+    TRY(gb_cpu_conv_weights_fwd(st->ctx, &c->conv, c->w, c->wfwd, err, errlen));
     TRY(gb_cpu_conv_fwd(st->ctx, &c->conv, src, c->wfwd, c->t, err, errlen));
     return gb_cpu_bn_fwd(st->ctx, &c->bn, c->t, c->a, c->scale, c->shift, c->mean, c->var, c->ws,
                          err, errlen);
@@ -664,7 +678,10 @@ static int cbn_bwd(cpu_state_t *st, cbn_t *c, dnnl_memory_t src, dnnl_memory_t d
     TRY(gb_cpu_bn_bwd(st->ctx, &c->bn, c->t, diff, diff_bn_in, c->scale, c->shift, c->mean, c->var,
                       c->ws, c->dscale, c->dshift, err, errlen));
     TRY(gb_cpu_conv_bwd_weights(st->ctx, &c->conv, src, diff_bn_in, c->gw, err, errlen));
-    if (dsrc) TRY(gb_cpu_conv_bwd_data(st->ctx, &c->conv, diff_bn_in, c->wbwd, dsrc, err, errlen));
+    if (dsrc) {
+        TRY(gb_cpu_conv_weights_bwd(st->ctx, &c->conv, c->w, c->wbwd, err, errlen));
+        TRY(gb_cpu_conv_bwd_data(st->ctx, &c->conv, diff_bn_in, c->wbwd, dsrc, err, errlen));
+    }
     return 0;
 }
 
@@ -676,14 +693,9 @@ static void cbn_running(cpu_state_t *st, cbn_t *c) {
 
 static int cpu_step_inner(cpu_state_t *st, gb_step_out_t *out, char *err, size_t errlen) {
     gb_cpu_ctx_t *ctx = st->ctx;
-    /* weight copies from the masters updated last step */
-    TRY(cbn_weights(st, &st->stem, err, errlen));
-    for (int i = 0; i < st->n_blocks; i++) {
-        blk_t *b = &st->blocks[i];
-        TRY(cbn_weights(st, &b->c1, err, errlen));
-        TRY(cbn_weights(st, &b->c2, err, errlen));
-        TRY(cbn_weights(st, &b->c3, err, errlen));
-        if (b->mb->has_down) TRY(cbn_weights(st, &b->cd, err, errlen));
+    if (!st->touched) {
+        snprintf(err, errlen, "cpu backend: step before set_batch");
+        return -1;
     }
     TRY(gb_cpu_fc_weights(ctx, &st->fc, st->fcw, st->fcwf, st->fcwb, err, errlen));
 
@@ -813,9 +825,9 @@ void gb_cpu_backend_stats(void *state, gb_cpu_stats_t *out) {
         if (conv && strstr(p->impl, "wino")) out->n_winograd++;
     }
     out->n_reorders_per_step = st->n_reorders;
-    out->arena_bytes = st->arena_bytes - 3 * st->slab_bytes;
+    out->arena_bytes = st->arena_bytes - 3 * st->slab_bytes - st->scratch_bytes;
     out->slab_bytes = 3 * st->slab_bytes;
-    out->scratch_bytes = st->ctx->scratch_bytes;
+    out->scratch_bytes = st->scratch_bytes;
 }
 
 const char *gb_cpu_backend_prim(void *state, int i, const char **impl) {

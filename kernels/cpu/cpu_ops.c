@@ -98,12 +98,33 @@ void gb_cpu_ctx_destroy(gb_cpu_ctx_t **self_p) {
     *self_p = NULL;
 }
 
-int gb_cpu_ctx_bind_scratch(gb_cpu_ctx_t *ctx, char *err, size_t errlen) {
+size_t gb_cpu_ctx_scratch_need(const gb_cpu_ctx_t *ctx) {
     size_t need = 0;
     for (int i = 0; i < ctx->n_prims; i++) {
         size_t b = dnnl_memory_desc_get_size(&ctx->prims[i]->scratch_md);
         if (b > need) need = b;
     }
+    return need;
+}
+
+static int bind_all(gb_cpu_ctx_t *ctx, void *buf, char *err, size_t errlen) {
+    for (int i = 0; i < ctx->n_prims; i++) {
+        gb_cpu_prim_t *pr = ctx->prims[i];
+        if (dnnl_memory_desc_get_size(&pr->scratch_md) == 0) continue;
+        if (pr->scratch) {
+            DNNL_CHECK(dnnl_memory_set_data_handle(pr->scratch, buf), pr->what);
+        } else {
+            DNNL_CHECK(dnnl_memory_create(&pr->scratch, &pr->scratch_md, ctx->eng, buf),
+                       pr->what);
+        }
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+int gb_cpu_ctx_bind_scratch(gb_cpu_ctx_t *ctx, char *err, size_t errlen) {
+    size_t need = gb_cpu_ctx_scratch_need(ctx);
     if (need > ctx->scratch_bytes) {
         void *p = aligned_zalloc(need); /* zeroed: every page touched now, not in a step */
         if (!p) {
@@ -114,19 +135,20 @@ int gb_cpu_ctx_bind_scratch(gb_cpu_ctx_t *ctx, char *err, size_t errlen) {
         ctx->scratch = p;
         ctx->scratch_bytes = need;
     }
-    for (int i = 0; i < ctx->n_prims; i++) {
-        gb_cpu_prim_t *pr = ctx->prims[i];
-        if (dnnl_memory_desc_get_size(&pr->scratch_md) == 0) continue;
-        if (pr->scratch) {
-            DNNL_CHECK(dnnl_memory_set_data_handle(pr->scratch, ctx->scratch), pr->what);
-        } else {
-            DNNL_CHECK(dnnl_memory_create(&pr->scratch, &pr->scratch_md, ctx->eng, ctx->scratch),
-                       pr->what);
-        }
+    return bind_all(ctx, ctx->scratch, err, errlen);
+}
+
+int gb_cpu_ctx_bind_scratch_at(gb_cpu_ctx_t *ctx, void *buf, size_t bytes, char *err,
+                               size_t errlen) {
+    if (bytes < gb_cpu_ctx_scratch_need(ctx)) {
+        snprintf(err, errlen, "scratchpad of %zu bytes, %zu needed", bytes,
+                 gb_cpu_ctx_scratch_need(ctx));
+        return -1;
     }
-    return 0;
-fail:
-    return -1;
+    free(ctx->scratch);
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = bytes;
+    return bind_all(ctx, buf, err, errlen);
 }
 
 dnnl_memory_t gb_cpu_ctx_mem(gb_cpu_ctx_t *ctx, const dnnl_memory_desc_t *md, void *ptr, char *err,
@@ -551,13 +573,24 @@ fail:
     return -1;
 }
 
+int gb_cpu_conv_weights_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
+                            dnnl_memory_t wfwd, char *err, size_t errlen) {
+    if (cv->wfwd_is_master) return 0;
+    return gb_cpu_reorder(ctx, &cv->to_fwd, w, wfwd, err, errlen);
+}
+
+int gb_cpu_conv_weights_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
+                            dnnl_memory_t wbwd, char *err, size_t errlen) {
+    if (!cv->has_bwd_data || cv->wbwd_is_master) return 0;
+    /* the forward copy may be gone (copies can share one buffer): remake it */
+    return gb_cpu_reorder(ctx, cv->wbwd_is_fwd ? &cv->to_fwd : &cv->to_bwd, w, wbwd, err, errlen);
+}
+
 int gb_cpu_conv_weights(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
                         dnnl_memory_t wfwd, dnnl_memory_t wbwd, char *err, size_t errlen) {
-    if (!cv->wfwd_is_master && gb_cpu_reorder(ctx, &cv->to_fwd, w, wfwd, err, errlen)) return -1;
-    if (cv->has_bwd_data && !cv->wbwd_is_master && !cv->wbwd_is_fwd &&
-        gb_cpu_reorder(ctx, &cv->to_bwd, w, wbwd, err, errlen))
-        return -1;
-    return 0;
+    if (gb_cpu_conv_weights_fwd(ctx, cv, w, wfwd, err, errlen)) return -1;
+    if (cv->wbwd_is_fwd) return 0;
+    return gb_cpu_conv_weights_bwd(ctx, cv, w, wbwd, err, errlen);
 }
 
 int gb_cpu_conv_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t src,

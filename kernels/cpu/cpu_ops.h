@@ -76,6 +76,12 @@ void gb_cpu_ctx_destroy(gb_cpu_ctx_t **self_p);
  * creating ops and before executing them; may be called again after making
  * more ops. */
 int gb_cpu_ctx_bind_scratch(gb_cpu_ctx_t *ctx, char *err, size_t errlen);
+/* The largest scratchpad any primitive made so far needs. */
+size_t gb_cpu_ctx_scratch_need(const gb_cpu_ctx_t *ctx);
+/* Bind every primitive to a caller-owned scratchpad of `bytes` (>= the need;
+ * it must outlive the context). */
+int gb_cpu_ctx_bind_scratch_at(gb_cpu_ctx_t *ctx, void *buf, size_t bytes, char *err,
+                               size_t errlen);
 
 /* A memory for `md` on `ptr` (not owned), or on a zeroed, 64-byte aligned
  * buffer owned by the context when ptr is NULL. The context owns the memory
@@ -138,7 +144,14 @@ int gb_cpu_out_size(int in, int k, int stride, int pad);
 int gb_cpu_conv_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const gb_cpu_conv_shape_t *s,
                      const dnnl_memory_desc_t *src_md, dnnl_data_type_t dt, int bwd_data,
                      int winograd, const char *name, char *err, size_t errlen);
-/* Refresh the compute copies from the master weights (no-op when shared). */
+/* Refresh the forward or the backward-data copy from the master weights
+ * (no-op when that pass reads the master directly). The backward one remakes
+ * the copy even when it has the forward layout, so both may share a buffer. */
+int gb_cpu_conv_weights_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
+                            dnnl_memory_t wfwd, char *err, size_t errlen);
+int gb_cpu_conv_weights_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
+                            dnnl_memory_t wbwd, char *err, size_t errlen);
+/* Both of the above, into separate copies (wbwd unused when wbwd_is_fwd). */
 int gb_cpu_conv_weights(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
                         dnnl_memory_t wfwd, dnnl_memory_t wbwd, char *err, size_t errlen);
 int gb_cpu_conv_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t src,
