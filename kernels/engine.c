@@ -574,9 +574,11 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
             goto done;
     }
     if (ops->report(state, &rep, err, errlen)) goto done;
-    /* the backend's arena and the driver's canonical copies, which coexist
-     * while the state is handed over */
-    res->peak_mem_bytes = rep.peak_mem_bytes + (m->n_params + m->n_buffers + npix) * sizeof(float) +
+    /* the backend's memory plus what the driver holds while the backend's
+     * memory fills in (the batch, running statistics, labels); the
+     * canonical parameters are freed before that (and come back only for
+     * --save, after the timed steps) */
+    res->peak_mem_bytes = rep.peak_mem_bytes + (m->n_buffers + npix) * sizeof(float) +
                           (size_t)cfg.batch * sizeof(int32_t);
     int threads = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     res->record_json = make_record(&cfg, m, ops->name, &info, threads, res, ms, loss,

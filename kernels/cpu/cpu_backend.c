@@ -94,7 +94,7 @@ typedef struct cpu_state {
     char *gbuf[7]; /* gradient buffers A, B (ping-pong), D1..D4; W: weight copies */
     void *scratch; /* oneDNN scratchpad, in the arena */
     size_t scratch_bytes;
-    int touched;   /* the arena has been written once (set_batch) */
+    int touched; /* the arena has been written once (set_batch) */
 
     dnnl_memory_t img, pool_out, pool_ws, pooled, pooled_f32, fc_src, logits_m, dlogits_m,
         dpooled_f32, dpooled, fc_src_diff, fcw, fcwf, fcwb, fcgw, fcb, fcgb, stem_diff;
@@ -287,7 +287,6 @@ static int cbn_bind(cpu_state_t *st, cbn_t *c, dnnl_memory_t out_view, char *err
     MEM(c->dshift, slab_mem(st, st->g, c->mb->bias, &bn->stat_md, err, errlen));
     return 0;
 }
-
 
 static int bind(cpu_state_t *st, char *err, size_t errlen) {
     err[0] = 0;
@@ -570,8 +569,7 @@ static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int rep
      * before the arena fills in (lower peak memory) */
     st->pass = 1;
     if (bind(st, err, errlen)) goto fail;
-    if (gb_cpu_ctx_bind_scratch_at(st->ctx, st->scratch, st->scratch_bytes, err, errlen))
-        goto fail;
+    if (gb_cpu_ctx_bind_scratch_at(st->ctx, st->scratch, st->scratch_bytes, err, errlen)) goto fail;
     /* weight copies run every step */
     for (int i = 0; i < st->ctx->n_prims; i++)
         if (strstr(st->ctx->prims[i]->what, " reorder") &&

@@ -114,8 +114,7 @@ static int bind_all(gb_cpu_ctx_t *ctx, void *buf, char *err, size_t errlen) {
         if (pr->scratch) {
             DNNL_CHECK(dnnl_memory_set_data_handle(pr->scratch, buf), pr->what);
         } else {
-            DNNL_CHECK(dnnl_memory_create(&pr->scratch, &pr->scratch_md, ctx->eng, buf),
-                       pr->what);
+            DNNL_CHECK(dnnl_memory_create(&pr->scratch, &pr->scratch_md, ctx->eng, buf), pr->what);
         }
     }
     return 0;
