@@ -13,7 +13,9 @@
  * Backward, with dy in buffer DY:
  *   DY <- relu'(y) DY; D1 = bn3'(DY); dW3; D2 = conv3'(D1); D2 <- bnrelu2'(D2);
  *   dW2; D3 = conv2'(D2); D3 <- bnrelu1'(D3); dW1; DX = conv1'(D3);
- *   shortcut: DX += DY, or D1 = bn_d'(DY); dWd; D4 = down'(D1); DX += D4.
+ *   shortcut: DX += DY; or, for a projection block, first D1 = bn_d'(DY);
+ *   dWd; DX = down'(D1), and at the end conv1' writes into DY's buffer
+ *   (free by then, and as large as any block's input) and DX += it.
  * DY and DX swap roles from block to block.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -32,9 +34,9 @@
 
 #define ALIGN 64
 
-/* the shared buffers: activation gradients A, B (ping-pong), D1..D4, and W
+/* the shared buffers: activation gradients A, B (ping-pong), D1..D3, and W
  * for the weight copies */
-enum { GA = 0, GB_ = 1, D1 = 2, D2 = 3, D3 = 4, D4 = 5, W = 6 };
+enum { GA = 0, GB_ = 1, D1 = 2, D2 = 3, D3 = 4, W = 5, NBUF = 6 };
 
 /* conv + batch norm (+ fused ReLU) with their memories */
 typedef struct cbn {
@@ -90,9 +92,9 @@ typedef struct cpu_state {
     void *arena;
     size_t arena_bytes, arena_used;
     int pass; /* 0: measure, 1: bind */
-    size_t gbuf_bytes[7];
-    char *gbuf[7]; /* gradient buffers A, B (ping-pong), D1..D4; W: weight copies */
-    void *scratch; /* oneDNN scratchpad, in the arena */
+    size_t gbuf_bytes[NBUF];
+    char *gbuf[NBUF]; /* gradient buffers A, B (ping-pong), D1..D3; W: weight copies */
+    void *scratch;    /* oneDNN scratchpad, in the arena */
     size_t scratch_bytes;
     int touched; /* the arena has been written once (set_batch) */
 
@@ -299,7 +301,7 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
     }
     st->arena_used = 3 * st->slab_bytes;
     /* gradient buffers (sizes known after pass 0) */
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < NBUF; i++) {
         char *p = arena_raw(st, st->gbuf_bytes[i]);
         if (st->pass == 1) st->gbuf[i] = p;
     }
@@ -328,7 +330,7 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
         if (b->mb->has_down) {
             /* the shortcut's bn output is a forward temporary: it lives in D1 */
             if (cbn_bind(st, &b->cd, b->d1, err, errlen)) return -1;
-            MEM(b->d4, gbuf_mem(st, D4, x_md, err, errlen));
+            MEM(b->d4, gbuf_mem(st, dyb, x_md, err, errlen)); /* DY's buffer, input-sized */
         }
         x = b->c3.a;
     }
@@ -730,15 +732,13 @@ static int cpu_step_inner(cpu_state_t *st, gb_step_out_t *out, char *err, size_t
     for (int i = st->n_blocks - 1; i >= 0; i--) {
         blk_t *b = &st->blocks[i];
         TRY(gb_cpu_add_relu_bwd(ctx, &b->join, b->c3.a, b->dy, err, errlen));
+        int down = b->mb->has_down;
+        if (down) TRY(cbn_bwd(st, &b->cd, b->x, b->dy, b->d1, b->dx, err, errlen));
         TRY(cbn_bwd(st, &b->c3, b->c2.a, b->dy, b->d1, b->d2, err, errlen));
         TRY(cbn_bwd(st, &b->c2, b->c1.a, b->d2, b->d2, b->d3, err, errlen));
-        TRY(cbn_bwd(st, &b->c1, b->x, b->d3, b->d3, b->dx, err, errlen));
-        if (b->mb->has_down) {
-            TRY(cbn_bwd(st, &b->cd, b->x, b->dy, b->d1, b->d4, err, errlen));
-            TRY(gb_cpu_add_fwd(ctx, &b->acc, b->dx, b->d4, b->dx, err, errlen));
-        } else {
-            TRY(gb_cpu_add_fwd(ctx, &b->acc, b->dx, b->dy, b->dx, err, errlen));
-        }
+        /* DY is consumed: a projection block's conv1 gradient goes there */
+        TRY(cbn_bwd(st, &b->c1, b->x, b->d3, b->d3, down ? b->d4 : b->dx, err, errlen));
+        TRY(gb_cpu_add_fwd(ctx, &b->acc, b->dx, down ? b->d4 : b->dy, b->dx, err, errlen));
     }
     TRY(gb_cpu_pool_bwd(ctx, &st->maxpool, st->blocks[0].dx, st->stem_diff, st->pool_ws, err,
                         errlen));
