@@ -61,6 +61,7 @@ typedef struct blk {
     dnnl_memory_t x;   /* block input (the previous block's y, or the pool output) */
     /* views of the shared gradient buffers with this block's shapes */
     dnnl_memory_t dy, dx, d1, d2, d3, d4;
+    dnnl_memory_t a1r, a2r; /* bn1/bn2 outputs rebuilt in backward (in D1, D3) */
 } blk_t;
 
 typedef struct cpu_state {
@@ -255,7 +256,10 @@ static dnnl_memory_t slab_mem(cpu_state_t *st, float *slab, int tensor,
         if (st->pass == 1 && !dst && err[0]) return -1;                                            \
     } while (0)
 
-static int cbn_bind(cpu_state_t *st, cbn_t *c, dnnl_memory_t out_view, char *err, size_t errlen) {
+/* view_out: the bn output is a view on a shared buffer (out_view; NULL in
+ * pass 0) instead of its own arena space */
+static int cbn_bind_v(cpu_state_t *st, cbn_t *c, int view_out, dnnl_memory_t out_view, char *err,
+                      size_t errlen) {
     gb_cpu_conv_t *cv = &c->conv;
     MEM(c->w, slab_mem(st, st->p, c->mc->w, &cv->w_md, err, errlen));
     MEM(c->gw, slab_mem(st, st->g, c->mc->w, &cv->w_md, err, errlen));
@@ -271,7 +275,7 @@ static int cbn_bind(cpu_state_t *st, cbn_t *c, dnnl_memory_t out_view, char *err
             MEM(c->wbwd, gbuf_mem(st, W, &cv->wbwd_md, err, errlen));
     }
     MEM(c->t, arena_mem(st, &cv->dst_md, err, errlen));
-    if (out_view)
+    if (view_out)
         c->a = out_view;
     else
         MEM(c->a, arena_mem(st, &cv->dst_md, err, errlen));
@@ -308,7 +312,11 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
     st->scratch = arena_raw(st, st->scratch_bytes);
     const gb_model_t *m = st->m;
     MEM(st->img, arena_mem(st, &st->stem.conv.src_md, err, errlen));
-    if (cbn_bind(st, &st->stem, NULL, err, errlen)) return -1;
+    /* the stem's BN+ReLU output feeds only the max pool, whose backward
+     * needs just its indices: a forward temporary in A */
+    dnnl_memory_t a0v;
+    MEM(a0v, gbuf_mem(st, GA, &st->stem.conv.dst_md, err, errlen));
+    if (cbn_bind_v(st, &st->stem, 1, a0v, err, errlen)) return -1;
     MEM(st->pool_out, arena_mem(st, &st->maxpool.dst_md, err, errlen));
     MEM(st->pool_ws, arena_mem(st, &st->maxpool.ws_md, err, errlen));
     dnnl_memory_t x = st->pool_out;
@@ -319,8 +327,17 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
         const dnnl_memory_desc_t *x_md =
             i == 0 ? &st->maxpool.dst_md : &st->blocks[i - 1].c3.conv.dst_md;
         b->x = x;
-        if (cbn_bind(st, &b->c1, NULL, err, errlen) || cbn_bind(st, &b->c2, NULL, err, errlen) ||
-            cbn_bind(st, &b->c3, NULL, err, errlen))
+        /* bn1 and bn2 outputs live only while forward needs them (in D3 and
+         * D2, free then); backward rebuilds them from t1, t2 and the saved
+         * statistics into D1 and D3 */
+        dnnl_memory_t a1v, a2v;
+        MEM(a1v, gbuf_mem(st, D3, &b->c1.conv.dst_md, err, errlen));
+        MEM(a2v, gbuf_mem(st, D2, &b->c2.conv.dst_md, err, errlen));
+        MEM(b->a1r, gbuf_mem(st, D1, &b->c1.conv.dst_md, err, errlen));
+        MEM(b->a2r, gbuf_mem(st, D3, &b->c2.conv.dst_md, err, errlen));
+        if (cbn_bind_v(st, &b->c1, 1, a1v, err, errlen) ||
+            cbn_bind_v(st, &b->c2, 1, a2v, err, errlen) ||
+            cbn_bind_v(st, &b->c3, 0, NULL, err, errlen))
             return -1;
         MEM(b->dy, gbuf_mem(st, dyb, &b->c3.conv.dst_md, err, errlen));
         MEM(b->dx, gbuf_mem(st, dxb, x_md, err, errlen));
@@ -329,7 +346,7 @@ static int bind(cpu_state_t *st, char *err, size_t errlen) {
         MEM(b->d3, gbuf_mem(st, D3, &b->c2.conv.src_md, err, errlen));
         if (b->mb->has_down) {
             /* the shortcut's bn output is a forward temporary: it lives in D1 */
-            if (cbn_bind(st, &b->cd, b->d1, err, errlen)) return -1;
+            if (cbn_bind_v(st, &b->cd, 1, b->d1, err, errlen)) return -1;
             MEM(b->d4, gbuf_mem(st, dyb, x_md, err, errlen)); /* DY's buffer, input-sized */
         }
         x = b->c3.a;
@@ -673,10 +690,17 @@ static int cbn_fwd(cpu_state_t *st, cbn_t *c, dnnl_memory_t src, char *err, size
 
 /* diff (of the bn output) -> diff_bn_in (may be diff) -> weight gradient and,
  * with dsrc, the input gradient */
-static int cbn_bwd(cpu_state_t *st, cbn_t *c, dnnl_memory_t src, dnnl_memory_t diff,
-                   dnnl_memory_t diff_bn_in, dnnl_memory_t dsrc, char *err, size_t errlen) {
+/* diff (of the bn output) -> diff_bn_in (may be diff) -> weight gradient and,
+ * with dsrc, the input gradient. With prev, the conv's input is prev's
+ * BN+ReLU output, rebuilt into `src` first from prev's saved statistics. */
+static int cbn_bwd(cpu_state_t *st, cbn_t *c, const cbn_t *prev, dnnl_memory_t src,
+                   dnnl_memory_t diff, dnnl_memory_t diff_bn_in, dnnl_memory_t dsrc, char *err,
+                   size_t errlen) {
     TRY(gb_cpu_bn_bwd(st->ctx, &c->bn, c->t, diff, diff_bn_in, c->scale, c->shift, c->mean, c->var,
                       c->ws, c->dscale, c->dshift, err, errlen));
+    if (prev)
+        TRY(gb_cpu_bn_apply(st->ctx, &prev->bn, prev->t, src, prev->scale, prev->shift, prev->mean,
+                            prev->var, err, errlen));
     TRY(gb_cpu_conv_bwd_weights(st->ctx, &c->conv, src, diff_bn_in, c->gw, err, errlen));
     if (dsrc) {
         TRY(gb_cpu_conv_weights_bwd(st->ctx, &c->conv, c->w, c->wbwd, err, errlen));
@@ -733,16 +757,16 @@ static int cpu_step_inner(cpu_state_t *st, gb_step_out_t *out, char *err, size_t
         blk_t *b = &st->blocks[i];
         TRY(gb_cpu_add_relu_bwd(ctx, &b->join, b->c3.a, b->dy, err, errlen));
         int down = b->mb->has_down;
-        if (down) TRY(cbn_bwd(st, &b->cd, b->x, b->dy, b->d1, b->dx, err, errlen));
-        TRY(cbn_bwd(st, &b->c3, b->c2.a, b->dy, b->d1, b->d2, err, errlen));
-        TRY(cbn_bwd(st, &b->c2, b->c1.a, b->d2, b->d2, b->d3, err, errlen));
+        if (down) TRY(cbn_bwd(st, &b->cd, NULL, b->x, b->dy, b->d1, b->dx, err, errlen));
+        TRY(cbn_bwd(st, &b->c3, &b->c2, b->a2r, b->dy, b->d1, b->d2, err, errlen));
+        TRY(cbn_bwd(st, &b->c2, &b->c1, b->a1r, b->d2, b->d2, b->d3, err, errlen));
         /* DY is consumed: a projection block's conv1 gradient goes there */
-        TRY(cbn_bwd(st, &b->c1, b->x, b->d3, b->d3, down ? b->d4 : b->dx, err, errlen));
+        TRY(cbn_bwd(st, &b->c1, NULL, b->x, b->d3, b->d3, down ? b->d4 : b->dx, err, errlen));
         TRY(gb_cpu_add_fwd(ctx, &b->acc, b->dx, down ? b->d4 : b->dy, b->dx, err, errlen));
     }
     TRY(gb_cpu_pool_bwd(ctx, &st->maxpool, st->blocks[0].dx, st->stem_diff, st->pool_ws, err,
                         errlen));
-    TRY(cbn_bwd(st, &st->stem, st->img, st->stem_diff, st->stem_diff, NULL, err, errlen));
+    TRY(cbn_bwd(st, &st->stem, NULL, st->img, st->stem_diff, st->stem_diff, NULL, err, errlen));
     if (dnnl_stream_wait(ctx->stream) != dnnl_success) {
         snprintf(err, errlen, "stream wait failed");
         return -1;

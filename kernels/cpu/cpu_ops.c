@@ -645,9 +645,25 @@ int gb_cpu_bn_init(gb_cpu_ctx_t *ctx, gb_cpu_bn_t *bn, const dnnl_memory_desc_t 
                                                            GB_CPU_BN_EPS, flags),
                name);
     if (prim_make(ctx, &bn->bwd, &d, 0, bn->fwd.pd, 0, name, "bn bwd", err, errlen)) return -1;
+    if (relu) {
+        DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_inference, data_md,
+                                                              GB_CPU_BN_EPS,
+                                                              flags | dnnl_use_global_stats),
+                   name);
+        if (prim_make(ctx, &bn->apply, &d, 0, NULL, 0, name, "bn apply", err, errlen)) return -1;
+    }
     return 0;
 fail:
     return -1;
+}
+
+int gb_cpu_bn_apply(gb_cpu_ctx_t *ctx, const gb_cpu_bn_t *bn, dnnl_memory_t src, dnnl_memory_t dst,
+                    dnnl_memory_t scale, dnnl_memory_t shift, dnnl_memory_t mean, dnnl_memory_t var,
+                    char *err, size_t errlen) {
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, src},     {DNNL_ARG_DST, dst},
+                           {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift},
+                           {DNNL_ARG_MEAN, mean},   {DNNL_ARG_VARIANCE, var}};
+    return gb_cpu_exec(ctx, &bn->apply, 6, a, err, errlen);
 }
 
 int gb_cpu_bn_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_bn_t *bn, dnnl_memory_t src, dnnl_memory_t dst,

@@ -173,6 +173,7 @@ typedef struct gb_cpu_bn {
     dnnl_memory_desc_t stat_md; /* f32 (C): scale, shift, mean, variance and their diffs */
     dnnl_memory_desc_t ws_md;   /* ReLU mask; zero size without relu */
     gb_cpu_prim_t fwd, bwd;
+    gb_cpu_prim_t apply; /* relu only: the forward again from saved statistics */
 } gb_cpu_bn_t;
 
 int gb_cpu_bn_init(gb_cpu_ctx_t *ctx, gb_cpu_bn_t *bn, const dnnl_memory_desc_t *data_md, int relu,
@@ -188,6 +189,12 @@ int gb_cpu_bn_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_bn_t *bn, dnnl_memory_t src,
                   dnnl_memory_t diff_dst, dnnl_memory_t diff_src, dnnl_memory_t scale,
                   dnnl_memory_t shift, dnnl_memory_t mean, dnnl_memory_t var, dnnl_memory_t ws,
                   dnnl_memory_t diff_scale, dnnl_memory_t diff_shift, char *err, size_t errlen);
+/* Recompute the forward output from the saved batch statistics (inference
+ * kernel, same formula): lets backward rebuild a BN+ReLU output instead of
+ * keeping it. Only for bn with relu. */
+int gb_cpu_bn_apply(gb_cpu_ctx_t *ctx, const gb_cpu_bn_t *bn, dnnl_memory_t src, dnnl_memory_t dst,
+                    dnnl_memory_t scale, dnnl_memory_t shift, dnnl_memory_t mean, dnnl_memory_t var,
+                    char *err, size_t errlen);
 /* torch's running statistics: rm = (1-m) rm + m mean; rv = (1-m) rv + m var
  * count/(count-1) (unbiased). count must be > 1. */
 void gb_cpu_bn_running_update(const float *mean, const float *var, float *rm, float *rv, int c,
