@@ -49,12 +49,16 @@ def run_one(cmd, tunables, threads):
     if tunables:
         env["GLIBC_TUNABLES"] = tunables
     env["OMP_NUM_THREADS"] = str(threads)
-    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
+    timed = os.path.exists("/usr/bin/time")
+    p = subprocess.run((["/usr/bin/time", "-v"] if timed else []) + cmd, capture_output=True,
+                       text=True, env=env)
     if p.returncode != 0:
         raise SystemExit("failed: %s\n%s" % (" ".join(cmd), p.stderr[-2000:]))
     rec = json.loads(p.stdout.strip().splitlines()[-1])
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
-    rss = int(m.group(1)) * 1024 if m else rec.get("peak_rss_bytes", 0)
+    # without /usr/bin/time (Debian package "time"): the process's own getrusage
+    rss = int(m.group(1)) * 1024 if m else rec.get("peak_rss_bytes",
+                                                    rec.get("details", {}).get("peak_rss_bytes", 0))
     ips = rec["images_per_sec"]
     return ips, rss, rec
 
@@ -86,6 +90,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     a = ap.parse_args()
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    load0 = os.getloadavg()
     results = {}  # (batch, name) -> list of (ips, rss)
     versions = {}
     for batch in [int(b) for b in a.batches.split(",")]:
@@ -127,6 +132,10 @@ def main():
                 "Peak RSS from /usr/bin/time -v (the whole process).\n\n"
                 % (a.threads, a.warmup, a.steps))
         f.write(table + "\n")
+        load1 = os.getloadavg()
+        f.write("\nLoad average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "
+                "%.2f: above ~0.3 something else was running and the figures carry its noise.\n"
+                % (load0 + load1))
     print("\nwrote " + a.out)
 
 

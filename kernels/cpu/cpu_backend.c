@@ -3,19 +3,23 @@
  * create() builds, in order: the oneDNN context (thread count first), every
  * op from the model description with formats flowing producer to consumer
  * (nChw16c throughout on AVX-512), the internal slab layout, then one arena
- * (mmap, transparent huge pages asked for, every page touched) holding the
- * slabs, stored activations, workspaces and a small pool of activation-
- * gradient buffers shared by all blocks. A step allocates nothing.
+ * (mmap, transparent huge pages asked for) holding the slabs, what backward
+ * reads, a small pool of buffers shared by all blocks, the weight-copy buffer
+ * and the scratchpad. set_state and set_batch write every page once; a step
+ * allocates and first-touches nothing.
  *
  * Per bottleneck block (x: input, y: output), forward keeps what backward
- * reads: t1 = conv1(x), a1 = bnrelu1(t1), t2 = conv2(a1), a2 = bnrelu2(t2),
- * t3 = conv3(a2), y = relu(bn3(t3) + s) with s = x or bn_d(td), td = down(x).
+ * reads: t1 = conv1(x), t2 = conv2(a1), t3 = conv3(a2), y = relu(bn3(t3) + s)
+ * with s = x or bn_d(td), td = down(x), plus BN statistics and ReLU masks;
+ * a1 = bnrelu1(t1) and a2 = bnrelu2(t2) are forward temporaries (in D3, D2),
+ * rebuilt in backward just before the weight gradient that reads them.
  * Backward, with dy in buffer DY:
- *   DY <- relu'(y) DY; D1 = bn3'(DY); dW3; D2 = conv3'(D1); D2 <- bnrelu2'(D2);
- *   dW2; D3 = conv2'(D2); D3 <- bnrelu1'(D3); dW1; DX = conv1'(D3);
- *   shortcut: DX += DY; or, for a projection block, first D1 = bn_d'(DY);
- *   dWd; DX = down'(D1), and at the end conv1' writes into DY's buffer
- *   (free by then, and as large as any block's input) and DX += it.
+ *   DY <- relu'(y) DY; [projection: D1 = bn_d'(DY); dWd; DX = down'(D1)];
+ *   D1 = bn3'(DY); D3 = a2; dW3; D2 = conv3'(D1); D2 <- bnrelu2'(D2);
+ *   D1 = a1; dW2; D3 = conv2'(D2); D3 <- bnrelu1'(D3); dW1;
+ *   identity: DX = conv1'(D3); DX += DY
+ *   projection: DY' = conv1'(D3) (DY's buffer, free by then and as large as
+ *   any block's input); DX += DY'.
  * DY and DX swap roles from block to block.
  */
 #define _POSIX_C_SOURCE 200809L
