@@ -14,7 +14,10 @@ steps (momentum, weight decay) in PyTorch and in `gpubench train --load
     and num_batches_tracked,
 
 as relative L2 error per tensor, ||ours - torch|| / ||torch||, against a
-bound (1e-4 for fp32 as the issue asks; --bound for bf16). Exits non-zero
+bound (1e-4 for fp32 as the issue asks). With --precision bf16 (one-step
+cases), gpubench's bf16 step is held to PyTorch's own bf16 (CPU autocast):
+per kind of tensor (conv, BN, classifier) the median gradient error against
+PyTorch fp32 may be at most 1.5x autocast's, and the loss within 1e-2. Exits non-zero
 with the worst tensors listed when any tensor is over the bound, a tensor is
 missing, or gpubench fails.
 
@@ -132,6 +135,23 @@ def torch_steps(model, x, y, steps, dtype, lr, mom, wd):
     return losses, grads, after, masks
 
 
+def autocast_grads(model, x, y):
+    """One bf16 step of PyTorch's own mixed precision (CPU autocast)."""
+    m = copy.deepcopy(model)
+    m.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(x)
+    loss = torch.nn.functional.cross_entropy(out.float(), y)
+    loss.backward()
+    return loss.item(), {k: p.grad.detach().double().numpy().copy() for k, p in m.named_parameters()}
+
+
+def kind_of(name):
+    if name.startswith("fc."):
+        return "fc"
+    return "bn" if ("bn" in name or "downsample.1" in name) else "conv"
+
+
 def compare(losses, grads, after, ref_losses, ref_grads, ref_after, before):
     """Relative L2 of every compared quantity: list of (kind, name, err)."""
     rows = []
@@ -218,6 +238,29 @@ def run_case(gpubench, n, size, steps, seed, args, work):
     for w, name, e in sorted(rows, key=lambda r: -r[2])[:args.show]:
         print("    %-6s %-40s %.3e" % (w, name, e))
     ok = True
+    if args.precision == "bf16" and steps != 1:
+        print("FAIL: bf16 cases compare one step")
+        return False
+    if args.precision == "bf16":
+        # bf16 is held to what PyTorch's own bf16 gives: per kind of tensor,
+        # the median gradient error against fp32 within 1.5x of autocast's
+        la, ga = autocast_grads(model, x, y)
+        for kind in ("conv", "bn", "fc"):
+            ours_k = [e for w, nm, e in rows if w == "grad" and kind_of(nm) == kind]
+            ref_k = [rel(ga[k], g32[k]) for k in g32 if kind_of(k) == kind]
+            mo, mr = float(np.median(ours_k)), float(np.median(ref_k))
+            print("    bf16 %-4s gradients vs fp32: median ours %.2e, PyTorch autocast %.2e"
+                  % (kind, mo, mr))
+            if not mo <= 1.5 * mr + 1e-3:
+                print("FAIL: bf16 %s gradients are further from fp32 than PyTorch's bf16" % kind)
+                ok = False
+        lo = abs(rec["loss_samples"][0] - l32[0]) / abs(l32[0])
+        print("    bf16 loss vs fp32: ours %.1e, PyTorch autocast %.1e"
+              % (lo, abs(la - l32[0]) / abs(l32[0])))
+        if not lo <= 1e-2:  # a few bf16 roundings (2^-9) of the logits
+            print("FAIL: bf16 loss %.2e from fp32" % lo)
+            ok = False
+        return ok
     if args.guard and (flips or cond_max > args.guard):
         print("FAIL: ill-conditioned case: PyTorch fp32 and fp64 differ by %.2e with %d ReLU mask "
               "flips; a %.0e bound means nothing here (choose another seed)"
