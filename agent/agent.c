@@ -9,6 +9,7 @@
 
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_rdv.h"
 #include "gb_spec.h"
 #include "gb_spool.h"
 #include "gb_util.h"
@@ -26,16 +27,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MAX_SLOTS 64
 #define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
+
+/* A rank of a multi-node job (issue 5): what its worker said on the
+ * rendezvous channel, resent to the coordinator until the start arrives. */
+typedef struct slot_rank {
+    int on;             /* the slot's job is multi-node */
+    gb_rdv_rank_t said; /* its rank, and what its worker said */
+    gb_rdv_reader_t in; /* lines from the worker */
+    unsigned char id[GB_RDV_ID_MAX];
+    size_t id_len; /* > 0: rank 0's worker made its id */
+    int started;   /* the start went to the worker */
+} slot_rank_t;
 
 typedef struct slot {
     gb_run_t *run; /* NULL: free */
     uint64_t job_id;
     uint32_t attempt;
     char dir[4200];
+    slot_rank_t rank;
 } slot_t;
 
 typedef struct unacked {
@@ -179,6 +193,7 @@ static void send_hello(gb_agent_t *a) {
     h.name = a->name;
     h.inventory = &pi;
     h.slots = (uint32_t)a->cfg.slots;
+    h.rendezvous = 1;
     gb_copy(label_buf, sizeof label_buf, a->labels);
     size_t nl = 0;
     for (char *save = NULL, *t = strtok_r(label_buf, ",", &save); t && nl < GB_WIRE_LABELS_MAX;
@@ -387,6 +402,103 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_
     if (a->registered) send_spooled(a, u);
 }
 
+/* ---- ranks of multi-node jobs ------------------------------------------- */
+
+/* The job file's "dist" object for a rank (worker/dist.h). */
+static void rank_job_file(cJSON *job, const Gb__JobAssign *as) {
+    cJSON *d = cJSON_AddObjectToObject(job, "dist");
+    if (!d) return;
+    cJSON_AddNumberToObject(d, "rank", as->rank);
+    cJSON_AddNumberToObject(d, "n_nodes", as->n_nodes);
+    cJSON_AddNumberToObject(d, "world_size", as->world_size);
+    cJSON_AddNumberToObject(d, "fd", GB_RDV_FD);
+    if (as->unique_id.len > 0) {
+        char hex[2 * GB_RDV_ID_MAX + 1];
+        if (gb_hex_encode(as->unique_id.data, as->unique_id.len, hex, sizeof hex) == 0)
+            cJSON_AddStringToObject(d, "unique_id", hex);
+    }
+}
+
+static void send_rank_update(gb_agent_t *a, const slot_t *s, Gb__RankPhase phase) {
+    Gb__RankUpdate u = GB__RANK_UPDATE__INIT;
+    u.job_id = s->job_id;
+    u.attempt = s->attempt;
+    u.phase = phase;
+    if (phase == GB__RANK_PHASE__RANK_ID) {
+        u.unique_id.data = (uint8_t *)s->rank.id;
+        u.unique_id.len = s->rank.id_len;
+    }
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RANK_UPDATE;
+    env.rank_update = &u;
+    send_env(a, &env);
+}
+
+/* What a rank still owes the coordinator before its start: sent when the
+ * worker says it, again with every heartbeat (a message lost while the
+ * coordinator was unreachable would stall the whole job). */
+static void rank_resend(gb_agent_t *a, const slot_t *s) {
+    if (!s->run || !s->rank.on || s->rank.started) return;
+    if (s->rank.id_len) send_rank_update(a, s, GB__RANK_PHASE__RANK_ID);
+    if (s->rank.said.ready) send_rank_update(a, s, GB__RANK_PHASE__RANK_READY);
+}
+
+/* Lines from a rank's worker. A worker that breaks the protocol is stopped:
+ * its job then fails with what it printed. */
+static void rank_read(gb_agent_t *a, slot_t *s) {
+    char line[GB_RDV_LINE_MAX + 1], why[256];
+    int rc;
+    while ((rc = gb_rdv_read_line(&s->rank.in, gb_run_rdv_fd(s->run), line)) == 1) {
+        gb_rdv_msg_t m;
+        int ok = gb_rdv_parse(line, strlen(line), &m, why, sizeof why) == 0;
+        gb_rdv_action_t act = ok ? gb_rdv_from_worker(&s->rank.said, &m) : GB_RDV_VIOLATION;
+        if (act == GB_RDV_SEND_ID) {
+            memcpy(s->rank.id, m.id, m.id_len);
+            s->rank.id_len = m.id_len;
+            gb_info("job %" PRIu64 " attempt %u: rank 0 made its unique id (%zu bytes)", s->job_id,
+                    s->attempt, m.id_len);
+            send_rank_update(a, s, GB__RANK_PHASE__RANK_ID);
+        } else if (act == GB_RDV_SEND_READY) {
+            gb_info("job %" PRIu64 " attempt %u: rank %u ready", s->job_id, s->attempt,
+                    s->rank.said.rank);
+            send_rank_update(a, s, GB__RANK_PHASE__RANK_READY);
+        } else {
+            gb_warn("job %" PRIu64 " attempt %u: the worker broke the rendezvous protocol (%s): "
+                    "stopping it",
+                    s->job_id, s->attempt, ok ? line : why);
+            gb_run_cancel(s->run);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc < 0) gb_run_rdv_close(s->run); /* closed by the worker, or useless: stop polling it */
+}
+
+static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
+    for (int i = 0; i < a->cfg.slots; i++) {
+        slot_t *s = &a->slots[i];
+        if (!s->run || !s->rank.on || s->job_id != st->job_id || s->attempt != st->attempt)
+            continue;
+        if (s->rank.started) return; /* a repeat */
+        gb_rdv_msg_t m = {.kind = GB_RDV_START, .start_ms = (int64_t)st->start_at_ms};
+        char line[GB_RDV_LINE_MAX + 1];
+        int fd = gb_run_rdv_fd(s->run);
+        s->rank.started = 1;
+        if (fd < 0 || gb_rdv_format(&m, line, sizeof line) != 0 ||
+            send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t)strlen(line)) {
+            gb_warn("job %" PRIu64 " attempt %u: cannot pass the start to the worker: stopping it",
+                    s->job_id, s->attempt);
+            gb_run_cancel(s->run);
+            return;
+        }
+        gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRIu64, s->job_id, s->attempt,
+                s->rank.said.rank, st->start_at_ms);
+        return;
+    }
+    gb_debug("start for job %" PRIu64 " attempt %u, which runs no worker here", st->job_id,
+             st->attempt);
+}
+
 static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     for (int i = 0; i < a->cfg.slots; i++)
         if (a->slots[i].run && a->slots[i].job_id == as->job_id &&
@@ -421,6 +533,7 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
         cJSON_AddNumberToObject(job, "attempt", as->attempt);
         cJSON_AddItemToObject(job, "params", params);
         params = NULL;
+        if (as->n_nodes > 1) rank_job_file(job, as);
         text = cJSON_PrintUnformatted(job);
     }
     cJSON_Delete(params);
@@ -433,12 +546,15 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
         goto failed;
     }
     if (gb_mkdir_p(s->dir, err, sizeof err) != 0) goto failed;
-    s->run = gb_run_start(a->cfg.worker_exe, s->dir, text, (int)as->timeout_s, a->cfg.kill_grace_ms,
-                          err, sizeof err);
+    s->run = gb_run_start_ex(a->cfg.worker_exe, s->dir, text, (int)as->timeout_s,
+                             a->cfg.kill_grace_ms, as->n_nodes > 1, err, sizeof err);
     if (!s->run) goto failed;
     free(text);
     s->job_id = as->job_id;
     s->attempt = as->attempt;
+    memset(&s->rank, 0, sizeof s->rank);
+    s->rank.on = as->n_nodes > 1;
+    s->rank.said.rank = as->rank;
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
     send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
@@ -538,6 +654,9 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
                         env->cancel->attempt);
                 gb_run_cancel(a->slots[i].run);
             }
+        break;
+    case GB__ENVELOPE__BODY_RANK_START:
+        on_rank_start(a, env->rank_start);
         break;
     case GB__ENVELOPE__BODY_REJECT:
         if (env->reject->code == GB__REJECT_CODE__REJECT_UNKNOWN_AGENT) {
@@ -789,23 +908,31 @@ static void read_monitor(gb_agent_t *a) {
 }
 
 int gb_agent_run(gb_agent_t *a) {
-    zmq_pollitem_t items[2 + MAX_SLOTS];
+    zmq_pollitem_t items[2 + 2 * MAX_SLOTS];
     a->next_hb_ms = 0; /* hello at once */
     a->last_rx_ms = gb_mono_ms();
     while (!(a->cfg.stop && atomic_load(a->cfg.stop))) {
         int n = 0;
         items[n++] = (zmq_pollitem_t){a->sock, 0, ZMQ_POLLIN, 0};
-        int slot_of[2 + MAX_SLOTS], i_mon = -1;
+        int slot_of[2 + 2 * MAX_SLOTS], is_rdv[2 + 2 * MAX_SLOTS], i_mon = -1;
         if (a->monitor) {
             i_mon = n;
             slot_of[n] = -1;
+            is_rdv[n] = 0;
             items[n++] = (zmq_pollitem_t){a->monitor, 0, ZMQ_POLLIN, 0};
         }
-        for (int i = 0; i < a->cfg.slots; i++)
+        for (int i = 0; i < a->cfg.slots; i++) {
             if (a->slots[i].run && gb_run_fd(a->slots[i].run) >= 0) {
                 slot_of[n] = i;
+                is_rdv[n] = 0;
                 items[n++] = (zmq_pollitem_t){NULL, gb_run_fd(a->slots[i].run), ZMQ_POLLIN, 0};
             }
+            if (a->slots[i].run && gb_run_rdv_fd(a->slots[i].run) >= 0) {
+                slot_of[n] = i;
+                is_rdv[n] = 1;
+                items[n++] = (zmq_pollitem_t){NULL, gb_run_rdv_fd(a->slots[i].run), ZMQ_POLLIN, 0};
+            }
+        }
         int64_t now = gb_mono_ms();
         long timeout = (long)(a->next_hb_ms - now);
         if (timeout < 0) timeout = 0;
@@ -825,8 +952,12 @@ int gb_agent_run(gb_agent_t *a) {
         if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN)) read_monitor(a);
         for (int i = 1; i < n; i++)
             if (i != i_mon && items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR) &&
-                a->slots[slot_of[i]].run)
-                gb_run_read(a->slots[slot_of[i]].run);
+                a->slots[slot_of[i]].run) {
+                if (!is_rdv[i])
+                    gb_run_read(a->slots[slot_of[i]].run);
+                else if (gb_run_rdv_fd(a->slots[slot_of[i]].run) >= 0)
+                    rank_read(a, &a->slots[slot_of[i]]);
+            }
         reap_jobs(a);
         now = gb_mono_ms();
         if (a->reopen_at_ms && now >= a->reopen_at_ms) {
@@ -848,10 +979,13 @@ int gb_agent_run(gb_agent_t *a) {
             a->next_hb_ms = now;
         }
         if (now >= a->next_hb_ms) {
-            if (a->registered)
+            if (a->registered) {
                 send_heartbeat(a);
-            else
+                for (int i = 0; i < a->cfg.slots; i++)
+                    rank_resend(a, &a->slots[i]);
+            } else {
                 send_hello(a);
+            }
             a->next_hb_ms = now + a->hb_ms;
         }
         if (a->registered)

@@ -86,6 +86,7 @@ static int nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
     SYM(DeviceGetNumGpuCores, "nvmlDeviceGetNumGpuCores", 0);
     SYM(DeviceGetNvLinkState, "nvmlDeviceGetNvLinkState", 0);
     SYM(DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2", 0);
+    SYM(DeviceGetNvLinkRemoteDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType", 0);
     SYM(DeviceGetTopologyCommonAncestor, "nvmlDeviceGetTopologyCommonAncestor", 0);
     return 0;
 }
@@ -158,9 +159,13 @@ static void nvml_collect(gb_inventory_t *inv) {
         inv->n_gpus++;
     }
     /* Link matrix: count active NVLinks from each GPU to each peer GPU (by
-     * the remote PCI bus id); links to anything else are NVSwitch ports,
-     * and two GPUs both on NVSwitches reach each other over
-     * min(their switch lanes). */
+     * the remote PCI bus id) and to NVSwitches; two GPUs both on NVSwitches
+     * reach each other over min(their switch lanes), as nvidia-smi counts
+     * them (NV18 between any two GPUs of an HGX H100). What the far end is
+     * comes from nvmlDeviceGetNvLinkRemoteDeviceType where the driver has
+     * it, so a link to a CPU (IBM POWER's NPU) counts as neither; without
+     * it, a remote bus id that is not one of our GPUs is taken for a
+     * switch. */
     unsigned lanes[GB_INV_MAX_GPUS][GB_INV_MAX_GPUS];
     memset(lanes, 0, sizeof lanes);
     for (int i = 0; i < inv->n_gpus && nv.DeviceGetNvLinkState && nv.DeviceGetNvLinkRemotePciInfo;
@@ -170,6 +175,14 @@ static void nvml_collect(gb_inventory_t *inv) {
             rc = nv.DeviceGetNvLinkState(dev[i], l, &active);
             if (rc == NVML_ERROR_INVALID_ARGUMENT || rc == NVML_ERROR_NOT_SUPPORTED) break;
             if (rc != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
+            nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+            int typed = nv.DeviceGetNvLinkRemoteDeviceType &&
+                        nv.DeviceGetNvLinkRemoteDeviceType(dev[i], l, &type) == NVML_SUCCESS;
+            if (typed && type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+                switch_lanes[i]++;
+                continue;
+            }
+            if (typed && type != NVML_NVLINK_DEVICE_TYPE_GPU) continue; /* a CPU, or unknown */
             nvmlPciInfo_t remote;
             if (nv.DeviceGetNvLinkRemotePciInfo(dev[i], l, &remote) != NVML_SUCCESS) continue;
             int peer = -1;
@@ -177,7 +190,7 @@ static void nvml_collect(gb_inventory_t *inv) {
                 if (j != i && same_bus(remote.busId, inv->gpus[j].pci_bus_id)) peer = j;
             if (peer >= 0)
                 lanes[i][peer]++;
-            else
+            else if (!typed)
                 switch_lanes[i]++;
         }
     }

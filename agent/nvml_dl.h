@@ -58,6 +58,14 @@ typedef enum nvmlEnableState_enum {
     NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
+/* What the far end of an NVLink is. */
+typedef enum nvmlIntNvLinkDeviceType_enum {
+    NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+    NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01, /* a POWER CPU */
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02, /* an NVSwitch */
+    NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
 typedef enum nvmlGpuLevel_enum {
     NVML_TOPOLOGY_INTERNAL = 0,    /* same board (multi-GPU card) */
     NVML_TOPOLOGY_SINGLE = 10,     /* one PCIe switch */
@@ -91,6 +99,8 @@ typedef struct gb_nvml {
     nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int link, nvmlEnableState_t *);
     nvmlReturn_t (*DeviceGetNvLinkRemotePciInfo)(nvmlDevice_t, unsigned int link,
                                                  nvmlPciInfo_t *); /* _v2 */
+    nvmlReturn_t (*DeviceGetNvLinkRemoteDeviceType)(nvmlDevice_t, unsigned int link,
+                                                    nvmlIntNvLinkDeviceType_t *); /* NVML 11+ */
     nvmlReturn_t (*DeviceGetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t,
                                                     nvmlGpuTopologyLevel_t *);
 } gb_nvml_t;

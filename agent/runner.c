@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "runner.h"
 
+#include "gb_rdv.h"
 #include "gb_util.h"
 
 #include <cjson/cJSON.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +21,8 @@
 
 struct gb_run {
     pid_t pid;
-    int fd; /* read end of the output pipe; -1 at EOF */
+    int fd;     /* read end of the output pipe; -1 at EOF */
+    int rdv_fd; /* the agent's end of the rendezvous channel, or -1 */
     char dir[4096];
     char tail[GB_TAIL_BYTES]; /* ring buffer */
     size_t tail_len, tail_pos;
@@ -35,9 +38,21 @@ int gb_run_fd(const gb_run_t *r) {
 int gb_run_pid(const gb_run_t *r) {
     return (int)r->pid;
 }
+int gb_run_rdv_fd(const gb_run_t *r) {
+    return r->rdv_fd;
+}
+void gb_run_rdv_close(gb_run_t *r) {
+    if (r->rdv_fd >= 0) close(r->rdv_fd);
+    r->rdv_fd = -1;
+}
 
 gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
                        int kill_grace_ms, char *err, size_t errlen) {
+    return gb_run_start_ex(exe, dir, job_json, timeout_s, kill_grace_ms, 0, err, errlen);
+}
+
+gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json, int timeout_s,
+                          int kill_grace_ms, int rdv, char *err, size_t errlen) {
     char job_path[4200], out_path[4200];
     if (gb_fmt(job_path, sizeof job_path, "%s/job.json", dir) != 0 ||
         gb_fmt(out_path, sizeof out_path, "%s/result.json", dir) != 0) {
@@ -53,12 +68,17 @@ gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, i
     }
     gb_copy(r->dir, sizeof r->dir, dir);
     r->fd = -1;
+    r->rdv_fd = -1;
     r->timeout_s = timeout_s;
     r->grace_ms = kill_grace_ms;
-    int p[2] = {-1, -1};
+    int p[2] = {-1, -1}, sv[2] = {-1, -1};
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || pipe2(p, O_CLOEXEC) != 0) {
         gb_fmt(err, errlen, "cannot create the output pipe: %s", strerror(errno));
+        goto err;
+    }
+    if (rdv && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        gb_fmt(err, errlen, "cannot create the rendezvous channel: %s", strerror(errno));
         goto err;
     }
     char *const argv[] = {(char *)exe, "worker", "--job", job_path, "--out", out_path, NULL};
@@ -77,11 +97,18 @@ gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, i
         dup2(devnull, 0);
         dup2(p[1], 1);
         dup2(p[1], 2);
+        if (sv[1] >= 0) {
+            /* dup2 onto itself keeps close-on-exec: clear it then */
+            if (sv[1] == GB_RDV_FD)
+                fcntl(GB_RDV_FD, F_SETFD, 0);
+            else
+                dup2(sv[1], GB_RDV_FD);
+        }
         signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        close_range(3, ~0U, 0);
+        close_range(sv[1] >= 0 ? GB_RDV_FD + 1 : 3, ~0U, 0);
         execv(exe, argv);
         static const char msg[] = "agent: cannot exec the worker\n";
         (void)!write(2, msg, sizeof msg - 1);
@@ -90,6 +117,11 @@ gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, i
     setpgid(pid, pid); /* also here: whichever runs first */
     close(p[1]);
     close(devnull);
+    if (sv[1] >= 0) {
+        close(sv[1]);
+        r->rdv_fd = sv[0];
+        fcntl(r->rdv_fd, F_SETFL, fcntl(r->rdv_fd, F_GETFL) | O_NONBLOCK);
+    }
     r->pid = pid;
     r->fd = p[0];
     fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_NONBLOCK);
@@ -99,6 +131,8 @@ err:
     if (devnull >= 0) close(devnull);
     if (p[0] >= 0) close(p[0]);
     if (p[1] >= 0) close(p[1]);
+    if (sv[0] >= 0) close(sv[0]);
+    if (sv[1] >= 0) close(sv[1]);
     free(r);
     return NULL;
 }
@@ -252,6 +286,7 @@ void gb_run_destroy(gb_run_t **self_p) {
         }
     }
     if (r->fd >= 0) close(r->fd);
+    gb_run_rdv_close(r);
     free(r);
     *self_p = NULL;
 }

@@ -39,6 +39,15 @@ typedef struct gb_run_result {
  * --out dir/result.json`. dir must exist. NULL with a reason on failure. */
 gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
                        int kill_grace_ms, char *err, size_t errlen);
+/* The same, and with rdv != 0 a rendezvous channel (common/gb_rdv.h): one
+ * end of a Unix stream socket pair is the child's descriptor GB_RDV_FD, the
+ * other (non-blocking) is gb_run_rdv_fd(). */
+gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json, int timeout_s,
+                          int kill_grace_ms, int rdv, char *err, size_t errlen);
+/* The agent's end of the rendezvous channel, or -1 without one (or after
+ * gb_run_rdv_close). */
+int gb_run_rdv_fd(const gb_run_t *self);
+void gb_run_rdv_close(gb_run_t *self);
 /* Kill the child if it still runs (waiting at most the grace period), reap
  * it, and free. */
 void gb_run_destroy(gb_run_t **self_p);

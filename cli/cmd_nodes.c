@@ -6,16 +6,22 @@
 #include "gb_util.h"
 #include "gb_zmq.h"
 #include "output.h"
+#include "topo.h"
 
 #include <getopt.h>
 #include <stdio.h>
 
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench nodes [--control EP] [--format F]\n"
+                 "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
                  "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
                  "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-                 "  --format F     table | csv | json (default table)\n"
+                 "  --topo         the GPU link matrix of each node (or of NODE, a name or\n"
+                 "                 an agent id) as nvidia-smi topo -m prints it, from the store\n"
+                 "  --db FILE      the store --topo reads (default " GB_DEFAULT_DB ")\n"
+                 "  --format F     table | csv | json (default table; csv/json: one row per\n"
+                 "                 GPU pair with --topo)\n"
                  "  -h, --help     this help\n");
 }
 
@@ -24,14 +30,17 @@ int cmd_nodes(int argc, char **argv) {
                                          {"key", required_argument, 0, 1001},
                                          {"server-key", required_argument, 0, 1002},
                                          {"format", required_argument, 0, 'f'},
+                                         {"topo", no_argument, 0, 't'},
+                                         {"db", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *control = cli_control_default();
+    const char *db = GB_DEFAULT_DB;
     const char *key_path = NULL, *server_key_path = NULL;
     gb_curve_client_t keys;
     const gb_curve_client_t *curve = NULL;
     gb_format_t fmt = GB_FMT_TABLE;
-    int opt;
+    int opt, topo = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
@@ -43,6 +52,12 @@ int cmd_nodes(int argc, char **argv) {
             break;
         case 1002:
             server_key_path = optarg;
+            break;
+        case 't':
+            topo = 1;
+            break;
+        case 'd':
+            db = optarg;
             break;
         case 'f':
             if (gb_format_parse(optarg, &fmt))
@@ -56,7 +71,11 @@ int cmd_nodes(int argc, char **argv) {
             return 2;
         }
     }
-    if (optind < argc) return cli_usage_error("nodes", "unexpected argument");
+    if (topo) {
+        if (optind + 1 < argc) return cli_usage_error("nodes", "--topo takes at most one NODE");
+        return cli_print_topo(db, optind < argc ? argv[optind] : NULL, fmt, stdout);
+    }
+    if (optind < argc) return cli_usage_error("nodes", "unexpected argument (NODE needs --topo)");
     Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.seq = (uint64_t)gb_wall_ms();

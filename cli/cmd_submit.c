@@ -30,7 +30,7 @@ static void usage(FILE *out) {
         "  --name TEXT           sweep name (default none)\n"
         "  --backend B,...       auto | cpu | cuda (default auto)\n"
         "  --precision P,...     fp32 | tf32 | fp16 | bf16 (resnet50; default fp32)\n"
-        "  --gpus N,...          devices per job (default 1)\n"
+        "  --gpus N,...          devices per job, per node (default 1)\n"
         "  --batch N,...         batch per device (resnet50; default 32)\n"
         "  --steps N,...         timed steps (resnet50; default 20)\n"
         "  --warmup N,...        warm-up steps (resnet50; default 3)\n"
@@ -41,7 +41,8 @@ static void usage(FILE *out) {
         "  --repeat N            copies of each configuration (default 1)\n"
         "  --timeout S           per-job time limit in seconds (default per kind)\n"
         "  --max-attempts N      attempts per job (default: the coordinator's)\n"
-        "  --param KEY=V,...     a kind-specific key (gemm m, n, k, reps; sleep duration_ms)\n"
+        "  --param KEY=V,...     any other key (gemm m, n, k, reps; sleep duration_ms;\n"
+        "                        n_nodes, rendezvous_s for jobs over several nodes)\n"
         "  --format F            text | json (default text: the sweep id alone)\n"
         "  -h, --help            this help\n");
 }

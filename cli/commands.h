@@ -26,6 +26,6 @@ int cmd_nodes(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_results(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
-/* cmd_train (cli/cmd_train.c) is declared here by the engine's work. */
+int cmd_train(int argc, char **argv);
 
 #endif

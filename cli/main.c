@@ -9,7 +9,7 @@
 /* One line per command, in the order `gpubench help` lists them. */
 static const gb_command_t commands[] = {
     {"run", cmd_run, "coordinator + local agent + default sweep on this machine, results table"},
-    /* {"train", cmd_train, ...}: the engine's command goes here */
+    {"train", cmd_train, "train ResNet-50 for some steps on this machine and report images/s"},
     {"submit", cmd_submit, "submit a sweep (JSON spec or flags); prints the sweep id"},
     {"wait", cmd_wait, "block until a sweep ends; non-zero exit if a job failed"},
     {"status", cmd_status, "sweeps and their job counts"},

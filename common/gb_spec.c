@@ -23,6 +23,7 @@ static const char *const kinds[] = {"resnet50", "gemm", "sleep", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const interconnects[] = {"auto", "nvlink", "pcie", NULL};
+static const char *const fail_ats[] = {"end", "rendezvous", NULL};
 
 typedef struct keydef {
     const char *key;
@@ -45,6 +46,7 @@ static const keydef_t keys[] = {
     {"nodes", T_STR, 1, K_ALL, 0, 0, NULL, F_STR(nodes), 0, "*"},
     {"labels", T_LABELS, 1, K_ALL, 0, 0, NULL, F_STR(labels), 0, ""},
     {"gpus", T_INT, 1, K_RESNET | K_SLEEP, 1, 1024, NULL, F_INT(gpus), 1, NULL},
+    {"n_nodes", T_INT, 1, K_RESNET | K_SLEEP, 1, 1024, NULL, F_INT(n_nodes), 1, NULL},
     {"precision", T_STR, 1, K_RESNET, 0, 0, precisions, F_STR(precision), 0, "fp32"},
     {"batch", T_INT, 1, K_RESNET, 1, 65536, NULL, F_INT(batch), 32, NULL},
     {"interconnect", T_STR, 1, K_RESNET, 0, 0, interconnects, F_STR(interconnect), 0, "auto"},
@@ -61,6 +63,9 @@ static const keydef_t keys[] = {
     {"max_attempts", T_INT, 0, K_ALL, 1, 100, NULL, F_INT(max_attempts), 0, NULL},
     {"fail", T_STR, 0, K_SLEEP, 0, 0, NULL, F_STR(fail), 0, ""},
     {"signal", T_INT, 0, K_SLEEP, 0, 64, NULL, F_INT(signal), 0, NULL},
+    {"rendezvous_s", T_INT, 0, K_RESNET | K_SLEEP, 1, 86400, NULL, F_INT(rendezvous_s), 300, NULL},
+    {"fail_rank", T_INT, 0, K_SLEEP, 0, 1023, NULL, F_INT(fail_rank), -1, NULL},
+    {"fail_at", T_STR, 0, K_SLEEP, 0, 0, fail_ats, F_STR(fail_at), 0, "end"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -308,6 +313,15 @@ static int default_timeout(const gb_jobdef_t *j) {
 
 /* Checks that need several fields of one job. */
 static int check_job(const gb_jobdef_t *j, char *err, size_t errlen) {
+    if (j->fail_rank >= 0 && j->fail_rank >= j->n_nodes) {
+        gb_fmt(err, errlen, "'fail_rank' %d is not a rank of a job over %d node(s)", j->fail_rank,
+               j->n_nodes);
+        return -1;
+    }
+    if (strcmp(j->fail_at, "rendezvous") == 0 && j->n_nodes < 2) {
+        gb_fmt(err, errlen, "'fail_at': 'rendezvous' needs a multi-node job (n_nodes > 1)");
+        return -1;
+    }
     if (strcmp(j->kind, "gemm") == 0) {
         uint64_t elems = (uint64_t)j->m * (uint64_t)j->k + (uint64_t)j->k * (uint64_t)j->n +
                          (uint64_t)j->m * (uint64_t)j->n;
@@ -442,7 +456,15 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                     j->precision[0] = j->interconnect[0] = '\0';
                 }
                 if (!(bit & (K_RESNET | K_SLEEP))) j->gpus = 1;
-                if (!(bit & K_SLEEP)) j->duration_ms = 0;
+                if (!(bit & K_SLEEP)) {
+                    j->duration_ms = 0;
+                    j->fail_rank = -1;
+                    j->fail_at[0] = '\0';
+                }
+                if (!(bit & (K_RESNET | K_SLEEP))) {
+                    j->n_nodes = 1;
+                    j->rendezvous_s = 0;
+                }
                 if (j->timeout_s == 0) j->timeout_s = default_timeout(j);
                 j->repeat_index = job_mode ? *repeat_index : r;
                 if (check_job(j, err, errlen) != 0) goto fail;
@@ -511,9 +533,15 @@ char *gb_jobdef_to_json(const gb_jobdef_t *j) {
             int v = *(const int *)base;
             if (strcmp(kd->key, "max_attempts") == 0 && v == 0) continue; /* coordinator default */
             if (strcmp(kd->key, "signal") == 0 && v == 0) continue;
+            /* multi-node keys only where they matter: one-node jobs keep the
+             * parameters they had before issue 5 */
+            if (strcmp(kd->key, "n_nodes") == 0 && v <= 1) continue;
+            if (strcmp(kd->key, "rendezvous_s") == 0 && j->n_nodes <= 1) continue;
+            if (strcmp(kd->key, "fail_rank") == 0 && v < 0) continue;
             cJSON_AddNumberToObject(o, kd->key, v);
         } else {
             if (strcmp(kd->key, "fail") == 0 && base[0] == '\0') continue;
+            if (strcmp(kd->key, "fail_at") == 0 && strcmp(base, "end") == 0) continue;
             cJSON_AddStringToObject(o, kd->key, base);
         }
     }

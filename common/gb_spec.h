@@ -43,6 +43,11 @@ typedef struct gb_jobdef {
     int duration_ms;
     char fail[GB_SPEC_STR]; /* non-empty: the worker fails with this message */
     int signal;             /* non-zero: the worker raises this signal */
+    /* multi-node jobs (issue 5): resnet50, sleep */
+    int n_nodes;      /* agents (nodes) the job spans; gpus is per node */
+    int rendezvous_s; /* every rank ready within this after placement, or the attempt is lost */
+    int fail_rank;    /* sleep: the fail/signal hooks act on this rank only; -1 = every rank */
+    char fail_at[16]; /* sleep: "end" (after sleeping) | "rendezvous" (before the id / ready) */
 } gb_jobdef_t;
 
 typedef struct gb_sweep_def {

@@ -54,6 +54,10 @@ const char *gb_wire_body_name(Gb__Envelope__BodyCase c) {
         return "cancel_request";
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
         return "cancel_reply";
+    case GB__ENVELOPE__BODY_RANK_UPDATE:
+        return "rank_update";
+    case GB__ENVELOPE__BODY_RANK_START:
+        return "rank_start";
     default:
         return "none";
     }
@@ -177,11 +181,35 @@ static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
         CHECK_STR(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
     }
     if (h->slots > 64) FAIL(RANGE, "hello.slots must be 0..64");
+    /* later versions of the rendezvous keep speaking this one (a change an
+     * old coordinator would misread bumps GB_PROTOCOL_VERSION instead) */
+    if (h->rendezvous > 1000) FAIL(RANGE, "hello.rendezvous must be 0..1000");
     int rc = check_inventory(h->inventory, why, whylen);
     if (rc) return rc;
     rc = check_jobrefs(h->running, h->n_running, "hello.running", why, whylen);
     if (rc) return rc;
     return check_jobrefs(h->spooled, h->n_spooled, "hello.spooled", why, whylen);
+}
+
+/* The multi-node fields of an assignment: all zero for a one-node job;
+ * otherwise a rank below n_nodes, a world of at least one device per node,
+ * and rank 0's id on every other rank (rank 0 makes it, so it has none). */
+static int check_assign_ranks(const Gb__JobAssign *a, char *why, size_t whylen) {
+    if (a->n_nodes <= 1) {
+        if (a->rank != 0 || a->world_size > 1 || a->unique_id.len != 0)
+            FAIL(RANGE, "assign: rank fields on a one-node job");
+        return 0;
+    }
+    if (a->n_nodes > GB_WIRE_NODES_MAX)
+        FAIL(RANGE, "assign.n_nodes must be 1..%d", GB_WIRE_NODES_MAX);
+    if (a->rank >= a->n_nodes) FAIL(RANGE, "assign.rank must be below n_nodes");
+    if (a->world_size < a->n_nodes || a->world_size > GB_WIRE_NODES_MAX * 1024u ||
+        a->world_size % a->n_nodes != 0)
+        FAIL(RANGE, "assign.world_size must be a multiple of n_nodes (devices per node x n_nodes)");
+    if (a->rank == 0 && a->unique_id.len != 0) FAIL(RANGE, "assign: rank 0 carries no unique id");
+    if (a->rank > 0 && (a->unique_id.len < 1 || a->unique_id.len > GB_WIRE_UNIQUE_ID_MAX))
+        FAIL(RANGE, "assign.unique_id must be 1..%d bytes on ranks > 0", GB_WIRE_UNIQUE_ID_MAX);
+    return 0;
 }
 
 int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
@@ -213,7 +241,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         CHECK_STR(a->params_json, 2, GB_WIRE_PARAMS_MAX, "assign.params_json");
         if (a->timeout_s < 1 || a->timeout_s > GB_WIRE_TIMEOUT_MAX)
             FAIL(RANGE, "assign.timeout_s must be 1..%u", GB_WIRE_TIMEOUT_MAX);
-        return 0;
+        return check_assign_ranks(a, why, whylen);
     }
     case GB__ENVELOPE__BODY_PROGRESS: {
         const Gb__Progress *p = env->progress;
@@ -286,6 +314,26 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (env->cancel_request->sweep_id == 0) FAIL(RANGE, "cancel_request.sweep_id must be > 0");
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
+        return 0;
+    case GB__ENVELOPE__BODY_RANK_UPDATE: {
+        const Gb__RankUpdate *u = env->rank_update;
+        if (!jobref_ok(&(Gb__JobRef){.job_id = u->job_id, .attempt = u->attempt}))
+            FAIL(RANGE, "rank_update: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        if (u->phase == GB__RANK_PHASE__RANK_ID) {
+            if (u->unique_id.len < 1 || u->unique_id.len > GB_WIRE_UNIQUE_ID_MAX)
+                FAIL(RANGE, "rank_update.unique_id must be 1..%d bytes", GB_WIRE_UNIQUE_ID_MAX);
+        } else if (u->phase == GB__RANK_PHASE__RANK_READY) {
+            if (u->unique_id.len != 0) FAIL(RANGE, "rank_update: a ready update carries no id");
+        } else {
+            FAIL(RANGE, "rank_update.phase %d is not a known phase", (int)u->phase);
+        }
+        return 0;
+    }
+    case GB__ENVELOPE__BODY_RANK_START:
+        if (!jobref_ok(&(Gb__JobRef){.job_id = env->rank_start->job_id,
+                                     .attempt = env->rank_start->attempt}))
+            FAIL(RANGE, "rank_start: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        if (env->rank_start->start_at_ms == 0) FAIL(RANGE, "rank_start.start_at_ms missing");
         return 0;
     default:
         FAIL(RANGE, "envelope has no body (or a body this version does not know)");

@@ -40,6 +40,9 @@
 #define GB_WIRE_SPEC_MAX    (256u << 10)
 #define GB_WIRE_ATTEMPT_MAX 1000
 #define GB_WIRE_TIMEOUT_MAX (7u * 24 * 3600)
+/* Multi-node jobs (issue 5). */
+#define GB_WIRE_NODES_MAX     1024 /* ranks (agents) of one job */
+#define GB_WIRE_UNIQUE_ID_MAX 128  /* rendezvous id bytes: NCCL_UNIQUE_ID_BYTES */
 
 /* Decode and validate one frame. Returns 0 and a new envelope in *out (free
  * with gb_wire_free), or a Gb__RejectCode (> 0) with a one-line reason in

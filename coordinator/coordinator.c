@@ -5,15 +5,20 @@
  * sweep the count of jobs still open. Finished jobs live only in the store.
  *
  * A loop turn: poll; drain the agent socket and the control socket; run the
- * timers (liveness, heartbeats); place queued jobs; then flush: commit the
- * turn's transaction and only then send what depends on it (result
- * acknowledgements, job assignments) and apply the in-memory effects of the
- * committed results. If the commit fails, nothing of it is acknowledged and
- * the agents resend. */
+ * timers (liveness, heartbeats, rendezvous deadlines); place queued jobs;
+ * then flush: commit the turn's transaction (every write of the turn, the
+ * ranks table's included) and only then send what depends on it (result
+ * acknowledgements once durable, assignments, starts and cancels of
+ * multi-node ranks, replies to requests that wrote). Memory moves with the
+ * turn: a result ends its job at once. If a statement or the commit fails,
+ * the turn is rolled back, nothing of it is sent, and memory is reloaded
+ * from the store (a running multi-node attempt, whose rendezvous lived in
+ * memory only, is then given up); the agents resend. */
 #define _POSIX_C_SOURCE 200809L
 #include "coordinator.h"
 
 #include "auth.h"
+#include "gang.h"
 #include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_place.h"
@@ -22,6 +27,7 @@
 #include "gb_wire.h"
 #include "gb_zmq.h"
 #include "map.h"
+#include "ranks.h"
 #include "ratelimit.h"
 #include "record.h"
 #include "store.h"
@@ -56,6 +62,7 @@ enum { J_QUEUED, J_RUNNING };
 
 typedef struct cjob cjob_t;
 typedef struct cagent cagent_t;
+typedef struct cgang cgang_t;
 
 struct cjob {
     uint64_t id, sweep_id;
@@ -63,7 +70,9 @@ struct cjob {
     int state;        /* J_QUEUED or J_RUNNING */
     uint32_t attempt; /* current attempt; 0 before the first */
     int max_attempts;
-    int refused; /* attempts an agent refused (busy): they do not count against max_attempts */
+    /* attempts that do not count against max_attempts: refused (busy agent),
+     * or multi-node attempts given up by a restart or a reload (jobs.free_attempts) */
+    int refused;
     int cancel_requested;
     /* while running */
     cagent_t *agent;
@@ -71,6 +80,7 @@ struct cjob {
     int started;
     int missing; /* heartbeats in a row from its agent that did not mention it */
     int64_t assigned_ms;
+    cgang_t *gang; /* a running multi-node job: its ranks (agent is then NULL) */
     /* while queued */
     cjob_t *prev, *next;
 };
@@ -84,6 +94,7 @@ struct cagent {
     char kinds[256];
     char last_seen[32];
     int n_gpus, cpu_cores, has_nvlink, slots;
+    int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
     int state;
     int64_t last_heard_ms;
     int64_t seen_written_ms;
@@ -130,6 +141,11 @@ struct gb_coord {
     int store_backoff_ms;
     unsigned long store_failures;
     int64_t store_fail_logged_ms;
+    /* > 0: the open transaction holds only the writes of the last reload
+     * (gb_store_changes said this when it ended), which wait for the
+     * back-off instead of failing (and being reloaded and logged) again
+     * every turn while the disk stays full */
+    int64_t reload_changes;
     gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     char failed_why[128];
@@ -142,7 +158,9 @@ struct gb_coord {
     char listen_ep[256], control_ep[256];
     char coord_id[17];
     gb_store_t *store;
-    gb_map_t *agents; /* id -> cagent_t */
+    gb_ranks_t *ranks;  /* the store's ranks table (multi-node jobs) */
+    unsigned gang_tick; /* passes of gang_check */
+    gb_map_t *agents;   /* id -> cagent_t */
     cagent_t **agent_list;
     size_t n_agents, agent_cap;
     gb_map_t *jobs;   /* id -> cjob_t (unfinished) */
@@ -164,6 +182,20 @@ struct gb_coord {
     size_t held_head, n_held, held_cap;
     size_t n_acks, n_assigns; /* of the outbox, for the failure log */
 };
+
+/* Multi-node jobs (issue 5): the section "multi-node jobs" below. */
+static int is_multi(const cjob_t *j);
+static void gang_release(gb_coord_t *c, cjob_t *j);
+static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts);
+static void gang_dispatch(gb_coord_t *c);
+static void gang_check(gb_coord_t *c);
+static void gang_cancel(gb_coord_t *c, cjob_t *j);
+static void gang_progress(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Progress *p);
+static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *r);
+static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb);
+static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h);
+static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u);
+static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t whylen);
 
 void gb_coord_config_default(gb_coord_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -210,6 +242,16 @@ static int64_t lost_window_ms(const gb_coord_t *c) {
 static void free_value(void *ctx, void *value) {
     (void)ctx;
     free(value);
+}
+
+static void gang_free(cgang_t **gp);
+
+/* A job and, for a running multi-node job, its group of ranks. */
+static void free_job(void *ctx, void *value) {
+    (void)ctx;
+    cjob_t *j = value;
+    gang_free(&j->gang);
+    free(j);
 }
 
 /* ---- queue ---------------------------------------------------------------- */
@@ -371,6 +413,7 @@ static cagent_t *agent_add(gb_coord_t *c, const char *id) {
     if (!a) return NULL;
     gb_copy(a->id, sizeof a->id, id);
     a->slots = 1;
+    a->rendezvous = -1;
     a->state = A_DISCONNECTED;
     if (c->n_agents == c->agent_cap) {
         size_t cap = c->agent_cap ? c->agent_cap * 2 : 16;
@@ -446,6 +489,7 @@ static void job_forget(gb_coord_t *c, cjob_t *j, const char *state) {
         agent_drop_job(j->agent, j);
         c->dirty = 1;
     }
+    if (j->gang) gang_release(c, j);
     gb_map_del_u64(c->jobs, j->id);
     sweep_job_ended(c, j->sweep_id, state);
     free(j);
@@ -462,17 +506,9 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
     job_forget(c, j, state);
 }
 
-/* The running attempt of j is gone (agent lost, restarted without it, never
- * started it, refused it): re-queue with attempt + 1, or end the job. */
-static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
-    char now[32];
-    now_iso(now, sizeof now);
-    if (gb_store_begin(c->store) != 0 ||
-        gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
-        store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
-    gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
-    if (j->agent) agent_drop_job(j->agent, j);
-    j->agent = NULL;
+/* The attempt of j ended as lost (its rows are written, no agent holds
+ * it): re-queue with attempt + 1, or end the job. */
+static void attempt_retry(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
     c->dirty = 1;
     if (j->cancel_requested) {
         job_finish(c, j, "cancelled", "cancelled by request");
@@ -486,10 +522,30 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
         job_finish(c, j, "failed", err);
         return;
     }
-    if (gb_store_job_requeue(c->store, j->id) != 0) store_err(c, "re-queueing job %" PRIu64, j->id);
+    if (gb_store_job_requeue(c->store, j->id, j->refused) != 0)
+        store_err(c, "re-queueing job %" PRIu64, j->id);
     j->state = J_QUEUED;
     j->started = 0;
     q_push_front(c, j);
+}
+
+/* The running attempt of j is gone (agent lost, restarted without it, never
+ * started it, refused it): re-queue with attempt + 1, or end the job. A
+ * multi-node attempt first stops its other ranks (gang_attempt_lost). */
+static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
+    if (j->gang) {
+        gang_attempt_lost(c, j, reason, counts);
+        return;
+    }
+    char now[32];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
+        store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
+    gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
+    if (j->agent) agent_drop_job(j->agent, j);
+    j->agent = NULL;
+    attempt_retry(c, j, reason, counts);
 }
 
 static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
@@ -497,6 +553,34 @@ static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
 }
 
 /* ---- placement ------------------------------------------------------------ */
+
+static void send_gang_fields(const cjob_t *j, int rank, Gb__JobAssign *as);
+
+/* The JobAssign of j's current attempt to agent a, after the commit: its
+ * parameters with the backend placement chose and, for rank >= 0 of a
+ * multi-node job, the rank fields. */
+static void send_assign(gb_coord_t *c, cjob_t *j, cagent_t *a, int rank) {
+    gb_jobdef_t placed = j->def;
+    gb_copy(placed.backend, sizeof placed.backend, j->backend);
+    char *params = gb_jobdef_to_json(&placed);
+    if (!params) {
+        gb_error("out of memory assigning job %" PRIu64, j->id);
+        return; /* the start timeout (rendezvous deadline) will re-queue it */
+    }
+    Gb__JobAssign as = GB__JOB_ASSIGN__INIT;
+    as.job_id = j->id;
+    as.attempt = j->attempt;
+    as.sweep_id = j->sweep_id;
+    as.kind = j->def.kind;
+    as.params_json = params;
+    as.timeout_s = (uint32_t)j->def.timeout_s;
+    if (rank >= 0) send_gang_fields(j, rank, &as);
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_ASSIGN;
+    env.assign = &as;
+    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
+    free(params);
+}
 
 static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     char now[32];
@@ -516,26 +600,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     j->assigned_ms = gb_mono_ms();
     gb_copy(j->backend, sizeof j->backend, backend);
     a->running[a->n_running++] = j;
-
-    gb_jobdef_t placed = j->def;
-    gb_copy(placed.backend, sizeof placed.backend, backend);
-    char *params = gb_jobdef_to_json(&placed);
-    if (!params) {
-        gb_error("out of memory assigning job %" PRIu64, j->id);
-        return; /* the start timeout will re-queue it */
-    }
-    Gb__JobAssign as = GB__JOB_ASSIGN__INIT;
-    as.job_id = j->id;
-    as.attempt = attempt;
-    as.sweep_id = j->sweep_id;
-    as.kind = j->def.kind;
-    as.params_json = params;
-    as.timeout_s = (uint32_t)j->def.timeout_s;
-    Gb__Envelope env = GB__ENVELOPE__INIT;
-    env.body_case = GB__ENVELOPE__BODY_ASSIGN;
-    env.assign = &as;
-    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
-    free(params);
+    send_assign(c, j, a, -1);
     gb_info("job %" PRIu64 " attempt %u -> %s (%s)", j->id, attempt, a->name, backend);
 }
 
@@ -543,6 +608,7 @@ static void dispatch(gb_coord_t *c) {
     if (!c->dirty || !c->q_head) return;
     if (c->store_retry_ms && gb_mono_ms() < c->store_retry_ms) return; /* after a failure */
     c->dirty = 0;
+    gang_dispatch(c); /* multi-node jobs first: they need several idle nodes at once */
     for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
         cagent_t *a = c->agent_list[i];
         if (a->state != A_CONNECTED) continue;
@@ -552,6 +618,7 @@ static void dispatch(gb_coord_t *c) {
              j && a->n_running < a->slots && a->reported_busy < a->slots; j = next) {
             next = j->next;
             char backend[8], why[256];
+            if (is_multi(j)) continue;
             if (gb_place_fits(&caps, &j->def, backend, why, sizeof why)) assign(c, j, a, backend);
         }
     }
@@ -646,7 +713,9 @@ static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
 static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         cjob_t *j = gb_map_get_u64(c->jobs, refs[i]->job_id);
-        if (j && j->state == J_QUEUED && j->attempt == refs[i]->attempt && j->attempt > 0) {
+        /* a multi-node attempt is never taken back: its other ranks stopped */
+        if (j && !is_multi(j) && j->state == J_QUEUED && j->attempt == refs[i]->attempt &&
+            j->attempt > 0) {
             char att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
             if (gb_store_attempt_get(c->store, j->id, j->attempt, att_agent, sizeof att_agent,
                                      att_state, sizeof att_state) == 0 &&
@@ -656,6 +725,10 @@ static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n
     }
 }
 
+/* Stop (job, attempt) on an agent, after the turn's commit: what decided
+ * it (a cancel request, a job taken from the agent, a multi-node attempt
+ * ended) may be rolled back, and a cancel must not overtake the assignment
+ * it stops. A rolled-back turn re-derives its cancels from the store. */
 static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt) {
     Gb__Cancel cn = GB__CANCEL__INIT;
     cn.job_id = job;
@@ -663,7 +736,7 @@ static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint3
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_CANCEL;
     env.cancel = &cn;
-    send_now(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
+    send_after_commit(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
 }
 
 /* The CURVE key a message came with (its connection's ZAP User-Id), or
@@ -751,6 +824,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     a->n_gpus = (int)inv->n_gpus;
     a->cpu_cores = (int)inv->cpu_cores;
     a->slots = h->slots ? (int)h->slots : 1;
+    a->rendezvous = (int)h->rendezvous;
     a->has_nvlink = 0;
     for (size_t i = 0; i < inv->n_links; i++)
         if (inv->links[i]->nvlink_lanes > 0) a->has_nvlink = 1;
@@ -819,6 +893,10 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     /* reconcile: what we think it runs against what it says it runs */
     for (int i = 0; i < a->n_running;) {
         cjob_t *j = a->running[i];
+        if (j->gang) { /* a rank of a multi-node job: gang_hello, below */
+            i++;
+            continue;
+        }
         if (ref_listed(h->running, h->n_running, j->id, j->attempt)) {
             if (!j->started) {
                 j->started = 1;
@@ -839,6 +917,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
             attempt_lost(c, j, reason); /* removes it from a->running */
         }
     }
+    gang_hello(c, a, h);
     adopt_listed(c, a, h->running, h->n_running);
     adopt_listed(c, a, h->spooled, h->n_spooled);
     for (size_t i = 0; i < h->n_running; i++) {
@@ -873,6 +952,10 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
 
 static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
     cjob_t *j = gb_map_get_u64(c->jobs, p->job_id);
+    if (j && j->gang && j->attempt == p->attempt) {
+        gang_progress(c, a, j, p);
+        return;
+    }
     if (!j || j->agent != a || j->attempt != p->attempt) {
         gb_debug("progress for job %" PRIu64 " attempt %u from %s ignored (not its)", p->job_id,
                  p->attempt, a->name);
@@ -929,6 +1012,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         return; /* not acknowledged: resent later */
     }
     cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
+    if ((j ? is_multi(j) : 1) && gang_result(c, a, j, r)) return; /* a rank's result */
     /* The common case, the running attempt of this agent, is known from
      * memory (which matches the store); anything else is looked up. */
     int found = 0;
@@ -1074,6 +1158,620 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     ack_after_commit(c, a, r);
 }
 
+/* ---- multi-node jobs (issue 5) ---------------------------------------------
+ *
+ * A job with n_nodes > 1 is placed only when n idle connected agents that
+ * speak the rendezvous fit it with one backend (all ranks at once, never a
+ * part), rank 0 on the first of them in registration order. gang.c decides
+ * what each event means; this section persists it (the ranks table), sends
+ * what it asks for, and releases each rank's agent as the rank ends. The
+ * job's agent pointer stays NULL: its agents are in gang->agent. */
+
+struct cgang {
+    gb_gang_t *g;
+    cagent_t **agent;        /* per rank */
+    gb_rank_state_t *stored; /* per rank: the state last written to the store */
+    unsigned char *worker;   /* per rank: its agent reported the worker started */
+    int *missing;            /* per rank: heartbeats in a row that did not mention it */
+    int64_t deadline_ms;     /* monotonic: every rank ready by then */
+    int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
+    char start_iso[32];
+    unsigned tick; /* gang_check's last pass */
+};
+
+static int is_multi(const cjob_t *j) {
+    return j->def.n_nodes > 1;
+}
+
+static void gang_free(cgang_t **gp) {
+    if (!gp || !*gp) return;
+    cgang_t *G = *gp;
+    gb_gang_destroy(&G->g);
+    free(G->agent);
+    free(G->stored);
+    free(G->worker);
+    free(G->missing);
+    free(G);
+    *gp = NULL;
+}
+
+static int gang_rank_of(const cjob_t *j, const cagent_t *a) {
+    for (int r = 0; r < gb_gang_size(j->gang->g); r++)
+        if (j->gang->agent[r] == a) return r;
+    return -1;
+}
+
+/* Off every agent, and freed (job_forget, or before a retry). */
+static void gang_release(gb_coord_t *c, cjob_t *j) {
+    for (int r = 0; r < gb_gang_size(j->gang->g); r++)
+        agent_drop_job(j->gang->agent[r], j);
+    c->dirty = 1;
+    gang_free(&j->gang);
+}
+
+static void send_gang_fields(const cjob_t *j, int rank, Gb__JobAssign *as) {
+    size_t len = 0;
+    const unsigned char *id = gb_gang_id(j->gang->g, &len);
+    as->rank = (uint32_t)rank;
+    as->n_nodes = (uint32_t)j->def.n_nodes;
+    as->world_size = (uint32_t)(j->def.n_nodes * j->def.gpus);
+    if (rank > 0) {
+        as->unique_id.data = (uint8_t *)id;
+        as->unique_id.len = len;
+    }
+}
+
+/* Write what changed in the ranks' states; rank `who` (or -1) ended with
+ * `error`. A rank that ended frees its agent for other work. */
+static void gang_sync(gb_coord_t *c, cjob_t *j, int who, const char *error) {
+    cgang_t *G = j->gang;
+    char now[32];
+    now_iso(now, sizeof now);
+    if (gb_store_begin(c->store) != 0) store_err(c, "ranks of job %" PRIu64, j->id);
+    for (int r = 0; r < gb_gang_size(G->g); r++) {
+        gb_rank_state_t st = gb_gang_state(G->g, r);
+        if (st == G->stored[r]) continue;
+        const char *when = st == GB_RANK_ASSIGNED  ? "assigned"
+                           : st == GB_RANK_READY   ? "ready"
+                           : st == GB_RANK_STARTED ? "start"
+                                                   : "ended";
+        if (gb_ranks_set(c->ranks, j->id, j->attempt, r, gb_rank_state_name(st), when,
+                         st == GB_RANK_STARTED ? G->start_iso : now, r == who ? error : NULL) != 0)
+            store_err(c, "rank %d of job %" PRIu64, r, j->id);
+        G->stored[r] = st;
+        if (gb_rank_ended(st)) {
+            agent_drop_job(G->agent[r], j);
+            c->dirty = 1;
+        }
+    }
+}
+
+static void gang_send_start(gb_coord_t *c, cjob_t *j, cagent_t *a) {
+    Gb__RankStart st = GB__RANK_START__INIT;
+    st.job_id = j->id;
+    st.attempt = j->attempt;
+    st.start_at_ms = (uint64_t)j->gang->start_at_ms;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RANK_START;
+    env.rank_start = &st;
+    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
+}
+
+/* The rows of a finished multi-node attempt's result: the report of rank
+ * `rank` (rank 0's when every rank succeeded; the failing rank's
+ * otherwise) as the job's results row. A successful record must count
+ * every device of the job. 0, or -1 with the reason (the job then fails).
+ * A store error is the turn's (store_err: it is rolled back). */
+static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *error, char *why,
+                             size_t whylen) {
+    gb_rank_saved_t sv;
+    int rc = gb_ranks_saved(c->ranks, j->id, j->attempt, rank, &sv);
+    if (rc < 0) store_err(c, "report of rank %d of job %" PRIu64, rank, j->id);
+    if (rc != 0) return 0; /* nothing to store: the job row says why */
+    gb_record_t rec;
+    int have_rec = 0, out = 0;
+    char rwhy[300];
+    const char *status = sv.status;
+    if (sv.record) {
+        if (gb_record_parse(sv.record, strlen(sv.record), j->def.kind, &rec, rwhy, sizeof rwhy) ==
+            0)
+            have_rec = 1;
+        if (have_rec && strcmp(status, "ok") == 0 && rec.n_devices >= 0 &&
+            rec.n_devices != j->def.n_nodes * j->def.gpus) {
+            gb_fmt(why, whylen,
+                   "invalid result record: rank 0 reports %d device(s), the job has %d (%d node(s) "
+                   "x %d)",
+                   rec.n_devices, j->def.n_nodes * j->def.gpus, j->def.n_nodes, j->def.gpus);
+            status = "failed";
+            error = why;
+            out = -1;
+        }
+    }
+    gb_store_result_t sr = {
+        .job_id = j->id,
+        .attempt = j->attempt,
+        .agent_id = j->gang->agent[rank]->id,
+        .status = status,
+        .kind = j->def.kind,
+        .n_devices = -1,
+        .images_per_sec = NAN,
+        .step_ms_median = NAN,
+        .step_ms_p90 = NAN,
+        .gflops = NAN,
+        .valid = -1,
+        .synthetic = gb_kind_synthetic(j->def.kind),
+        .error = error,
+        .output_tail = sv.output_tail,
+        .record = have_rec ? sv.record : NULL,
+        .exit_code = sv.exit_code,
+        .started_at = sv.started_at,
+        .finished_at = sv.finished_at,
+    };
+    if (have_rec) {
+        sr.backend = rec.backend;
+        sr.device_model = rec.device_model;
+        sr.precision = rec.precision;
+        sr.invalid_reason = rec.invalid_reason;
+        sr.n_devices = rec.n_devices;
+        sr.images_per_sec = rec.images_per_sec;
+        sr.step_ms_median = rec.step_ms_median;
+        sr.step_ms_p90 = rec.step_ms_p90;
+        sr.gflops = rec.gflops;
+        sr.valid = rec.valid;
+        sr.step_ms = rec.step_ms;
+        sr.loss = rec.loss;
+        sr.n_samples = rec.n_samples;
+    }
+    char now[32];
+    int inserted = 0;
+    now_iso(now, sizeof now);
+    if (gb_store_result_insert(c->store, &sr, now, &inserted) != 0)
+        store_err(c, "result of job %" PRIu64 " attempt %u", j->id, j->attempt);
+    if (have_rec) gb_record_free(&rec);
+    gb_rank_saved_free(&sv);
+    return out;
+}
+
+/* Every rank ended: the attempt's outcome becomes the job's, at once (as a
+ * one-node job's result ends its job in the turn it arrives): j is
+ * forgotten, or re-queued for another attempt. */
+static void gang_finish(gb_coord_t *c, cjob_t *j) {
+    gb_gang_t *g = j->gang->g;
+    gb_gang_outcome_t outcome = gb_gang_outcome(g);
+    int cause = gb_gang_cause_rank(g);
+    int cancel = j->cancel_requested || gb_gang_cancel_requested(g);
+    char now[32], error[GB_GANG_REASON_MAX + 300] = "", why[400];
+    now_iso(now, sizeof now);
+    const char *state, *att;
+    if (outcome == GB_GANG_DONE) {
+        state = att = "done";
+        if (gang_store_result(c, j, 0, NULL, why, sizeof why) != 0) {
+            state = att = "failed";
+            gb_copy(error, sizeof error, why);
+        }
+    } else if (cancel) {
+        state = att = "cancelled";
+        gb_copy(error, sizeof error, "cancelled by request");
+    } else if (outcome == GB_GANG_FAILED) {
+        state = att = "failed";
+        gb_copy(error, sizeof error, gb_gang_reason(g));
+        gang_store_result(c, j, cause >= 0 ? cause : 0, error, why, sizeof why);
+    } else { /* lost: every rank has stopped, so it may run again */
+        char reason[GB_GANG_REASON_MAX];
+        gb_copy(reason, sizeof reason, gb_gang_reason(g));
+        int counts = gb_gang_counts(g);
+        if (gb_store_begin(c->store) != 0 ||
+            gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
+            store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
+        gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
+        gang_release(c, j);
+        attempt_retry(c, j, reason, counts);
+        return;
+    }
+    if (gb_store_begin(c->store) != 0 ||
+        gb_store_attempt_end(c->store, j->id, j->attempt, att, error[0] ? error : NULL, now) != 0 ||
+        gb_store_job_finish(c->store, j->id, state, error[0] ? error : NULL, now) != 0)
+        store_err(c, "finishing job %" PRIu64 " attempt %u", j->id, j->attempt);
+    gb_info("job %" PRIu64 " %s (attempt %u on %d nodes, rank 0 on %s)%s%s", j->id, state,
+            j->attempt, gb_gang_size(g), j->gang->agent[0]->name, error[0] ? ": " : "", error);
+    job_forget(c, j, state); /* and its group: its ranks' agents are free */
+}
+
+/* Do what the gang asked for after an event about rank `who` (-1: none),
+ * which ended with `error` if it did: write the ranks' new states in the
+ * turn's transaction, queue the assignments, starts and cancels to be sent
+ * after its commit, and end the attempt when every rank has ended (j may
+ * then be freed: the caller must not use it). */
+static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char *error) {
+    cgang_t *G = j->gang;
+    int n = gb_gang_size(G->g);
+    if (actions & GB_GANG_START) {
+        /* time for the start to reach every agent and its worker: two
+         * heartbeats, 0.2..2 s */
+        int64_t lead = 2 * (int64_t)c->cfg.heartbeat_ms;
+        lead = lead < 200 ? 200 : lead > 2000 ? 2000 : lead;
+        G->start_at_ms = gb_wall_ms() + lead;
+        gb_iso8601(G->start_at_ms, G->start_iso, sizeof G->start_iso);
+        j->started = 1;
+        char now[32];
+        now_iso(now, sizeof now);
+        if (gb_store_begin(c->store) != 0 ||
+            gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+            store_err(c, "job %" PRIu64 " started", j->id);
+    }
+    gang_sync(c, j, who, error);
+    if (actions & GB_GANG_ASSIGN) {
+        for (int r = 1; r < n; r++)
+            send_assign(c, j, G->agent[r], r);
+        gb_info("job %" PRIu64 " attempt %u: rank 0 made its id; ranks 1..%d assigned", j->id,
+                j->attempt, n - 1);
+    }
+    if (actions & GB_GANG_START) {
+        for (int r = 0; r < n; r++)
+            gang_send_start(c, j, G->agent[r]);
+        gb_info("job %" PRIu64 " attempt %u: every rank ready; start at %s", j->id, j->attempt,
+                G->start_iso);
+    }
+    if (actions & GB_GANG_CANCEL)
+        for (int r = 0; r < n; r++)
+            if (gb_gang_take_cancel(G->g, r)) {
+                send_cancel(c, G->agent[r]->id, j->id, j->attempt); /* after the commit */
+                gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (%s)", j->id,
+                        j->attempt, r, G->agent[r]->name, gb_gang_reason(G->g));
+            }
+    if (actions & GB_GANG_END) gang_finish(c, j);
+}
+
+/* Place j on `pick` (n agents, rank order) with backend. */
+static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *backend) {
+    int n = j->def.n_nodes;
+    uint32_t attempt = j->attempt + 1;
+    char now[32];
+    now_iso(now, sizeof now);
+    cgang_t *G = calloc(1, sizeof *G);
+    if (G) {
+        G->g = gb_gang_new(n);
+        G->agent = calloc((size_t)n, sizeof *G->agent);
+        G->stored = calloc((size_t)n, sizeof *G->stored);
+        G->worker = calloc((size_t)n, 1);
+        G->missing = calloc((size_t)n, sizeof *G->missing);
+    }
+    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing) {
+        gb_error("out of memory placing job %" PRIu64, j->id);
+        gang_free(&G);
+        return;
+    }
+    int ok = gb_store_begin(c->store) == 0 &&
+             gb_store_job_assign(c->store, j->id, attempt, pick[0]->id, backend, now) == 0;
+    for (int r = 0; ok && r < n; r++)
+        ok = gb_ranks_insert(c->ranks, j->id, attempt, r, pick[r]->id, r ? "waiting" : "assigned",
+                             now) == 0;
+    if (!ok) { /* the turn is rolled back: nothing was placed */
+        store_err(c, "assigning job %" PRIu64, j->id);
+        gang_free(&G);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        G->agent[r] = pick[r];
+        G->stored[r] = gb_gang_state(G->g, r);
+        pick[r]->running[pick[r]->n_running++] = j;
+    }
+    G->deadline_ms = gb_mono_ms() + (int64_t)j->def.rendezvous_s * 1000;
+    q_remove(c, j);
+    j->state = J_RUNNING;
+    j->attempt = attempt;
+    j->agent = NULL;
+    j->gang = G;
+    j->started = 0;
+    j->missing = 0;
+    j->assigned_ms = gb_mono_ms();
+    gb_copy(j->backend, sizeof j->backend, backend);
+    send_assign(c, j, pick[0], 0);
+    char names[600];
+    size_t o = 0;
+    for (int r = 0; r < n && o < sizeof names; r++) {
+        int w = snprintf(names + o, sizeof names - o, "%s%s", r ? ", " : "", pick[r]->name);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    gb_info("job %" PRIu64 " attempt %u -> %d nodes (%s), ranks %s", j->id, attempt, n, backend,
+            names);
+}
+
+/* Idle, connected agents that fit j with one backend (cuda first), in
+ * registration order: 1 with n of them in pick, 0 when there are too few. */
+static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *backend) {
+    static const char *const order[] = {"cuda", "cpu"};
+    int n = j->def.n_nodes;
+    for (size_t b = 0; b < 2; b++) {
+        if (strcmp(j->def.backend, "auto") != 0 && strcmp(j->def.backend, order[b]) != 0) continue;
+        int k = 0;
+        for (size_t i = 0; i < c->n_agents && k < n; i++) {
+            cagent_t *a = c->agent_list[i];
+            if (a->state != A_CONNECTED || a->rendezvous < 1 || a->n_running >= a->slots ||
+                a->reported_busy >= a->slots)
+                continue;
+            gb_node_caps_t caps;
+            char be[8], why[256];
+            agent_caps(a, &caps);
+            if (gb_place_fits(&caps, &j->def, be, why, sizeof why) && strcmp(be, order[b]) == 0)
+                pick[k++] = a;
+        }
+        if (k == n) {
+            gb_copy(backend, 8, order[b]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void gang_dispatch(gb_coord_t *c) {
+    cagent_t **pick = NULL;
+    for (cjob_t *j = c->q_head, *next; j; j = next) {
+        next = j->next;
+        if (!is_multi(j)) continue;
+        cagent_t **p = realloc(pick, (size_t)j->def.n_nodes * sizeof *p);
+        if (!p) break;
+        pick = p;
+        char backend[8];
+        if (gang_pick(c, j, pick, backend)) gang_place(c, j, pick, backend);
+    }
+    free(pick);
+}
+
+static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t whylen) {
+    int fit[2] = {0, 0}, old = 0;
+    char first[256] = "";
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->rendezvous == 0) { /* -1: not heard since a restart, counts as able */
+            old++;
+            continue;
+        }
+        gb_node_caps_t caps;
+        char be[8], r[256];
+        agent_caps(a, &caps);
+        if (gb_place_fits(&caps, job, be, r, sizeof r))
+            fit[strcmp(be, "cuda") == 0 ? 0 : 1]++;
+        else if (!first[0])
+            gb_copy(first, sizeof first, r);
+    }
+    int best = fit[0] > fit[1] ? fit[0] : fit[1];
+    if (best >= job->n_nodes) return 1;
+    char olds[96] = "";
+    if (old) gb_fmt(olds, sizeof olds, "; %d agent(s) too old for multi-node jobs", old);
+    gb_fmt(why, whylen, "the job spans %d nodes, and %d known node(s) could run it together%s%s%s",
+           job->n_nodes, best, first[0] ? "; " : "", first, olds);
+    return 0;
+}
+
+/* A rank is gone (its agent lost or back without it, a refusal, a vanished
+ * worker): the attempt is lost unless it has a cause already. */
+static void gang_rank_lost(gb_coord_t *c, cjob_t *j, int r, const char *reason, int counts) {
+    int act = gb_gang_on_lost(j->gang->g, r, reason, counts);
+    gang_act(c, j, act, r, reason);
+}
+
+/* attempt_lost of a multi-node job: called for agents found lost. */
+static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
+    int any = 0;
+    uint64_t id = j->id;
+    for (int r = 0; j->gang && r < gb_gang_size(j->gang->g); r++) {
+        cagent_t *a = j->gang->agent[r];
+        if (a->state == A_CONNECTED || gb_rank_ended(gb_gang_state(j->gang->g, r))) continue;
+        char why[GB_GANG_REASON_MAX];
+        gb_fmt(why, sizeof why, "rank %d: %s", r, reason);
+        any = 1;
+        gang_rank_lost(c, j, r, why, counts); /* may end j: freed, or re-queued */
+        if (gb_map_get_u64(c->jobs, id) != j || !j->gang) return;
+    }
+    if (!any && j->gang) {
+        int act = gb_gang_end(j->gang->g, GB_GANG_LOST, -1, reason, counts);
+        gang_act(c, j, act, -1, NULL);
+    }
+}
+
+static void gang_cancel(gb_coord_t *c, cjob_t *j) {
+    int act = gb_gang_end(j->gang->g, GB_GANG_CANCELLED, -1, "cancelled by request", 1);
+    gang_act(c, j, act, -1, NULL);
+}
+
+static void gang_progress(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Progress *p) {
+    int r = gang_rank_of(j, a);
+    if (r < 0) {
+        gb_debug("progress for job %" PRIu64 " from %s ignored (not one of its ranks)", j->id,
+                 a->name);
+        return;
+    }
+    if (p->phase == GB__PHASE__PHASE_STARTED) {
+        j->gang->worker[r] = 1;
+        return;
+    }
+    char reason[GB_WIRE_ERROR_MAX + 64];
+    gb_fmt(reason, sizeof reason, "agent %s refused rank %d: %s", a->name, r, p->message);
+    a->reported_busy = a->slots;        /* full until its next heartbeat says otherwise */
+    gang_rank_lost(c, j, r, reason, 0); /* a refusal does not use up an attempt */
+}
+
+static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) {
+    cjob_t *j = gb_map_get_u64(c->jobs, u->job_id);
+    int r = j && j->gang && j->attempt == u->attempt ? gang_rank_of(j, a) : -1;
+    if (r < 0) {
+        gb_debug("rank update for job %" PRIu64 " attempt %u from %s ignored (not a rank it runs)",
+                 u->job_id, u->attempt, a->name);
+        return;
+    }
+    cgang_t *G = j->gang;
+    if (u->phase == GB__RANK_PHASE__RANK_ID) {
+        if (r != 0) {
+            gb_warn("job %" PRIu64 ": rank %d on %s sent a unique id; only rank 0 makes one", j->id,
+                    r, a->name);
+            return;
+        }
+        gang_act(c, j, gb_gang_on_id(G->g, 0, u->unique_id.data, u->unique_id.len), -1, NULL);
+        return;
+    }
+    if (gb_gang_started(G->g) && gb_gang_state(G->g, r) == GB_RANK_STARTED) {
+        /* it says ready again: our start did not reach it (a reconnect) */
+        gang_send_start(c, j, a);
+        return;
+    }
+    int act = gb_gang_on_ready(G->g, r);
+    gb_rank_state_t st = gb_gang_state(G->g, r);
+    if (G->stored[r] == GB_RANK_ASSIGNED && (st == GB_RANK_READY || st == GB_RANK_STARTED)) {
+        /* when it said so, also when it was the last (the start follows) */
+        char now[32];
+        now_iso(now, sizeof now);
+        if (gb_store_begin(c->store) != 0 ||
+            gb_ranks_set(c->ranks, j->id, j->attempt, r, "ready", "ready", now, NULL) != 0)
+            store_err(c, "rank %d of job %" PRIu64 " ready", r, j->id);
+        G->stored[r] = GB_RANK_READY;
+    }
+    gang_act(c, j, act, -1, NULL);
+}
+
+/* A result from agent a for (job, attempt): 1 when it is a rank's of a
+ * multi-node attempt (handled: its report is kept in the ranks row, and it
+ * is acknowledged once the turn is committed; the rank that ends the
+ * attempt ends the job in this turn), 0 when not (the one-node path takes
+ * it). */
+static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *r) {
+    int rank;
+    int found = gb_ranks_find(c->ranks, r->job_id, r->attempt, a->id, &rank);
+    if (found < 0) {
+        store_err(c, "result of job %" PRIu64 " attempt %u", r->job_id, r->attempt);
+        return 1; /* not acknowledged: resent later */
+    }
+    if (found == 1) return 0;
+    const char *status = status_name(r->status);
+    char error[GB_WIRE_ERROR_MAX + 128], why[300];
+    gb_copy(error, sizeof error, r->error);
+    int have_rec = 0;
+    char kind[16] = "";
+    if (j) {
+        gb_copy(kind, sizeof kind, j->def.kind);
+    } else if (r->record_json[0]) { /* a late report of a finished job: its own kind */
+        cJSON *probe = cJSON_Parse(r->record_json);
+        const cJSON *k = probe ? cJSON_GetObjectItemCaseSensitive(probe, "kind") : NULL;
+        if (cJSON_IsString(k) && gb_kind_known(k->valuestring))
+            gb_copy(kind, sizeof kind, k->valuestring);
+        cJSON_Delete(probe);
+    }
+    if (r->record_json[0] && kind[0]) {
+        gb_record_t rec;
+        if (gb_record_parse(r->record_json, strlen(r->record_json), kind, &rec, why, sizeof why) ==
+            0) {
+            have_rec = 1;
+            gb_record_free(&rec);
+        } else if (j && r->status == GB__RESULT_STATUS__RESULT_OK) {
+            status = "failed";
+            gb_fmt(error, sizeof error, "invalid result record: %s", why);
+        }
+    }
+    char started[32], finished[32];
+    gb_rank_report_t rep = {.status = status,
+                            .error = error[0] ? error : NULL,
+                            .output_tail = r->output_tail[0] ? r->output_tail : NULL,
+                            .record = have_rec ? r->record_json : NULL,
+                            .exit_code = r->exit_code};
+    if (r->started_at_ms) {
+        gb_iso8601((int64_t)r->started_at_ms, started, sizeof started);
+        rep.started_at = started;
+    }
+    if (r->finished_at_ms) {
+        gb_iso8601((int64_t)r->finished_at_ms, finished, sizeof finished);
+        rep.finished_at = finished;
+    }
+    int stored = 0;
+    if (gb_ranks_report(c->ranks, r->job_id, r->attempt, rank, &rep, &stored) != 0) {
+        store_err(c, "result of job %" PRIu64 " attempt %u rank %d", r->job_id, r->attempt, rank);
+        return 1; /* the turn is rolled back; the agent resends */
+    }
+    int current = j && j->gang && j->attempt == r->attempt;
+    if (!stored || !current) {
+        if (stored)
+            gb_info("late result of job %" PRIu64 " attempt %u rank %d kept", r->job_id, r->attempt,
+                    rank);
+        ack_after_commit(c, a, r);
+        return 1;
+    }
+    gb_gang_status_t gs = strcmp(status, "ok") == 0          ? GB_GANG_OK
+                          : strcmp(status, "timeout") == 0   ? GB_GANG_ERR_TIMEOUT
+                          : strcmp(status, "crashed") == 0   ? GB_GANG_ERR_CRASHED
+                          : strcmp(status, "cancelled") == 0 ? GB_GANG_ERR_CANCELLED
+                                                             : GB_GANG_ERR_FAILED;
+    char reason[GB_GANG_REASON_MAX];
+    gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
+           error[0] ? error : "the worker ended before the start barrier");
+    int act = gb_gang_on_result(j->gang->g, rank, gs, reason);
+    gang_act(c, j, act, rank, gs == GB_GANG_OK ? NULL : reason); /* may end (free) j */
+    ack_after_commit(c, a, r);
+    return 1;
+}
+
+/* A rank whose worker its agent reported started, and that two heartbeats
+ * in a row mention neither as running nor as a spooled result, vanished. */
+static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) {
+    for (int k = 0; k < a->n_running; k++) {
+        cjob_t *j = a->running[k];
+        int r = j->gang ? gang_rank_of(j, a) : -1;
+        if (r < 0) continue;
+        if (!j->gang->worker[r] || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+            ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+            hb->n_spooled_jobs < hb->spooled) {
+            j->gang->missing[r] = 0;
+        } else if (++j->gang->missing[r] >= 2) {
+            char reason[300];
+            gb_fmt(reason, sizeof reason,
+                   "rank %d: agent %s no longer runs it and holds no result for it", r, a->name);
+            gang_rank_lost(c, j, r, reason, 1); /* takes j off a: look at slot k again */
+            k = -1;
+        }
+    }
+}
+
+/* An agent registers again while it holds ranks: a rank it neither runs
+ * nor holds a result for, though its worker had started, is lost. */
+static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
+    for (int k = 0; k < a->n_running; k++) {
+        cjob_t *j = a->running[k];
+        int r = j->gang ? gang_rank_of(j, a) : -1;
+        if (r < 0 || !j->gang->worker[r] ||
+            ref_listed(h->running, h->n_running, j->id, j->attempt) ||
+            ref_listed(h->spooled, h->n_spooled, j->id, j->attempt))
+            continue;
+        char reason[300];
+        gb_fmt(reason, sizeof reason, "rank %d: agent %s came back without it", r, a->name);
+        gang_rank_lost(c, j, r, reason, 1);
+        k = -1;
+    }
+}
+
+/* Rendezvous deadlines: an attempt whose ranks are not all ready within
+ * the job's rendezvous_s is lost (and may run again). */
+static void gang_check(gb_coord_t *c) {
+    unsigned tick = ++c->gang_tick;
+    int64_t now = gb_mono_ms();
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        for (int k = 0; k < a->n_running; k++) {
+            cjob_t *j = a->running[k];
+            if (!j->gang || j->gang->tick == tick) continue;
+            j->gang->tick = tick;
+            int r = gb_gang_first_unready(j->gang->g);
+            if (r < 0 || now < j->gang->deadline_ms ||
+                gb_gang_outcome(j->gang->g) != GB_GANG_RUNNING)
+                continue;
+            char reason[300];
+            gb_fmt(reason, sizeof reason, "rank %d (node %s) was not ready within %d s", r,
+                   j->gang->agent[r]->name, j->def.rendezvous_s);
+            int act = gb_gang_end(j->gang->g, GB_GANG_LOST, r, reason, 1);
+            gang_act(c, j, act, -1, NULL);
+            k = -1; /* the list may have changed */
+        }
+    }
+}
+
 static void on_agent_message_(gb_coord_t *c, gb_frame_t *f);
 
 static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
@@ -1115,9 +1813,10 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
         return;
     }
     if (body != GB__ENVELOPE__BODY_HEARTBEAT && body != GB__ENVELOPE__BODY_PROGRESS &&
-        body != GB__ENVELOPE__BODY_RESULT) {
+        body != GB__ENVELOPE__BODY_RESULT && body != GB__ENVELOPE__BODY_RANK_UPDATE) {
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNEXPECTED, env->seq,
-               gb_wire_body_name(body), "agents may send hello, heartbeat, progress, result");
+               gb_wire_body_name(body),
+               "agents may send hello, heartbeat, progress, result, rank_update");
         gb_wire_free(&env);
         return;
     }
@@ -1150,7 +1849,8 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
          * but is applied only after this turn's commit: so two heartbeats. */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
-            if (!j->started && ref_listed(hb->running, hb->n_running, j->id, j->attempt)) {
+            if (!j->gang && !j->started &&
+                ref_listed(hb->running, hb->n_running, j->id, j->attempt)) {
                 /* it runs: its Progress was lost (or its turn rolled back) */
                 char now[32];
                 now_iso(now, sizeof now);
@@ -1159,7 +1859,8 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
                     gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
-            if (!j->started || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+            if (j->gang || !j->started ||
+                ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
                 ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
                 hb->n_spooled_jobs < hb->spooled) {
                 j->missing = 0;
@@ -1173,6 +1874,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
                 k++;
             }
         }
+        gang_heartbeat(c, a, hb);
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
             /* written by the next liveness tick, together with the others */
             now_iso(a->last_seen, sizeof a->last_seen);
@@ -1181,6 +1883,8 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
         }
     } else if (body == GB__ENVELOPE__BODY_PROGRESS) {
         on_progress(c, a, env->progress);
+    } else if (body == GB__ENVELOPE__BODY_RANK_UPDATE) {
+        on_rank_update(c, a, env->rank_update);
     } else {
         on_result(c, a, env->result);
     }
@@ -1301,6 +2005,7 @@ static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t 
         gb_fmt(why, whylen, "no agent has ever registered with this coordinator");
         return 0;
     }
+    if (job->n_nodes > 1) return gang_satisfiable(c, job, why, whylen);
     size_t o = 0;
     why[0] = '\0';
     for (size_t i = 0; i < c->n_agents; i++) {
@@ -1322,7 +2027,8 @@ static int same_requirements(const gb_jobdef_t *a, const gb_jobdef_t *b) {
     return strcmp(a->kind, b->kind) == 0 && strcmp(a->backend, b->backend) == 0 &&
            strcmp(a->nodes, b->nodes) == 0 && strcmp(a->labels, b->labels) == 0 &&
            strcmp(a->precision, b->precision) == 0 &&
-           strcmp(a->interconnect, b->interconnect) == 0 && a->gpus == b->gpus;
+           strcmp(a->interconnect, b->interconnect) == 0 && a->gpus == b->gpus &&
+           a->n_nodes == b->n_nodes;
 }
 
 static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
@@ -1486,7 +2192,10 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             if (gb_store_begin(c->store) != 0 ||
                 gb_store_job_cancel_requested(c->store, j->id) != 0)
                 store_err(c, "cancelling job %" PRIu64, j->id);
-            send_cancel(c, j->agent->id, j->id, j->attempt);
+            if (j->gang)
+                gang_cancel(c, j);
+            else
+                send_cancel(c, j->agent->id, j->id, j->attempt);
             stopping++;
         }
     }
@@ -1617,7 +2326,7 @@ static void check_liveness(gb_coord_t *c) {
         if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
-            if (!j->started && now - j->assigned_ms > window) {
+            if (!j->gang && !j->started && now - j->assigned_ms > window) {
                 char reason[300];
                 gb_fmt(reason, sizeof reason, "agent %s did not start it within %" PRId64 " ms",
                        a->name, window);
@@ -1627,6 +2336,7 @@ static void check_liveness(gb_coord_t *c) {
             }
         }
     }
+    gang_check(c); /* rendezvous deadlines */
 }
 
 /* Heartbeats to the agents, spread over the interval: a cursor goes round
@@ -1713,8 +2423,19 @@ static void release_held(gb_coord_t *c) {
  * statement of the turn or the commit failed, roll the turn back, send
  * nothing of it (a request that wrote gets a Reject), reload memory from the
  * store, and pause placement for a while (doubling up to 5 s) so a full
- * disk is not hammered: the agents resend their results meanwhile. */
+ * disk is not hammered: the agents resend their results meanwhile. What
+ * the reload itself writes and queues (the multi-node attempts it gives
+ * up, the cancels of their ranks) is committed and sent with the next turn
+ * that writes, or after the back-off. */
 static void flush(gb_coord_t *c) {
+    if (c->reload_changes) {
+        if (!c->store_failed && gb_store_changes(c->store) == c->reload_changes &&
+            gb_mono_ms() < c->store_retry_ms) {
+            release_held(c);
+            return; /* the transaction and the outbox wait for the back-off */
+        }
+        c->reload_changes = 0;
+    }
     int had_tx = gb_store_in_tx(c->store);
     int ok = !c->store_failed && gb_store_commit(c->store) == 0;
     if (ok && had_tx) {
@@ -1764,9 +2485,15 @@ static void flush(gb_coord_t *c) {
             outmsg_t *m = &c->out[i];
             if (m->fail_code)
                 reject(c, m->sock, m->rid, m->rid_len, m->fail_code, m->ref_seq, "request", reason);
+            free(m->buf);
         }
+        c->n_out = c->n_acks = c->n_assigns = 0;
         c->store_failed = 0;
-        resync(c);
+        int64_t before = gb_store_changes(c->store);
+        resync(c); /* may write, and queue messages for the next commit */
+        if (gb_store_changes(c->store) != before) c->reload_changes = gb_store_changes(c->store);
+        release_held(c);
+        return;
     }
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
@@ -1812,10 +2539,11 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
     j->sweep_id = sj->sweep_id;
     j->attempt = sj->attempt;
     j->max_attempts = sj->max_attempts;
+    j->refused = sj->free_attempts;
     j->cancel_requested = sj->cancel_requested;
     gb_map_put_u64(c->jobs, j->id, j);
     cagent_t *a = sj->agent_id ? agent_get(c, sj->agent_id) : NULL;
-    if (strcmp(sj->state, "running") == 0 && a && a->n_running < MAX_SLOTS) {
+    if (strcmp(sj->state, "running") == 0 && a && a->n_running < MAX_SLOTS && !is_multi(j)) {
         j->state = J_RUNNING;
         j->agent = a;
         j->started = sj->attempt_state && strcmp(sj->attempt_state, "running") == 0;
@@ -1873,18 +2601,48 @@ static void find_empty_sweeps(void *vctx, void *value) {
     if (s->open == 0 && x->n < 256) x->ids[x->n++] = s->id;
 }
 
+static void stop_handed_rank(void *vctx, int rank, const char *agent_id) {
+    gb_coord_t *c = ((void **)vctx)[0];
+    const cjob_t *j = ((void **)vctx)[1];
+    cagent_t *a = agent_get(c, agent_id);
+    if (!a || a->state != A_CONNECTED) return; /* told when it registers again (on_hello) */
+    gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (the attempt is given up)", j->id,
+            j->attempt, rank, a->name);
+    send_cancel(c, a->id, j->id, j->attempt);
+}
+
 /* Sweeps and unfinished jobs from the store into memory (the agents are
  * loaded): running jobs go to their agents, a job whose agent the store does
  * not know loses its attempt, and a sweep whose last job ended just before
- * a crash is finished. Writes join the open transaction. */
-static int load_work(gb_coord_t *c) {
+ * a crash is finished. A running multi-node attempt loses its attempt too,
+ * without using one up: its rendezvous lived in memory that is gone (a
+ * restart, or `reload`: a rolled-back turn); its ranks still on connected
+ * agents are stopped after the next commit, the others when their agents
+ * register. Writes join the open transaction. */
+static int load_work(gb_coord_t *c, int reload) {
     if (gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
         gb_store_load_jobs(c->store, load_job, c) != 0)
         return -1;
+    char now[32];
+    now_iso(now, sizeof now);
     orphan_ctx_t o = {0};
     gb_map_each(c->jobs, find_orphans, &o);
-    for (size_t i = 0; i < o.n; i++)
-        attempt_lost(c, o.v[i], "its agent is not in the store");
+    for (size_t i = 0; i < o.n; i++) {
+        cjob_t *j = o.v[i];
+        if (is_multi(j)) {
+            const char *why =
+                reload ? "a commit failed during this multi-node attempt: the coordinator "
+                         "reloaded its state from the store"
+                       : "the coordinator restarted during this multi-node attempt";
+            void *ctx[2] = {c, j};
+            if (gb_ranks_handed(c->ranks, j->id, j->attempt, stop_handed_rank, ctx) != 0 ||
+                gb_ranks_abandon(c->ranks, j->id, j->attempt, why, now) != 0)
+                store_err(c, "giving up attempt %u of job %" PRIu64, j->attempt, j->id);
+            attempt_lost_ex(c, j, why, 0);
+        } else {
+            attempt_lost(c, j, "its agent is not in the store");
+        }
+    }
     free(o.v);
     for (;;) {
         empty_ctx_t e = {.n = 0};
@@ -1901,7 +2659,7 @@ static int load_work(gb_coord_t *c) {
 }
 
 static int load_state(gb_coord_t *c, char *err, size_t errlen) {
-    if (gb_store_load_nodes(c->store, load_node, c) != 0 || load_work(c) != 0) {
+    if (gb_store_load_nodes(c->store, load_node, c) != 0 || load_work(c, 0) != 0) {
         gb_fmt(err, errlen, "cannot load the store: %s", gb_store_errmsg(c->store));
         return -1;
     }
@@ -1940,9 +2698,12 @@ static void resync_node(void *vctx, const gb_store_node_t *n) {
  * those of the store. Agents keep their connections; one whose
  * registration was rolled back is treated as unknown (its next message
  * gets unknown_agent and it registers again); one given up as lost in the
- * rolled-back turn is given up again by the next liveness check. */
+ * rolled-back turn is given up again by the next liveness check. Running
+ * multi-node attempts are given up (load_work): their groups are freed
+ * with their jobs, and the rendezvous they were in cannot be rebuilt from
+ * the store. */
 static void resync(gb_coord_t *c) {
-    gb_map_clear(c->jobs, free_value, NULL);
+    gb_map_clear(c->jobs, free_job, NULL); /* multi-node groups with them */
     gb_map_clear(c->sweeps, free_value, NULL);
     c->q_head = c->q_tail = NULL;
     c->n_queued = 0;
@@ -1950,7 +2711,7 @@ static void resync(gb_coord_t *c) {
         c->agent_list[i]->n_running = 0;
         c->agent_list[i]->in_store = 0;
     }
-    if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c) != 0) {
+    if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c, 1) != 0) {
         gb_error("store: cannot reload the state (%s): stopping", gb_store_errmsg(c->store));
         c->fatal = 1;
         return;
@@ -2072,6 +2833,8 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
         goto err;
     }
+    c->ranks = gb_ranks_new(c->store, err, errlen);
+    if (!c->ranks) goto err;
     if (load_state(c, err, errlen) != 0) goto err;
     if (cfg->sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(cfg->db_path, err, errlen)))
         goto err;
@@ -2142,6 +2905,7 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     for (size_t i = c->held_head; i < c->n_held; i++)
         free(c->held[i].buf);
     free(c->held);
+    gb_ranks_destroy(&c->ranks);
     if (c->store) gb_store_close(&c->store);
     if (c->monitor) zmq_close(c->monitor);
     if (c->control_monitor) zmq_close(c->control_monitor);
@@ -2158,7 +2922,7 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     gb_rate_destroy(&c->refusal_log);
     memset(c->secret, 0, sizeof c->secret);
     if (c->ctx) zmq_ctx_term(c->ctx);
-    if (c->jobs) gb_map_each(c->jobs, free_value, NULL);
+    if (c->jobs) gb_map_each(c->jobs, free_job, NULL);
     if (c->sweeps) gb_map_each(c->sweeps, free_value, NULL);
     for (size_t i = 0; i < c->n_agents; i++)
         free(c->agent_list[i]);

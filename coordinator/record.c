@@ -76,6 +76,61 @@ static int get_samples(const cJSON *o, const char *key, double **out, size_t *n,
     return 0;
 }
 
+/* The data-parallel keys (issue 5): allreduce's per-size "sizes" (stored row
+ * by row by the store's trigger, so every field must be a sane number) and
+ * the NCCL transports a run reports (details.nccl_transports: an array of
+ * names, or an object keyed by name). */
+static int check_dp(const cJSON *root, char *err, size_t errlen) {
+    const cJSON *sizes = cJSON_GetObjectItemCaseSensitive(root, "sizes");
+    if (sizes && !cJSON_IsNull(sizes)) {
+        if (!cJSON_IsArray(sizes) || cJSON_GetArraySize(sizes) > GB_RECORD_MAX_SIZES) {
+            gb_fmt(err, errlen, "record: 'sizes' must be an array of at most %d objects",
+                   GB_RECORD_MAX_SIZES);
+            return -1;
+        }
+        static const char *const nums[] = {"bytes", "count", "time_us", "algbw_gbs", "busbw_gbs"};
+        int i = 0;
+        for (const cJSON *e = sizes->child; e; e = e->next, i++) {
+            if (!cJSON_IsObject(e)) {
+                gb_fmt(err, errlen, "record: 'sizes'[%d] must be an object", i);
+                return -1;
+            }
+            double v;
+            for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
+                if (get_num(e, nums[k], &v, err, errlen) != 0) return -1;
+            if (get_num(e, "bytes", &v, err, errlen) != 0 || isnan(v) || v != floor(v)) {
+                gb_fmt(err, errlen, "record: 'sizes'[%d].bytes must be a whole number >= 0", i);
+                return -1;
+            }
+            const cJSON *ok = cJSON_GetObjectItemCaseSensitive(e, "ok");
+            if (ok && !cJSON_IsBool(ok)) {
+                gb_fmt(err, errlen, "record: 'sizes'[%d].ok must be true or false", i);
+                return -1;
+            }
+        }
+    }
+    const cJSON *details = cJSON_GetObjectItemCaseSensitive(root, "details");
+    const cJSON *tr = cJSON_IsObject(details)
+                          ? cJSON_GetObjectItemCaseSensitive(details, "nccl_transports")
+                          : NULL;
+    if (tr && !cJSON_IsNull(tr)) {
+        if ((!cJSON_IsArray(tr) && !cJSON_IsObject(tr)) || cJSON_GetArraySize(tr) > 64) {
+            gb_fmt(err, errlen,
+                   "record: 'details.nccl_transports' must be an array of at most 64 names");
+            return -1;
+        }
+        for (const cJSON *e = tr->child; e; e = e->next) {
+            const char *name = cJSON_IsArray(tr) ? e->valuestring : e->string;
+            if ((cJSON_IsArray(tr) && !cJSON_IsString(e)) || !name || !name[0] ||
+                strlen(name) > 64) {
+                gb_fmt(err, errlen, "record: 'details.nccl_transports' names must be 1..64 bytes");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t *out, char *err,
                     size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -124,6 +179,7 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         goto fail;
     if (out->loss && n_loss != out->n_samples)
         FAIL("record: %zu loss samples for %zu step samples", n_loss, out->n_samples);
+    if (check_dp(root, err, errlen) != 0) goto fail;
     return 0;
 fail:
     gb_record_free(out);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #define GB_RECORD_MAX_SAMPLES 100000
+#define GB_RECORD_MAX_SIZES   4096 /* allreduce message sizes in one record */
 
 typedef struct gb_record {
     void *root; /* the parsed cJSON; the strings below point into it */

@@ -84,7 +84,8 @@ static const char *const sql[S_COUNT] = {
                           " WHERE job_id = ?1 AND attempt = ?2 AND state = 'assigned'",
     [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = ?4, ended_at = ?5"
                       " WHERE job_id = ?1 AND attempt = ?2",
-    [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL WHERE job_id = ?1",
+    [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL, free_attempts = ?2"
+                      " WHERE job_id = ?1",
     [S_ATTEMPT_REVIVE] = "UPDATE attempts SET state = 'running', error = NULL, ended_at = NULL"
                          " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
@@ -92,7 +93,7 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_CANCEL_REQ] = "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1",
     [S_JOBS_LOAD] =
         "SELECT j.job_id, j.sweep_id, j.seq, j.kind, j.params, j.state, j.attempt, j.max_attempts,"
-        " j.agent_id, j.cancel_requested, a.state, a.backend"
+        " j.agent_id, j.cancel_requested, a.state, a.backend, j.free_attempts"
         " FROM jobs j LEFT JOIN attempts a ON a.job_id = j.job_id AND a.attempt = j.attempt"
         " WHERE j.state IN ('queued', 'running') ORDER BY j.job_id",
     [S_ATTEMPT_GET] = "SELECT agent_id, state FROM attempts WHERE job_id = ?1 AND attempt = ?2",
@@ -276,6 +277,15 @@ int gb_store_broken(const gb_store_t *self) {
     return self->broken;
 }
 
+int64_t gb_store_changes(gb_store_t *self) {
+    return (int64_t)sqlite3_total_changes64(self->db);
+}
+
+void gb_store_note_failure(gb_store_t *self, const char *msg) {
+    snprintf(self->err, sizeof self->err, "%s", msg);
+    if (self->in_tx && sqlite3_get_autocommit(self->db)) self->broken = 1;
+}
+
 int gb_store_commit(gb_store_t *self) {
     if (!self->in_tx) return 0;
     if (self->broken) {
@@ -412,8 +422,8 @@ int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, co
     return exec(self, S_ATTEMPT_END);
 }
 
-int gb_store_job_requeue(gb_store_t *self, uint64_t job_id) {
-    if (bind(self, S_JOB_REQUEUE, "I", job_id) != 0) return -1;
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id, int free_attempts) {
+    if (bind(self, S_JOB_REQUEUE, "Ii", job_id, free_attempts) != 0) return -1;
     return exec(self, S_JOB_REQUEUE);
 }
 
@@ -456,6 +466,7 @@ int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_jo
         j.cancel_requested = sqlite3_column_int(st, 9);
         j.attempt_state = col_text(st, 10);
         j.attempt_backend = col_text(st, 11);
+        j.free_attempts = sqlite3_column_int(st, 12);
         fn(ctx, &j);
     }
     sqlite3_reset(st);
@@ -549,4 +560,8 @@ int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? count : fail(self, "sweep status");
+}
+
+struct sqlite3 *gb_store_db(gb_store_t *self) {
+    return self->db;
 }

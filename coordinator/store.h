@@ -32,6 +32,16 @@ void gb_store_rollback(gb_store_t *self);
 int gb_store_in_tx(const gb_store_t *self);
 /* 1 when the open transaction is broken (see above). */
 int gb_store_broken(const gb_store_t *self);
+/* For modules with their own statements on the connection (gb_store_db):
+ * one of their statements failed with msg. The transaction is marked broken
+ * when SQLite rolled it back, as for the store's own writes, and msg is
+ * what gb_store_errmsg says. Such modules refuse to write while
+ * gb_store_broken(). */
+void gb_store_note_failure(gb_store_t *self, const char *msg);
+/* Rows written through the connection since it opened (inserted, updated or
+ * deleted, by the store or by modules on gb_store_db): a turn compares it
+ * to tell whether it wrote anything. */
+int64_t gb_store_changes(gb_store_t *self);
 /* PRAGMA synchronous: FULL (1, the default: a commit is on stable storage
  * when it returns; survives power loss) or NORMAL (0: WAL commits survive a
  * crash of the process, not of the machine). */
@@ -92,6 +102,7 @@ typedef struct gb_store_job {
     int cancel_requested;
     const char *attempt_state; /* of the current attempt, or NULL */
     const char *attempt_backend;
+    int free_attempts; /* attempts that did not count against max_attempts */
 } gb_store_job_t;
 
 int gb_store_job_insert(gb_store_t *self, const gb_store_job_t *j, const char *now,
@@ -104,7 +115,9 @@ int gb_store_attempt_started(gb_store_t *self, uint64_t job_id, uint32_t attempt
 /* End an attempt: state lost | failed | done | cancelled | superseded. */
 int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *state,
                          const char *error, const char *now);
-int gb_store_job_requeue(gb_store_t *self, uint64_t job_id);
+/* Back to the queue; free_attempts: how many of its attempts so far did
+ * not count against max_attempts (schema 0003). */
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id, int free_attempts);
 /* An attempt given up as lost is running after all: attempt and job back to
  * running on agent_id. */
 int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
@@ -154,5 +167,10 @@ typedef struct gb_store_sweep_status {
  * Returns the number reported, or -1. */
 int gb_store_sweep_status(gb_store_t *self, uint64_t sweep_id,
                           void (*fn)(void *ctx, const gb_store_sweep_status_t *s), void *ctx);
+
+/* The SQLite connection, for modules that keep their own statements on it
+ * (coordinator/ranks.c) and so share the open transaction. */
+struct sqlite3;
+struct sqlite3 *gb_store_db(gb_store_t *self);
 
 #endif

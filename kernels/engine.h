@@ -40,6 +40,40 @@ typedef enum {
 const char *gb_precision_name(gb_precision_t p);
 int gb_precision_parse(const char *s, gb_precision_t *out);
 
+/* Multi-node data parallelism: coordinator-relayed. A job over n_nodes
+ * agents runs one worker per node (a *rank*), each driving `devices`
+ * replicas; the coordinator carries rank 0's unique id (ncclGetUniqueId's
+ * bytes on GPUs, the CPU all-reduce's TCP address and nonce on CPUs) to the
+ * other ranks and starts every rank at one time. The worker fills this from
+ * its job file and passes it in gb_train_config_t.dist; the engine:
+ *   - on rank 0: makes the id and calls publish_id once, before wait_start;
+ *   - on every rank: calls wait_start once, after its setup and before the
+ *     first collective (ncclCommInitRank included: it blocks until every
+ *     rank joins), and begins the warm-up when it returns;
+ *   - gives local replica d the global rank rank * devices + d of
+ *     world_size, and reports global figures (images/s over the global
+ *     batch, n_devices = world_size) in rank 0's record.
+ * A job whose engine never calls wait_start fails ("does not support
+ * multi-node jobs"); so does one whose rank 0 never publishes an id (the
+ * coordinator's rendezvous deadline). Both callbacks return 0, or -1 with a
+ * reason in err (the coordinator is gone, the job was cancelled). */
+#define GB_DIST_ID_MAX 128 /* NCCL_UNIQUE_ID_BYTES */
+
+typedef struct gb_dist {
+    int rank;                                /* this worker's node rank, 0..n_nodes-1 */
+    int n_nodes;                             /* ranks (nodes) in the job, > 1 */
+    int world_size;                          /* devices in the job: n_nodes * devices per node */
+    unsigned char unique_id[GB_DIST_ID_MAX]; /* ranks > 0: rank 0's id as relayed; rank 0:
+                                                what it published */
+    size_t unique_id_len;                    /* 1..GB_DIST_ID_MAX; 0 on rank 0 before publish_id */
+    int64_t start_at_ms;                     /* set by wait_start: the job's start time (Unix ms) */
+    int64_t started_at_ms;                   /* set by wait_start: when this rank went (Unix ms) */
+    int (*publish_id)(struct gb_dist *self, const unsigned char *id, size_t len, char *err,
+                      size_t errlen);
+    int (*wait_start)(struct gb_dist *self, char *err, size_t errlen);
+    void *ctx; /* the worker's */
+} gb_dist_t;
+
 typedef struct gb_train_config {
     char backend[16];      /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
     gb_precision_t precision;
@@ -57,6 +91,7 @@ typedef struct gb_train_config {
     const char *save_path;       /* safetensors of parameters + buffers after the run, or NULL */
     const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
     int cuda_graph;        /* 1: capture the step in a CUDA graph where possible */
+    gb_dist_t *dist;       /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
 } gb_train_config_t;
 
 /* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3

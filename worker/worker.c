@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "worker.h"
 
+#include "dist.h"
 #include "gb_log.h"
 #include "gb_spec.h"
 #include "gb_sysinfo.h"
@@ -38,6 +39,7 @@ typedef struct job {
     uint64_t job_id;
     uint32_t attempt;
     gb_jobdef_t def;
+    gb_dist_t *dist; /* a rank of a multi-node job, or NULL */
 } job_t;
 
 typedef int (*kind_fn)(const job_t *job, cJSON *rec, char *err, size_t errlen);
@@ -152,16 +154,12 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
 
 /* ---- sleep (control-plane test kind) -------------------------------------- */
 
-static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
-    const gb_jobdef_t *d = &job->def;
-    int64_t t0 = gb_mono_ms();
-    struct timespec ts = {d->duration_ms / 1000, (long)(d->duration_ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-    int64_t slept = gb_mono_ms() - t0;
-    fprintf(stderr, "sleep: slept %lld ms\n", (long long)slept);
+/* The sleep kind's test hooks: fail or raise a signal at `at` ("end" after
+ * sleeping, "rendezvous" before the id / ready) on fail_rank (-1: any). */
+static int sleep_hook(const gb_jobdef_t *d, int rank, const char *at, char *err, size_t errlen) {
+    if (strcmp(d->fail_at, at) != 0 || (d->fail_rank >= 0 && d->fail_rank != rank)) return 0;
     if (d->signal) {
-        fprintf(stderr, "sleep: raising signal %d as asked\n", d->signal);
+        fprintf(stderr, "sleep: rank %d raising signal %d at %s as asked\n", rank, d->signal, at);
         fflush(stderr);
         raise(d->signal);
     }
@@ -169,10 +167,43 @@ static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
         gb_fmt(err, errlen, "%s", d->fail);
         return -1;
     }
+    return 0;
+}
+
+/* A rank of a multi-node sleep job: rank 0 makes an id and hands it up,
+ * the others check that theirs is rank 0's of this very attempt; then every
+ * rank waits for the common start time. */
+static int sleep_rendezvous(const job_t *job, char *err, size_t errlen) {
+    gb_dist_t *dist = job->dist;
+    if (sleep_hook(&job->def, dist->rank, "rendezvous", err, errlen) != 0) return -1;
+    if (dist->rank == 0) {
+        unsigned char id[GB_SLEEP_ID_LEN];
+        if (gb_sleep_id_make(job->job_id, job->attempt, id, err, errlen) != 0 ||
+            dist->publish_id(dist, id, sizeof id, err, errlen) != 0)
+            return -1;
+    } else if (gb_sleep_id_check(dist->unique_id, dist->unique_id_len, job->job_id, job->attempt,
+                                 err, errlen) != 0) {
+        return -1;
+    }
+    fprintf(stderr, "sleep: rank %d of %d node(s), world size %d, id checked: waiting to start\n",
+            dist->rank, dist->n_nodes, dist->world_size);
+    return dist->wait_start(dist, err, errlen);
+}
+
+static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
+    const gb_jobdef_t *d = &job->def;
+    if (job->dist && sleep_rendezvous(job, err, errlen) != 0) return -1;
+    int64_t t0 = gb_mono_ms();
+    struct timespec ts = {d->duration_ms / 1000, (long)(d->duration_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    int64_t slept = gb_mono_ms() - t0;
+    fprintf(stderr, "sleep: slept %lld ms\n", (long long)slept);
+    if (sleep_hook(d, job->dist ? job->dist->rank : 0, "end", err, errlen) != 0) return -1;
     char cpu[256];
     gb_sys_cpu_model(cpu, sizeof cpu);
     cJSON_AddStringToObject(rec, "device_model", cpu);
-    cJSON_AddNumberToObject(rec, "n_devices", d->gpus);
+    cJSON_AddNumberToObject(rec, "n_devices", job->dist ? job->dist->world_size : d->gpus);
     cJSON_AddNullToObject(rec, "precision");
     cJSON_AddBoolToObject(rec, "valid", 1);
     cJSON_AddNullToObject(rec, "invalid_reason");
@@ -200,6 +231,7 @@ static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) 
     cfg.steps = d->steps;
     cfg.warmup = d->warmup;
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
+    cfg.dist = job->dist; /* NULL on one node */
     gb_train_result_t res;
     if (gb_train_run(&cfg, &res, err, errlen) != 0) return -1;
     cJSON *engine_rec = res.record_json ? cJSON_Parse(res.record_json) : NULL;
@@ -254,7 +286,22 @@ static int fail_record(const char *out_path, const char *kind, const char *msg) 
     return 1;
 }
 
-static int read_job(const char *path, job_t *job, char *err, size_t errlen) {
+/* A rank of a multi-node job: its "dist" object, which must agree with the
+ * parameters. */
+static int read_dist(const cJSON *djson, job_t *job, gb_dist_t *dist, gb_dist_chan_t *chan,
+                     char *err, size_t errlen) {
+    if (gb_dist_from_json(djson, job->def.gpus, dist, chan, err, errlen) != 0) return -1;
+    if (dist->n_nodes != job->def.n_nodes) {
+        gb_fmt(err, errlen, "job file: dist.n_nodes %d but the parameters say %d", dist->n_nodes,
+               job->def.n_nodes);
+        return -1;
+    }
+    job->dist = dist;
+    return 0;
+}
+
+static int read_job(const char *path, job_t *job, gb_dist_t *dist, gb_dist_chan_t *chan, char *err,
+                    size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     if (gb_read_file(path, JOB_FILE_MAX, &text, &len, err, errlen) != 0) return -1;
@@ -264,6 +311,7 @@ static int read_job(const char *path, job_t *job, char *err, size_t errlen) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "job_id");
     const cJSON *att = cJSON_GetObjectItemCaseSensitive(root, "attempt");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
+    const cJSON *djson = cJSON_GetObjectItemCaseSensitive(root, "dist");
     if (!cJSON_IsObject(root) || !cJSON_IsNumber(id) || !cJSON_IsNumber(att) ||
         !cJSON_IsObject(params)) {
         gb_fmt(err, errlen, "%s is not a job file ({\"job_id\", \"attempt\", \"params\"})", path);
@@ -281,8 +329,11 @@ static int read_job(const char *path, job_t *job, char *err, size_t errlen) {
         gb_fmt(err, errlen, "bad job parameters: %s", why);
     else if (strcmp(job->def.backend, "auto") == 0)
         gb_fmt(err, errlen, "bad job parameters: backend must be resolved (cpu or cuda)");
+    else if ((job->def.n_nodes > 1) != (djson != NULL))
+        gb_fmt(err, errlen, "job file: a job over %d node(s) %s", job->def.n_nodes,
+               djson ? "takes no 'dist'" : "needs its rank in 'dist'");
     else
-        rc = 0;
+        rc = djson ? read_dist(djson, job, dist, chan, err, errlen) : 0;
     free(ptext);
 out:
     cJSON_Delete(root);
@@ -292,9 +343,11 @@ out:
 int gb_worker_run(const char *job_path, const char *out_path) {
     gb_log_set_component("worker");
     job_t job;
+    gb_dist_t dist;
+    gb_dist_chan_t chan;
     char err[1024];
     memset(&job, 0, sizeof job);
-    if (read_job(job_path, &job, err, sizeof err) != 0) {
+    if (read_job(job_path, &job, &dist, &chan, err, sizeof err) != 0) {
         fail_record(out_path, NULL, err);
         return 2;
     }
@@ -317,6 +370,21 @@ int gb_worker_run(const char *job_path, const char *out_path) {
     if (run(&job, rec, err, sizeof err) != 0) {
         cJSON_Delete(rec);
         return fail_record(out_path, job.def.kind, err[0] ? err : "the job failed");
+    }
+    if (job.dist) {
+        /* a rank that never went through the start barrier did not run with
+         * the others: its figures are not the job's */
+        if (!chan.waited || job.dist->started_at_ms == 0) {
+            cJSON_Delete(rec);
+            gb_fmt(err, sizeof err,
+                   "the %s job never reached the start barrier: this build's %s does not support "
+                   "multi-node jobs",
+                   job.def.kind,
+                   strcmp(job.def.kind, "resnet50") == 0 ? "training engine" : "job kind");
+            return fail_record(out_path, job.def.kind, err);
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(rec, "dist");
+        gb_dist_record(job.dist, rec);
     }
     int rc = write_record(out_path, rec) == 0 ? 0 : 1;
     cJSON_Delete(rec);

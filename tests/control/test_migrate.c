@@ -70,10 +70,13 @@ int main(int argc, char **argv) {
         }
         char cols[1024];
         columns(db, "v_results", cols, sizeof cols);
-        /* issue 2's columns in its order, then synthetic, attempt, gflops */
-        CHECKF(strcmp(cols, "sweep_id,job_id,node,gpu_model,backend,kind,n_gpus,precision,"
-                            "batch_per_gpu,interconnect,images_per_sec,step_ms_median,step_ms_p90,"
-                            "status,error,finished_at,synthetic,attempt,gflops") == 0,
+        /* issue 2's columns in its order, then synthetic, attempt, gflops; later
+         * migrations only append (0002: n_nodes, nodes, nccl_transports) */
+        static const char v1[] = "sweep_id,job_id,node,gpu_model,backend,kind,n_gpus,precision,"
+                                 "batch_per_gpu,interconnect,images_per_sec,step_ms_median,"
+                                 "step_ms_p90,status,error,finished_at,synthetic,attempt,gflops";
+        CHECKF(strncmp(cols, v1, sizeof v1 - 1) == 0 &&
+                   (!cols[sizeof v1 - 1] || cols[sizeof v1 - 1] == ','),
                "v_results columns: %s", cols);
         columns(db, "v_nodes", cols, sizeof cols);
         CHECKF(strcmp(cols, "node,agent_id,state,cpu_model,n_gpus,gpu_model,labels,last_seen") == 0,

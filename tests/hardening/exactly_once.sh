@@ -1,14 +1,16 @@
 # exactly_once.sh - the assertion every fault test ends with (sourced by
 # tests/hardening/lib.sh and by the control plane's fault tests after their
 # tests/control/lib.sh). It reads the store with the sqlite3 shell (q) and
-# the agents' logs ($T/*.log, where each acknowledgement an agent received
-# is an info line).
+# the agents' logs ($T/NODE.log, where each acknowledgement an agent
+# received is an info line).
 
-# acked: "job,attempt" lines of every result an agent saw acknowledged
+# acked: "node,job,attempt" lines of every result an agent saw acknowledged
 acked() {
-    cat "$T"/*.log 2>/dev/null |
-        sed -n 's/.*agent  info  result of job \([0-9]*\) attempt \([0-9]*\) acknowledged$/\1,\2/p' |
-        sort -u
+    local f
+    for f in "$T"/*.log; do
+        [ -f "$f" ] || continue
+        sed -n "s/.*agent  info  result of job \([0-9]*\) attempt \([0-9]*\) acknowledged\$/$(basename "$f" .log),\1,\2/p" "$f"
+    done | sort -u
 }
 
 # assert_exactly_once [N_JOBS]: the end of every fault test.
@@ -16,7 +18,10 @@ acked() {
 #    cancelled with its reason kept;
 #  - v_results holds each job once; a done job has an ok result of its
 #    final attempt; results of other attempts are marked superseded;
-#  - every result an agent saw acknowledged is in `results`, once;
+#  - every result an agent saw acknowledged is in `results`, once; for a
+#    multi-node attempt (issue 5), whose job has one results row written
+#    when every rank ended, it is that agent's rank's report in `ranks`;
+#  - every rank of every multi-node attempt ended;
 #  - no agent's spool still holds a result.
 assert_exactly_once() {
     local want=${1:-}
@@ -36,11 +41,20 @@ assert_exactly_once() {
     eq "no job counted twice" \
        "$(q "SELECT count(*) FROM (SELECT job_id FROM results r JOIN attempts a USING (job_id, attempt)
              WHERE a.state != 'superseded' GROUP BY job_id HAVING count(*) > 1)")" 0
-    local acks missing=0 line
+    eq "every rank of every multi-node attempt ended" \
+       "$(q "SELECT count(*) FROM ranks WHERE state IN ('waiting','assigned','ready','started')")" 0
+    local acks missing=0 line node job att
     acks=$(acked)
     for line in $acks; do
-        [ "$(q "SELECT count(*) FROM results WHERE job_id = ${line%,*} AND attempt = ${line#*,}")" = 1 ] ||
-            { echo "acknowledged but not stored: job,attempt $line" >&2; missing=$((missing + 1)); }
+        IFS=, read -r node job att <<<"$line"
+        if [ "$(q "SELECT count(*) FROM ranks WHERE job_id = $job AND attempt = $att")" != 0 ]; then
+            [ "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE k.job_id = $job
+                    AND k.attempt = $att AND n.name = '$node' AND k.status IS NOT NULL")" = 1 ] ||
+                { echo "acknowledged but not stored: rank report of $node, job,attempt $job,$att" >&2; missing=$((missing + 1)); }
+        else
+            [ "$(q "SELECT count(*) FROM results WHERE job_id = $job AND attempt = $att")" = 1 ] ||
+                { echo "acknowledged but not stored: job,attempt $job,$att" >&2; missing=$((missing + 1)); }
+        fi
     done
     eq "acknowledged results missing from the store" "$missing" 0
     local a

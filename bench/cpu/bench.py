@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""bench.py - gpubench's CPU engine against PyTorch on this machine, in one run.
+
+For batch 8 and 32 (224x224, 2 threads, same warm-up and steps), it runs
+`gpubench train` and PyTorch (torchvision resnet50: default NCHW and
+channels_last, each with Debian's default glibc allocator and with the tuned
+one: GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:
+glibc.malloc.trim_threshold=68719476736), in rounds, the order rotated each
+round so the machine's drift hits every configuration. Each run is one
+process under /usr/bin/time -v (peak RSS). It prints a table of median
+images/s over rounds, the ratio gpubench / PyTorch and peak memory, and writes
+RESULTS.md next to this script with the date and the machine line.
+
+Usage: bench.py [--gpubench PATH] [--rounds 3] [--steps 8] [--warmup 2]
+                [--batches 8,32] [--out RESULTS.md]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TUNED = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
+         "glibc.malloc.trim_threshold=68719476736")
+
+
+def configs(gpubench, batch, steps, warmup, threads):
+    common = ["--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup),
+              "--threads", str(threads)]
+    g = [gpubench, "train", "--backend", "cpu", "--precision", "fp32", "--format", "json"] + common
+    t = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")] + common
+    return [
+        ("gpubench fp32", g, None),
+        ("PyTorch NCHW, default malloc", t, None),
+        ("PyTorch NCHW, tuned malloc", t, TUNED),
+        ("PyTorch channels_last, default malloc", t + ["--channels-last"], None),
+        ("PyTorch channels_last, tuned malloc", t + ["--channels-last"], TUNED),
+    ]
+
+
+def run_one(cmd, tunables, threads):
+    env = dict(os.environ)
+    env.pop("GLIBC_TUNABLES", None)
+    if tunables:
+        env["GLIBC_TUNABLES"] = tunables
+    env["OMP_NUM_THREADS"] = str(threads)
+    timed = os.path.exists("/usr/bin/time")
+    p = subprocess.run((["/usr/bin/time", "-v"] if timed else []) + cmd, capture_output=True,
+                       text=True, env=env)
+    if p.returncode != 0:
+        raise SystemExit("failed: %s\n%s" % (" ".join(cmd), p.stderr[-2000:]))
+    rec = json.loads(p.stdout.strip().splitlines()[-1])
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    # without /usr/bin/time (Debian package "time"): the process's own getrusage
+    rss = int(m.group(1)) * 1024 if m else rec.get("peak_rss_bytes",
+                                                    rec.get("details", {}).get("peak_rss_bytes", 0))
+    ips = rec["images_per_sec"]
+    return ips, rss, rec
+
+
+def machine_line():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    import torch
+    return "%s, %d online cores, %.0f GiB, %s %s, PyTorch %s" % (
+        cpu, os.cpu_count(), mem, platform.system(), platform.release(), torch.__version__)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpubench", default=os.path.join(HERE, "..", "..", "build", "bin", "gpubench"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batches", default="8,32")
+    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    a = ap.parse_args()
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    load0 = os.getloadavg()
+    results = {}  # (batch, name) -> list of (ips, rss)
+    versions = {}
+    for batch in [int(b) for b in a.batches.split(",")]:
+        cfgs = configs(a.gpubench, batch, a.steps, a.warmup, a.threads)
+        for r in range(a.rounds):
+            order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
+            for name, cmd, tun in order:
+                ips, rss, rec = run_one(cmd, tun, a.threads)
+                results.setdefault((batch, name), []).append((ips, rss))
+                if "versions" in rec:
+                    versions = rec["versions"]
+                print("batch %2d round %d  %-40s %7.2f img/s  peak RSS %6.2f GiB"
+                      % (batch, r + 1, name, ips, rss / 2**30), flush=True)
+    lines = []
+    lines.append("| batch | configuration | images/s (median of %d) | gpubench ÷ this | peak RSS |"
+                 % a.rounds)
+    lines.append("| ---: | --- | ---: | ---: | ---: |")
+    for batch in [int(b) for b in a.batches.split(",")]:
+        ours = statistics.median(v[0] for v in results[(batch, "gpubench fp32")])
+        for name, _, _ in configs(a.gpubench, batch, a.steps, a.warmup, a.threads):
+            v = results[(batch, name)]
+            ips = statistics.median(x[0] for x in v)
+            rss = max(x[1] for x in v)
+            lines.append("| %d | %s | %.2f | %s | %.2f GiB |" % (
+                batch, name, ips, "—" if name.startswith("gpubench") else "%.2f×" % (ours / ips),
+                rss / 2**30))
+    table = "\n".join(lines)
+    print()
+    print(table)
+    with open(a.out, "w") as f:
+        f.write("# bench/cpu results\n\n")
+        f.write("Run: %s, `bench/cpu/bench.py --rounds %d --steps %d --warmup %d --batches %s`\n\n"
+                % (started, a.rounds, a.steps, a.warmup, a.batches))
+        f.write("Machine: %s; gpubench oneDNN %s (%s)\n\n" % (
+            machine_line(), versions.get("onednn", "?"), versions.get("isa", "?")))
+        f.write("ResNet-50 v1.5 training step (forward, loss, backward, SGD with momentum and "
+                "weight decay), 224x224, fp32, %d threads, synthetic data, %d warm-up and %d "
+                "timed steps per run; every configuration once per round, rounds interleaved. "
+                "Peak RSS from /usr/bin/time -v (the whole process).\n\n"
+                % (a.threads, a.warmup, a.steps))
+        f.write(table + "\n")
+        load1 = os.getloadavg()
+        f.write("\nLoad average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "
+                "%.2f: above ~0.3 something else was running and the figures carry its noise.\n"
+                % (load0 + load1))
+    print("\nwrote " + a.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

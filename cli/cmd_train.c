@@ -1,0 +1,247 @@
+/* cmd_train.c - `gpubench train`: the training engine without daemons.
+ *
+ * Parses the options into a gb_train_config_t, runs gb_train_run and prints
+ * the result as a table for people or as the JSON result record
+ * (docs/result-record.md) for scripts. Errors go to stderr; the exit status is
+ * 0 on success, 1 when the run fails, 2 on a usage error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "commands.h"
+#include "engine.h"
+
+#include <cjson/cJSON.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    gb_train_config_t d;
+    gb_train_config_default(&d);
+    fprintf(f,
+            "usage: gpubench train [options]\n"
+            "Train ResNet-50 v1.5 for a number of steps and report images/s.\n\n"
+            "  --backend B         cpu, cuda or auto (default %s)\n"
+            "  --precision P       fp32, tf32, fp16 or bf16; the CPU runs fp32 and bf16 "
+            "(default %s)\n"
+            "  --batch N           images per device per step (default %d)\n"
+            "  --image-size S      input height and width (default %d)\n"
+            "  --steps N           timed steps (default %d)\n"
+            "  --warmup N          untimed steps before them (default %d)\n"
+            "  --threads N         CPU threads, 0 = every online core (default %d)\n"
+            "  --devices N         replicas (default %d; only 1 for now)\n"
+            "  --lr X              SGD learning rate (default %g)\n"
+            "  --momentum X        SGD momentum (default %g)\n"
+            "  --weight-decay X    SGD weight decay (default %g)\n"
+            "  --seed N            weights and synthetic data (default %llu)\n"
+            "  --load FILE         safetensors with parameters and running stats by torchvision "
+            "name\n"
+            "  --data FILE         safetensors with images (N,3,H,W) f32 and labels (N) i64\n"
+            "  --save FILE         write parameters and running stats after the run\n"
+            "  --save-grads FILE   write the last step's gradients\n"
+            "  --format F          table or json (default table)\n"
+            "  -h, --help          this text\n",
+            d.backend, gb_precision_name(d.precision), d.batch, d.model.image_h, d.steps, d.warmup,
+            d.threads, d.devices, (double)d.lr, (double)d.momentum, (double)d.weight_decay,
+            (unsigned long long)d.seed);
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+static void print_bytes(double b) {
+    if (b >= 1024.0 * 1024 * 1024)
+        printf("%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else
+        printf("%.1f MiB", b / (1024.0 * 1024));
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "?";
+}
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r) {
+    cJSON *rec = cJSON_Parse(r->record_json);
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(rec, "versions");
+    const cJSON *det = cJSON_GetObjectItemCaseSensitive(rec, "details");
+    printf("resnet50 %s %s, batch %d, %dx%d, %d threads, %d steps after %d warm-up\n",
+           jstr(rec, "backend"), gb_precision_name(cfg->precision), cfg->batch, cfg->model.image_h,
+           cfg->model.image_w, (int)jnum(rec, "threads"), cfg->steps, cfg->warmup);
+    printf("  %-12s %s\n", "device", jstr(rec, "device_model"));
+    if (cJSON_GetObjectItemCaseSensitive(ver, "onednn"))
+        printf("  %-12s oneDNN %s, ISA %s\n", "library", jstr(ver, "onednn"), jstr(ver, "isa"));
+    printf("  %-12s %.2f img/s  (%.3f TFLOP/s)\n", "throughput", r->images_per_sec,
+           jnum(rec, "tflops"));
+    printf("  %-12s median %.1f  p90 %.1f  min %.1f  max %.1f  mean %.1f\n", "step ms",
+           r->step_ms_median, r->step_ms_p90, r->step_ms_min, r->step_ms_max, r->step_ms_mean);
+    printf("  %-12s first %.5f  last %.5f\n", "loss", r->loss_first, r->loss_last);
+    printf("  %-12s ", "memory");
+    print_bytes((double)r->peak_mem_bytes);
+    printf(" allocated by the engine, ");
+    print_bytes(jnum(det, "peak_rss_bytes"));
+    printf(" peak RSS\n");
+    printf("  %-12s %s%s\n", "valid", r->valid ? "yes" : "no: ", r->valid ? "" : r->invalid_reason);
+    cJSON_Delete(rec);
+}
+
+int cmd_train(int argc, char **argv) {
+    enum {
+        O_BACKEND = 256,
+        O_PREC,
+        O_BATCH,
+        O_SIZE,
+        O_STEPS,
+        O_WARMUP,
+        O_THREADS,
+        O_DEVICES,
+        O_LR,
+        O_MOM,
+        O_WD,
+        O_SEED,
+        O_LOAD,
+        O_DATA,
+        O_SAVE,
+        O_SAVEG,
+        O_FORMAT
+    };
+    static const struct option opts[] = {{"backend", required_argument, 0, O_BACKEND},
+                                         {"precision", required_argument, 0, O_PREC},
+                                         {"batch", required_argument, 0, O_BATCH},
+                                         {"image-size", required_argument, 0, O_SIZE},
+                                         {"steps", required_argument, 0, O_STEPS},
+                                         {"warmup", required_argument, 0, O_WARMUP},
+                                         {"threads", required_argument, 0, O_THREADS},
+                                         {"devices", required_argument, 0, O_DEVICES},
+                                         {"lr", required_argument, 0, O_LR},
+                                         {"momentum", required_argument, 0, O_MOM},
+                                         {"weight-decay", required_argument, 0, O_WD},
+                                         {"seed", required_argument, 0, O_SEED},
+                                         {"load", required_argument, 0, O_LOAD},
+                                         {"data", required_argument, 0, O_DATA},
+                                         {"save", required_argument, 0, O_SAVE},
+                                         {"save-grads", required_argument, 0, O_SAVEG},
+                                         {"format", required_argument, 0, O_FORMAT},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    gb_train_config_t cfg;
+    gb_train_config_default(&cfg);
+    int json = 0, size = cfg.model.image_h;
+    optind = 0; /* glibc: full re-initialization, so commands can be composed */
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        const char *a = optarg;
+        int bad = 0;
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return 0;
+        case O_BACKEND:
+            bad = strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto");
+            if (!bad) snprintf(cfg.backend, sizeof(cfg.backend), "%s", a);
+            break;
+        case O_PREC:
+            bad = gb_precision_parse(a, &cfg.precision);
+            break;
+        case O_BATCH:
+            bad = parse_int(a, 1, 65536, &cfg.batch);
+            break;
+        case O_SIZE:
+            bad = parse_int(a, 1, 4096, &size);
+            break;
+        case O_STEPS:
+            bad = parse_int(a, 1, 1000000, &cfg.steps);
+            break;
+        case O_WARMUP:
+            bad = parse_int(a, 0, 1000000, &cfg.warmup);
+            break;
+        case O_THREADS:
+            bad = parse_int(a, 0, 4096, &cfg.threads);
+            break;
+        case O_DEVICES:
+            bad = parse_int(a, 1, 1024, &cfg.devices);
+            break;
+        case O_LR:
+            bad = parse_float(a, &cfg.lr) || cfg.lr < 0;
+            break;
+        case O_MOM:
+            bad = parse_float(a, &cfg.momentum) || cfg.momentum < 0;
+            break;
+        case O_WD:
+            bad = parse_float(a, &cfg.weight_decay) || cfg.weight_decay < 0;
+            break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(a, &end, 10);
+            bad = errno || end == a || *end || a[0] == '-';
+            cfg.seed = v;
+            break;
+        }
+        case O_LOAD:
+            cfg.load_path = a;
+            break;
+        case O_DATA:
+            cfg.data_path = a;
+            break;
+        case O_SAVE:
+            cfg.save_path = a;
+            break;
+        case O_SAVEG:
+            cfg.save_grads_path = a;
+            break;
+        case O_FORMAT:
+            bad = strcmp(a, "table") && strcmp(a, "json");
+            json = strcmp(a, "json") == 0;
+            break;
+        default:
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "gpubench train: bad value '%s' for --%s\n", a,
+                    opts[c - O_BACKEND].name);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpubench train: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    cfg.model.image_h = cfg.model.image_w = size;
+    gb_train_result_t res;
+    char err[GB_ERR_LEN];
+    if (gb_train_run(&cfg, &res, err, sizeof(err)) != 0) {
+        fprintf(stderr, "gpubench train: %s\n", err);
+        return 1;
+    }
+    if (json)
+        printf("%s\n", res.record_json);
+    else
+        print_table(&cfg, &res);
+    gb_train_result_free(&res);
+    return 0;
+}

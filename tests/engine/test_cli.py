@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""test_cli.py - `gpubench train` as a person and a script use it: -h lists
+every option with its default, bad values are usage errors (exit 2), a failed
+run exits 1 with the reason on stderr, and --format json prints exactly the
+result record on stdout. Usage: test_cli.py GPUBENCH"""
+import json
+import subprocess
+import sys
+
+exe = sys.argv[1]
+SMALL = ["--batch", "2", "--image-size", "32", "--steps", "2", "--warmup", "0", "--threads", "2"]
+
+
+def run(*args):
+    return subprocess.run([exe, "train", *args], capture_output=True, text=True)
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL: " + what)
+        sys.exit(1)
+
+
+p = run("-h")
+check(p.returncode == 0, "-h exits 0")
+for opt in ["--backend", "--precision", "--batch", "--image-size", "--steps", "--warmup",
+            "--threads", "--devices", "--lr", "--momentum", "--weight-decay", "--seed", "--load",
+            "--data", "--save", "--save-grads", "--format"]:
+    check(opt in p.stdout, "-h lists " + opt)
+check("(default 32)" in p.stdout and "(default 224)" in p.stdout, "-h shows defaults")
+
+for bad in (["--batch", "0"], ["--batch", "x"], ["--lr", "nan"], ["--format", "csv"],
+            ["--precision", "fp8"], ["--backend", "tpu"], ["--steps", "-1"], ["--seed", "-3"],
+            ["--nope"], ["extra"]):
+    p = run(*bad)
+    check(p.returncode == 2, "%s is a usage error (got %d)" % (bad, p.returncode))
+    check(p.stdout == "" and p.stderr != "", "%s: message on stderr only" % bad)
+
+p = run(*SMALL, "--load", "/nonexistent.safetensors")
+check(p.returncode == 1 and "nonexistent" in p.stderr and p.stdout == "", "failed run exits 1")
+p = run(*SMALL, "--precision", "fp16")
+check(p.returncode == 1 and "fp16" in p.stderr, "fp16 on the CPU is refused")
+
+p = run(*SMALL, "--format", "json")
+check(p.returncode == 0, "json run: " + p.stderr)
+rec = json.loads(p.stdout)
+check(rec["kind"] == "resnet50" and rec["batch_per_device"] == 2 and rec["steps"] == 2,
+      "json record fields")
+check(len(rec["loss_samples"]) == 2 and rec["images_per_sec"] > 0, "json samples")
+
+p = run(*SMALL)
+check(p.returncode == 0 and "img/s" in p.stdout and "oneDNN" in p.stdout and "peak RSS" in p.stdout,
+      "table output")
+print("PASS")

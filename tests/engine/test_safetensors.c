@@ -1,0 +1,167 @@
+/* test_safetensors.c - the safetensors reader accepts what the writer (and
+ * the format) produce and rejects every malformed file with a reason: short
+ * files, lying header lengths, non-JSON, bad UTF-8, unknown dtypes and fields,
+ * bad shapes and offsets, size mismatches, gaps, overlaps, trailing bytes,
+ * duplicate names. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char err[512];
+
+/* A file image: 8-byte length, header text, then `data_len` bytes 0..n. */
+static unsigned char *image(const char *hdr, size_t data_len, size_t *len) {
+    size_t hl = strlen(hdr);
+    *len = 8 + hl + data_len;
+    unsigned char *b = malloc(*len);
+    CHECK(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    for (size_t i = 0; i < data_len; i++)
+        b[8 + hl + i] = (unsigned char)i;
+    return b;
+}
+
+static void reject(const char *hdr, size_t data_len, const char *why) {
+    size_t len;
+    unsigned char *b = image(hdr, data_len, &len);
+    gb_st_t *st = gb_st_parse(b, len, err, sizeof(err));
+    CHECKF(st == NULL, "accepted a bad file: %s", hdr);
+    CHECKF(strstr(err, why), "header %s: error '%s' does not mention '%s'", hdr, err, why);
+    free(b);
+}
+
+static void test_parse_good(void) {
+    size_t len;
+    unsigned char *b =
+        image("{\"__metadata__\":{\"format\":\"pt\"},"
+              "\"b\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[24,32]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+              "\"e\":{\"dtype\":\"F16\",\"shape\":[0,4],\"data_offsets\":[32,32]}}  ",
+              32, &len);
+    gb_st_t *st = gb_st_parse(b, len, err, sizeof(err));
+    CHECKF(st, "%s", err);
+    CHECK(gb_st_count(st) == 3);
+    const gb_st_tensor_t *a = gb_st_find(st, "a"), *s = gb_st_find(st, "b");
+    CHECK(a && a->dtype == GB_ST_F32 && a->ndim == 2 && a->shape[1] == 3 && a->numel == 6);
+    CHECK(a->nbytes == 24 && ((const unsigned char *)a->data)[0] == 0);
+    CHECK(s && s->ndim == 0 && s->numel == 1 && ((const unsigned char *)s->data)[0] == 24);
+    CHECK(gb_st_at(st, 0) == a); /* offset order */
+    CHECK(gb_st_find(st, "zz") == NULL && gb_st_at(st, 3) == NULL);
+    CHECK(strcmp(gb_st_metadata(st, "format"), "pt") == 0 && !gb_st_metadata(st, "x"));
+    gb_st_close(&st);
+    CHECK(st == NULL);
+    gb_st_close(&st);
+    free(b);
+}
+
+static void test_parse_bad(void) {
+    /* the length field */
+    unsigned char tiny[4] = {0};
+    CHECK(gb_st_parse(tiny, 4, err, sizeof(err)) == NULL && strstr(err, "shorter"));
+    size_t len;
+    unsigned char *b = image("{}", 0, &len);
+    b[0] = 200; /* claims more header than the file has */
+    CHECK(gb_st_parse(b, len, err, sizeof(err)) == NULL && strstr(err, "header length"));
+    b[0] = 2;
+    b[7] = 0x80; /* 2^63 */
+    CHECK(gb_st_parse(b, len, err, sizeof(err)) == NULL && strstr(err, "header length"));
+    free(b);
+    /* the JSON */
+    reject("[1,2]     ", 0, "start with '{'");
+    reject("{\"a\":", 0, "not a JSON object");
+    reject("{} x", 0, "trailing bytes");
+    reject("{\"\xff\":{}}", 0, "UTF-8");
+    reject("{\"\xc0\x80\":{}}", 0, "UTF-8"); /* overlong NUL */
+    reject("{\"a\":5}", 0, "not an object");
+    reject("{\"__metadata__\":{\"k\":1}}", 0, "not a string");
+    reject("{\"__metadata__\":[]}", 0, "__metadata__");
+    /* the entries */
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "needs dtype");
+    reject("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
+           "unknown");
+    reject("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+           "repeated");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "non-negative");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+           "at most");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}",
+           4, "overflow");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, "two");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, "outside");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4, "outside");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "bytes for");
+    /* the tiling of the buffer */
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+           8, "overlap");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 6, "after the last");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+           "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+           8, "twice");
+}
+
+static void test_roundtrip(void) {
+    char dir[] = "/tmp/gb_st_XXXXXX";
+    CHECK(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/t.safetensors", dir);
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    int64_t s = 42, sa[2] = {2, 3};
+    gb_st_writer_t *w = gb_st_writer_new();
+    CHECK(w);
+    CHECK(gb_st_writer_add(w, "x.weight", GB_ST_F32, 2, sa, a, err, sizeof(err)) == 0);
+    CHECK(gb_st_writer_add(w, "n\"q", GB_ST_I64, 0, NULL, &s, err, sizeof(err)) == 0);
+    CHECK(gb_st_writer_add(w, "x.weight", GB_ST_F32, 2, sa, a, err, sizeof(err)) == -1);
+    CHECK(gb_st_writer_add(w, "", GB_ST_F32, 2, sa, a, err, sizeof(err)) == -1);
+    int64_t neg[1] = {-1};
+    CHECK(gb_st_writer_add(w, "neg", GB_ST_F32, 1, neg, a, err, sizeof(err)) == -1);
+    CHECK(gb_st_writer_meta(w, "producer", "test", err, sizeof(err)) == 0);
+    CHECK(gb_st_writer_write(w, path, err, sizeof(err)) == 0);
+    gb_st_writer_destroy(&w);
+    CHECK(w == NULL);
+    gb_st_t *st = gb_st_open(path, err, sizeof(err));
+    CHECKF(st, "%s", err);
+    const gb_st_tensor_t *t = gb_st_find(st, "x.weight");
+    CHECK(t && t->dtype == GB_ST_F32 && memcmp(t->data, a, sizeof(a)) == 0);
+    t = gb_st_find(st, "n\"q");
+    CHECK(t && t->dtype == GB_ST_I64 && t->ndim == 0 && memcmp(t->data, &s, 8) == 0);
+    CHECK(strcmp(gb_st_metadata(st, "producer"), "test") == 0);
+    gb_st_close(&st);
+    /* the data starts 8-byte aligned */
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    unsigned char l8[8];
+    CHECK(fread(l8, 1, 8, f) == 8);
+    fclose(f);
+    CHECK(l8[0] % 8 == 0);
+    /* truncated on disk */
+    CHECK(truncate(path, 20) == 0);
+    CHECK(gb_st_open(path, err, sizeof(err)) == NULL && strstr(err, path));
+    unlink(path);
+    CHECK(gb_st_open(path, err, sizeof(err)) == NULL && strstr(err, "No such file"));
+    /* an unwritable destination */
+    w = gb_st_writer_new();
+    snprintf(path, sizeof(path), "%s/missing/t.safetensors", dir);
+    CHECK(gb_st_writer_write(w, path, err, sizeof(err)) == -1);
+    gb_st_writer_destroy(&w);
+    rmdir(dir);
+    CHECK(gb_st_dtype_parse("BF16") == GB_ST_BF16 && gb_st_dtype_parse("f32") == -1);
+    CHECK(gb_st_dtype_size(GB_ST_F64) == 8 && gb_st_dtype_name(GB_ST_NDTYPES) == NULL);
+}
+
+int main(void) {
+    test_parse_good();
+    test_parse_bad();
+    test_roundtrip();
+    return 0;
+}

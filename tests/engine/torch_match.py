@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""torch_match.py - gpubench's CPU engine against PyTorch, tensor by tensor.
+
+For each case: build torchvision's resnet50 with random weights (random BN
+affine and running statistics too, so batch norm is really exercised), a
+random batch, write both as safetensors (the format written here with
+struct + numpy: the safetensors package is not in Debian), run `steps` SGD
+steps (momentum, weight decay) in PyTorch and in `gpubench train --load
+--data --save --save-grads`, and compare:
+
+  - the loss of every step,
+  - the gradient of every parameter at the last step,
+  - the update (after - before) of every parameter and running statistic,
+    and num_batches_tracked,
+
+as relative L2 error per tensor, ||ours - torch|| / ||torch||, against a
+bound (1e-4 for fp32 as the issue asks). With --precision bf16 (one-step
+cases), gpubench's bf16 step is held to PyTorch's own bf16 (CPU autocast):
+per kind of tensor (conv, BN, classifier) the median gradient error against
+PyTorch fp32 may be at most 1.5x autocast's, and the loss within 1e-2. Exits non-zero
+with the worst tensors listed when any tensor is over the bound, a tensor is
+missing, or gpubench fails.
+
+Usage: torch_match.py GPUBENCH [--case N,SIZE,STEPS ...] [--precision fp32|bf16]
+       [--bound X] [--threads N] [--keep DIR]
+"""
+import argparse
+import copy
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torchvision
+
+DT = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}
+
+
+def write_safetensors(path, tensors):
+    """tensors: dict name -> numpy array (float32 or int64)."""
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a)
+        b = a.tobytes()
+        header[name] = {"dtype": DT[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        dt = {"F32": np.float32, "I64": np.int64}[e["dtype"]]
+        b, en = e["data_offsets"]
+        out[name] = np.frombuffer(raw[base + b:base + en], dtype=dt).reshape(e["shape"])
+    return out
+
+
+def randomize(model, gen, shift):
+    """Random weights everywhere, including BN affine and running stats.
+
+    BN shifts are drawn from U(shift) for every BN but the stem's, which gets
+    N(0, 0.2): see the module docstring for why."""
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.weight.uniform_(0.5, 1.5, generator=gen)
+                if name == "bn1":
+                    mod.bias.normal_(0.0, 0.2, generator=gen)
+                else:
+                    mod.bias.uniform_(shift[0], shift[1], generator=gen)
+                mod.running_mean.normal_(0.0, 0.2, generator=gen)
+                mod.running_var.uniform_(0.5, 2.0, generator=gen)
+                mod.num_batches_tracked.fill_(7)
+            elif isinstance(mod, torch.nn.Conv2d):
+                fan_out = mod.out_channels * mod.kernel_size[0] * mod.kernel_size[1]
+                mod.weight.normal_(0.0, (2.0 / fan_out) ** 0.5, generator=gen)
+            elif isinstance(mod, torch.nn.Linear):
+                bound = 1.0 / mod.in_features ** 0.5
+                mod.weight.uniform_(-bound, bound, generator=gen)
+                mod.bias.uniform_(-bound, bound, generator=gen)
+
+
+def rel(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    nb = np.linalg.norm(b)
+    d = np.linalg.norm(a - b)
+    if nb == 0.0:
+        return 0.0 if d == 0.0 else float("inf")
+    return d / nb
+
+
+def torch_steps(model, x, y, steps, dtype, lr, mom, wd):
+    """Train a copy of model for `steps` SGD steps in dtype. Returns the losses,
+    the last step's gradients, the state after, and the ReLU masks of every
+    forward pass (for counting mask flips between precisions)."""
+    m = copy.deepcopy(model).to(dtype)
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=mom, weight_decay=wd)
+    masks = []
+    hooks = [mod.register_forward_hook(lambda mod, i, o: masks.append((o > 0).detach().clone()))
+             for mod in m.modules() if isinstance(mod, torch.nn.ReLU)]
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(x.to(dtype)), y)
+        loss.backward()
+        losses.append(loss.item())
+        grads = {k: p.grad.detach().double().numpy().copy() for k, p in m.named_parameters()}
+        opt.step()
+    for h in hooks:
+        h.remove()
+    after = {k: (v.detach().double().numpy().copy() if v.is_floating_point() else v.numpy().copy())
+             for k, v in m.state_dict().items()}
+    return losses, grads, after, masks
+
+
+def autocast_grads(model, x, y):
+    """One bf16 step of PyTorch's own mixed precision (CPU autocast)."""
+    m = copy.deepcopy(model)
+    m.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(x)
+    loss = torch.nn.functional.cross_entropy(out.float(), y)
+    loss.backward()
+    return loss.item(), {k: p.grad.detach().double().numpy().copy() for k, p in m.named_parameters()}
+
+
+def kind_of(name):
+    if name.startswith("fc."):
+        return "fc"
+    return "bn" if ("bn" in name or "downsample.1" in name) else "conv"
+
+
+def compare(losses, grads, after, ref_losses, ref_grads, ref_after, before):
+    """Relative L2 of every compared quantity: list of (kind, name, err)."""
+    rows = []
+    for i, (a, b) in enumerate(zip(losses, ref_losses)):
+        rows.append(("loss", "step %d" % (i + 1), abs(a - b) / abs(b)))
+    for k in ref_grads:
+        rows.append(("grad", k, rel(grads[k], ref_grads[k])))
+    for k, v in ref_after.items():
+        if k.endswith("num_batches_tracked"):
+            continue
+        rows.append(("update", k, rel(after[k] - before[k], v - before[k])))
+    return rows
+
+
+def run_case(gpubench, n, size, steps, seed, args, work):
+    lr, mom, wd = args.lr, args.momentum, args.weight_decay
+    gen = torch.Generator().manual_seed(seed)
+    model = torchvision.models.resnet50()
+    randomize(model, gen, args.shift)
+    x = torch.randn(n, 3, size, size, generator=gen)
+    y = torch.randint(0, 1000, (n,), generator=gen)
+    before = {k: v.detach().clone().numpy() for k, v in model.state_dict().items()}
+    wpath = os.path.join(work, "weights.safetensors")
+    dpath = os.path.join(work, "data.safetensors")
+    write_safetensors(wpath, before)
+    write_safetensors(dpath, {"images": x.numpy(), "labels": y.numpy().astype(np.int64)})
+    before = {k: v.astype(np.float64) for k, v in before.items()}
+
+    l32, g32, a32, m32 = torch_steps(model, x, y, steps, torch.float32, lr, mom, wd)
+    l64, g64, a64, m64 = torch_steps(model, x, y, steps, torch.float64, lr, mom, wd)
+    flips = sum(int((a != b).sum()) for a, b in zip(m32, m64))
+    cond = compare(l32, g32, a32, l64, g64, a64, before)
+    cond_max = max(e for _, _, e in cond)
+    spath = os.path.join(work, "saved.safetensors")
+    gpath = os.path.join(work, "grads.safetensors")
+    cmd = [gpubench, "train", "--backend", "cpu", "--precision", args.precision,
+           "--batch", str(n), "--image-size", str(size), "--steps", str(steps),
+           "--warmup", "0", "--threads", str(args.threads), "--lr", str(lr),
+           "--momentum", str(mom), "--weight-decay", str(wd), "--load", wpath,
+           "--data", dpath, "--save", spath, "--save-grads", gpath, "--format", "json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print("FAIL: gpubench exited %d: %s" % (p.returncode, p.stderr.strip()))
+        return False
+    rec = json.loads(p.stdout)
+    ours_after = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                  for k, v in read_safetensors(spath).items()}
+    ours_grads = read_safetensors(gpath)
+
+    problems = []
+    for k in g32:
+        if k not in ours_grads:
+            problems.append("gradient of %s missing" % k)
+    for k, v in a32.items():
+        if k not in ours_after:
+            problems.append("%s missing from --save" % k)
+        elif k.endswith("num_batches_tracked") and int(ours_after[k]) != int(v):
+            problems.append("%s = %d, torch %d" % (k, int(ours_after[k]), int(v)))
+    if problems:
+        for pr in problems[:10]:
+            print("FAIL: " + pr)
+        return False
+    rows = compare(rec["loss_samples"], ours_grads, ours_after, l32, g32, a32, before)
+    vs64 = compare(rec["loss_samples"], ours_grads, ours_after, l64, g64, a64, before)
+    if args.survey:
+        print("case %d,%d,%d,%d: ours vs torch fp32 %.2e | torch fp32 vs fp64 %.2e, %d flips"
+              % (n, size, steps, seed, max(e for _, _, e in rows), cond_max, flips))
+        return True
+    kind_max = {}
+    for w, name, e in rows:
+        kind_max[w] = max(kind_max.get(w, 0.0), e)
+    print("case batch %d size %d steps %d seed %d %s: %d quantities; max rel L2 vs torch fp32: %s"
+          % (n, size, steps, seed, args.precision, len(rows),
+             ", ".join("%s %.2e" % kv for kv in sorted(kind_max.items()))))
+    by = {}
+    for w, name, e in rows:
+        key = w if w == "loss" else w + (" " + name.rsplit(".", 1)[-1] if "bn" not in name
+                                           and "downsample.1" not in name else " bn")
+        by.setdefault(key, []).append(e)
+    print("    median / max by kind: " + ", ".join(
+        "%s %.1e/%.1e" % (k, np.median(v), max(v)) for k, v in sorted(by.items())))
+    print("    vs torch fp64: ours %.2e, torch fp32 %.2e (ReLU mask flips fp32/fp64: %d)"
+          % (max(e for _, _, e in vs64), cond_max, flips))
+    for w, name, e in sorted(rows, key=lambda r: -r[2])[:args.show]:
+        print("    %-6s %-40s %.3e" % (w, name, e))
+    ok = True
+    if args.precision == "bf16" and steps != 1:
+        print("FAIL: bf16 cases compare one step")
+        return False
+    if args.precision == "bf16":
+        # bf16 is held to what PyTorch's own bf16 gives: per kind of tensor,
+        # the median gradient error against fp32 within 1.5x of autocast's
+        la, ga = autocast_grads(model, x, y)
+        for kind in ("conv", "bn", "fc"):
+            ours_k = [e for w, nm, e in rows if w == "grad" and kind_of(nm) == kind]
+            ref_k = [rel(ga[k], g32[k]) for k in g32 if kind_of(k) == kind]
+            mo, mr = float(np.median(ours_k)), float(np.median(ref_k))
+            print("    bf16 %-4s gradients vs fp32: median ours %.2e, PyTorch autocast %.2e"
+                  % (kind, mo, mr))
+            if not mo <= 1.5 * mr + 1e-3:
+                print("FAIL: bf16 %s gradients are further from fp32 than PyTorch's bf16" % kind)
+                ok = False
+        lo = abs(rec["loss_samples"][0] - l32[0]) / abs(l32[0])
+        print("    bf16 loss vs fp32: ours %.1e, PyTorch autocast %.1e"
+              % (lo, abs(la - l32[0]) / abs(l32[0])))
+        if not lo <= 1e-2:  # a few bf16 roundings (2^-9) of the logits
+            print("FAIL: bf16 loss %.2e from fp32" % lo)
+            ok = False
+        return ok
+    if args.guard and (flips or cond_max > args.guard):
+        print("FAIL: ill-conditioned case: PyTorch fp32 and fp64 differ by %.2e with %d ReLU mask "
+              "flips; a %.0e bound means nothing here (choose another seed)"
+              % (cond_max, flips, args.bound))
+        ok = False
+    bad = [r for r in rows if not r[2] <= args.bound]
+    for w, name, e in bad[:10]:
+        print("FAIL: %s %s relative L2 %.3e > %.1e" % (w, name, e, args.bound))
+    if len(bad) > 10:
+        print("FAIL: ... and %d more" % (len(bad) - 10))
+    return ok and not bad
+
+
+# (batch, image size, steps, seed); each one checked to be well conditioned
+# (the guard below) and to pass; docs/engine-cpu.md has the survey over seeds.
+DEFAULT_CASES = [
+    (2, 64, 2, 1000),  # two steps: the momentum buffer is used
+    (3, 41, 2, 1001),  # odd batch, odd image size, two steps
+    (3, 57, 1, 1003),  # odd batch, odd image size
+    (1, 97, 1, 1006),  # batch 1, odd size; layer4 is 4x4
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gpubench")
+    ap.add_argument("--case", action="append", default=[],
+                    help="batch,image_size,steps,seed (repeatable)")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--bound", type=float, default=1e-4)
+    ap.add_argument("--guard", type=float, default=4e-5,
+                    help="largest PyTorch fp32-vs-fp64 difference a case may have (0: off)")
+    ap.add_argument("--shift", type=float, nargs=2, default=(0.5, 1.0),
+                    help="range of the BN shifts (beta) after the stem")
+    ap.add_argument("--lr", type=float, default=0.001)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=1.0)
+    ap.add_argument("--survey", action="store_true",
+                    help="only print PyTorch's fp32-vs-fp64 agreement per case")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--show", type=int, default=3)
+    ap.add_argument("--keep", default=None, help="keep the files in this directory")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cases = [tuple(int(v) for v in c.split(",")) for c in args.case] or DEFAULT_CASES
+    ok = True
+    for i, (n, size, steps, seed) in enumerate(cases):
+        if args.keep:
+            work = os.path.join(args.keep, "case%d" % i)
+            os.makedirs(work, exist_ok=True)
+            ok &= run_case(args.gpubench, n, size, steps, seed, args, work)
+        else:
+            with tempfile.TemporaryDirectory() as work:
+                ok &= run_case(args.gpubench, n, size, steps, seed, args, work)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

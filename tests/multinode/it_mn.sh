@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Multi-node jobs with real processes: a coordinator, agents (each its own
+# process, as on separate nodes) and their workers, on loopback with fast
+# timers (heartbeat 100 ms, lost after 5). The sleep kind stands in for
+# training: each rank's worker checks it got rank 0's id of this attempt,
+# its rank and the world size, waits at the start barrier and records when
+# it really began. Every case ends by asserting that every rank stopped and
+# the job ended exactly once.
+#
+#   it_mn.sh GPUBENCH FAKEAGENT CASE
+source "$(dirname "$0")/../control/lib.sh" "$1" "$2"
+source "$(dirname "$0")/mn_lib.sh"
+FAKE=$2
+case=${3:?case}
+
+case "$case" in
+two)
+    start_coord
+    start_agent a1
+    wait_nodes 1 # a1 registers first
+    start_agent a2
+    wait_nodes 2
+    # an agent without the rendezvous takes no rank (it fails the test if
+    # it is assigned one), and does not count for a multi-node spec
+    "$FAKE" old "$LISTEN" 60 >"$T/fake.log" 2>&1 &
+    old=$!
+    PIDS+=("$old")
+    wait_nodes 3
+    if "$GB" submit --kind sleep --param n_nodes=3 2>"$T/refused.txt"; then fail "3 nodes on 2 accepted"; fi
+    contains "refusal says why" "$T/refused.txt" \
+        "the job spans 3 nodes, and 2 known node(s) could run it together; 1 agent(s) too old for multi-node jobs"
+    sweep=$(submit --kind sleep --param duration_ms=300 --param n_nodes=2 --name two)
+    check "wait" "$GB" wait "$sweep" --quiet
+    job_ok 1 2 1
+    eq "rank 0 on the first agent registered" "$(rank_node 1 0)" a1
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
+    eq "the job's result is rank 0's, synthetic" \
+        "$(q "SELECT status || ',' || synthetic || ',' || n_devices || ',' || json_extract(record, '$.dist.rank') FROM results")" "ok,1,2,0"
+    eq "no rank on the old agent" "$(q "SELECT count(*) FROM ranks WHERE agent_id = 'fakeold01'")" 0
+    kill -0 "$old" 2>/dev/null || fail "the old agent ended: $(cat "$T/fake.log")"
+    no_workers a1 a2
+    ;;
+three)
+    # three ranks of 2 CPU replicas each, then a sweep of 2- and 3-node jobs
+    # on 3 agents: a 3-node job waits until all three are idle (never a part
+    # of them held), and no agent ever runs two ranks at once
+    start_coord
+    start_agent a1
+    start_agent a2
+    start_agent a3
+    wait_nodes 3
+    sweep=$(submit --kind sleep --param duration_ms=300 --param n_nodes=3 --gpus 2)
+    check "wait" "$GB" wait "$sweep" --quiet
+    job_ok 1 3 2
+    sweep=$(submit --spec <(echo '{"kind": "sleep", "duration_ms": 200, "n_nodes": [2, 3], "repeat": 2}'))
+    check "wait" "$GB" wait "$sweep" --quiet
+    eq "four jobs" "$(q "SELECT group_concat(job_id) FROM jobs WHERE sweep_id = $sweep")" "2,3,4,5"
+    job_ok 2 2 1
+    job_ok 3 2 1
+    job_ok 4 3 1
+    job_ok 5 3 1
+    eq "no agent ran two ranks at once" \
+        "$(q "SELECT count(*) FROM ranks x JOIN ranks y ON x.agent_id = y.agent_id
+              AND (x.job_id, x.attempt) < (y.job_id, y.attempt)
+              AND x.placed_at < y.ended_at AND y.placed_at < x.ended_at")" 0
+    no_workers a1 a2 a3
+    ;;
+kill_worker)
+    # SIGKILL of rank 1's worker mid-job: the job fails with that rank's
+    # reason (a worker failure is not retried), rank 0 is stopped
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=20000 --param n_nodes=2)
+    wait_ranks 1 started 2
+    victim=$(rank_node 1 1)
+    w=$(worker_of "$victim")
+    [ -n "$w" ] || fail "no worker under $victim"
+    kill -KILL "$w"
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "the failing rank is named" "$T/error.txt" "rank 1 on $victim: worker killed by signal 9"
+    eq "rank states" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
+        "cancelled/cancelled,crashed/crashed"
+    eq "one attempt, failed" "$(q "SELECT group_concat(state) FROM attempts")" failed
+    eq "the job's result row is the failing rank's" \
+        "$(q "SELECT r.status || ',' || n.name FROM results r JOIN nodes n USING (agent_id)")" "crashed,$victim"
+    no_workers a1 a2
+    ;;
+kill_agent | kill_agent_give_up)
+    # SIGKILL of rank 1's agent mid-job: after the lost window the attempt
+    # is lost, rank 0 stopped, and the job runs again on the two nodes left
+    # as attempt 2 (or, with max_attempts 1, fails with the reason)
+    start_coord
+    start_agent a1
+    start_agent a2
+    extra=()
+    if [ "$case" = kill_agent ]; then start_agent a3; wait_nodes 3; else wait_nodes 2; extra=(--max-attempts 1); fi
+    sweep=$(submit --kind sleep --param duration_ms=3000 --param n_nodes=2 "${extra[@]}")
+    wait_ranks 1 started 2
+    victim=$(rank_node 1 1)
+    survivor=$(rank_node 1 0)
+    w=$(worker_of "$victim")
+    [ -n "$w" ] || fail "no worker under $victim"
+    kill -KILL "${AGENT_PID[$victim]}"
+    wait "${AGENT_PID[$victim]}" 2>/dev/null
+    "$GB" wait "$sweep" --quiet
+    rc=$?
+    # the killed agent's worker died with it (PR_SET_PDEATHSIG)
+    for _ in $(seq 20); do kill -0 "$w" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$w" 2>/dev/null && fail "worker $w outlived its agent"
+    eq "attempt 1 lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/lost.txt"
+    contains "loss reason" "$T/lost.txt" "rank 1: agent $victim lost (silent for"
+    eq "attempt 1's ranks: 0 stopped, 1 lost" \
+        "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks WHERE attempt = 1 ORDER BY rank)")" "cancelled,lost"
+    if [ "$case" = kill_agent ]; then
+        eq "wait succeeds" "$rc" 0
+        job_ok 1 2 1
+        eq "attempt 2 on the nodes left" \
+            "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name != '$victim'")" 2
+        others=()
+        for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
+        no_workers "${others[@]}"
+    else
+        eq "wait fails" "$rc" 1
+        ended_once 1 failed
+        q "SELECT error FROM v_results" >"$T/error.txt"
+        contains "gave up, saying why" "$T/error.txt" "gave up after 1 attempt(s); last: rank 1: agent $victim lost"
+        eq "no result rows" "$(q "SELECT count(*) FROM results")" 0
+        no_workers "$survivor"
+    fi
+    ;;
+silent)
+    # a rank that never arrives: its agent goes silent after it took the
+    # assignment, before it reports ready. Rank 0 waits at the barrier until
+    # the agent is lost; then it is stopped and the job gives up.
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$FAKE" rank_silent "$LISTEN" 2 >"$T/fake.log" 2>&1 &
+    fake=$!
+    PIDS+=("$fake")
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    contains "the fake got rank 1 with rank 0's id" "$T/fake.log" "rank 1 of 2 node(s), world 2, id 44 bytes"
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "gave up on the silent rank" "$T/error.txt" "gave up after 1 attempt(s); last: rank 1: agent fake lost (silent for"
+    eq "ranks: 0 waited and was stopped, 1 lost" \
+        "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "cancelled,lost"
+    eq "rank 0 was ready, and never started" "$(q "SELECT (ready_at IS NOT NULL) || (start_at IS NULL) FROM ranks WHERE rank = 0")" 11
+    no_workers a1
+    ;;
+deadline)
+    # a rank whose agent keeps beating but whose worker never reports ready:
+    # the rendezvous deadline (rendezvous_s 2) loses the attempt; both ranks
+    # are stopped before the job gives up
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$FAKE" rank_mute "$LISTEN" 20 >"$T/fake.log" 2>&1 &
+    fake=$!
+    PIDS+=("$fake")
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --param rendezvous_s=2 --max-attempts 1)
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    contains "the fake was told to stop" "$T/fake.log" "cancelled"
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "the deadline names the rank" "$T/error.txt" "gave up after 1 attempt(s); last: rank 1 (node fake) was not ready within 2 s"
+    eq "both ranks stopped" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
+        "cancelled/cancelled,cancelled/cancelled"
+    no_workers a1
+    ;;
+rank0_dies)
+    # rank 0's worker dies before it makes the id: the other rank was never
+    # assigned (no worker ever ran there) and the job fails with the reason
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param n_nodes=2 --param signal=9 --param fail_rank=0 --param fail_at=rendezvous)
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    r0=$(rank_node 1 0)
+    r1=$(rank_node 1 1)
+    contains "rank 0's death" "$T/error.txt" "rank 0 on $r0: worker killed by signal 9"
+    eq "rank 1 skipped, never assigned" \
+        "$(q "SELECT state || ',' || (assigned_at IS NULL) || ',' || (status IS NULL) FROM ranks WHERE rank = 1")" "skipped,1,1"
+    if grep -q "job 1 attempt 1 started" "$T/$r1.log"; then fail "$r1 started a worker"; fi
+    no_workers a1 a2
+    ;;
+cancel)
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=20000 --param n_nodes=2)
+    wait_ranks 1 started 2
+    check "cancel" "$GB" cancel "$sweep"
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    ended_once 1 cancelled
+    eq "both ranks stopped" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
+        "cancelled/cancelled,cancelled/cancelled"
+    eq "attempt cancelled" "$(q "SELECT state FROM attempts")" cancelled
+    no_workers a1 a2
+    ;;
+restart)
+    # SIGKILL of the coordinator mid-job: the rendezvous lived in its memory,
+    # so the restarted one gives the attempt up (without using up one: max
+    # attempts 1 here), stops the ranks as their agents register, and runs
+    # the job again
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=3000 --param n_nodes=2 --max-attempts 1)
+    wait_ranks 1 started 2
+    kill -KILL "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    start_coord
+    check "wait" "$GB" wait "$sweep" --quiet
+    eq "attempt 1 given up" "$(q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1")" \
+        "lost: the coordinator restarted during this multi-node attempt"
+    eq "attempt 1's ranks lost" "$(q "SELECT group_concat(DISTINCT state) FROM ranks WHERE attempt = 1")" lost
+    job_ok 1 2 1
+    no_workers a1 a2
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

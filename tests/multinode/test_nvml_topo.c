@@ -1,0 +1,88 @@
+/* test_nvml_topo.c - the agent's GPU link matrix (agent/inventory.c) read
+ * through NVML, here a stand-in library (fake_nvml.c) describing machines
+ * this CI box is not: NVLink lanes to peers and through NVSwitches, links
+ * to a CPU left out, inactive links skipped, drivers without the remote
+ * device type query, and every PCIe topology level mapped to its path.
+ *
+ *   test_nvml_topo LIBFAKENVML CASE */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "inventory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static gb_inventory_t inv;
+
+static const gb_link_info_t *link_of(unsigned a, unsigned b) {
+    for (int i = 0; i < inv.n_links; i++)
+        if (inv.links[i].gpu_a == a && inv.links[i].gpu_b == b) return &inv.links[i];
+    CHECKF(0, "no link %u-%u", a, b);
+    return NULL;
+}
+
+static void lanes(const unsigned want[6]) {
+    static const unsigned pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+    CHECK(inv.n_gpus == 4 && inv.n_links == 6);
+    for (int k = 0; k < 6; k++) {
+        const gb_link_info_t *l = link_of(pairs[k][0], pairs[k][1]);
+        CHECKF(l->nvlink_lanes == want[k], "%u-%u: %u lanes, want %u", pairs[k][0], pairs[k][1],
+               l->nvlink_lanes, want[k]);
+    }
+}
+
+/* the PCIe levels the stand-in gives the six pairs of 4 GPUs */
+static void paths(void) {
+    static const char *const want[6] = {"single_switch", "multi_switch", "host_bridge",
+                                        "numa_node",     "cross_socket", "same_board"};
+    static const unsigned pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+    for (int k = 0; k < 6; k++)
+        CHECKF(strcmp(link_of(pairs[k][0], pairs[k][1])->pcie_path, want[k]) == 0, "%u-%u: %s",
+               pairs[k][0], pairs[k][1], link_of(pairs[k][0], pairs[k][1])->pcie_path);
+}
+
+int main(int argc, char **argv) {
+    CHECKF(argc == 3, "usage: test_nvml_topo LIBFAKENVML CASE");
+    const char *c = argv[2];
+    setenv("GB_NVML_LIB", argv[1], 1);
+    setenv("GB_FAKE_NVML", c, 1);
+    gb_inventory_collect(&inv);
+    if (strcmp(c, "noinit") == 0) {
+        CHECK(inv.n_gpus == 0 && inv.n_links == 0);
+        CHECKF(strstr(inv.nvml_error, "nvmlInit: Driver Not Loaded"), "%s", inv.nvml_error);
+        return 0;
+    }
+    CHECKF(inv.nvml_error[0] == '\0', "%s", inv.nvml_error);
+    CHECK(strcmp(inv.driver_version, "999.1") == 0 && strcmp(inv.cuda_driver_version, "12.8") == 0);
+    CHECK(strcmp(inv.gpus[1].uuid, "GPU-fake-1") == 0);
+    CHECK(strcmp(inv.gpus[1].pci_bus_id, "00000000:28:00.0") == 0);
+    CHECK(inv.gpus[0].memory_bytes == 80ull << 30 && inv.gpus[0].cc_major == 9);
+    CHECK(inv.gpus[0].sm_count == 132);
+    if (strcmp(c, "switch") == 0) {
+        /* every pair through the switches: min(18, 18) */
+        static const unsigned want[6] = {18, 18, 18, 18, 18, 18};
+        lanes(want);
+        paths();
+    } else if (strcmp(c, "switch_untyped") == 0) {
+        static const unsigned want[6] = {12, 12, 12, 12, 12, 12};
+        lanes(want);
+    } else if (strcmp(c, "bridge") == 0) {
+        /* the bridges only: the NPU link and the inactive one count nowhere */
+        static const unsigned want[6] = {4, 0, 0, 0, 0, 2};
+        lanes(want);
+        paths();
+    } else if (strcmp(c, "bridge_untyped") == 0) {
+        /* a driver that cannot say what the far end is: the CPU links of GPUs
+         * 0 and 1 are taken for switch ports, one lane "through a switch" -
+         * the limit of the fallback, which the typed query removes */
+        static const unsigned want[6] = {5, 0, 0, 0, 0, 2};
+        lanes(want);
+    } else if (strcmp(c, "old") == 0) {
+        CHECK(inv.n_gpus == 2 && inv.n_links == 1);
+        CHECK(link_of(0, 1)->nvlink_lanes == 0 && strcmp(link_of(0, 1)->pcie_path, "unknown") == 0);
+        CHECK(strcmp(inv.gpus[0].name, "Tesla Old") == 0);
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    return 0;
+}
