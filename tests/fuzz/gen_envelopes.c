@@ -79,6 +79,8 @@ int main(int argc, char **argv) {
     env.hello = &h;
     put("hello", &env, 1);
     put("hello_version_2", &env, 2);
+    h.rendezvous = 1; /* issue 5: speaks the multi-node rendezvous */
+    put("hello_rendezvous", &env, 1);
 
     Gb__Welcome w = GB__WELCOME__INIT;
     w.heartbeat_ms = 1000;
@@ -108,6 +110,36 @@ int main(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_ASSIGN;
     env.assign = &as;
     put("assign", &env, 1);
+    /* issue 5: rank 1 of a two-node job, with rank 0's id */
+    static uint8_t id[44] = {'G', 'B', 'S', 'L', 'E', 'E', 'P', '1'};
+    as.params_json = "{\"kind\":\"sleep\",\"duration_ms\":100,\"n_nodes\":2}";
+    as.rank = 1;
+    as.n_nodes = 2;
+    as.world_size = 2;
+    as.unique_id.data = id;
+    as.unique_id.len = sizeof id;
+    put("assign_rank", &env, 1);
+
+    Gb__RankUpdate ru = GB__RANK_UPDATE__INIT;
+    ru.job_id = 7;
+    ru.attempt = 1;
+    ru.phase = GB__RANK_PHASE__RANK_ID;
+    ru.unique_id.data = id;
+    ru.unique_id.len = sizeof id;
+    env.body_case = GB__ENVELOPE__BODY_RANK_UPDATE;
+    env.rank_update = &ru;
+    put("rank_update_id", &env, 1);
+    ru.phase = GB__RANK_PHASE__RANK_READY;
+    ru.unique_id.len = 0;
+    put("rank_update_ready", &env, 1);
+
+    Gb__RankStart rs = GB__RANK_START__INIT;
+    rs.job_id = 7;
+    rs.attempt = 1;
+    rs.start_at_ms = 1700000000200ull;
+    env.body_case = GB__ENVELOPE__BODY_RANK_START;
+    env.rank_start = &rs;
+    put("rank_start", &env, 1);
 
     Gb__Progress pr = GB__PROGRESS__INIT;
     pr.job_id = 7;
