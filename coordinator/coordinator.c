@@ -181,6 +181,10 @@ struct gb_coord {
     outmsg_t *held;
     size_t held_head, n_held, held_cap;
     size_t n_acks, n_assigns; /* of the outbox, for the failure log */
+    /* log lines that say a job or a sweep ended: printed once the turn that
+     * ended it is committed, dropped (at debug level) when it is rolled back */
+    char **endings;
+    size_t n_endings, endings_cap;
 };
 
 /* Multi-node jobs (issue 5): the section "multi-node jobs" below. */
@@ -359,6 +363,46 @@ static void store_err(gb_coord_t *c, const char *fmt, ...) {
     c->store_failed = 1;
 }
 
+/* Log, once the turn is committed, that a job or a sweep ended (an info
+ * line): a turn that is rolled back did not end it, and the line would tell
+ * a reader of the log that it ended twice. */
+static void log_ending(gb_coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_ending(gb_coord_t *c, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (c->n_endings == c->endings_cap) {
+        size_t cap = c->endings_cap ? c->endings_cap * 2 : 64;
+        char **v = realloc(c->endings, cap * sizeof *v);
+        if (!v) {
+            gb_info("%s", line); /* out of memory: at once rather than never */
+            return;
+        }
+        c->endings = v;
+        c->endings_cap = cap;
+    }
+    char *copy = strdup(line);
+    if (!copy) {
+        gb_info("%s", line);
+        return;
+    }
+    c->endings[c->n_endings++] = copy;
+}
+
+/* The turn's ending lines: printed (committed), or dropped (rolled back). */
+static void endings_done(gb_coord_t *c, int committed) {
+    for (size_t i = 0; i < c->n_endings; i++) {
+        if (committed)
+            gb_info("%s", c->endings[i]);
+        else
+            gb_debug("rolled back, so not so: %s", c->endings[i]);
+        free(c->endings[i]);
+    }
+    c->n_endings = 0;
+}
+
 /* A Reject to the sender and a log line; a peer that makes the coordinator
  * refuse thousands of messages a second gets REJECT_LOG_PER_S lines a
  * second and a count of the rest. */
@@ -477,7 +521,7 @@ static void sweep_job_ended(gb_coord_t *c, uint64_t sweep_id, const char *state)
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 || gb_store_sweep_finish(c->store, sweep_id, final, now) != 0)
         store_err(c, "finishing sweep %" PRIu64, sweep_id);
-    gb_info("sweep %" PRIu64 " %s", sweep_id, final);
+    log_ending(c, "sweep %" PRIu64 " %s", sweep_id, final);
     gb_map_del_u64(c->sweeps, sweep_id);
     free(s);
 }
@@ -502,7 +546,7 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_finish(c->store, j->id, state, error, now) != 0)
         store_err(c, "finishing job %" PRIu64, j->id);
-    gb_info("job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
+    log_ending(c, "job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
     job_forget(c, j, state);
 }
 
@@ -1152,7 +1196,8 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         return;
     }
     if (job_state) {
-        gb_info("job %" PRIu64 " %s (attempt %u on %s)", j->id, job_state, j->attempt, a->name);
+        log_ending(c, "job %" PRIu64 " %s (attempt %u on %s)", j->id, job_state, j->attempt,
+                   a->name);
         job_forget(c, j, job_state); /* its slot is free for this turn's placement */
     }
     ack_after_commit(c, a, r);
@@ -1372,8 +1417,8 @@ static void gang_finish(gb_coord_t *c, cjob_t *j) {
         gb_store_attempt_end(c->store, j->id, j->attempt, att, error[0] ? error : NULL, now) != 0 ||
         gb_store_job_finish(c->store, j->id, state, error[0] ? error : NULL, now) != 0)
         store_err(c, "finishing job %" PRIu64 " attempt %u", j->id, j->attempt);
-    gb_info("job %" PRIu64 " %s (attempt %u on %d nodes, rank 0 on %s)%s%s", j->id, state,
-            j->attempt, gb_gang_size(g), j->gang->agent[0]->name, error[0] ? ": " : "", error);
+    log_ending(c, "job %" PRIu64 " %s (attempt %u on %d nodes, rank 0 on %s)%s%s", j->id, state,
+               j->attempt, gb_gang_size(g), j->gang->agent[0]->name, error[0] ? ": " : "", error);
     job_forget(c, j, state); /* and its group: its ranks' agents are free */
 }
 
@@ -2443,6 +2488,7 @@ static void flush(gb_coord_t *c) {
         if (c->syncer) gb_syncer_request(c->syncer, c->commit_seq);
     }
     if (ok) {
+        endings_done(c, 1); /* right after the commit: what the store says now */
         /* the store takes real work again (an empty transaction proves
          * nothing about a full disk) */
         if (had_tx && c->n_acks + c->n_assigns > 0) {
@@ -2488,6 +2534,7 @@ static void flush(gb_coord_t *c) {
             free(m->buf);
         }
         c->n_out = c->n_acks = c->n_assigns = 0;
+        endings_done(c, 0);
         c->store_failed = 0;
         int64_t before = gb_store_changes(c->store);
         resync(c); /* may write, and queue messages for the next commit */
@@ -2674,8 +2721,10 @@ static int load_state(gb_coord_t *c, char *err, size_t errlen) {
     if (c->store_failed || gb_store_commit(c->store) != 0) {
         gb_fmt(err, errlen, "cannot update the store: %s", gb_store_errmsg(c->store));
         gb_store_rollback(c->store);
+        endings_done(c, 0);
         return -1;
     }
+    endings_done(c, 1);
     if (c->n_agents || gb_map_size(c->jobs))
         gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running", c->n_agents,
                 c->n_queued, running);
@@ -2896,7 +2945,7 @@ err:
 void gb_coord_destroy(gb_coord_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_coord_t *c = *self_p;
-    if (c->store) gb_store_commit(c->store);
+    if (c->store) endings_done(c, gb_store_commit(c->store) == 0);
     if (c->syncer) { /* what waited for the disk goes out once it is there */
         if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
             release_held(c);
@@ -2935,6 +2984,8 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
     free(c->out);
+    endings_done(c, 0);
+    free(c->endings);
     free(c);
     *self_p = NULL;
 }
