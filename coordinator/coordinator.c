@@ -397,7 +397,7 @@ static void endings_done(gb_coord_t *c, int committed) {
         if (committed)
             gb_info("%s", c->endings[i]);
         else
-            gb_debug("rolled back, so not so: %s", c->endings[i]);
+            gb_debug("not committed (rolled back): %s", c->endings[i]);
         free(c->endings[i]);
     }
     c->n_endings = 0;
