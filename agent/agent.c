@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "agent.h"
 
+#include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_rdv.h"
 #include "gb_spec.h"
@@ -66,7 +67,13 @@ struct gb_agent {
     int lock_fd;
     gb_spool_t *spool;
     gb_inventory_t *inv;
-    void *ctx, *sock;
+    void *ctx, *sock, *monitor;
+    int64_t refused_logged_ms;   /* last "the coordinator rejected our message" line */
+    int64_t handshake_logged_ms; /* last "cannot connect" line */
+    int64_t reopen_at_ms;        /* make the socket anew then (after a refused handshake) */
+    int reopen_backoff_ms;
+    unsigned n_sockets;
+    char last_reject[256];
     int registered;
     int hb_ms, lost_after;
     int64_t last_rx_ms, next_hb_ms;
@@ -611,6 +618,7 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
                     env->welcome->coordinator_id, env->welcome->heartbeat_ms,
                     env->welcome->lost_after);
         a->registered = 1;
+        a->reopen_backoff_ms = 0;
         a->hb_ms = (int)env->welcome->heartbeat_ms;
         a->lost_after = (int)env->welcome->lost_after;
         a->next_hb_ms = a->last_rx_ms + a->hb_ms;
@@ -634,8 +642,7 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
             gb_error("spool: %s", why);
         if (u) {
             *u = a->unacked[--a->n_unacked];
-            gb_debug("result of job %" PRIu64 " attempt %u acknowledged", ack->job_id,
-                     ack->attempt);
+            gb_info("result of job %" PRIu64 " attempt %u acknowledged", ack->job_id, ack->attempt);
         }
         break;
     }
@@ -659,9 +666,18 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
             send_hello(a);
             a->next_hb_ms = gb_mono_ms() + a->hb_ms;
         } else {
-            gb_warn("the coordinator rejected our message %" PRIu64 ": %s: %s",
-                    env->reject->ref_seq, gb_wire_reject_name(env->reject->code),
-                    env->reject->reason);
+            /* A refused hello (a cap, a key) is sent again every heartbeat:
+             * say so once, then every 30 s while it lasts. */
+            char line[256];
+            gb_fmt(line, sizeof line, "%s: %s", gb_wire_reject_name(env->reject->code),
+                   env->reject->reason);
+            int64_t now = gb_mono_ms();
+            if (strcmp(line, a->last_reject) != 0 || now - a->refused_logged_ms >= 30000) {
+                gb_warn("the coordinator rejected our message %" PRIu64 ": %s",
+                        env->reject->ref_seq, line);
+                gb_copy(a->last_reject, sizeof a->last_reject, line);
+                a->refused_logged_ms = now;
+            }
         }
         break;
     default:
@@ -715,6 +731,61 @@ static void clean_jobs_dir(gb_agent_t *a) {
         }
     }
     closedir(d);
+}
+
+static void close_socket(gb_agent_t *a) {
+    if (a->monitor) zmq_close(a->monitor);
+    if (a->sock) {
+        zmq_socket_monitor(a->sock, NULL, 0);
+        zmq_close(a->sock);
+    }
+    a->monitor = a->sock = NULL;
+}
+
+/* The DEALER to the coordinator (and its monitor). */
+static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
+    const gb_agent_config_t *cfg = &a->cfg;
+    a->sock = zmq_socket(a->ctx, ZMQ_DEALER);
+    if (!a->sock) {
+        gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
+        return -1;
+    }
+    /* reconnect quickly after a coordinator restart: back off no further
+     * than one heartbeat (and at most 1 s) */
+    int ivl_max = cfg->heartbeat_ms < 100    ? 100
+                  : cfg->heartbeat_ms > 1000 ? 1000
+                                             : cfg->heartbeat_ms;
+    int zero = 0, one = 1, ivl = ivl_max < 100 ? ivl_max : 100, hb = cfg->heartbeat_ms,
+        hb_timeout = cfg->heartbeat_ms * cfg->lost_after;
+    int64_t max = MAX_FRAME * GB_WIRE_HARD_FACTOR;
+    zmq_setsockopt(a->sock, ZMQ_ROUTING_ID, a->id, strlen(a->id));
+    zmq_setsockopt(a->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(a->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb);
+    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);
+    zmq_setsockopt(a->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    if (cfg->curve && gb_curve_client_apply(a->sock, cfg->curve, err, errlen) != 0) return -1;
+    /* a refused handshake (our key, CURVE on one side only) is logged, and
+     * the socket made anew later: libzmq does not reconnect after one */
+    char mon_ep[96];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://gb-agent-monitor-%p-%u", (void *)a, ++a->n_sockets);
+    if (zmq_socket_monitor(a->sock, mon_ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+        a->monitor = zmq_socket(a->ctx, ZMQ_PAIR);
+        if (a->monitor && (zmq_setsockopt(a->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+                           zmq_connect(a->monitor, mon_ep) != 0)) {
+            zmq_close(a->monitor);
+            a->monitor = NULL;
+        }
+    }
+    if (zmq_connect(a->sock, cfg->connect) != 0) {
+        gb_fmt(err, errlen, "cannot connect to %s: %s", cfg->connect, zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
@@ -779,35 +850,16 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         goto err;
     }
     a->ctx = zmq_ctx_new();
-    a->sock = a->ctx ? zmq_socket(a->ctx, ZMQ_DEALER) : NULL;
-    if (!a->sock) {
-        gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
+    if (!a->ctx) {
+        gb_fmt(err, errlen, "cannot create a ZeroMQ context");
         goto err;
     }
-    /* reconnect quickly after a coordinator restart: back off no further
-     * than one heartbeat (and at most 1 s) */
-    int ivl_max = cfg->heartbeat_ms < 100    ? 100
-                  : cfg->heartbeat_ms > 1000 ? 1000
-                                             : cfg->heartbeat_ms;
-    int zero = 0, one = 1, ivl = ivl_max < 100 ? ivl_max : 100, hb = cfg->heartbeat_ms,
-        hb_timeout = cfg->heartbeat_ms * cfg->lost_after;
-    int64_t max = MAX_FRAME * GB_WIRE_HARD_FACTOR;
-    zmq_setsockopt(a->sock, ZMQ_ROUTING_ID, a->id, strlen(a->id));
-    zmq_setsockopt(a->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(a->sock, ZMQ_IMMEDIATE, &one, sizeof one);
-    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-    zmq_setsockopt(a->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
-    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb);
-    zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);
-    zmq_setsockopt(a->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
-    if (zmq_connect(a->sock, cfg->connect) != 0) {
-        gb_fmt(err, errlen, "cannot connect to %s: %s", cfg->connect, zmq_strerror(errno));
-        goto err;
-    }
+    if (open_socket(a, err, errlen) != 0) goto err;
     gb_info("agent %s (%s): %d GPU(s)%s%s, %u cores, labels '%s', %zu spooled result(s), "
-            "coordinator %s",
+            "coordinator %s%s%s",
             a->name, a->id, a->inv->n_gpus, a->inv->nvml_error[0] ? " - " : "", a->inv->nvml_error,
-            a->inv->cpu_cores, a->labels, a->n_unacked, cfg->connect);
+            a->inv->cpu_cores, a->labels, a->n_unacked, cfg->connect,
+            cfg->curve ? ", CURVE with key " : "", cfg->curve ? cfg->curve->public_key : "");
     return a;
 err:
     gb_agent_destroy(&a);
@@ -824,7 +876,7 @@ void gb_agent_destroy(gb_agent_t **self_p) {
             gb_run_destroy(&a->slots[i].run);
             rm_job_dir(a->slots[i].dir);
         }
-    if (a->sock) zmq_close(a->sock);
+    close_socket(a);
     if (a->ctx) zmq_ctx_term(a->ctx);
     gb_spool_destroy(&a->spool);
     if (a->lock_fd >= 0) close(a->lock_fd);
@@ -834,14 +886,41 @@ void gb_agent_destroy(gb_agent_t **self_p) {
     *self_p = NULL;
 }
 
+static void read_monitor(gb_agent_t *a) {
+    uint16_t event;
+    uint32_t value;
+    char where[256], why[300];
+    while (gb_monitor_read(a->monitor, &event, &value, where, sizeof where) == 0) {
+        int64_t now = gb_mono_ms();
+        if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !a->reopen_at_ms) {
+            /* a refusal ends the session for good in libzmq: try again on a
+             * new socket, 1 s later at first, then up to a minute apart
+             * (the key may be added to the list, the server key fixed) */
+            a->reopen_backoff_ms = a->reopen_backoff_ms ? a->reopen_backoff_ms * 2 : 1000;
+            if (a->reopen_backoff_ms > 60000) a->reopen_backoff_ms = 60000;
+            a->reopen_at_ms = now + a->reopen_backoff_ms;
+        }
+        if (now - a->handshake_logged_ms < 30000) continue; /* libzmq retries every reconnect */
+        a->handshake_logged_ms = now;
+        gb_handshake_failure_str(event, value, a->cfg.curve != NULL, why, sizeof why);
+        gb_error("cannot connect to %s: %s", where, why);
+    }
+}
+
 int gb_agent_run(gb_agent_t *a) {
-    zmq_pollitem_t items[1 + 2 * MAX_SLOTS];
+    zmq_pollitem_t items[2 + 2 * MAX_SLOTS];
     a->next_hb_ms = 0; /* hello at once */
     a->last_rx_ms = gb_mono_ms();
     while (!(a->cfg.stop && atomic_load(a->cfg.stop))) {
         int n = 0;
         items[n++] = (zmq_pollitem_t){a->sock, 0, ZMQ_POLLIN, 0};
-        int slot_of[1 + 2 * MAX_SLOTS], is_rdv[1 + 2 * MAX_SLOTS];
+        int slot_of[2 + 2 * MAX_SLOTS], is_rdv[2 + 2 * MAX_SLOTS], i_mon = -1;
+        if (a->monitor) {
+            i_mon = n;
+            slot_of[n] = -1;
+            is_rdv[n] = 0;
+            items[n++] = (zmq_pollitem_t){a->monitor, 0, ZMQ_POLLIN, 0};
+        }
         for (int i = 0; i < a->cfg.slots; i++) {
             if (a->slots[i].run && gb_run_fd(a->slots[i].run) >= 0) {
                 slot_of[n] = i;
@@ -870,8 +949,10 @@ int gb_agent_run(gb_agent_t *a) {
                 on_message(a, &f);
                 gb_frame_close(&f);
             }
+        if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN)) read_monitor(a);
         for (int i = 1; i < n; i++)
-            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR) && a->slots[slot_of[i]].run) {
+            if (i != i_mon && items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR) &&
+                a->slots[slot_of[i]].run) {
                 if (!is_rdv[i])
                     gb_run_read(a->slots[slot_of[i]].run);
                 else if (gb_run_rdv_fd(a->slots[slot_of[i]].run) >= 0)
@@ -879,6 +960,18 @@ int gb_agent_run(gb_agent_t *a) {
             }
         reap_jobs(a);
         now = gb_mono_ms();
+        if (a->reopen_at_ms && now >= a->reopen_at_ms) {
+            char err[600];
+            a->reopen_at_ms = 0;
+            close_socket(a);
+            if (open_socket(a, err, sizeof err) != 0) {
+                gb_error("%s", err);
+                return -1;
+            }
+            gb_debug("connecting to %s again on a new socket", a->cfg.connect);
+            a->registered = 0;
+            a->next_hb_ms = now;
+        }
         if (a->registered && now - a->last_rx_ms > (int64_t)a->hb_ms * a->lost_after) {
             gb_warn("the coordinator has been silent for %" PRId64 " ms: registering again",
                     now - a->last_rx_ms);

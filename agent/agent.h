@@ -34,6 +34,9 @@ typedef struct gb_agent_config {
     int slots;              /* 1: jobs run at once (benchmarks must not share a node) */
     int kill_grace_ms;      /* 2000: SIGTERM to SIGKILL on timeout or cancel */
     atomic_int *stop;       /* the loop returns once *stop != 0; may be NULL */
+    /* CURVE (docs/security.md): the agent's key pair and the coordinator's
+     * public key, pinned; NULL: plaintext (a coordinator on loopback) */
+    const struct gb_curve_client *curve;
 } gb_agent_config_t;
 
 void gb_agent_config_default(gb_agent_config_t *cfg);

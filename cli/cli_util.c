@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
 
+#include "gb_curve.h"
 #include "gb_log.h"
 #include "worker.h"
 
@@ -20,6 +21,23 @@
 const char *cli_control_default(void) {
     const char *e = getenv("GB_CONTROL");
     return e && *e ? e : GB_DEFAULT_CONTROL;
+}
+
+int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
+                    struct gb_curve_client *out, const struct gb_curve_client **use) {
+    *use = NULL;
+    if (!key) key = getenv("GB_KEY");
+    if (!server_key) server_key = getenv("GB_SERVER_KEY");
+    if (key && !*key) key = NULL;
+    if (server_key && !*server_key) server_key = NULL;
+    if (!key && !server_key) return 0;
+    char err[600];
+    if (gb_curve_client_load(out, key, server_key, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench %s: %s\n", cmd, err);
+        return -1;
+    }
+    *use = out;
+    return 0;
 }
 
 int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
@@ -62,6 +80,23 @@ void cli_stop_on_signals(atomic_int *flag) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+static atomic_int *reload_flag;
+
+static void on_hup(int sig) {
+    (void)sig;
+    if (reload_flag) atomic_store(reload_flag, 1);
+}
+
+void cli_reload_on_sighup(atomic_int *flag) {
+    reload_flag = flag;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_hup;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 int cli_usage_error(const char *cmd, const char *msg) {

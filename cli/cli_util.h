@@ -14,6 +14,19 @@
 /* $GB_CONTROL, or GB_DEFAULT_CONTROL. */
 const char *cli_control_default(void);
 
+/* The options every command that talks to the control endpoint takes. */
+#define CLI_KEY_HELP                                                                               \
+    "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"          \
+    "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
+
+struct gb_curve_client;
+/* Load the keys named by --key/--server-key (NULL: $GB_KEY/$GB_SERVER_KEY).
+ * 0 with *use = out when keys are given, *use = NULL when none are; -1
+ * (message printed as "gpubench CMD: ...") when they cannot be read or only
+ * one of the two is given. */
+int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
+                    struct gb_curve_client *out, const struct gb_curve_client **use);
+
 /* Parse an integer option value in [min, max]; on error print
  * "gpubench CMD: --OPT: ..." to stderr and return -1. */
 int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
@@ -25,6 +38,8 @@ int cli_log_level(const char *cmd, const char *s);
 /* SIGINT and SIGTERM set *flag (and interrupt blocking calls); SIGPIPE is
  * ignored. */
 void cli_stop_on_signals(atomic_int *flag);
+/* SIGHUP sets *flag (the coordinator reloads its authorized keys). */
+void cli_reload_on_sighup(atomic_int *flag);
 
 /* One line per library found at build/run time (ZeroMQ, protobuf-c, SQLite,
  * cJSON, oneDNN) and whether the training engine is built in. */

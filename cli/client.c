@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-int cli_submit(const char *control, const char *spec, uint64_t *sweep_id, uint32_t *n_jobs,
-               char *err, size_t errlen) {
+int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
+               uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
     Gb__Envelope env = GB__ENVELOPE__INIT;
@@ -22,7 +22,7 @@ int cli_submit(const char *control, const char *spec, uint64_t *sweep_id, uint32
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
     env.submit = &rq;
     Gb__Envelope *rep = NULL;
-    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, errlen);
+    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, errlen);
     if (rc == 0 && rep->body_case != GB__ENVELOPE__BODY_SUBMIT_REPLY) {
         gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name(rep->body_case));
         rc = -1;
@@ -52,8 +52,8 @@ static void draw(const Gb__SweepStatus *s, int final) {
     fflush(stderr);
 }
 
-int cli_wait(const char *control, uint64_t sweep_id, int timeout_s, int interval_ms, int progress,
-             atomic_int *stop) {
+int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id, int timeout_s,
+             int interval_ms, int progress, atomic_int *stop) {
     int tty = progress > 0 || (progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
     int warned = 0;
@@ -71,12 +71,15 @@ int cli_wait(const char *control, uint64_t sweep_id, int timeout_s, int interval
         env.status = &rq;
         Gb__Envelope *rep = NULL;
         char err[512];
-        int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
-        if (rc == 1) {
+        int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+        if (rc == 1 && rep->reject->code == GB__REJECT_CODE__REJECT_RATE) {
+            gb_wire_free(&rep); /* asked too often: the next round comes soon enough */
+        } else if (rc == 1) {
             int code = rep->reject->code;
             gb_wire_free(&rep);
             fprintf(stderr, "gpubench wait: %s\n", err);
             if (code == GB__REJECT_CODE__REJECT_NOT_FOUND) return 2;
+            if (code == GB__REJECT_CODE__REJECT_DENIED) return 1;
         } else if (rc < 0) {
             if (!warned) fprintf(stderr, "gpubench wait: %s; still waiting\n", err);
             warned = 1;
@@ -108,7 +111,8 @@ int cli_wait(const char *control, uint64_t sweep_id, int timeout_s, int interval
     }
 }
 
-int cli_wait_nodes(const char *control, int n, int timeout_ms, atomic_int *stop) {
+int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, int timeout_ms,
+                   atomic_int *stop) {
     int64_t deadline = gb_mono_ms() + timeout_ms;
     while (gb_mono_ms() < deadline && !(stop && atomic_load(stop))) {
         Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
@@ -118,7 +122,7 @@ int cli_wait_nodes(const char *control, int n, int timeout_ms, atomic_int *stop)
         env.nodes = &rq;
         Gb__Envelope *rep = NULL;
         char err[256];
-        if (gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err) == 0 &&
+        if (gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err) == 0 &&
             rep->body_case == GB__ENVELOPE__BODY_NODES_REPLY) {
             int connected = 0;
             for (size_t i = 0; i < rep->nodes_reply->n_nodes; i++)

@@ -3,6 +3,7 @@
 #include "agent.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_util.h"
 #include "worker.h"
@@ -38,6 +39,8 @@ static void usage(FILE *out) {
         "  --heartbeat-ms N    heartbeat interval until the coordinator sets it (default 1000)\n"
         "  --lost-after N      coordinator heartbeats missed before registering again (default 5)\n"
         "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default 2000)\n"
+        "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"
+        "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n",
         dir);
@@ -52,6 +55,8 @@ int cmd_agent(int argc, char **argv) {
                                          {"heartbeat-ms", required_argument, 0, 'H'},
                                          {"lost-after", required_argument, 0, 'L'},
                                          {"kill-grace-ms", required_argument, 0, 'k'},
+                                         {"key", required_argument, 0, 1001},
+                                         {"server-key", required_argument, 0, 1002},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -61,6 +66,8 @@ int cmd_agent(int argc, char **argv) {
     default_state_dir(dir, sizeof dir);
     cfg.state_dir = dir;
     cfg.kinds = gb_worker_kinds();
+    const char *key_path = NULL, *server_key_path = NULL;
+    gb_curve_client_t keys;
     long v;
     int opt;
     optind = 1;
@@ -97,6 +104,12 @@ int cmd_agent(int argc, char **argv) {
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;
             break;
+        case 1001:
+            key_path = optarg;
+            break;
+        case 1002:
+            server_key_path = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -106,6 +119,7 @@ int cmd_agent(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("agent", "unexpected argument");
+    if (cli_curve_setup("agent", key_path, server_key_path, &keys, &cfg.curve) != 0) return 1;
     gb_log_set_component("agent");
     atomic_int stop = 0;
     cfg.stop = &stop;

@@ -1,6 +1,7 @@
 /* cmd_cancel.c - `gpubench cancel SWEEP [--job ID]`. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
+#include "gb_curve.h"
 #include "commands.h"
 #include "gb_util.h"
 #include "gb_zmq.h"
@@ -14,17 +15,22 @@ static void usage(FILE *out) {
                  "  queued jobs end as cancelled at once; running ones are stopped (SIGTERM, then\n"
                  "  SIGKILL) and end as cancelled when their agent reports\n"
                  "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
-                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --job ID       only this job of the sweep (default every unfinished job)\n"
                  "  -h, --help     this help\n");
 }
 
 int cmd_cancel(int argc, char **argv) {
     static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"key", required_argument, 0, 1001},
+                                         {"server-key", required_argument, 0, 1002},
                                          {"job", required_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *control = cli_control_default();
+    const char *key_path = NULL, *server_key_path = NULL;
+    gb_curve_client_t keys;
+    const gb_curve_client_t *curve = NULL;
     long job = 0, sweep = 0;
     int opt;
     optind = 1;
@@ -32,6 +38,12 @@ int cmd_cancel(int argc, char **argv) {
         switch (opt) {
         case 'c':
             control = optarg;
+            break;
+        case 1001:
+            key_path = optarg;
+            break;
+        case 1002:
+            server_key_path = optarg;
             break;
         case 'j':
             if (cli_long("cancel", "--job", optarg, 1, 0x7fffffffffffL, &job)) return 2;
@@ -55,7 +67,8 @@ int cmd_cancel(int argc, char **argv) {
     env.cancel_request = &rq;
     Gb__Envelope *rep = NULL;
     char err[512];
-    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+    if (cli_curve_setup("cancel", key_path, server_key_path, &keys, &curve) != 0) return 1;
+    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
     if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_CANCEL_REPLY) {
         fprintf(stderr, "gpubench cancel: %s\n", rc == 0 ? "unexpected reply" : err);
         gb_wire_free(&rep);

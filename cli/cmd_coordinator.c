@@ -23,11 +23,25 @@ static void usage(FILE *out) {
         "  --max-attempts N    attempts per job before it fails (default 3)\n"
         "  --max-frame BYTES   largest frame accepted (default 1048576)\n"
         "  --max-jobs N        largest sweep (default 10000)\n"
+        "  --max-queued N      unfinished jobs of all sweeps together (default 1000000)\n"
+        "  --max-agents N      agents the coordinator knows, every one ever seen (default 10000)\n"
+        "  --rate-limit N      control requests a second per peer, 0 for none (default 50)\n"
+        "  --rate-burst N      requests a peer may send at once (default 100)\n"
+        "  --sync MODE         when an acknowledged result is durable (default group):\n"
+        "                      group: on stable storage; a thread flushes the store's log\n"
+        "                      while the coordinator goes on, acknowledgements wait for it\n"
+        "                      full: on stable storage; every commit waits for the disk\n"
+        "                      normal: survives a crash of the coordinator, not of the\n"
+        "                      machine (power loss)\n"
+        "  --key FILE          the coordinator's NAME.key: CURVE on both endpoints\n"
+        "  --authorized FILE   public keys of the agents and clients admitted, one a line\n"
+        "                      (reloaded on SIGHUP); required with --key\n"
         "  --ready-file FILE   write the bound endpoints there once listening\n"
         "  --insecure          allow a non-loopback bind without keys\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n"
-        "Stops cleanly on SIGTERM or SIGINT; a restarted coordinator resumes from the store.\n");
+        "Without keys it binds loopback only (unless --insecure). Stops cleanly on SIGTERM or\n"
+        "SIGINT; a restarted coordinator resumes from the store. See docs/security.md.\n");
 }
 
 int cmd_coordinator(int argc, char **argv) {
@@ -41,6 +55,13 @@ int cmd_coordinator(int argc, char **argv) {
                                          {"max-jobs", required_argument, 0, 'J'},
                                          {"ready-file", required_argument, 0, 'r'},
                                          {"insecure", no_argument, 0, 'I'},
+                                         {"max-queued", required_argument, 0, 'Q'},
+                                         {"max-agents", required_argument, 0, 'A'},
+                                         {"rate-limit", required_argument, 0, 'R'},
+                                         {"rate-burst", required_argument, 0, 'B'},
+                                         {"sync", required_argument, 0, 's'},
+                                         {"key", required_argument, 0, 'k'},
+                                         {"authorized", required_argument, 0, 'z'},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -87,6 +108,38 @@ int cmd_coordinator(int argc, char **argv) {
         case 'I':
             cfg.insecure = 1;
             break;
+        case 'Q':
+            if (cli_long("coordinator", "--max-queued", optarg, 1, 100000000, &v)) return 2;
+            cfg.max_queued = (size_t)v;
+            break;
+        case 'A':
+            if (cli_long("coordinator", "--max-agents", optarg, 1, 1000000, &v)) return 2;
+            cfg.max_agents = (size_t)v;
+            break;
+        case 'R':
+            if (cli_long("coordinator", "--rate-limit", optarg, 0, 1000000, &v)) return 2;
+            cfg.rate_per_s = (double)v;
+            break;
+        case 'B':
+            if (cli_long("coordinator", "--rate-burst", optarg, 1, 1000000, &v)) return 2;
+            cfg.rate_burst = (double)v;
+            break;
+        case 's':
+            if (strcmp(optarg, "group") == 0)
+                cfg.sync = GB_SYNC_GROUP;
+            else if (strcmp(optarg, "full") == 0)
+                cfg.sync = GB_SYNC_FULL;
+            else if (strcmp(optarg, "normal") == 0)
+                cfg.sync = GB_SYNC_NORMAL;
+            else
+                return cli_usage_error("coordinator", "--sync is group, full or normal");
+            break;
+        case 'k':
+            cfg.key_path = optarg;
+            break;
+        case 'z':
+            cfg.authorized_path = optarg;
+            break;
         case 'g':
             if (cli_log_level("coordinator", optarg)) return 2;
             break;
@@ -100,9 +153,11 @@ int cmd_coordinator(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");
     gb_log_set_component("coord");
-    atomic_int stop = 0;
+    atomic_int stop = 0, reload = 0;
     cfg.stop = &stop;
+    cfg.reload = &reload;
     cli_stop_on_signals(&stop);
+    cli_reload_on_sighup(&reload);
     char err[1024];
     gb_coord_t *c = gb_coord_new(&cfg, err, sizeof err);
     if (!c) {

@@ -1,6 +1,7 @@
 /* cmd_nodes.c - `gpubench nodes`: every agent the coordinator knows. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
+#include "gb_curve.h"
 #include "commands.h"
 #include "gb_util.h"
 #include "gb_zmq.h"
@@ -15,7 +16,7 @@ static void usage(FILE *out) {
                  "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
                  "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
                  "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
-                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --topo         the GPU link matrix of each node (or of NODE, a name or\n"
                  "                 an agent id) as nvidia-smi topo -m prints it, from the store\n"
                  "  --db FILE      the store --topo reads (default " GB_DEFAULT_DB ")\n"
@@ -25,12 +26,19 @@ static void usage(FILE *out) {
 }
 
 int cmd_nodes(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"control", required_argument, 0, 'c'}, {"format", required_argument, 0, 'f'},
-        {"topo", no_argument, 0, 't'},          {"db", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"key", required_argument, 0, 1001},
+                                         {"server-key", required_argument, 0, 1002},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"topo", no_argument, 0, 't'},
+                                         {"db", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *control = cli_control_default();
     const char *db = GB_DEFAULT_DB;
+    const char *key_path = NULL, *server_key_path = NULL;
+    gb_curve_client_t keys;
+    const gb_curve_client_t *curve = NULL;
     gb_format_t fmt = GB_FMT_TABLE;
     int opt, topo = 0;
     optind = 1;
@@ -38,6 +46,12 @@ int cmd_nodes(int argc, char **argv) {
         switch (opt) {
         case 'c':
             control = optarg;
+            break;
+        case 1001:
+            key_path = optarg;
+            break;
+        case 1002:
+            server_key_path = optarg;
             break;
         case 't':
             topo = 1;
@@ -69,7 +83,8 @@ int cmd_nodes(int argc, char **argv) {
     env.nodes = &rq;
     Gb__Envelope *rep = NULL;
     char err[512];
-    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+    if (cli_curve_setup("nodes", key_path, server_key_path, &keys, &curve) != 0) return 1;
+    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
     if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_NODES_REPLY) {
         fprintf(stderr, "gpubench nodes: %s\n", rc == 0 ? "unexpected reply" : err);
         gb_wire_free(&rep);

@@ -10,7 +10,9 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench results [--db FILE] [--sweep N] [--format F]\n"
                  "  one row per finished job (the v_results view); the table shows the main\n"
-                 "  columns, csv and json all of them\n"
+                 "  columns, csv and json all of them. It reads the SQLite file directly (it\n"
+                 "  never talks to the coordinator, so it takes no keys): who may read results is\n"
+                 "  who may read that file\n"
                  "  --db FILE      the store (default " GB_DEFAULT_DB ")\n"
                  "  --sweep N      one sweep (default all)\n"
                  "  --format F     table | csv | json (default table)\n"

@@ -166,19 +166,19 @@ int cmd_run(int argc, char **argv) {
     have_tc = 1;
     if (pthread_create(&ta, NULL, agent_thread, &rc_agent) != 0) goto out;
     have_ta = 1;
-    if (cli_wait_nodes(control, 1, 15000, &stop) != 0) {
+    if (cli_wait_nodes(control, NULL, 1, 15000, &stop) != 0) {
         fprintf(stderr, "gpubench run: the local agent did not register\n");
         goto out;
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
-    int r = cli_submit(control, spec ? spec : default_spec(), &sweep, &n, err, sizeof err);
+    int r = cli_submit(control, NULL, spec ? spec : default_spec(), &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
         goto out;
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
-    rc = cli_wait(control, sweep, (int)timeout, 200, 0, &stop);
+    rc = cli_wait(control, NULL, sweep, (int)timeout, 200, 0, &stop);
     atomic_store(&stop, 1);
     if (have_ta) pthread_join(ta, NULL);
     if (have_tc) pthread_join(tc, NULL);

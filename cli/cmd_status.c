@@ -1,6 +1,7 @@
 /* cmd_status.c - `gpubench status [SWEEP]`: sweeps and their job counts. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
+#include "gb_curve.h"
 #include "commands.h"
 #include "gb_util.h"
 #include "gb_zmq.h"
@@ -13,17 +14,22 @@ static void usage(FILE *out) {
     fprintf(out, "usage: gpubench status [--control EP] [--format F] [SWEEP]\n"
                  "  every sweep (or one) with its job counts\n"
                  "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
-                 "or " GB_DEFAULT_CONTROL ")\n"
+                 "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --format F     table | csv | json (default table)\n"
                  "  -h, --help     this help\n");
 }
 
 int cmd_status(int argc, char **argv) {
     static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"key", required_argument, 0, 1001},
+                                         {"server-key", required_argument, 0, 1002},
                                          {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *control = cli_control_default();
+    const char *key_path = NULL, *server_key_path = NULL;
+    gb_curve_client_t keys;
+    const gb_curve_client_t *curve = NULL;
     gb_format_t fmt = GB_FMT_TABLE;
     long sweep = 0;
     int opt;
@@ -32,6 +38,12 @@ int cmd_status(int argc, char **argv) {
         switch (opt) {
         case 'c':
             control = optarg;
+            break;
+        case 1001:
+            key_path = optarg;
+            break;
+        case 1002:
+            server_key_path = optarg;
             break;
         case 'f':
             if (gb_format_parse(optarg, &fmt))
@@ -56,7 +68,8 @@ int cmd_status(int argc, char **argv) {
     env.status = &rq;
     Gb__Envelope *rep = NULL;
     char err[512];
-    int rc = gb_request(control, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+    if (cli_curve_setup("status", key_path, server_key_path, &keys, &curve) != 0) return 1;
+    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
     if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_STATUS_REPLY) {
         fprintf(stderr, "gpubench status: %s\n", rc == 0 ? "unexpected reply" : err);
         gb_wire_free(&rep);

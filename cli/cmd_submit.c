@@ -3,6 +3,7 @@
  * validates the spec; its reason for a rejection is printed as it is. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
+#include "gb_curve.h"
 #include "client.h"
 #include "commands.h"
 #include "gb_spec.h"
@@ -22,7 +23,7 @@ static void usage(FILE *out) {
         out,
         "usage: gpubench submit [--control EP] (--spec FILE | --kind K [options])\n"
         "  --control EP          coordinator's control endpoint (default $GB_CONTROL "
-        "or " GB_DEFAULT_CONTROL ")\n"
+        "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
         "  --spec FILE           a JSON sweep spec ('-' reads stdin); see docs/control-plane.md\n"
         "or a spec from flags (a comma list is an axis of the Cartesian product):\n"
         "  --kind K,...          resnet50 | gemm | sleep (required without --spec)\n"
@@ -106,6 +107,8 @@ int cmd_submit(int argc, char **argv) {
         O_CONTROL
     };
     static const struct option opts[] = {{"control", required_argument, 0, O_CONTROL},
+                                         {"key", required_argument, 0, 1001},
+                                         {"server-key", required_argument, 0, 1002},
                                          {"spec", required_argument, 0, O_SPEC},
                                          {"kind", required_argument, 0, O_KIND},
                                          {"name", required_argument, 0, O_NAME},
@@ -127,6 +130,9 @@ int cmd_submit(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *control = cli_control_default(), *spec_file = NULL, *format = "text";
+    const char *key_path = NULL, *server_key_path = NULL;
+    gb_curve_client_t keys;
+    const gb_curve_client_t *curve = NULL;
     cJSON *spec = cJSON_CreateObject();
     int flags = 0, rc = 2, opt;
     char *text = NULL;
@@ -137,6 +143,12 @@ int cmd_submit(int argc, char **argv) {
         switch (opt) {
         case O_CONTROL:
             control = optarg;
+            break;
+        case 1001:
+            key_path = optarg;
+            break;
+        case 1002:
+            server_key_path = optarg;
             break;
         case O_SPEC:
             spec_file = optarg;
@@ -268,7 +280,11 @@ int cmd_submit(int argc, char **argv) {
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
-    int r = cli_submit(control, text, &sweep, &n, err, sizeof err);
+    if (cli_curve_setup("submit", key_path, server_key_path, &keys, &curve) != 0) {
+        rc = 1;
+        goto out;
+    }
+    int r = cli_submit(control, curve, text, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
         rc = 1;

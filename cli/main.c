@@ -19,6 +19,7 @@ static const gb_command_t commands[] = {
     {"coordinator", cmd_coordinator, "run the coordinator daemon"},
     {"agent", cmd_agent, "run the agent daemon on this node"},
     {"worker", cmd_worker, "run one job (started by the agent)"},
+    {"keygen", cmd_keygen, "make a CURVE key pair: NAME.key (secret) and NAME.pub"},
     {"help", cmd_help, "list the commands"},
     {"version", cmd_version, "print the version and the libraries found"},
 };

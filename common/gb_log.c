@@ -30,6 +30,25 @@ void gb_log_set_component(const char *name) {
     snprintf(log_component, sizeof log_component, "%s", name ? name : "gpubench");
 }
 
+void gb_log_escape(const char *in, char *out, size_t outlen) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (outlen == 0) return;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            if (o + 1 >= outlen) break;
+            out[o++] = (char)*p;
+        } else {
+            if (o + 4 >= outlen) break;
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
 static int current_level(void) {
     int lv = atomic_load(&log_level);
     if (lv >= 0) return lv;
@@ -50,6 +69,10 @@ void gb_log(gb_log_level_t level, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return;
     if ((size_t)n >= sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4); /* mark truncation */
+    /* Text from the wire (names, reasons, errors) is logged: a control
+     * character in it must not forge a line or a terminal escape. */
+    char safe[sizeof msg];
+    gb_log_escape(msg, safe, sizeof safe);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -57,5 +80,5 @@ void gb_log(gb_log_level_t level, const char *fmt, ...) {
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
     fprintf(stderr, "%s.%03ldZ %-6s %s %s\n", when, ts.tv_nsec / 1000000L, log_component,
-            tags[level], msg);
+            tags[level], safe);
 }

@@ -8,6 +8,8 @@
 #ifndef GB_LOG_H
 #define GB_LOG_H
 
+#include <stddef.h>
+
 typedef enum { GB_LOG_DEBUG = 0, GB_LOG_INFO, GB_LOG_WARN, GB_LOG_ERROR } gb_log_level_t;
 
 /* Process-wide threshold; records below it are dropped. Default INFO, or the
@@ -18,6 +20,12 @@ int gb_log_level_parse(const char *s, gb_log_level_t *out);
 /* Component name for records written by the calling thread (copied, at most
  * 15 characters). */
 void gb_log_set_component(const char *name);
+
+/* Copy in to out (outlen bytes, always terminated, cut short when it does
+ * not fit) with every control character (bytes below 0x20 and 0x7f) written
+ * as \xHH. gb_log does this to each record: peers' text cannot start a new
+ * log line or send terminal escapes. */
+void gb_log_escape(const char *in, char *out, size_t outlen);
 
 void gb_log(gb_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

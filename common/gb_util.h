@@ -12,6 +12,8 @@
 
 /* Milliseconds on CLOCK_MONOTONIC (for timers and intervals). */
 int64_t gb_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC (for timing what the daemons do). */
+int64_t gb_mono_us(void);
 /* Unix time in milliseconds (for timestamps that are stored or shown). */
 int64_t gb_wall_ms(void);
 /* "2024-05-01T12:00:00.123Z" for a Unix time in ms; buf needs 25 bytes. */

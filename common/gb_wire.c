@@ -67,8 +67,23 @@ const char *gb_wire_reject_name(int code) {
     static const char *names[] = {"unspecified",   "decode",     "version",       "too_large",
                                   "range",         "unexpected", "unknown_agent", "bad_spec",
                                   "unsatisfiable", "not_found",  "internal"};
+    switch (code) {
+    case GB__REJECT_CODE__REJECT_LIMIT:
+        return "limit";
+    case GB__REJECT_CODE__REJECT_RATE:
+        return "rate";
+    case GB__REJECT_CODE__REJECT_DENIED:
+        return "denied";
+    default:
+        break;
+    }
     if (code < 0 || code >= (int)(sizeof names / sizeof names[0])) return "unknown";
     return names[code];
+}
+
+int gb_wire_reject_code_ok(int code) {
+    return (code >= GB__REJECT_CODE__REJECT_DECODE && code <= GB__REJECT_CODE__REJECT_INTERNAL) ||
+           (code >= GB__REJECT_CODE__REJECT_LIMIT && code <= GB__REJECT_CODE__REJECT_DENIED);
 }
 
 int gb_wire_id_ok(const char *s) {
@@ -261,8 +276,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
             FAIL(RANGE, "cancel: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
         return 0;
     case GB__ENVELOPE__BODY_REJECT:
-        if (env->reject->code < GB__REJECT_CODE__REJECT_DECODE ||
-            env->reject->code > GB__REJECT_CODE__REJECT_INTERNAL)
+        if (!gb_wire_reject_code_ok((int)env->reject->code))
             FAIL(RANGE, "reject.code %d is not a known code", (int)env->reject->code);
         CHECK_STR(env->reject->reason, 0, GB_WIRE_ERROR_MAX, "reject.reason");
         return 0;
@@ -326,6 +340,35 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
     }
 }
 
+/* protobuf-c keeps fields it does not know (a newer peer's), and it
+ * accepts the tag of field number 0 written in two bytes (82 00) while it
+ * refuses the same tag in one (02): such an envelope decodes, but packs into
+ * bytes that do not. Field number 0 is not valid protobuf: it is refused
+ * anywhere in the tree. Found by fuzz_envelope (tests/fuzz/regressions). */
+static int field_zero(const ProtobufCMessage *m, int depth) {
+    if (!m || depth > 8) return 0;
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0) return 1;
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *base = (const char *)m;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)(base + f->quantifier_offset) != f->id)
+            continue; /* not the body this envelope holds */
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)(base + f->quantifier_offset);
+            ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)(base + f->offset);
+            for (size_t k = 0; k < n; k++)
+                if (field_zero(v[k], depth + 1)) return 1;
+        } else if (field_zero(*(ProtobufCMessage *const *)(base + f->offset), depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope **out, uint64_t *seq,
                    char *why, size_t whylen) {
     *out = NULL;
@@ -337,6 +380,10 @@ int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope *
     if (!env)
         FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes is not a gpubench envelope", len);
     *seq = env->seq;
+    if (field_zero(&env->base, 0)) {
+        gb__envelope__free_unpacked(env, NULL);
+        FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes holds a field numbered 0", len);
+    }
     int rc = gb_wire_validate(env, why, whylen);
     if (rc) {
         gb__envelope__free_unpacked(env, NULL);

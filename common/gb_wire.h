@@ -62,6 +62,8 @@ uint8_t *gb_wire_pack(Gb__Envelope *env, size_t *len);
 const char *gb_wire_body_name(Gb__Envelope__BodyCase c);
 /* The name of a reject code ("decode", "version", ...). */
 const char *gb_wire_reject_name(int code);
+/* 1 when code is a RejectCode this version knows (1..10, 70..72). */
+int gb_wire_reject_code_ok(int code);
 
 /* 1 when s is a valid agent id: 1..GB_WIRE_ID_MAX of [A-Za-z0-9._-]. */
 int gb_wire_id_ok(const char *s);

@@ -1,6 +1,7 @@
 /* gb_zmq.c - see gb_zmq.h. */
 #include "gb_zmq.h"
 
+#include "gb_curve.h"
 #include "gb_util.h"
 
 #include <errno.h>
@@ -112,10 +113,67 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen) {
         o += (size_t)snprintf(out + o, outlen - o, "%02x", rid[i]);
 }
 
+int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, size_t addrlen) {
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return -1;
+    }
+    *event = 0;
+    *value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(event, zmq_msg_data(&ev), 2);
+        memcpy(value, (char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    int more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    if (addrlen) addr[0] = '\0';
+    if (more) {
+        zmq_msg_t a;
+        zmq_msg_init(&a);
+        if (zmq_msg_recv(&a, mon, 0) >= 0 && addrlen) {
+            size_t n = zmq_msg_size(&a) < addrlen - 1 ? zmq_msg_size(&a) : addrlen - 1;
+            memcpy(addr, zmq_msg_data(&a), n);
+            addr[n] = '\0';
+        }
+        zmq_msg_close(&a);
+    }
+    return 0;
+}
+
+void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
+                              size_t outlen) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        gb_fmt(out, outlen,
+               "the coordinator refused our key (ZAP status %u): is our public key in its "
+               "--authorized file?",
+               value);
+    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+             value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        gb_fmt(out, outlen, "%s",
+               have_keys ? "the coordinator does not speak CURVE (drop --key/--server-key?)"
+                         : "the coordinator requires CURVE keys: give --key NAME.key and "
+                           "--server-key COORD.pub");
+    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !have_keys)
+        gb_fmt(out, outlen,
+               "the coordinator ended the connection during the handshake: does it require CURVE "
+               "keys (--key NAME.key, --server-key COORD.pub)?");
+    else
+        gb_fmt(out, outlen, "the handshake with the coordinator failed (event 0x%x, code 0x%x)%s",
+               event, value, have_keys ? ": does --server-key match the coordinator?" : "");
+}
+
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
                char *err, size_t errlen) {
+    return gb_request_ex(endpoint, NULL, req, timeout_ms, rep, err, errlen);
+}
+
+int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb__Envelope *req,
+                  int timeout_ms, Gb__Envelope **rep, char *err, size_t errlen) {
     *rep = NULL;
     int rc = -1;
+    void *mon = NULL;
     void *ctx = zmq_ctx_new();
     void *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
     if (!s) {
@@ -124,6 +182,24 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
     }
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    /* replies are bounded too: a peer posing as the coordinator cannot make
+     * a command allocate without limit */
+    int64_t max_reply = GB_REQUEST_MAX_REPLY;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_reply, sizeof max_reply);
+    if (curve && gb_curve_client_apply(s, curve, err, errlen) != 0) goto out;
+    /* a refused handshake is reported at once, not as a timeout */
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://gb-request-monitor-%p", (void *)s);
+    if (zmq_socket_monitor(s, mon_ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+        mon = zmq_socket(ctx, ZMQ_PAIR);
+        if (mon && zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+            zmq_connect(mon, mon_ep) != 0) {
+            zmq_close(mon);
+            mon = NULL;
+        }
+    }
     if (zmq_connect(s, endpoint) != 0) {
         gb_fmt(err, errlen, "cannot connect to %s: %s", endpoint, zmq_strerror(errno));
         goto out;
@@ -141,16 +217,16 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
         gb_fmt(err, errlen, "cannot send to %s: %s", endpoint, zmq_strerror(errno));
         goto out;
     }
-    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
+    zmq_pollitem_t items[2] = {{s, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
     int64_t deadline = gb_mono_ms() + timeout_ms;
     for (;;) {
         int64_t left = deadline - gb_mono_ms();
         if (left <= 0) {
-            gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?)",
-                   endpoint, timeout_ms);
+            gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?%s)",
+                   endpoint, timeout_ms, curve ? " does --server-key match it?" : "");
             goto out;
         }
-        int n = zmq_poll(&item, 1, (long)left);
+        int n = zmq_poll(items, mon ? 2 : 1, (long)left);
         if (n < 0) {
             if (errno == EINTR) {
                 gb_fmt(err, errlen, "interrupted");
@@ -160,6 +236,18 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
             goto out;
         }
         if (n == 0) continue;
+        if (mon && (items[1].revents & ZMQ_POLLIN)) {
+            uint16_t event;
+            uint32_t value;
+            char where[256];
+            if (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
+                char why[256];
+                gb_handshake_failure_str(event, value, curve != NULL, why, sizeof why);
+                gb_fmt(err, errlen, "%s: %s", endpoint, why);
+                goto out;
+            }
+        }
+        if (!(items[0].revents & ZMQ_POLLIN)) continue;
         gb_frame_t f;
         if (gb_zmq_recv(s, 0, &f) != 0) continue;
         uint64_t seq = 0;
@@ -188,7 +276,11 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
         break;
     }
 out:
-    if (s) zmq_close(s);
+    if (mon) zmq_close(mon);
+    if (s) {
+        zmq_socket_monitor(s, NULL, 0);
+        zmq_close(s);
+    }
     if (ctx) zmq_ctx_term(ctx);
     return rc;
 }

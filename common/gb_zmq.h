@@ -15,7 +15,10 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#define GB_RID_MAX 255
+#define GB_RID_MAX           255
+#define GB_REQUEST_MAX_REPLY (64 << 20) /* the largest reply gb_request takes */
+
+struct gb_curve_client;
 
 /* One received message. For a ROUTER the first part is the peer's routing id
  * (rid); payload is the first part after it; parts counts the payload parts
@@ -52,5 +55,20 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * transport error or an invalid reply (reason in err, *rep NULL). */
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
                char *err, size_t errlen);
+/* gb_request over CURVE when curve is non-NULL (the coordinator's key is
+ * pinned). A handshake the coordinator refuses (our key is not on its
+ * list, or one side speaks CURVE and the other not) fails at once with the
+ * reason in err instead of waiting for the timeout. */
+int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb__Envelope *req,
+                  int timeout_ms, Gb__Envelope **rep, char *err, size_t errlen);
+
+/* Read one event from a socket monitor (zmq_socket_monitor's PAIR) without
+ * blocking: 0 with the event, its value and the endpoint (addrlen bytes),
+ * or -1 when none is waiting. */
+int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, size_t addrlen);
+/* A sentence on a failed handshake event (ZMQ_EVENT_HANDSHAKE_FAILED_*)
+ * seen from a client: whether it has keys decides the advice. */
+void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
+                              size_t outlen);
 
 #endif

@@ -5,15 +5,21 @@
  * sweep the count of jobs still open. Finished jobs live only in the store.
  *
  * A loop turn: poll; drain the agent socket and the control socket; run the
- * timers (liveness, heartbeats); place queued jobs; then flush: commit the
- * turn's transaction and only then send what depends on it (result
- * acknowledgements, job assignments) and apply the in-memory effects of the
- * committed results. If the commit fails, nothing of it is acknowledged and
- * the agents resend. */
+ * timers (liveness, heartbeats, rendezvous deadlines); place queued jobs;
+ * then flush: commit the turn's transaction (every write of the turn, the
+ * ranks table's included) and only then send what depends on it (result
+ * acknowledgements once durable, assignments, starts and cancels of
+ * multi-node ranks, replies to requests that wrote). Memory moves with the
+ * turn: a result ends its job at once. If a statement or the commit fails,
+ * the turn is rolled back, nothing of it is sent, and memory is reloaded
+ * from the store (a running multi-node attempt, whose rendezvous lived in
+ * memory only, is then given up); the agents resend. */
 #define _POSIX_C_SOURCE 200809L
 #include "coordinator.h"
 
+#include "auth.h"
 #include "gang.h"
+#include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_place.h"
 #include "gb_spec.h"
@@ -22,21 +28,33 @@
 #include "gb_zmq.h"
 #include "map.h"
 #include "ranks.h"
+#include "ratelimit.h"
 #include "record.h"
 #include "store.h"
+#include "syncer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
-#define MAX_SLOTS      64
-#define DRAIN_PER_TURN 1000 /* messages per socket per loop turn */
-#define SEEN_WRITE_MS  5000 /* nodes.last_seen is written at most this often */
+#define MAX_SLOTS            64
+#define DRAIN_PER_TURN       256  /* messages per socket per loop turn */
+#define SEEN_WRITE_MS        5000 /* nodes.last_seen is written at most this often */
+#define REJECT_LOG_PER_S     20   /* reject lines logged a second; the rest are counted */
+#define STORE_BACKOFF_MIN_MS 200
+#define STORE_BACKOFF_MAX_MS 5000
+#define GB_COORD_RATE_PEERS  65536 /* peers with a rate-limit bucket at once */
+#define SLOW_TURN_US         10000 /* a loop turn longer than this is logged (debug) */
 
 enum { A_CONNECTED, A_DISCONNECTED, A_LOST };
 static const char *const agent_state_names[] = {"connected", "disconnected", "lost"};
@@ -52,7 +70,9 @@ struct cjob {
     int state;        /* J_QUEUED or J_RUNNING */
     uint32_t attempt; /* current attempt; 0 before the first */
     int max_attempts;
-    int refused; /* attempts an agent refused (busy): they do not count against max_attempts */
+    /* attempts that do not count against max_attempts: refused (busy agent),
+     * or multi-node attempts given up by a restart or a reload (jobs.free_attempts) */
+    int refused;
     int cancel_requested;
     /* while running */
     cagent_t *agent;
@@ -81,6 +101,9 @@ struct cagent {
     cjob_t *running[MAX_SLOTS];
     int n_running;
     int reported_busy; /* jobs the agent last said it runs (ours or stale ones it is stopping) */
+    int seen_dirty;    /* last_seen changed and is not written yet */
+    int in_store;      /* found in the store by the last resync */
+    char key[GB_CURVE_Z85_LEN + 1]; /* CURVE key it registered with ("" without CURVE) */
 };
 
 typedef struct csweep {
@@ -88,27 +111,50 @@ typedef struct csweep {
     unsigned open, failed, cancelled;
 } csweep_t;
 
-/* Something to send once the turn's transaction is committed. */
+/* Something to send once the turn's transaction is committed: result
+ * acknowledgements, job assignments, replies to requests that wrote. When
+ * the commit fails it is dropped, or (fail_code != 0) replaced by a Reject
+ * of that code answering ref_seq. */
 typedef struct outmsg {
     void *sock;
     uint8_t rid[GB_RID_MAX];
     size_t rid_len;
     uint8_t *buf;
     size_t len;
+    int fail_code;
+    uint64_t ref_seq;
+    int need_sync; /* --sync group: not before the turn's commit is durable */
+    uint64_t seq;  /* (held) the commit it waits for */
 } outmsg_t;
-
-/* A result whose rows are in the open transaction. */
-typedef struct pending {
-    uint64_t job_id;
-    uint32_t attempt;
-    int finishes; /* 1: it ends the job in state `state` */
-    char state[12];
-    char agent_id[GB_WIRE_ID_MAX + 1];
-} pending_t;
 
 struct gb_coord {
     gb_coord_config_t cfg;
-    void *ctx, *agents_sock, *control_sock, *monitor;
+    void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
+    gb_auth_t *auth; /* NULL without keys */
+    gb_rate_t *rate; /* NULL when --rate-limit 0 */
+    char secret[GB_CURVE_Z85_LEN + 1];
+    /* A statement or the commit of this turn failed: the turn is rolled
+     * back, nothing of it is sent, memory is reloaded from the store. */
+    int store_failed;
+    int fatal;              /* the store cannot even be read: gb_coord_run returns -1 */
+    int64_t store_retry_ms; /* no placement before this (after a failure) */
+    int store_backoff_ms;
+    unsigned long store_failures;
+    int64_t store_fail_logged_ms;
+    /* > 0: the open transaction holds only the writes of the last reload
+     * (gb_store_changes said this when it ended), which wait for the
+     * back-off instead of failing (and being reloaded and logged) again
+     * every turn while the disk stays full */
+    int64_t reload_changes;
+    gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
+    gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
+    char failed_why[128];
+    int failed_auth;
+    zmq_msg_t *cur_msg; /* the message being handled (for its peer's address), or NULL */
+    /* reject log limit */
+    int64_t reject_window_ms;
+    int rejects_logged;
+    unsigned long rejects_suppressed;
     char listen_ep[256], control_ep[256];
     char coord_id[17];
     gb_store_t *store;
@@ -122,12 +168,23 @@ struct gb_coord {
     cjob_t *q_head, *q_tail;
     size_t n_queued;
     int dirty; /* placement may find something to do */
-    int64_t started_ms, next_tick_ms, next_hb_ms;
+    int64_t started_ms, next_tick_ms;
+    int64_t hb_last_us; /* heartbeats: when they were last sent, the share left over, */
+    double hb_carry;    /* and where the cursor stands in agent_list */
+    size_t hb_cursor;
     uint64_t seq;
     outmsg_t *out;
     size_t n_out, out_cap;
-    pending_t *pend;
-    size_t n_pend, pend_cap;
+    /* --sync group: messages waiting for their commit to be durable, FIFO */
+    gb_syncer_t *syncer;
+    uint64_t commit_seq;
+    outmsg_t *held;
+    size_t held_head, n_held, held_cap;
+    size_t n_acks, n_assigns; /* of the outbox, for the failure log */
+    /* log lines that say a job or a sweep ended: printed once the turn that
+     * ended it is committed, dropped (at debug level) when it is rolled back */
+    char **endings;
+    size_t n_endings, endings_cap;
 };
 
 /* Multi-node jobs (issue 5): the section "multi-node jobs" below. */
@@ -154,6 +211,11 @@ void gb_coord_config_default(gb_coord_config_t *cfg) {
     cfg->max_attempts = 3;
     cfg->max_frame = GB_WIRE_MAX_FRAME;
     cfg->max_jobs_per_sweep = GB_SPEC_MAX_JOBS;
+    cfg->max_agents = GB_COORD_MAX_AGENTS;
+    cfg->max_queued = GB_COORD_MAX_QUEUED;
+    cfg->rate_per_s = GB_COORD_RATE_PER_S;
+    cfg->rate_burst = GB_COORD_RATE_BURST;
+    cfg->sync = GB_SYNC_GROUP;
 }
 
 const char *gb_coord_listen_endpoint(const gb_coord_t *c) {
@@ -179,6 +241,21 @@ static void now_iso(char *buf, size_t len) {
 
 static int64_t lost_window_ms(const gb_coord_t *c) {
     return (int64_t)c->cfg.heartbeat_ms * c->cfg.lost_after;
+}
+
+static void free_value(void *ctx, void *value) {
+    (void)ctx;
+    free(value);
+}
+
+static void gang_free(cgang_t **gp);
+
+/* A job and, for a running multi-node job, its group of ranks. */
+static void free_job(void *ctx, void *value) {
+    (void)ctx;
+    cjob_t *j = value;
+    gang_free(&j->gang);
+    free(j);
 }
 
 /* ---- queue ---------------------------------------------------------------- */
@@ -236,9 +313,10 @@ static void send_now(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_l
     }
 }
 
-/* Send after the turn's commit. */
-static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
-                              Gb__Envelope *env) {
+/* Send after the turn's commit; on a failed commit send a Reject of
+ * fail_code answering env->seq instead (0: nothing). */
+static void send_after_commit_or(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                                 Gb__Envelope *env, int fail_code) {
     if (env->seq == 0) env->seq = ++c->seq;
     if (c->n_out == c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap * 2 : 64;
@@ -259,14 +337,104 @@ static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, siz
     m->sock = sock;
     m->rid_len = rid_len < GB_RID_MAX ? rid_len : GB_RID_MAX;
     memcpy(m->rid, rid, m->rid_len);
+    m->fail_code = fail_code;
+    m->ref_seq = env->seq;
+    /* what tells a peer its data is safe waits for the disk */
+    m->need_sync = env->body_case == GB__ENVELOPE__BODY_RESULT_ACK || fail_code != 0;
     c->n_out++;
+    if (env->body_case == GB__ENVELOPE__BODY_RESULT_ACK) c->n_acks++;
+    if (env->body_case == GB__ENVELOPE__BODY_ASSIGN) c->n_assigns++;
 }
 
+static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len,
+                              Gb__Envelope *env) {
+    send_after_commit_or(c, sock, rid, rid_len, env, 0);
+}
+
+/* A store call of this turn failed: log it; flush() rolls the turn back. */
+static void store_err(gb_coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void store_err(gb_coord_t *c, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!c->store_failed) gb_error("store: %s: %s", what, gb_store_errmsg(c->store));
+    c->store_failed = 1;
+}
+
+/* Log, once the turn is committed, that a job or a sweep ended (an info
+ * line): a turn that is rolled back did not end it, and the line would tell
+ * a reader of the log that it ended twice. */
+static void log_ending(gb_coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_ending(gb_coord_t *c, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (c->n_endings == c->endings_cap) {
+        size_t cap = c->endings_cap ? c->endings_cap * 2 : 64;
+        char **v = realloc(c->endings, cap * sizeof *v);
+        if (!v) {
+            gb_info("%s", line); /* out of memory: at once rather than never */
+            return;
+        }
+        c->endings = v;
+        c->endings_cap = cap;
+    }
+    char *copy = strdup(line);
+    if (!copy) {
+        gb_info("%s", line);
+        return;
+    }
+    c->endings[c->n_endings++] = copy;
+}
+
+/* The turn's ending lines: printed (committed), or dropped (rolled back). */
+static void endings_done(gb_coord_t *c, int committed) {
+    for (size_t i = 0; i < c->n_endings; i++) {
+        if (committed)
+            gb_info("%s", c->endings[i]);
+        else
+            gb_debug("not committed (rolled back): %s", c->endings[i]);
+        free(c->endings[i]);
+    }
+    c->n_endings = 0;
+}
+
+/* A Reject to the sender and a log line; a peer that makes the coordinator
+ * refuse thousands of messages a second gets REJECT_LOG_PER_S lines a
+ * second and a count of the rest. */
 static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len, int code,
                    uint64_t ref_seq, const char *what, const char *reason) {
     char who[2 * GB_RID_MAX + 1];
     gb_rid_str(rid, rid_len, who, sizeof who);
-    gb_warn("rejected %s from %s: %s: %s", what, who, gb_wire_reject_name(code), reason);
+    int64_t now = gb_mono_ms();
+    if (now - c->reject_window_ms >= 1000) {
+        if (c->rejects_suppressed)
+            gb_warn("%lu more rejected message(s) not logged", c->rejects_suppressed);
+        c->reject_window_ms = now;
+        c->rejects_logged = 0;
+        c->rejects_suppressed = 0;
+    }
+    if (c->rejects_logged < REJECT_LOG_PER_S) {
+        c->rejects_logged++;
+        /* the peer's address and key name, when the message being handled
+         * has them (a refusal is then traceable to a machine or a person) */
+        char peer[200] = "";
+        if (c->cur_msg) {
+            const char *addr = zmq_msg_gets(c->cur_msg, "Peer-Address");
+            const char *key = c->auth ? zmq_msg_gets(c->cur_msg, "User-Id") : NULL;
+            const char *name = key ? gb_auth_name(c->auth, key) : "";
+            gb_fmt(peer, sizeof peer, " (%s%s%s%s)", addr ? addr : "?", key ? ", key " : "",
+                   key ? (name[0] ? name : key) : "", "");
+        }
+        gb_warn("rejected %s from %s%s: %s: %s", what, who, peer, gb_wire_reject_name(code),
+                reason);
+    } else {
+        c->rejects_suppressed++;
+    }
     Gb__Reject rej = GB__REJECT__INIT;
     rej.code = (Gb__RejectCode)code;
     rej.reason = (char *)reason;
@@ -326,7 +494,7 @@ static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
     if (a->last_heard_ms > c->started_ms) gb_copy(a->last_seen, sizeof a->last_seen, seen);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_node_state(c->store, a->id, agent_state_names[state], a->last_seen) != 0)
-        gb_error("store: node %s state: %s", a->name, gb_store_errmsg(c->store));
+        store_err(c, "node %s state", a->name);
 }
 
 static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
@@ -352,8 +520,8 @@ static void sweep_job_ended(gb_coord_t *c, uint64_t sweep_id, const char *state)
     char now[32];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 || gb_store_sweep_finish(c->store, sweep_id, final, now) != 0)
-        gb_error("store: finishing sweep %" PRIu64 ": %s", sweep_id, gb_store_errmsg(c->store));
-    gb_info("sweep %" PRIu64 " %s", sweep_id, final);
+        store_err(c, "finishing sweep %" PRIu64, sweep_id);
+    log_ending(c, "sweep %" PRIu64 " %s", sweep_id, final);
     gb_map_del_u64(c->sweeps, sweep_id);
     free(s);
 }
@@ -377,8 +545,8 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_finish(c->store, j->id, state, error, now) != 0)
-        gb_error("store: finishing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
-    gb_info("job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
+        store_err(c, "finishing job %" PRIu64, j->id);
+    log_ending(c, "job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
     job_forget(c, j, state);
 }
 
@@ -398,8 +566,8 @@ static void attempt_retry(gb_coord_t *c, cjob_t *j, const char *reason, int coun
         job_finish(c, j, "failed", err);
         return;
     }
-    if (gb_store_job_requeue(c->store, j->id) != 0)
-        gb_error("store: re-queueing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+    if (gb_store_job_requeue(c->store, j->id, j->refused) != 0)
+        store_err(c, "re-queueing job %" PRIu64, j->id);
     j->state = J_QUEUED;
     j->started = 0;
     q_push_front(c, j);
@@ -417,7 +585,7 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
-        gb_error("store: ending attempt: %s", gb_store_errmsg(c->store));
+        store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
     gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
     if (j->agent) agent_drop_job(j->agent, j);
     j->agent = NULL;
@@ -464,7 +632,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     uint32_t attempt = j->attempt + 1;
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_assign(c->store, j->id, attempt, a->id, backend, now) != 0) {
-        gb_error("store: assigning job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "assigning job %" PRIu64, j->id);
         return;
     }
     q_remove(c, j);
@@ -482,6 +650,7 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
 
 static void dispatch(gb_coord_t *c) {
     if (!c->dirty || !c->q_head) return;
+    if (c->store_retry_ms && gb_mono_ms() < c->store_retry_ms) return; /* after a failure */
     c->dirty = 0;
     gang_dispatch(c); /* multi-node jobs first: they need several idle nodes at once */
     for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
@@ -574,7 +743,7 @@ static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
     if (a->n_running >= MAX_SLOTS) return;
     if (gb_store_begin(c->store) != 0 ||
         gb_store_attempt_revive(c->store, j->id, j->attempt, a->id) != 0)
-        gb_error("store: reviving job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "reviving job %" PRIu64, j->id);
     q_remove(c, j);
     j->state = J_RUNNING;
     j->agent = a;
@@ -600,6 +769,10 @@ static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n
     }
 }
 
+/* Stop (job, attempt) on an agent, after the turn's commit: what decided
+ * it (a cancel request, a job taken from the agent, a multi-node attempt
+ * ended) may be rolled back, and a cancel must not overtake the assignment
+ * it stops. A rolled-back turn re-derives its cancels from the store. */
 static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt) {
     Gb__Cancel cn = GB__CANCEL__INIT;
     cn.job_id = job;
@@ -607,10 +780,32 @@ static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint3
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_CANCEL;
     env.cancel = &cn;
-    send_now(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
+    send_after_commit(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
 }
 
-static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+/* The CURVE key a message came with (its connection's ZAP User-Id), or
+ * NULL without CURVE. */
+static const char *peer_key(gb_coord_t *c, gb_frame_t *f) {
+    if (!c->auth) return NULL;
+    const char *k = zmq_msg_gets(&f->payload, "User-Id");
+    return k && *k ? k : NULL;
+}
+
+/* With keys: is the key of the connection f came on still authorized? A
+ * key removed by a reload keeps its open connections, so each message is
+ * checked again; a refused one gets a Reject. */
+static int key_still_allowed(gb_coord_t *c, gb_frame_t *f, void *sock, uint64_t seq,
+                             const char *what) {
+    if (!c->auth) return 1;
+    const char *k = peer_key(c, f);
+    if (k && gb_auth_allowed(c->auth, k)) return 1;
+    char why[160];
+    gb_fmt(why, sizeof why, "key %s is no longer authorized", k ? k : "(none)");
+    reject(c, sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, seq, what, why);
+    return 0;
+}
+
+static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     const Gb__Hello *h = env->hello;
     const Gb__Inventory *inv = h->inventory;
     if (f->rid_len != strlen(h->agent_id) || memcmp(f->rid, h->agent_id, f->rid_len) != 0) {
@@ -638,6 +833,24 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
     }
     cagent_t *a = agent_get(c, h->agent_id);
     int known = a != NULL;
+    const char *key = peer_key(c, f);
+    if (a && key && a->key[0] && strcmp(a->key, key) != 0) {
+        char why[200];
+        gb_fmt(why, sizeof why, "agent id %s is registered with another key (%s)", a->id,
+               gb_auth_name(c->auth, a->key));
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
+               "hello", why);
+        return;
+    }
+    if (!a && c->n_agents >= c->cfg.max_agents) {
+        char why[200];
+        gb_fmt(why, sizeof why,
+               "the coordinator already knows %zu agents, its limit (--max-agents %zu)",
+               c->n_agents, c->cfg.max_agents);
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
+               "hello", why);
+        return;
+    }
     if (!a && !(a = agent_add(c, h->agent_id))) {
         gb_error("out of memory registering agent %s", h->agent_id);
         return;
@@ -708,12 +921,13 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
                              .links = links,
                              .n_links = inv->n_links};
         if (gb_store_begin(c->store) != 0 || gb_store_node_upsert(c->store, &n, now) != 0)
-            gb_error("store: node %s: %s", a->name, gb_store_errmsg(c->store));
+            store_err(c, "node %s", a->name);
     }
     free(gpus);
     free(links);
     free(inv_json);
     int was = a->state;
+    if (key) gb_copy(a->key, sizeof a->key, key); /* pinned for this coordinator's life */
     a->state = A_CONNECTED;
     a->reported_busy = (int)h->n_running;
     a->last_heard_ms = gb_mono_ms();
@@ -731,7 +945,7 @@ static void on_hello(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
             if (!j->started) {
                 j->started = 1;
                 if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
-                    gb_error("store: %s", gb_store_errmsg(c->store));
+                    store_err(c, "job %" PRIu64 " started", j->id);
             }
             i++;
         } else if (ref_listed(h->spooled, h->n_spooled, j->id, j->attempt)) {
@@ -798,7 +1012,7 @@ static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
         now_iso(now, sizeof now);
         if (gb_store_begin(c->store) != 0 ||
             gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
-            gb_error("store: %s", gb_store_errmsg(c->store));
+            store_err(c, "job %" PRIu64 " started", j->id);
     } else {
         char reason[GB_WIRE_ERROR_MAX + 64];
         gb_fmt(reason, sizeof reason, "agent %s refused it: %s", a->name, p->message);
@@ -822,39 +1036,37 @@ static const char *status_name(Gb__ResultStatus s) {
     }
 }
 
-static void pend_add(gb_coord_t *c, const Gb__Result *r, const char *agent_id, int finishes,
-                     const char *state) {
-    if (c->n_pend == c->pend_cap) {
-        size_t cap = c->pend_cap ? c->pend_cap * 2 : 64;
-        pending_t *p = realloc(c->pend, cap * sizeof *p);
-        if (!p) {
-            gb_error("out of memory");
-            return; /* not acknowledged: the agent resends */
-        }
-        c->pend = p;
-        c->pend_cap = cap;
-    }
-    pending_t *p = &c->pend[c->n_pend++];
-    p->job_id = r->job_id;
-    p->attempt = r->attempt;
-    p->finishes = finishes;
-    gb_copy(p->state, sizeof p->state, state ? state : "");
-    gb_copy(p->agent_id, sizeof p->agent_id, agent_id);
+/* Acknowledge a result once the turn is committed (an agent deletes it
+ * from its spool on the acknowledgement, so it must be on disk first). */
+static void ack_after_commit(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
+    Gb__ResultAck ack = GB__RESULT_ACK__INIT;
+    ack.job_id = r->job_id;
+    ack.attempt = r->attempt;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RESULT_ACK;
+    env.result_ack = &ack;
+    send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
 }
 
 static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     char now[32], att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0) {
-        gb_error("store: %s", gb_store_errmsg(c->store));
-        return;
+        store_err(c, "result of job %" PRIu64, r->job_id);
+        return; /* not acknowledged: resent later */
     }
-    cjob_t *mj = gb_map_get_u64(c->jobs, r->job_id);
-    if ((mj ? is_multi(mj) : 1) && gang_result(c, a, mj, r)) return; /* a rank's result */
-    int found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
+    cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
+    if ((j ? is_multi(j) : 1) && gang_result(c, a, j, r)) return; /* a rank's result */
+    /* The common case, the running attempt of this agent, is known from
+     * memory (which matches the store); anything else is looked up. */
+    int found = 0;
+    if (j && j->state == J_RUNNING && j->agent == a && j->attempt == r->attempt)
+        gb_copy(att_agent, sizeof att_agent, a->id);
+    else
+        found = gb_store_attempt_get(c->store, r->job_id, r->attempt, att_agent, sizeof att_agent,
                                      att_state, sizeof att_state);
     if (found < 0) {
-        gb_error("store: %s", gb_store_errmsg(c->store));
+        store_err(c, "result of job %" PRIu64, r->job_id);
         return; /* not acknowledged: resent later */
     }
     if (found == 1 || strcmp(att_agent, a->id) != 0) {
@@ -863,10 +1075,9 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         gb_warn("result for job %" PRIu64 " attempt %u from %s matches no attempt of that agent: "
                 "dropped",
                 r->job_id, r->attempt, a->name);
-        pend_add(c, r, a->id, 0, NULL);
+        ack_after_commit(c, a, r);
         return;
     }
-    cjob_t *j = gb_map_get_u64(c->jobs, r->job_id);
     if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, a);
     int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == a;
     /* What the record says, when it is one. */
@@ -949,14 +1160,12 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     int rc = gb_store_result_insert(c->store, &sr, now, &inserted);
     if (have_rec) gb_record_free(&rec);
     if (rc != 0) {
-        gb_error("store: result of job %" PRIu64 " attempt %u: %s", r->job_id, r->attempt,
-                 gb_store_errmsg(c->store));
-        gb_store_rollback(c->store); /* nothing of it; the agent resends */
-        return;
+        store_err(c, "result of job %" PRIu64 " attempt %u", r->job_id, r->attempt);
+        return; /* the turn is rolled back; the agent resends */
     }
     if (!inserted) { /* a resend of a stored result */
         gb_debug("result of job %" PRIu64 " attempt %u already stored", r->job_id, r->attempt);
-        pend_add(c, r, a->id, 0, NULL);
+        ack_after_commit(c, a, r);
         return;
     }
     const char *job_state = NULL;
@@ -983,11 +1192,15 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
                                           : sr.error                     ? sr.error
                                                                          : "cancelled by request",
                                           now) != 0)) {
-        gb_error("store: result of job %" PRIu64 ": %s", r->job_id, gb_store_errmsg(c->store));
-        gb_store_rollback(c->store);
+        store_err(c, "result of job %" PRIu64, r->job_id);
         return;
     }
-    pend_add(c, r, a->id, job_state != NULL, job_state);
+    if (job_state) {
+        log_ending(c, "job %" PRIu64 " %s (attempt %u on %s)", j->id, job_state, j->attempt,
+                   a->name);
+        job_forget(c, j, job_state); /* its slot is free for this turn's placement */
+    }
+    ack_after_commit(c, a, r);
 }
 
 /* ---- multi-node jobs (issue 5) ---------------------------------------------
@@ -1059,7 +1272,7 @@ static void gang_sync(gb_coord_t *c, cjob_t *j, int who, const char *error) {
     cgang_t *G = j->gang;
     char now[32];
     now_iso(now, sizeof now);
-    if (gb_store_begin(c->store) != 0) gb_error("store: %s", gb_store_errmsg(c->store));
+    if (gb_store_begin(c->store) != 0) store_err(c, "ranks of job %" PRIu64, j->id);
     for (int r = 0; r < gb_gang_size(G->g); r++) {
         gb_rank_state_t st = gb_gang_state(G->g, r);
         if (st == G->stored[r]) continue;
@@ -1069,7 +1282,7 @@ static void gang_sync(gb_coord_t *c, cjob_t *j, int who, const char *error) {
                                                    : "ended";
         if (gb_ranks_set(c->ranks, j->id, j->attempt, r, gb_rank_state_name(st), when,
                          st == GB_RANK_STARTED ? G->start_iso : now, r == who ? error : NULL) != 0)
-            gb_error("store: %s", gb_ranks_errmsg(c->ranks));
+            store_err(c, "rank %d of job %" PRIu64, r, j->id);
         G->stored[r] = st;
         if (gb_rank_ended(st)) {
             agent_drop_job(G->agent[r], j);
@@ -1092,15 +1305,14 @@ static void gang_send_start(gb_coord_t *c, cjob_t *j, cagent_t *a) {
 /* The rows of a finished multi-node attempt's result: the report of rank
  * `rank` (rank 0's when every rank succeeded; the failing rank's
  * otherwise) as the job's results row. A successful record must count
- * every device of the job. 0, or -1 with the reason (the job then fails). */
+ * every device of the job. 0, or -1 with the reason (the job then fails).
+ * A store error is the turn's (store_err: it is rolled back). */
 static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *error, char *why,
                              size_t whylen) {
     gb_rank_saved_t sv;
     int rc = gb_ranks_saved(c->ranks, j->id, j->attempt, rank, &sv);
-    if (rc != 0) {
-        gb_fmt(why, whylen, "%s", rc < 0 ? gb_ranks_errmsg(c->ranks) : "rank has no report");
-        return rc < 0 ? -1 : 0; /* nothing to store: the job row says why */
-    }
+    if (rc < 0) store_err(c, "report of rank %d of job %" PRIu64, rank, j->id);
+    if (rc != 0) return 0; /* nothing to store: the job row says why */
     gb_record_t rec;
     int have_rec = 0, out = 0;
     char rwhy[300];
@@ -1159,17 +1371,16 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *err
     int inserted = 0;
     now_iso(now, sizeof now);
     if (gb_store_result_insert(c->store, &sr, now, &inserted) != 0)
-        gb_error("store: result of job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
+        store_err(c, "result of job %" PRIu64 " attempt %u", j->id, j->attempt);
     if (have_rec) gb_record_free(&rec);
     gb_rank_saved_free(&sv);
     return out;
 }
 
-/* Every rank ended: the attempt's outcome becomes the job's. Returns the
- * job's final state when `deferred` (a result being handled: the caller
- * forgets the job after the commit), else NULL (forgotten or re-queued
- * here). */
-static const char *gang_finish(gb_coord_t *c, cjob_t *j, int deferred) {
+/* Every rank ended: the attempt's outcome becomes the job's, at once (as a
+ * one-node job's result ends its job in the turn it arrives): j is
+ * forgotten, or re-queued for another attempt. */
+static void gang_finish(gb_coord_t *c, cjob_t *j) {
     gb_gang_t *g = j->gang->g;
     gb_gang_outcome_t outcome = gb_gang_outcome(g);
     int cause = gb_gang_cause_rank(g);
@@ -1196,28 +1407,27 @@ static const char *gang_finish(gb_coord_t *c, cjob_t *j, int deferred) {
         int counts = gb_gang_counts(g);
         if (gb_store_begin(c->store) != 0 ||
             gb_store_attempt_end(c->store, j->id, j->attempt, "lost", reason, now) != 0)
-            gb_error("store: ending attempt: %s", gb_store_errmsg(c->store));
+            store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
         gb_warn("job %" PRIu64 " attempt %u lost: %s", j->id, j->attempt, reason);
         gang_release(c, j);
         attempt_retry(c, j, reason, counts);
-        return NULL;
+        return;
     }
     if (gb_store_begin(c->store) != 0 ||
-        gb_store_attempt_end(c->store, j->id, j->attempt, att, error[0] ? error : NULL, now) != 0)
-        gb_error("store: ending attempt: %s", gb_store_errmsg(c->store));
-    if (deferred) {
-        if (gb_store_job_finish(c->store, j->id, state, error[0] ? error : NULL, now) != 0)
-            gb_error("store: finishing job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
-        return state;
-    }
-    job_finish(c, j, state, error[0] ? error : NULL);
-    return NULL;
+        gb_store_attempt_end(c->store, j->id, j->attempt, att, error[0] ? error : NULL, now) != 0 ||
+        gb_store_job_finish(c->store, j->id, state, error[0] ? error : NULL, now) != 0)
+        store_err(c, "finishing job %" PRIu64 " attempt %u", j->id, j->attempt);
+    log_ending(c, "job %" PRIu64 " %s (attempt %u on %d nodes, rank 0 on %s)%s%s", j->id, state,
+               j->attempt, gb_gang_size(g), j->gang->agent[0]->name, error[0] ? ": " : "", error);
+    job_forget(c, j, state); /* and its group: its ranks' agents are free */
 }
 
 /* Do what the gang asked for after an event about rank `who` (-1: none),
- * which ended with `error` if it did. Returns gang_finish's answer. */
-static const char *gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char *error,
-                            int deferred) {
+ * which ended with `error` if it did: write the ranks' new states in the
+ * turn's transaction, queue the assignments, starts and cancels to be sent
+ * after its commit, and end the attempt when every rank has ended (j may
+ * then be freed: the caller must not use it). */
+static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char *error) {
     cgang_t *G = j->gang;
     int n = gb_gang_size(G->g);
     if (actions & GB_GANG_START) {
@@ -1232,7 +1442,7 @@ static const char *gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, cons
         now_iso(now, sizeof now);
         if (gb_store_begin(c->store) != 0 ||
             gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
-            gb_error("store: %s", gb_store_errmsg(c->store));
+            store_err(c, "job %" PRIu64 " started", j->id);
     }
     gang_sync(c, j, who, error);
     if (actions & GB_GANG_ASSIGN) {
@@ -1250,21 +1460,11 @@ static const char *gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, cons
     if (actions & GB_GANG_CANCEL)
         for (int r = 0; r < n; r++)
             if (gb_gang_take_cancel(G->g, r)) {
-                /* after the commit, like the assignments: a cancel must not
-                 * overtake the assignment it stops */
-                Gb__Cancel cn = GB__CANCEL__INIT;
-                cn.job_id = j->id;
-                cn.attempt = j->attempt;
-                Gb__Envelope env = GB__ENVELOPE__INIT;
-                env.body_case = GB__ENVELOPE__BODY_CANCEL;
-                env.cancel = &cn;
-                send_after_commit(c, c->agents_sock, (const uint8_t *)G->agent[r]->id,
-                                  strlen(G->agent[r]->id), &env);
+                send_cancel(c, G->agent[r]->id, j->id, j->attempt); /* after the commit */
                 gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (%s)", j->id,
                         j->attempt, r, G->agent[r]->name, gb_gang_reason(G->g));
             }
-    if (actions & GB_GANG_END) return gang_finish(c, j, deferred);
-    return NULL;
+    if (actions & GB_GANG_END) gang_finish(c, j);
 }
 
 /* Place j on `pick` (n agents, rank order) with backend. */
@@ -1288,14 +1488,11 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
     }
     int ok = gb_store_begin(c->store) == 0 &&
              gb_store_job_assign(c->store, j->id, attempt, pick[0]->id, backend, now) == 0;
-    if (!ok) gb_error("store: assigning job %" PRIu64 ": %s", j->id, gb_store_errmsg(c->store));
     for (int r = 0; ok && r < n; r++)
-        if (gb_ranks_insert(c->ranks, j->id, attempt, r, pick[r]->id, r ? "waiting" : "assigned",
-                            now) != 0) {
-            gb_error("store: %s", gb_ranks_errmsg(c->ranks));
-            ok = 0;
-        }
-    if (!ok) {
+        ok = gb_ranks_insert(c->ranks, j->id, attempt, r, pick[r]->id, r ? "waiting" : "assigned",
+                             now) == 0;
+    if (!ok) { /* the turn is rolled back: nothing was placed */
+        store_err(c, "assigning job %" PRIu64, j->id);
         gang_free(&G);
         return;
     }
@@ -1397,7 +1594,7 @@ static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, si
  * worker): the attempt is lost unless it has a cause already. */
 static void gang_rank_lost(gb_coord_t *c, cjob_t *j, int r, const char *reason, int counts) {
     int act = gb_gang_on_lost(j->gang->g, r, reason, counts);
-    gang_act(c, j, act, r, reason, 0);
+    gang_act(c, j, act, r, reason);
 }
 
 /* attempt_lost of a multi-node job: called for agents found lost. */
@@ -1415,13 +1612,13 @@ static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int 
     }
     if (!any && j->gang) {
         int act = gb_gang_end(j->gang->g, GB_GANG_LOST, -1, reason, counts);
-        gang_act(c, j, act, -1, NULL, 0);
+        gang_act(c, j, act, -1, NULL);
     }
 }
 
 static void gang_cancel(gb_coord_t *c, cjob_t *j) {
     int act = gb_gang_end(j->gang->g, GB_GANG_CANCELLED, -1, "cancelled by request", 1);
-    gang_act(c, j, act, -1, NULL, 0);
+    gang_act(c, j, act, -1, NULL);
 }
 
 static void gang_progress(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Progress *p) {
@@ -1456,7 +1653,7 @@ static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) 
                     r, a->name);
             return;
         }
-        gang_act(c, j, gb_gang_on_id(G->g, 0, u->unique_id.data, u->unique_id.len), -1, NULL, 0);
+        gang_act(c, j, gb_gang_on_id(G->g, 0, u->unique_id.data, u->unique_id.len), -1, NULL);
         return;
     }
     if (gb_gang_started(G->g) && gb_gang_state(G->g, r) == GB_RANK_STARTED) {
@@ -1472,20 +1669,22 @@ static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) 
         now_iso(now, sizeof now);
         if (gb_store_begin(c->store) != 0 ||
             gb_ranks_set(c->ranks, j->id, j->attempt, r, "ready", "ready", now, NULL) != 0)
-            gb_error("store: %s", gb_ranks_errmsg(c->ranks));
+            store_err(c, "rank %d of job %" PRIu64 " ready", r, j->id);
         G->stored[r] = GB_RANK_READY;
     }
-    gang_act(c, j, act, -1, NULL, 0);
+    gang_act(c, j, act, -1, NULL);
 }
 
 /* A result from agent a for (job, attempt): 1 when it is a rank's of a
- * multi-node attempt (handled; acknowledged after the commit), 0 when not
- * (the one-node path takes it). */
+ * multi-node attempt (handled: its report is kept in the ranks row, and it
+ * is acknowledged once the turn is committed; the rank that ends the
+ * attempt ends the job in this turn), 0 when not (the one-node path takes
+ * it). */
 static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *r) {
     int rank;
     int found = gb_ranks_find(c->ranks, r->job_id, r->attempt, a->id, &rank);
     if (found < 0) {
-        gb_error("store: %s", gb_ranks_errmsg(c->ranks));
+        store_err(c, "result of job %" PRIu64 " attempt %u", r->job_id, r->attempt);
         return 1; /* not acknowledged: resent later */
     }
     if (found == 1) return 0;
@@ -1530,16 +1729,15 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     }
     int stored = 0;
     if (gb_ranks_report(c->ranks, r->job_id, r->attempt, rank, &rep, &stored) != 0) {
-        gb_error("store: %s", gb_ranks_errmsg(c->ranks));
-        gb_store_rollback(c->store);
-        return 1;
+        store_err(c, "result of job %" PRIu64 " attempt %u rank %d", r->job_id, r->attempt, rank);
+        return 1; /* the turn is rolled back; the agent resends */
     }
     int current = j && j->gang && j->attempt == r->attempt;
     if (!stored || !current) {
         if (stored)
             gb_info("late result of job %" PRIu64 " attempt %u rank %d kept", r->job_id, r->attempt,
                     rank);
-        pend_add(c, r, a->id, 0, NULL);
+        ack_after_commit(c, a, r);
         return 1;
     }
     gb_gang_status_t gs = strcmp(status, "ok") == 0          ? GB_GANG_OK
@@ -1551,8 +1749,8 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
            error[0] ? error : "the worker ended before the start barrier");
     int act = gb_gang_on_result(j->gang->g, rank, gs, reason);
-    const char *final = gang_act(c, j, act, rank, gs == GB_GANG_OK ? NULL : reason, 1);
-    pend_add(c, r, a->id, final != NULL, final);
+    gang_act(c, j, act, rank, gs == GB_GANG_OK ? NULL : reason); /* may end (free) j */
+    ack_after_commit(c, a, r);
     return 1;
 }
 
@@ -1613,13 +1811,21 @@ static void gang_check(gb_coord_t *c) {
             gb_fmt(reason, sizeof reason, "rank %d (node %s) was not ready within %d s", r,
                    j->gang->agent[r]->name, j->def.rendezvous_s);
             int act = gb_gang_end(j->gang->g, GB_GANG_LOST, r, reason, 1);
-            gang_act(c, j, act, -1, NULL, 0);
+            gang_act(c, j, act, -1, NULL);
             k = -1; /* the list may have changed */
         }
     }
 }
 
+static void on_agent_message_(gb_coord_t *c, gb_frame_t *f);
+
 static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
+    c->cur_msg = f->parts ? &f->payload : NULL;
+    on_agent_message_(c, f);
+    c->cur_msg = NULL;
+}
+
+static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     char who[2 * GB_RID_MAX + 1], why[512];
     if (f->parts != 1) {
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "message",
@@ -1636,6 +1842,10 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     }
     gb_rid_str(f->rid, f->rid_len, who, sizeof who);
     Gb__Envelope__BodyCase body = env->body_case;
+    if (!key_still_allowed(c, f, c->agents_sock, env->seq, gb_wire_body_name(body))) {
+        gb_wire_free(&env);
+        return;
+    }
     if (body == GB__ENVELOPE__BODY_HELLO) {
         on_hello(c, f, env);
         gb_wire_free(&env);
@@ -1665,6 +1875,13 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
         gb_wire_free(&env);
         return;
     }
+    const char *key = peer_key(c, f);
+    if (key && strcmp(a->key, key) != 0) { /* another key speaking for this agent id */
+        reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
+               gb_wire_body_name(body), "this agent id registered with another key");
+        gb_wire_free(&env);
+        return;
+    }
     a->last_heard_ms = gb_mono_ms();
     if (body == GB__ENVELOPE__BODY_HEARTBEAT) {
         const Gb__Heartbeat *hb = env->heartbeat;
@@ -1677,6 +1894,16 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
          * but is applied only after this turn's commit: so two heartbeats. */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
+            if (!j->gang && !j->started &&
+                ref_listed(hb->running, hb->n_running, j->id, j->attempt)) {
+                /* it runs: its Progress was lost (or its turn rolled back) */
+                char now[32];
+                now_iso(now, sizeof now);
+                j->started = 1;
+                if (gb_store_begin(c->store) != 0 ||
+                    gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+                    store_err(c, "job %" PRIu64 " started", j->id);
+            }
             if (j->gang || !j->started ||
                 ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
                 ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
@@ -1694,13 +1921,10 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
         }
         gang_heartbeat(c, a, hb);
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
-            char now[32];
-            now_iso(now, sizeof now);
+            /* written by the next liveness tick, together with the others */
+            now_iso(a->last_seen, sizeof a->last_seen);
             a->seen_written_ms = a->last_heard_ms;
-            gb_copy(a->last_seen, sizeof a->last_seen, now);
-            if (gb_store_begin(c->store) != 0 ||
-                gb_store_node_state(c->store, a->id, "connected", now) != 0)
-                gb_error("store: %s", gb_store_errmsg(c->store));
+            a->seen_dirty = 1;
         }
     } else if (body == GB__ENVELOPE__BODY_PROGRESS) {
         on_progress(c, a, env->progress);
@@ -1877,14 +2101,26 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
         checked = &def.jobs[i];
     }
-    /* Finish the turn so far, then store the sweep in its own transaction. */
-    flush(c);
+    size_t open_jobs = gb_map_size(c->jobs);
+    if (open_jobs + def.n_jobs > c->cfg.max_queued) {
+        gb_fmt(err, sizeof err,
+               "the coordinator holds %zu unfinished job(s); %zu more would pass its limit of %zu "
+               "(--max-queued): wait for some to end",
+               open_jobs, def.n_jobs, c->cfg.max_queued);
+        gb_sweep_def_free(&def);
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
+               "submit", err);
+        return;
+    }
+    /* The sweep joins the turn's transaction (placement may assign its jobs
+     * in the same turn); the reply goes after the commit, or a Reject when
+     * the commit fails (flush). */
     char now[32];
     now_iso(now, sizeof now);
     uint64_t sweep_id = 0;
     cjob_t **made = calloc(def.n_jobs, sizeof *made);
     csweep_t *sw = calloc(1, sizeof *sw);
-    int ok = made && sw && gb_store_begin(c->store) == 0 &&
+    int ok = made && sw && !c->store_failed && gb_store_begin(c->store) == 0 &&
              gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0;
     for (size_t i = 0; ok && i < def.n_jobs; i++) {
         const gb_jobdef_t *d = &def.jobs[i];
@@ -1914,8 +2150,8 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
         free(params);
     }
-    if (!ok || gb_store_commit(c->store) != 0) {
-        gb_store_rollback(c->store);
+    if (!ok) {
+        if (made && sw) store_err(c, "storing a sweep"); /* the turn is rolled back */
         gb_fmt(err, sizeof err, "could not store the sweep: %s",
                made && sw ? gb_store_errmsg(c->store) : "out of memory");
         for (size_t i = 0; made && i < def.n_jobs; i++)
@@ -1942,7 +2178,8 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
     reply.submit_reply = &sr;
-    send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
     free(made);
     gb_sweep_def_free(&def);
 }
@@ -1999,7 +2236,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             j->cancel_requested = 1;
             if (gb_store_begin(c->store) != 0 ||
                 gb_store_job_cancel_requested(c->store, j->id) != 0)
-                gb_error("store: %s", gb_store_errmsg(c->store));
+                store_err(c, "cancelling job %" PRIu64, j->id);
             if (j->gang)
                 gang_cancel(c, j);
             else
@@ -2017,10 +2254,40 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_CANCEL_REPLY;
     reply.cancel_reply = &cr;
-    send_after_commit(c, c->control_sock, f->rid, f->rid_len, &reply);
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
 }
 
+/* The per-peer rate limit of the control endpoint. The peer is its CURVE
+ * key, else its address: a command opens a fresh connection (and routing
+ * id) for every request, so the routing id would not hold a peer to its
+ * budget. Every message counts, well-formed or not. */
+static int rate_ok(gb_coord_t *c, gb_frame_t *f, uint64_t seq) {
+    if (!c->rate) return 1;
+    const char *peer = peer_key(c, f);
+    if (!peer) peer = zmq_msg_gets(&f->payload, "Peer-Address");
+    if (!peer || !*peer) peer = "local";
+    int64_t retry = 0;
+    if (gb_rate_take(c->rate, peer, strlen(peer), gb_mono_ms(), &retry)) return 1;
+    char why[300];
+    gb_fmt(why, sizeof why,
+           "rate limit: more than %.0f requests a second (burst %.0f) from %s; retry in %" PRId64
+           " ms",
+           c->cfg.rate_per_s, c->cfg.rate_burst, peer, retry);
+    reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_RATE, seq, "request",
+           why);
+    return 0;
+}
+
+static void on_control_message_(gb_coord_t *c, gb_frame_t *f);
+
 static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
+    c->cur_msg = f->parts ? &f->payload : NULL;
+    on_control_message_(c, f);
+    c->cur_msg = NULL;
+}
+
+static void on_control_message_(gb_coord_t *c, gb_frame_t *f) {
     char why[512];
     if (f->parts != 1) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DECODE, 0, "request",
@@ -2034,8 +2301,16 @@ static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
         c->cfg.max_frame > GB_WIRE_SPEC_MAX + 1024 ? c->cfg.max_frame : GB_WIRE_SPEC_MAX + 1024;
     int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload), max, &env, &seq,
                               why, sizeof why);
+    if (!rate_ok(c, f, seq)) {
+        gb_wire_free(&env);
+        return;
+    }
     if (code) {
         reject(c, c->control_sock, f->rid, f->rid_len, code, seq, "request", why);
+        return;
+    }
+    if (!key_still_allowed(c, f, c->control_sock, env->seq, gb_wire_body_name(env->body_case))) {
+        gb_wire_free(&env);
         return;
     }
     switch (env->body_case) {
@@ -2086,6 +2361,13 @@ static void check_liveness(gb_coord_t *c) {
     /* assigned but never started: the assignment or its answer was lost */
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
+        if (a->seen_dirty) { /* last_seen of the heartbeats, or a state to write again */
+            a->seen_dirty = 0;
+            if (gb_store_begin(c->store) != 0 ||
+                gb_store_node_state(c->store, a->id, agent_state_names[a->state], a->last_seen) !=
+                    0)
+                store_err(c, "node %s last seen", a->name);
+        }
         if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
@@ -2102,13 +2384,24 @@ static void check_liveness(gb_coord_t *c) {
     gang_check(c); /* rendezvous deadlines */
 }
 
-static void send_heartbeats(gb_coord_t *c) {
+/* Heartbeats to the agents, spread over the interval: a cursor goes round
+ * the registry once per interval and each turn sends to the share that came
+ * due since the last one, so 2,000 agents cost 2,000 small sends a second
+ * but never 2,000 in one turn (which would delay whatever waits behind it). */
+static void send_heartbeats(gb_coord_t *c, int64_t now_us) {
+    double due = c->hb_carry + (double)(now_us - c->hb_last_us) * (double)c->n_agents /
+                                   ((double)c->cfg.heartbeat_ms * 1000.0);
+    c->hb_last_us = now_us;
+    if (due > (double)c->n_agents) due = (double)c->n_agents;
+    size_t n = (size_t)due;
+    c->hb_carry = due - (double)n;
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    for (size_t i = 0; i < c->n_agents; i++) {
-        cagent_t *a = c->agent_list[i];
+    for (size_t k = 0; k < n; k++) {
+        if (c->hb_cursor >= c->n_agents) c->hb_cursor = 0;
+        cagent_t *a = c->agent_list[c->hb_cursor++];
         if (a->state != A_CONNECTED) continue;
         env.seq = 0;
         send_now(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
@@ -2117,44 +2410,142 @@ static void send_heartbeats(gb_coord_t *c) {
 
 /* ---- flush ---------------------------------------------------------------- */
 
-static void flush(gb_coord_t *c) {
-    int ok = gb_store_commit(c->store) == 0;
-    if (!ok)
-        gb_error("store: commit failed (%s): %zu result(s) not acknowledged, agents will resend",
-                 gb_store_errmsg(c->store), c->n_pend);
-    if (ok) {
-        for (size_t i = 0; i < c->n_pend; i++) {
-            pending_t *p = &c->pend[i];
-            if (p->finishes) {
-                cjob_t *j = gb_map_get_u64(c->jobs, p->job_id);
-                if (j && j->attempt == p->attempt) {
-                    gb_info("job %" PRIu64 " %s (attempt %u on %s)", j->id, p->state, j->attempt,
-                            j->agent ? j->agent->name : "?");
-                    job_forget(c, j, p->state);
-                }
+static void resync(gb_coord_t *c);
+
+static void out_send(outmsg_t *m) {
+    if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
+        gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
+    free(m->buf);
+    m->buf = NULL;
+}
+
+/* Keep m (and its buffer) until commit c->commit_seq is durable. */
+static void hold(gb_coord_t *c, outmsg_t *m) {
+    if (c->held_head > 0 && c->held_head == c->n_held) c->held_head = c->n_held = 0;
+    if (c->n_held == c->held_cap) {
+        if (c->held_head > 0) { /* reuse the room at the front */
+            memmove(c->held, c->held + c->held_head, (c->n_held - c->held_head) * sizeof *c->held);
+            c->n_held -= c->held_head;
+            c->held_head = 0;
+        }
+        if (c->n_held == c->held_cap) {
+            size_t cap = c->held_cap ? c->held_cap * 2 : 256;
+            outmsg_t *v = realloc(c->held, cap * sizeof *v);
+            if (!v) { /* not acknowledged: the agent resends */
+                gb_error("out of memory holding a message");
+                free(m->buf);
+                m->buf = NULL;
+                return;
             }
-            Gb__ResultAck ack = GB__RESULT_ACK__INIT;
-            ack.job_id = p->job_id;
-            ack.attempt = p->attempt;
-            Gb__Envelope env = GB__ENVELOPE__INIT;
-            env.body_case = GB__ENVELOPE__BODY_RESULT_ACK;
-            env.result_ack = &ack;
-            send_now(c, c->agents_sock, (const uint8_t *)p->agent_id, strlen(p->agent_id), &env);
+            c->held = v;
+            c->held_cap = cap;
+        }
+    }
+    c->held[c->n_held] = *m;
+    c->held[c->n_held].seq = c->commit_seq;
+    c->n_held++;
+    m->buf = NULL;
+}
+
+/* Send what waited for a commit that is durable now. */
+static void release_held(gb_coord_t *c) {
+    if (!c->syncer) return;
+    char err[300];
+    int64_t done = gb_syncer_done(c->syncer, err, sizeof err);
+    if (done < 0) {
+        gb_error("store: %s: the store can no longer promise durability; stopping (the agents "
+                 "resend what was not acknowledged)",
+                 err);
+        c->fatal = 1;
+        return;
+    }
+    while (c->held_head < c->n_held && c->held[c->held_head].seq <= (uint64_t)done)
+        out_send(&c->held[c->held_head++]);
+}
+
+/* End the turn: commit, then send what waited for the commit. When a
+ * statement of the turn or the commit failed, roll the turn back, send
+ * nothing of it (a request that wrote gets a Reject), reload memory from the
+ * store, and pause placement for a while (doubling up to 5 s) so a full
+ * disk is not hammered: the agents resend their results meanwhile. What
+ * the reload itself writes and queues (the multi-node attempts it gives
+ * up, the cancels of their ranks) is committed and sent with the next turn
+ * that writes, or after the back-off. */
+static void flush(gb_coord_t *c) {
+    if (c->reload_changes) {
+        if (!c->store_failed && gb_store_changes(c->store) == c->reload_changes &&
+            gb_mono_ms() < c->store_retry_ms) {
+            release_held(c);
+            return; /* the transaction and the outbox wait for the back-off */
+        }
+        c->reload_changes = 0;
+    }
+    int had_tx = gb_store_in_tx(c->store);
+    int ok = !c->store_failed && gb_store_commit(c->store) == 0;
+    if (ok && had_tx) {
+        c->commit_seq++;
+        if (c->syncer) gb_syncer_request(c->syncer, c->commit_seq);
+    }
+    if (ok) {
+        endings_done(c, 1); /* right after the commit: what the store says now */
+        /* the store takes real work again (an empty transaction proves
+         * nothing about a full disk) */
+        if (had_tx && c->n_acks + c->n_assigns > 0) {
+            c->store_backoff_ms = 0;
+            c->store_retry_ms = 0;
         }
         for (size_t i = 0; i < c->n_out; i++) {
             outmsg_t *m = &c->out[i];
-            if (zmq_send(m->sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-                zmq_send(m->sock, m->buf, m->len, ZMQ_DONTWAIT) < 0)
-                gb_debug("cannot send a queued message: %s", zmq_strerror(errno));
+            if (c->syncer && m->need_sync) {
+                hold(c, m); /* the buffer moves to the held queue */
+                continue;
+            }
+            out_send(m);
         }
-        /* sweep endings written while applying results */
-        if (gb_store_commit(c->store) != 0)
-            gb_error("store: commit failed: %s", gb_store_errmsg(c->store));
+    } else {
+        char why[512];
+        gb_copy(why, sizeof why, gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
+        c->store_failures++;
+        c->store_backoff_ms = c->store_backoff_ms ? c->store_backoff_ms * 2 : STORE_BACKOFF_MIN_MS;
+        if (c->store_backoff_ms > STORE_BACKOFF_MAX_MS) c->store_backoff_ms = STORE_BACKOFF_MAX_MS;
+        c->store_retry_ms = gb_mono_ms() + c->store_backoff_ms;
+        /* a full disk fails every turn that writes: one line every 10 s */
+        int64_t now = gb_mono_ms();
+        if (now - c->store_fail_logged_ms >= 10000) {
+            gb_error("store: commit failed (%s): turn rolled back, %zu result(s) not acknowledged "
+                     "(their agents resend), %zu assignment(s) not sent; state reloaded from the "
+                     "store, placement paused %d ms (%lu failed turn(s) so far)",
+                     why, c->n_acks, c->n_assigns, c->store_backoff_ms, c->store_failures);
+            c->store_fail_logged_ms = now;
+        } else {
+            gb_debug("store: commit failed again (%s)", why);
+        }
+        char reason[700];
+        gb_fmt(reason, sizeof reason,
+               "the coordinator could not commit this to its store (%s): nothing of it was kept, "
+               "try again",
+               why);
+        for (size_t i = 0; i < c->n_out; i++) {
+            outmsg_t *m = &c->out[i];
+            if (m->fail_code)
+                reject(c, m->sock, m->rid, m->rid_len, m->fail_code, m->ref_seq, "request", reason);
+            free(m->buf);
+        }
+        c->n_out = c->n_acks = c->n_assigns = 0;
+        endings_done(c, 0);
+        c->store_failed = 0;
+        int64_t before = gb_store_changes(c->store);
+        resync(c); /* may write, and queue messages for the next commit */
+        if (gb_store_changes(c->store) != before) c->reload_changes = gb_store_changes(c->store);
+        release_held(c);
+        return;
     }
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
-    c->n_out = 0;
-    c->n_pend = 0;
+    c->n_out = c->n_acks = c->n_assigns = 0;
+    release_held(c);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -2174,7 +2565,7 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     a->slots = n->slots > 0 && n->slots <= MAX_SLOTS ? n->slots : 1;
     a->has_nvlink = n->has_nvlink;
     a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
-    a->last_heard_ms = c->started_ms;
+    a->last_heard_ms = gb_mono_ms();
 }
 
 static void load_job(void *vctx, const gb_store_job_t *sj) {
@@ -2195,6 +2586,7 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
     j->sweep_id = sj->sweep_id;
     j->attempt = sj->attempt;
     j->max_attempts = sj->max_attempts;
+    j->refused = sj->free_attempts;
     j->cancel_requested = sj->cancel_requested;
     gb_map_put_u64(c->jobs, j->id, j);
     cagent_t *a = sj->agent_id ? agent_get(c, sj->agent_id) : NULL;
@@ -2202,7 +2594,7 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
         j->state = J_RUNNING;
         j->agent = a;
         j->started = sj->attempt_state && strcmp(sj->attempt_state, "running") == 0;
-        j->assigned_ms = c->started_ms;
+        j->assigned_ms = gb_mono_ms();
         gb_copy(j->backend, sizeof j->backend, sj->attempt_backend ? sj->attempt_backend : "cpu");
         a->running[a->n_running++] = j;
     } else if (strcmp(sj->state, "running") == 0) {
@@ -2256,10 +2648,65 @@ static void find_empty_sweeps(void *vctx, void *value) {
     if (s->open == 0 && x->n < 256) x->ids[x->n++] = s->id;
 }
 
+static void stop_handed_rank(void *vctx, int rank, const char *agent_id) {
+    gb_coord_t *c = ((void **)vctx)[0];
+    const cjob_t *j = ((void **)vctx)[1];
+    cagent_t *a = agent_get(c, agent_id);
+    if (!a || a->state != A_CONNECTED) return; /* told when it registers again (on_hello) */
+    gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (the attempt is given up)", j->id,
+            j->attempt, rank, a->name);
+    send_cancel(c, a->id, j->id, j->attempt);
+}
+
+/* Sweeps and unfinished jobs from the store into memory (the agents are
+ * loaded): running jobs go to their agents, a job whose agent the store does
+ * not know loses its attempt, and a sweep whose last job ended just before
+ * a crash is finished. A running multi-node attempt loses its attempt too,
+ * without using one up: its rendezvous lived in memory that is gone (a
+ * restart, or `reload`: a rolled-back turn); its ranks still on connected
+ * agents are stopped after the next commit, the others when their agents
+ * register. Writes join the open transaction. */
+static int load_work(gb_coord_t *c, int reload) {
+    if (gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
+        gb_store_load_jobs(c->store, load_job, c) != 0)
+        return -1;
+    char now[32];
+    now_iso(now, sizeof now);
+    orphan_ctx_t o = {0};
+    gb_map_each(c->jobs, find_orphans, &o);
+    for (size_t i = 0; i < o.n; i++) {
+        cjob_t *j = o.v[i];
+        if (is_multi(j)) {
+            const char *why =
+                reload ? "a commit failed during this multi-node attempt: the coordinator "
+                         "reloaded its state from the store"
+                       : "the coordinator restarted during this multi-node attempt";
+            void *ctx[2] = {c, j};
+            if (gb_ranks_handed(c->ranks, j->id, j->attempt, stop_handed_rank, ctx) != 0 ||
+                gb_ranks_abandon(c->ranks, j->id, j->attempt, why, now) != 0)
+                store_err(c, "giving up attempt %u of job %" PRIu64, j->attempt, j->id);
+            attempt_lost_ex(c, j, why, 0);
+        } else {
+            attempt_lost(c, j, "its agent is not in the store");
+        }
+    }
+    free(o.v);
+    for (;;) {
+        empty_ctx_t e = {.n = 0};
+        gb_map_each(c->sweeps, find_empty_sweeps, &e);
+        if (e.n == 0) break;
+        for (size_t i = 0; i < e.n; i++) {
+            csweep_t *s = gb_map_get_u64(c->sweeps, e.ids[i]);
+            s->open = 1;
+            sweep_job_ended(c, e.ids[i], "done");
+        }
+    }
+    c->dirty = 1;
+    return 0;
+}
+
 static int load_state(gb_coord_t *c, char *err, size_t errlen) {
-    if (gb_store_load_nodes(c->store, load_node, c) != 0 ||
-        gb_store_sweep_status(c->store, 0, load_sweep, c) < 0 || gb_store_begin(c->store) != 0 ||
-        gb_store_load_jobs(c->store, load_job, c) != 0) {
+    if (gb_store_load_nodes(c->store, load_node, c) != 0 || load_work(c, 0) != 0) {
         gb_fmt(err, errlen, "cannot load the store: %s", gb_store_errmsg(c->store));
         return -1;
     }
@@ -2271,42 +2718,77 @@ static int load_state(gb_coord_t *c, char *err, size_t errlen) {
         if (a->state == A_DISCONNECTED) gb_store_node_state(c->store, a->id, "disconnected", now);
         running += (size_t)a->n_running;
     }
-    orphan_ctx_t o = {0};
-    gb_map_each(c->jobs, find_orphans, &o);
-    for (size_t i = 0; i < o.n; i++) {
-        cjob_t *j = o.v[i];
-        if (is_multi(j)) {
-            /* its ranks' rendezvous lived in the last coordinator's memory:
-             * the attempt is given up (without using up one; agents still
-             * running a rank are told to stop when they register) */
-            const char *why = "the coordinator restarted during this multi-node attempt";
-            if (gb_ranks_abandon(c->ranks, j->id, j->attempt, why, now) != 0)
-                gb_error("store: %s", gb_ranks_errmsg(c->ranks));
-            attempt_lost_ex(c, j, why, 0);
-        } else {
-            attempt_lost(c, j, "its agent is not in the store");
-        }
-    }
-    free(o.v);
-    /* a sweep whose last job ended just before a crash */
-    for (;;) {
-        empty_ctx_t e = {.n = 0};
-        gb_map_each(c->sweeps, find_empty_sweeps, &e);
-        if (e.n == 0) break;
-        for (size_t i = 0; i < e.n; i++) {
-            csweep_t *s = gb_map_get_u64(c->sweeps, e.ids[i]);
-            s->open = 1;
-            sweep_job_ended(c, e.ids[i], "done");
-        }
-    }
-    if (gb_store_commit(c->store) != 0) {
+    if (c->store_failed || gb_store_commit(c->store) != 0) {
         gb_fmt(err, errlen, "cannot update the store: %s", gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
+        endings_done(c, 0);
         return -1;
     }
+    endings_done(c, 1);
     if (c->n_agents || gb_map_size(c->jobs))
         gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running", c->n_agents,
                 c->n_queued, running);
     return 0;
+}
+
+static void resync_node(void *vctx, const gb_store_node_t *n) {
+    gb_coord_t *c = vctx;
+    cagent_t *a = agent_get(c, n->agent_id);
+    if (!a) {
+        load_node(c, n);
+        a = agent_get(c, n->agent_id);
+    } else if (strcmp(n->state, agent_state_names[a->state]) != 0) {
+        a->seen_dirty = 1; /* its state was rolled back: write it again */
+    }
+    if (a) a->in_store = 1;
+}
+
+/* After a rolled-back turn: the jobs and sweeps in memory are replaced by
+ * those of the store. Agents keep their connections; one whose
+ * registration was rolled back is treated as unknown (its next message
+ * gets unknown_agent and it registers again); one given up as lost in the
+ * rolled-back turn is given up again by the next liveness check. Running
+ * multi-node attempts are given up (load_work): their groups are freed
+ * with their jobs, and the rendezvous they were in cannot be rebuilt from
+ * the store. */
+static void resync(gb_coord_t *c) {
+    gb_map_clear(c->jobs, free_job, NULL); /* multi-node groups with them */
+    gb_map_clear(c->sweeps, free_value, NULL);
+    c->q_head = c->q_tail = NULL;
+    c->n_queued = 0;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        c->agent_list[i]->n_running = 0;
+        c->agent_list[i]->in_store = 0;
+    }
+    if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c, 1) != 0) {
+        gb_error("store: cannot reload the state (%s): stopping", gb_store_errmsg(c->store));
+        c->fatal = 1;
+        return;
+    }
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (!a->in_store)
+            a->state = A_LOST; /* memory only: it is asked to register again */
+        else if (a->state == A_LOST && a->n_running > 0)
+            a->state = A_DISCONNECTED; /* silent already: lost again at the next tick */
+        for (int k = 0; k < a->n_running; k++)
+            a->running[k]->assigned_ms = gb_mono_ms(); /* a fresh window to report it */
+    }
+    gb_debug("state reloaded from the store: %zu job(s) unfinished, %zu queued",
+             gb_map_size(c->jobs), c->n_queued);
+}
+
+static void *open_monitor(gb_coord_t *c, void *sock, const char *name);
+
+/* A coordinator holds one descriptor per agent connection: lift the soft
+ * limit to the hard one (Debian's soft default, 1024, is below a fleet of
+ * 2,000 agents). */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) gb_debug("cannot raise the descriptor limit");
+    }
 }
 
 static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out, size_t outlen,
@@ -2316,9 +2798,20 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
         gb_fmt(err, errlen, "cannot create a socket: %s", zmq_strerror(errno));
         return NULL;
     }
-    int one = 1, zero = 0, hwm = 100000;
+    int one = 1, zero = 0, hwm = 100000, handshake_ms = 5000;
     int64_t max = (int64_t)maxmsg;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    /* a connection that does not finish its handshake in 5 s is dropped */
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+    if (c->auth) {
+        if (gb_curve_server_apply(s, c->secret, err, errlen) != 0) {
+            zmq_close(s);
+            return NULL;
+        }
+        /* the ZAP domain names the endpoint in the handler's log lines */
+        const char *domain = out == c->listen_ep ? "agents" : "control";
+        zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain));
+    }
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
@@ -2345,11 +2838,24 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                GB_WIRE_ATTEMPT_MAX);
         return NULL;
     }
-    if (!cfg->insecure &&
+    if (!cfg->key_path != !cfg->authorized_path) {
+        gb_fmt(err, errlen,
+               "keys: give both --key (the coordinator's NAME.key) and --authorized "
+               "(the public keys it admits)");
+        return NULL;
+    }
+    if (cfg->max_agents < 1 || cfg->max_queued < 1 || cfg->rate_per_s < 0 ||
+        (cfg->rate_per_s > 0 && cfg->rate_burst < 1)) {
+        gb_fmt(err, errlen,
+               "bad limits: max-agents >= 1, max-queued >= 1, rate-limit >= 0, "
+               "rate-burst >= 1");
+        return NULL;
+    }
+    if (!cfg->key_path && !cfg->insecure &&
         (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
         gb_fmt(err, errlen,
                "refusing to bind %s / %s: without keys the coordinator only binds loopback "
-               "(use --insecure to accept anyone on the network)",
+               "(give --key and --authorized, or --insecure to accept anyone on the network)",
                cfg->listen, cfg->control);
         return NULL;
     }
@@ -2363,20 +2869,49 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->agents = gb_map_new();
     c->jobs = gb_map_new();
     c->sweeps = gb_map_new();
-    if (!c->agents || !c->jobs || !c->sweeps) {
+    c->peers = gb_map_new();
+    if (!c->agents || !c->jobs || !c->sweeps || !c->peers) {
         gb_fmt(err, errlen, "out of memory");
         goto err;
     }
     if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
+    if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||
+        (cfg->sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0)) {
+        gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
+        goto err;
+    }
     c->ranks = gb_ranks_new(c->store, err, errlen);
     if (!c->ranks) goto err;
     if (load_state(c, err, errlen) != 0) goto err;
+    if (cfg->sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(cfg->db_path, err, errlen)))
+        goto err;
+    if (cfg->rate_per_s > 0 &&
+        !(c->rate = gb_rate_new(cfg->rate_per_s, cfg->rate_burst, GB_COORD_RATE_PEERS))) {
+        gb_fmt(err, errlen, "out of memory");
+        goto err;
+    }
+    c->refusal_log = gb_rate_new(1.0 / GB_AUTH_REPEAT_S, 1, 4096);
+    raise_fd_limit();
     c->ctx = zmq_ctx_new();
     if (!c->ctx) {
         gb_fmt(err, errlen, "cannot create a ZeroMQ context");
         goto err;
+    }
+    if (cfg->key_path) {
+        /* The ZAP handler is bound before any CURVE socket: a CURVE server
+         * without one admits every client that knows its public key. */
+        char pub[GB_CURVE_Z85_LEN + 1];
+        if (!gb_curve_available()) {
+            gb_fmt(err, errlen, "--key: this libzmq was built without CURVE");
+            goto err;
+        }
+        if (gb_curve_read_pair(cfg->key_path, pub, c->secret, err, errlen) != 0) goto err;
+        c->auth = gb_auth_new(c->ctx, cfg->authorized_path, err, errlen);
+        if (!c->auth) goto err;
+        gb_info("CURVE on both endpoints: coordinator key %s, %zu key(s) admitted from %s", pub,
+                gb_auth_count(c->auth), cfg->authorized_path);
     }
     c->agents_sock = bind_router(c, cfg->listen, cfg->max_frame * GB_WIRE_HARD_FACTOR, c->listen_ep,
                                  sizeof c->listen_ep, err, errlen);
@@ -2386,56 +2921,55 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->control_sock = bind_router(c, cfg->control, cmax * GB_WIRE_HARD_FACTOR, c->control_ep,
                                   sizeof c->control_ep, err, errlen);
     if (!c->control_sock) goto err;
-    /* Connections libzmq drops itself (a frame over the hard cap) are logged
-     * from the socket monitor. */
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://gb-coord-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->agents_sock, mon,
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
-        c->monitor = zmq_socket(c->ctx, ZMQ_PAIR);
-        if (c->monitor && zmq_connect(c->monitor, mon) != 0) {
-            zmq_close(c->monitor);
-            c->monitor = NULL;
-        }
-    }
-    c->next_tick_ms = c->next_hb_ms = gb_mono_ms();
+    /* Connections libzmq drops itself (a frame over the hard cap, a failed
+     * handshake) are logged from the socket monitors. */
+    c->monitor = open_monitor(c, c->agents_sock, "agents");
+    c->control_monitor = open_monitor(c, c->control_sock, "control");
+    c->next_tick_ms = gb_mono_ms();
+    c->hb_last_us = gb_mono_us();
     c->dirty = 1;
     gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
             c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
             cfg->lost_after);
-    if (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))
+    if (!c->auth && (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control)))
         gb_warn("insecure: endpoints reachable from the network without authentication");
+    else if (!c->auth)
+        gb_info("no keys: bound to loopback only (give --key and --authorized to serve the "
+                "network)");
     return c;
 err:
     gb_coord_destroy(&c);
     return NULL;
 }
 
-static void free_value(void *ctx, void *value) {
-    (void)ctx;
-    free(value);
-}
-
-static void gang_free(cgang_t **gp);
-static void free_job(void *ctx, void *value) {
-    (void)ctx;
-    cjob_t *j = value;
-    gang_free(&j->gang);
-    free(j);
-}
-
 void gb_coord_destroy(gb_coord_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_coord_t *c = *self_p;
-    if (c->store) gb_store_commit(c->store);
+    if (c->store) endings_done(c, gb_store_commit(c->store) == 0);
+    if (c->syncer) { /* what waited for the disk goes out once it is there */
+        if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
+            release_held(c);
+        gb_syncer_destroy(&c->syncer);
+    }
+    for (size_t i = c->held_head; i < c->n_held; i++)
+        free(c->held[i].buf);
+    free(c->held);
     gb_ranks_destroy(&c->ranks);
     if (c->store) gb_store_close(&c->store);
     if (c->monitor) zmq_close(c->monitor);
+    if (c->control_monitor) zmq_close(c->control_monitor);
     if (c->agents_sock) {
         zmq_socket_monitor(c->agents_sock, NULL, 0);
         zmq_close(c->agents_sock);
     }
-    if (c->control_sock) zmq_close(c->control_sock);
+    if (c->control_sock) {
+        zmq_socket_monitor(c->control_sock, NULL, 0);
+        zmq_close(c->control_sock);
+    }
+    gb_auth_destroy(&c->auth);
+    gb_rate_destroy(&c->rate);
+    gb_rate_destroy(&c->refusal_log);
+    memset(c->secret, 0, sizeof c->secret);
     if (c->ctx) zmq_ctx_term(c->ctx);
     if (c->jobs) gb_map_each(c->jobs, free_job, NULL);
     if (c->sweeps) gb_map_each(c->sweeps, free_value, NULL);
@@ -2444,57 +2978,152 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     gb_map_destroy(&c->agents);
     gb_map_destroy(&c->jobs);
     gb_map_destroy(&c->sweeps);
+    if (c->peers) gb_map_each(c->peers, free_value, NULL);
+    gb_map_destroy(&c->peers);
     free(c->agent_list);
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
     free(c->out);
-    free(c->pend);
+    endings_done(c, 0);
+    free(c->endings);
     free(c);
     *self_p = NULL;
 }
 
-static void read_monitor(gb_coord_t *c) {
-    for (;;) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
+/* Peer addresses by file descriptor, taken when a connection is accepted,
+ * so that a handshake that fails later is logged with its address. (The
+ * monitor reports a failed handshake without its descriptor, right before
+ * the disconnection that carries it.) */
+static void remember_peer(gb_coord_t *c, int fd) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char host[INET6_ADDRSTRLEN] = "?", addr[INET6_ADDRSTRLEN + 16];
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0) return; /* closed already */
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        gb_fmt(addr, sizeof addr, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in = (const struct sockaddr_in6 *)&sa;
+        inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+        gb_fmt(addr, sizeof addr, "[%s]:%u", host, ntohs(in->sin6_port));
+    } else {
+        gb_fmt(addr, sizeof addr, "a local socket");
+    }
+    char *copy = strdup(addr);
+    if (!copy) return;
+    free(gb_map_get(c->peers, &fd, sizeof fd));
+    if (gb_map_put(c->peers, &fd, sizeof fd, copy) != 0) free(copy);
+}
+
+static void *open_monitor(gb_coord_t *c, void *sock, const char *name) {
+    char ep[96];
+    snprintf(ep, sizeof ep, "inproc://gb-coord-monitor-%s-%p", name, (void *)c);
+    if (zmq_socket_monitor(
+            sock, ep,
+            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+        return NULL;
+    void *m = zmq_socket(c->ctx, ZMQ_PAIR);
+    int zero = 0;
+    if (m && (zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(m, ep) != 0)) {
+        zmq_close(m);
+        m = NULL;
+    }
+    return m;
+}
+
+static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
+    uint16_t event;
+    uint32_t value;
+    char where[256];
+    while (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            remember_peer(c, (int)value);
+            continue;
         }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), 2);
-            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            c->failed_auth = 1; /* the ZAP handler logged it, with the address */
+            continue;
         }
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        char where[256] = "";
-        if (more) {
-            zmq_msg_init(&addr);
-            if (zmq_msg_recv(&addr, c->monitor, 0) >= 0) {
-                size_t n =
-                    zmq_msg_size(&addr) < sizeof where - 1 ? zmq_msg_size(&addr) : sizeof where - 1;
-                memcpy(where, zmq_msg_data(&addr), n);
-                where[n] = '\0';
-            }
-            zmq_msg_close(&addr);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+            event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            gb_fmt(c->failed_why, sizeof c->failed_why, "%s",
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                           value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                       ? (c->auth ? "it does not speak CURVE (a plaintext peer)"
+                                  : "it speaks CURVE and this coordinator has no keys")
+                   : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                       ? "a protocol error (a wrong server key, or not ZeroMQ)"
+                       : "the connection ended during the handshake");
+            continue;
         }
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-            gb_warn("a peer on %s failed the ZMTP handshake (fd %u): connection dropped", where,
-                    value);
-        else
-            gb_info("a peer connection on %s closed (fd %u); a frame over the %zu-byte hard cap "
-                    "also ends here",
-                    where, value, c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+        /* ZMQ_EVENT_DISCONNECTED, value = fd */
+        int fd = (int)value;
+        char *addr = gb_map_del(c->peers, &fd, sizeof fd);
+        if (c->failed_why[0]) {
+            /* a refused peer retries at every reconnect: one line per host
+             * and reason every GB_AUTH_REPEAT_S seconds */
+            char host[INET6_ADDRSTRLEN + 16] = "?", peer[400], *colon;
+            int64_t retry;
+            if (addr) gb_copy(host, sizeof host, addr);
+            if ((colon = strrchr(host, ':'))) *colon = '\0'; /* the port changes every time */
+            gb_fmt(peer, sizeof peer, "%s|%s|%s", name, host, c->failed_why);
+            if (c->refusal_log &&
+                !gb_rate_take(c->refusal_log, peer, strlen(peer), gb_mono_ms(), &retry))
+                gb_debug("refused a peer on the %s endpoint from %s: %s", name, addr ? addr : "?",
+                         c->failed_why);
+            else
+                gb_warn("refused a peer on the %s endpoint (%s) from %s: %s", name, where,
+                        addr ? addr : "an address not known (it closed at once)", c->failed_why);
+        } else if (!c->failed_auth) {
+            /* a client command disconnects after every request: not news */
+            gb_log(mon == c->monitor ? GB_LOG_INFO : GB_LOG_DEBUG,
+                   "a peer connection on %s from %s closed; a frame over the %zu-byte hard cap "
+                   "also ends here",
+                   where, addr ? addr : "?", c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+        }
+        c->failed_why[0] = '\0';
+        c->failed_auth = 0;
+        free(addr);
     }
 }
 
+/* SIGHUP: read the authorized keys again. New handshakes and every
+ * message from now on are checked against the new list. */
+static void reload_keys(gb_coord_t *c) {
+    if (!c->auth) {
+        gb_info("reload requested, but the coordinator runs without keys: nothing to reload");
+        return;
+    }
+    size_t before = gb_auth_count(c->auth);
+    char err[600];
+    if (gb_auth_reload(c->auth, err, sizeof err) != 0) {
+        gb_error("reload failed, the previous %zu key(s) stay in force: %s", before, err);
+        return;
+    }
+    gb_info("reloaded %s: %zu key(s) admitted (were %zu)", gb_auth_path(c->auth),
+            gb_auth_count(c->auth), before);
+}
+
 int gb_coord_run(gb_coord_t *c) {
-    zmq_pollitem_t items[3] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
-                               {c->control_sock, 0, ZMQ_POLLIN, 0},
-                               {c->monitor, 0, ZMQ_POLLIN, 0}};
-    int n_items = c->monitor ? 3 : 2;
+    zmq_pollitem_t items[6] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
+                               {c->control_sock, 0, ZMQ_POLLIN, 0}};
+    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1;
+    if (c->monitor) {
+        i_mon = n_items;
+        items[n_items++] = (zmq_pollitem_t){c->monitor, 0, ZMQ_POLLIN, 0};
+    }
+    if (c->control_monitor) {
+        i_cmon = n_items;
+        items[n_items++] = (zmq_pollitem_t){c->control_monitor, 0, ZMQ_POLLIN, 0};
+    }
+    if (c->auth) {
+        i_auth = n_items;
+        items[n_items++] = (zmq_pollitem_t){gb_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
+    }
+    if (c->syncer) /* wakes the loop when a flush finished: release_held */
+        items[n_items++] = (zmq_pollitem_t){NULL, gb_syncer_fd(c->syncer), ZMQ_POLLIN, 0};
     int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
     while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
         int64_t now = gb_mono_ms();
@@ -2507,36 +3136,52 @@ int gb_coord_run(gb_coord_t *c) {
             gb_error("poll: %s", zmq_strerror(errno));
             return -1;
         }
+        /* a turn's phases are timed: a slow one is logged (debug) with
+         * where the time went */
+        int64_t t_start = gb_mono_us(), t_agents, t_control, t_timers, t_dispatch;
+        int n_agent_msgs = 0, n_control_msgs = 0;
         if (items[0].revents & ZMQ_POLLIN)
-            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+            for (; n_agent_msgs < DRAIN_PER_TURN; n_agent_msgs++) {
                 gb_frame_t f;
                 if (gb_zmq_recv(c->agents_sock, 1, &f) != 0) break;
                 on_agent_message(c, &f);
                 gb_frame_close(&f);
             }
+        t_agents = gb_mono_us();
         if (items[1].revents & ZMQ_POLLIN)
-            for (int i = 0; i < DRAIN_PER_TURN; i++) {
+            for (; n_control_msgs < DRAIN_PER_TURN; n_control_msgs++) {
                 gb_frame_t f;
                 if (gb_zmq_recv(c->control_sock, 1, &f) != 0) break;
                 on_control_message(c, &f);
                 gb_frame_close(&f);
             }
-        if (n_items == 3 && (items[2].revents & ZMQ_POLLIN)) read_monitor(c);
+        t_control = gb_mono_us();
+        if (i_auth >= 0 && (items[i_auth].revents & ZMQ_POLLIN)) gb_auth_serve(c->auth);
+        if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN))
+            read_monitor(c, c->monitor, "agents");
+        if (i_cmon >= 0 && (items[i_cmon].revents & ZMQ_POLLIN))
+            read_monitor(c, c->control_monitor, "control");
+        if (c->cfg.reload && atomic_exchange(c->cfg.reload, 0)) reload_keys(c);
         now = gb_mono_ms();
         if (now >= c->next_tick_ms) {
             check_liveness(c);
             c->next_tick_ms = now + tick_ms;
         }
-        if (now >= c->next_hb_ms) {
-            send_heartbeats(c);
-            c->next_hb_ms = now + c->cfg.heartbeat_ms;
-        }
+        send_heartbeats(c, gb_mono_us());
+        t_timers = gb_mono_us();
+        size_t n_out = c->n_out;
         dispatch(c);
+        t_dispatch = gb_mono_us();
+        n_out = c->n_out - n_out;
         flush(c);
-        if (c->dirty && c->q_head) { /* results just freed some slots */
-            dispatch(c);
-            flush(c);
-        }
+        int64_t t_end = gb_mono_us();
+        if (t_end - t_start > SLOW_TURN_US)
+            gb_debug("slow turn: %.1f ms: %d agent message(s) %.1f ms, %d request(s) %.1f ms, "
+                     "timers %.1f ms, placement of %zu %.1f ms, commit and send %.1f ms",
+                     (t_end - t_start) / 1e3, n_agent_msgs, (t_agents - t_start) / 1e3,
+                     n_control_msgs, (t_control - t_agents) / 1e3, (t_timers - t_control) / 1e3,
+                     n_out, (t_dispatch - t_timers) / 1e3, (t_end - t_dispatch) / 1e3);
+        if (c->fatal) return -1;
     }
     flush(c);
     gb_info("coordinator stopping");

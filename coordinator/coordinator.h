@@ -12,7 +12,13 @@
  * and running jobs wait one liveness window for their agent to come back.
  *
  * Handlers never block: sockets are non-blocking and the only slow call is
- * the SQLite commit at the end of a loop turn (one transaction per turn). */
+ * the SQLite commit at the end of a loop turn (one transaction per turn).
+ * What a turn changed in memory is sent (acknowledgements, assignments,
+ * replies) only after that commit; when it fails, the turn is rolled back,
+ * nothing of it is sent and memory is reloaded from the store.
+ *
+ * With keys (key_path, authorized_path) both endpoints speak CURVE and a
+ * ZAP handler admits only listed public keys (coordinator/auth.h). */
 #ifndef GB_COORDINATOR_H
 #define GB_COORDINATOR_H
 
@@ -20,6 +26,23 @@
 #include <stddef.h>
 
 typedef struct gb_coord gb_coord_t;
+
+#define GB_COORD_MAX_AGENTS 10000   /* agents the registry holds (every one ever seen) */
+#define GB_COORD_MAX_QUEUED 1000000 /* unfinished jobs, all sweeps together */
+#define GB_COORD_RATE_PER_S 50.0    /* control requests a second per peer */
+#define GB_COORD_RATE_BURST 100.0
+
+/* When an acknowledged result is durable (--sync):
+ *   GROUP   on stable storage, like FULL, but the reactor does not wait for
+ *           the disk: commits are written (synchronous=NORMAL) and a thread
+ *           flushes the WAL; acknowledgements (and replies to requests that
+ *           wrote) wait for that flush, nothing else does (syncer.h)
+ *   FULL    SQLite synchronous=FULL: each commit waits for the disk
+ *   NORMAL  SQLite synchronous=NORMAL, acknowledged after the commit: it
+ *           survives a crash of the coordinator (SIGKILL), not of the
+ *           machine (a power loss may lose what the last checkpoint had not
+ *           reached) */
+enum { GB_SYNC_GROUP = 0, GB_SYNC_FULL = 1, GB_SYNC_NORMAL = 2 };
 
 typedef struct gb_coord_config {
     const char *listen;        /* agents' endpoint: "tcp://127.0.0.1:5555"; port * = ephemeral */
@@ -32,6 +55,16 @@ typedef struct gb_coord_config {
     size_t max_jobs_per_sweep; /* GB_SPEC_MAX_JOBS */
     int insecure;              /* 1: allow binding a non-loopback address without keys */
     atomic_int *stop;          /* the loop returns once *stop != 0; may be NULL */
+    /* security (docs/security.md): both or neither */
+    const char *key_path;        /* NAME.key: CURVE on both endpoints */
+    const char *authorized_path; /* public keys admitted (agents and clients), one a line */
+    atomic_int *reload;          /* set (SIGHUP): re-read authorized_path; may be NULL */
+    /* limits */
+    size_t max_agents; /* GB_COORD_MAX_AGENTS: a Hello from a new id beyond it is refused */
+    size_t max_queued; /* GB_COORD_MAX_QUEUED: a submit that would pass it is refused */
+    double rate_per_s; /* GB_COORD_RATE_PER_S per peer on the control endpoint; 0: no limit */
+    double rate_burst; /* GB_COORD_RATE_BURST */
+    int sync;          /* GB_SYNC_GROUP (default), GB_SYNC_FULL or GB_SYNC_NORMAL, below */
 } gb_coord_config_t;
 
 void gb_coord_config_default(gb_coord_config_t *cfg);

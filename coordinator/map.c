@@ -121,3 +121,15 @@ void gb_map_each(const gb_map_t *m, void (*fn)(void *ctx, void *value), void *ct
         for (entry_t *e = m->buckets[i]; e; e = e->next)
             fn(ctx, e->value);
 }
+
+void gb_map_clear(gb_map_t *m, void (*fn)(void *ctx, void *value), void *ctx) {
+    for (size_t i = 0; i < m->n_buckets; i++) {
+        for (entry_t *e = m->buckets[i], *next; e; e = next) {
+            next = e->next;
+            if (fn) fn(ctx, e->value);
+            free(e);
+        }
+        m->buckets[i] = NULL;
+    }
+    m->size = 0;
+}

@@ -21,6 +21,9 @@ size_t gb_map_size(const gb_map_t *self);
 /* Call fn on every value (in no particular order). fn must not change the map. */
 void gb_map_each(const gb_map_t *self, void (*fn)(void *ctx, void *value), void *ctx);
 
+/* Remove every entry, calling fn (when non-NULL) on each value first. */
+void gb_map_clear(gb_map_t *self, void (*fn)(void *ctx, void *value), void *ctx);
+
 /* Helpers for the two key types used. */
 static inline int gb_map_put_u64(gb_map_t *m, uint64_t k, void *v) {
     return gb_map_put(m, &k, sizeof k, v);

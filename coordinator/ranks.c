@@ -9,7 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { R_INSERT, R_ASSIGNED, R_READY, R_START, R_ENDED, R_REPORT, R_FIND, R_SAVED, R_ABANDON, R_N };
+enum {
+    R_INSERT,
+    R_ASSIGNED,
+    R_READY,
+    R_START,
+    R_ENDED,
+    R_REPORT,
+    R_FIND,
+    R_SAVED,
+    R_ABANDON,
+    R_HANDED,
+    R_N
+};
 
 static const char *const sql[R_N] = {
     [R_INSERT] =
@@ -34,9 +46,12 @@ static const char *const sql[R_N] = {
                   " END, ended_at = ?4, error = COALESCE(error, ?3)"
                   " WHERE job_id = ?1 AND attempt = ?2"
                   " AND state IN ('waiting', 'assigned', 'ready', 'started')",
+    [R_HANDED] = "SELECT rank, agent_id FROM ranks WHERE job_id = ?1 AND attempt = ?2"
+                 " AND state IN ('assigned', 'ready', 'started') ORDER BY rank",
 };
 
 struct gb_ranks {
+    gb_store_t *store;
     sqlite3 *db;
     sqlite3_stmt *st[R_N];
     char err[512];
@@ -52,6 +67,7 @@ gb_ranks_t *gb_ranks_new(gb_store_t *store, char *err, size_t errlen) {
         gb_fmt(err, errlen, "out of memory");
         return NULL;
     }
+    self->store = store;
     self->db = gb_store_db(store);
     for (int i = 0; i < R_N; i++)
         if (sqlite3_prepare_v3(self->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT, &self->st[i],
@@ -87,11 +103,21 @@ static int text(sqlite3_stmt *st, int pos, const char *s) {
     return s ? sqlite3_bind_text(st, pos, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, pos);
 }
 
+/* Step a bound write. Like the store's own writes, none runs while the
+ * open transaction is broken (SQLite rolled it back after a failure: the
+ * write would commit on its own), and a failure is reported to the store,
+ * which marks the transaction broken when SQLite rolled it back. */
 static int done(gb_ranks_t *self, sqlite3_stmt *st, int bind_rc, const char *what) {
+    if (gb_store_broken(self->store)) {
+        sqlite3_reset(st);
+        snprintf(self->err, sizeof self->err, "ranks: %s: %s", what, gb_store_errmsg(self->store));
+        return -1; /* the store's message still says what failed first */
+    }
     int rc = bind_rc == SQLITE_OK ? sqlite3_step(st) : bind_rc;
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) {
         snprintf(self->err, sizeof self->err, "ranks: %s: %s", what, sqlite3_errmsg(self->db));
+        gb_store_note_failure(self->store, self->err);
         return -1;
     }
     return 0;
@@ -141,6 +167,7 @@ int gb_ranks_find(gb_ranks_t *self, uint64_t job_id, uint32_t attempt, const cha
         out = 1;
     } else {
         snprintf(self->err, sizeof self->err, "ranks: find: %s", sqlite3_errmsg(self->db));
+        gb_store_note_failure(self->store, self->err);
         out = -1;
     }
     sqlite3_reset(st);
@@ -171,12 +198,14 @@ int gb_ranks_saved(gb_ranks_t *self, uint64_t job_id, uint32_t attempt, int rank
         ret = 0;
     } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         snprintf(self->err, sizeof self->err, "ranks: saved: %s", sqlite3_errmsg(self->db));
+        gb_store_note_failure(self->store, self->err);
         ret = -1;
     }
     sqlite3_reset(st);
     if (oom) {
         gb_rank_saved_free(out);
         snprintf(self->err, sizeof self->err, "ranks: out of memory");
+        gb_store_note_failure(self->store, self->err);
         return -1;
     }
     return ret;
@@ -197,4 +226,21 @@ int gb_ranks_abandon(gb_ranks_t *self, uint64_t job_id, uint32_t attempt, const 
     sqlite3_stmt *st = key(self, R_ABANDON, job_id, attempt, -1);
     int rc = text(st, 3, reason) | text(st, 4, now);
     return done(self, st, rc, "abandon");
+}
+
+int gb_ranks_handed(gb_ranks_t *self, uint64_t job_id, uint32_t attempt,
+                    void (*fn)(void *ctx, int rank, const char *agent_id), void *ctx) {
+    sqlite3_stmt *st = key(self, R_HANDED, job_id, attempt, -1);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *agent = sqlite3_column_text(st, 1);
+        if (agent) fn(ctx, sqlite3_column_int(st, 0), (const char *)agent);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        snprintf(self->err, sizeof self->err, "ranks: handed: %s", sqlite3_errmsg(self->db));
+        gb_store_note_failure(self->store, self->err);
+        return -1;
+    }
+    return 0;
 }

@@ -55,5 +55,10 @@ void gb_rank_saved_free(gb_rank_saved_t *s);
  * resume). */
 int gb_ranks_abandon(gb_ranks_t *self, uint64_t job_id, uint32_t attempt, const char *reason,
                      const char *now);
+/* fn(ctx, rank, agent_id) for every rank of (job, attempt) that was handed
+ * to its agent and has not ended (assigned, ready or started), rank order:
+ * the workers there may still run. 0 or -1. */
+int gb_ranks_handed(gb_ranks_t *self, uint64_t job_id, uint32_t attempt,
+                    void (*fn)(void *ctx, int rank, const char *agent_id), void *ctx);
 
 #endif

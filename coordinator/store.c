@@ -84,7 +84,8 @@ static const char *const sql[S_COUNT] = {
                           " WHERE job_id = ?1 AND attempt = ?2 AND state = 'assigned'",
     [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = ?4, ended_at = ?5"
                       " WHERE job_id = ?1 AND attempt = ?2",
-    [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL WHERE job_id = ?1",
+    [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL, free_attempts = ?2"
+                      " WHERE job_id = ?1",
     [S_ATTEMPT_REVIVE] = "UPDATE attempts SET state = 'running', error = NULL, ended_at = NULL"
                          " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
@@ -92,7 +93,7 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_CANCEL_REQ] = "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1",
     [S_JOBS_LOAD] =
         "SELECT j.job_id, j.sweep_id, j.seq, j.kind, j.params, j.state, j.attempt, j.max_attempts,"
-        " j.agent_id, j.cancel_requested, a.state, a.backend"
+        " j.agent_id, j.cancel_requested, a.state, a.backend, j.free_attempts"
         " FROM jobs j LEFT JOIN attempts a ON a.job_id = j.job_id AND a.attempt = j.attempt"
         " WHERE j.state IN ('queued', 'running') ORDER BY j.job_id",
     [S_ATTEMPT_GET] = "SELECT agent_id, state FROM attempts WHERE job_id = ?1 AND attempt = ?2",
@@ -116,6 +117,11 @@ struct gb_store {
     sqlite3 *db;
     sqlite3_stmt *st[S_COUNT];
     int in_tx;
+    /* A statement of the open transaction failed and SQLite rolled the
+     * transaction back by itself (it may on SQLITE_FULL, SQLITE_IOERR, ...):
+     * a later statement would run, and commit, on its own. So every write
+     * is refused until the caller rolls back. */
+    int broken;
     char err[512];
 };
 
@@ -171,10 +177,17 @@ static int bind(gb_store_t *self, int which, const char *types, ...) {
 
 /* Step a bound statement that returns no rows. */
 static int exec(gb_store_t *self, int which) {
+    if (self->broken) {
+        sqlite3_reset(self->st[which]);
+        return -1; /* self->err still says what failed first */
+    }
     int rc = sqlite3_step(self->st[which]);
     sqlite3_reset(self->st[which]);
     if (rc != SQLITE_DONE) {
         snprintf(self->err, sizeof self->err, "%s", sqlite3_errmsg(self->db));
+        /* a constraint failure undoes its statement only; SQLITE_FULL or an
+         * I/O error may undo the whole transaction */
+        if (self->in_tx && sqlite3_get_autocommit(self->db)) self->broken = 1;
         return -1;
     }
     return 0;
@@ -241,8 +254,44 @@ int gb_store_begin(gb_store_t *self) {
     return 0;
 }
 
+int gb_store_set_synchronous(gb_store_t *self, int full) {
+    if (sqlite3_exec(self->db, full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return fail(self, "synchronous");
+    return 0;
+}
+
+int gb_store_set_autocheckpoint(gb_store_t *self, int pages) {
+    char q[64];
+    snprintf(q, sizeof q, "PRAGMA wal_autocheckpoint = %d", pages);
+    if (sqlite3_exec(self->db, q, NULL, NULL, NULL) != SQLITE_OK)
+        return fail(self, "autocheckpoint");
+    return 0;
+}
+
+int gb_store_in_tx(const gb_store_t *self) {
+    return self->in_tx;
+}
+
+int gb_store_broken(const gb_store_t *self) {
+    return self->broken;
+}
+
+int64_t gb_store_changes(gb_store_t *self) {
+    return (int64_t)sqlite3_total_changes64(self->db);
+}
+
+void gb_store_note_failure(gb_store_t *self, const char *msg) {
+    snprintf(self->err, sizeof self->err, "%s", msg);
+    if (self->in_tx && sqlite3_get_autocommit(self->db)) self->broken = 1;
+}
+
 int gb_store_commit(gb_store_t *self) {
     if (!self->in_tx) return 0;
+    if (self->broken) {
+        gb_store_rollback(self);
+        return -1;
+    }
     if (sqlite3_exec(self->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         fail(self, "commit");
         gb_store_rollback(self);
@@ -253,7 +302,9 @@ int gb_store_commit(gb_store_t *self) {
 }
 
 void gb_store_rollback(gb_store_t *self) {
+    self->broken = 0;
     if (!self->in_tx) return;
+    /* fails harmlessly when SQLite already rolled the transaction back */
     sqlite3_exec(self->db, "ROLLBACK", NULL, NULL, NULL);
     self->in_tx = 0;
 }
@@ -371,8 +422,8 @@ int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, co
     return exec(self, S_ATTEMPT_END);
 }
 
-int gb_store_job_requeue(gb_store_t *self, uint64_t job_id) {
-    if (bind(self, S_JOB_REQUEUE, "I", job_id) != 0) return -1;
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id, int free_attempts) {
+    if (bind(self, S_JOB_REQUEUE, "Ii", job_id, free_attempts) != 0) return -1;
     return exec(self, S_JOB_REQUEUE);
 }
 
@@ -415,6 +466,7 @@ int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_jo
         j.cancel_requested = sqlite3_column_int(st, 9);
         j.attempt_state = col_text(st, 10);
         j.attempt_backend = col_text(st, 11);
+        j.free_attempts = sqlite3_column_int(st, 12);
         fn(ctx, &j);
     }
     sqlite3_reset(st);

@@ -22,9 +22,33 @@ const char *gb_store_errmsg(gb_store_t *self);
 /* Open a write transaction unless one is open (idempotent). */
 int gb_store_begin(gb_store_t *self);
 /* Commit the open transaction (no-op without one). On failure the
- * transaction is rolled back. */
+ * transaction is rolled back. A transaction that SQLite rolled back by
+ * itself when a statement failed (disk full, I/O error) is "broken": every
+ * later write fails and the commit fails, since a later statement would
+ * otherwise run, and commit, on its own. */
 int gb_store_commit(gb_store_t *self);
 void gb_store_rollback(gb_store_t *self);
+/* 1 while a transaction is open. */
+int gb_store_in_tx(const gb_store_t *self);
+/* 1 when the open transaction is broken (see above). */
+int gb_store_broken(const gb_store_t *self);
+/* For modules with their own statements on the connection (gb_store_db):
+ * one of their statements failed with msg. The transaction is marked broken
+ * when SQLite rolled it back, as for the store's own writes, and msg is
+ * what gb_store_errmsg says. Such modules refuse to write while
+ * gb_store_broken(). */
+void gb_store_note_failure(gb_store_t *self, const char *msg);
+/* Rows written through the connection since it opened (inserted, updated or
+ * deleted, by the store or by modules on gb_store_db): a turn compares it
+ * to tell whether it wrote anything. */
+int64_t gb_store_changes(gb_store_t *self);
+/* PRAGMA synchronous: FULL (1, the default: a commit is on stable storage
+ * when it returns; survives power loss) or NORMAL (0: WAL commits survive a
+ * crash of the process, not of the machine). */
+int gb_store_set_synchronous(gb_store_t *self, int full);
+/* PRAGMA wal_autocheckpoint: pages of WAL after which a commit checkpoints
+ * (SQLite's default 1000); 0: never (someone else checkpoints: syncer.h). */
+int gb_store_set_autocheckpoint(gb_store_t *self, int pages);
 
 /* ---- nodes -------------------------------------------------------------- */
 
@@ -78,6 +102,7 @@ typedef struct gb_store_job {
     int cancel_requested;
     const char *attempt_state; /* of the current attempt, or NULL */
     const char *attempt_backend;
+    int free_attempts; /* attempts that did not count against max_attempts */
 } gb_store_job_t;
 
 int gb_store_job_insert(gb_store_t *self, const gb_store_job_t *j, const char *now,
@@ -90,7 +115,9 @@ int gb_store_attempt_started(gb_store_t *self, uint64_t job_id, uint32_t attempt
 /* End an attempt: state lost | failed | done | cancelled | superseded. */
 int gb_store_attempt_end(gb_store_t *self, uint64_t job_id, uint32_t attempt, const char *state,
                          const char *error, const char *now);
-int gb_store_job_requeue(gb_store_t *self, uint64_t job_id);
+/* Back to the queue; free_attempts: how many of its attempts so far did
+ * not count against max_attempts (schema 0003). */
+int gb_store_job_requeue(gb_store_t *self, uint64_t job_id, int free_attempts);
 /* An attempt given up as lost is running after all: attempt and job back to
  * running on agent_id. */
 int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,

@@ -49,4 +49,7 @@ else
     eq "same node row" "$(q "SELECT count(*) FROM nodes WHERE name = '$victim'")" 1
     eq "connected again" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" connected
 fi
+# every job ended once; every acknowledged result is stored, once (issue 6)
+source "$(dirname "$0")/../hardening/exactly_once.sh"
+assert_exactly_once 1
 echo ok

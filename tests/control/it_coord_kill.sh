@@ -38,4 +38,7 @@ contains "the new coordinator resumed" "$T/coord.log" "resumed:"
 for a in a1 a2; do
     eq "spool of $a empty" "$(ls "$T/$a/spool" | wc -l)" 0
 done
+# every job ended once; every acknowledged result is stored, once (issue 6)
+source "$(dirname "$0")/../hardening/exactly_once.sh"
+assert_exactly_once 12
 echo ok

@@ -37,7 +37,7 @@ static char *one(const char *sql) {
         CHECKF(strcmp(got_, (want)) == 0, "%s: got '%s', want '%s'", (sql), got_, (want));         \
     } while (0)
 
-static int nodes_seen, jobs_seen;
+static int nodes_seen, jobs_seen, free_seen = -1;
 static void on_node(void *ctx, const gb_store_node_t *n) {
     (void)ctx;
     nodes_seen++;
@@ -50,6 +50,7 @@ static void on_job(void *ctx, const gb_store_job_t *j) {
     CHECK(j->job_id == 2 && strcmp(j->state, "running") == 0 && j->attempt == 1);
     CHECK(strcmp(j->agent_id, "agent1") == 0 && strcmp(j->attempt_state, "running") == 0);
     CHECK(strcmp(j->attempt_backend, "cuda") == 0 && strstr(j->params, "\"gemm\""));
+    free_seen = j->free_attempts;
 }
 static unsigned st_total, st_done, st_running;
 static void on_status(void *ctx, const gb_store_sweep_status_t *s) {
@@ -200,15 +201,19 @@ int main(void) {
     CHECKF(s, "%s", err);
     CHECK(gb_store_load_nodes(s, on_node, NULL) == 0 && nodes_seen == 1);
     CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 1);
-    /* an attempt given up and then revived */
+    CHECK(free_seen == 0);
+    /* an attempt given up and then revived; the count of attempts that did
+     * not count is kept with the requeue (schema 0003) */
     CHECK(gb_store_begin(s) == 0);
     CHECK(gb_store_attempt_end(s, 2, 1, "lost", "agent lost", "t") == 0);
-    CHECK(gb_store_job_requeue(s, 2) == 0);
+    CHECK(gb_store_job_requeue(s, 2, 1) == 0);
     CHECK(gb_store_attempt_revive(s, 2, 1, "agent1") == 0);
     CHECK(gb_store_commit(s) == 0);
     EQ("SELECT j.state || ',' || a.state || ',' || ifnull(a.error, '-') FROM jobs j JOIN attempts a"
        " USING (job_id) WHERE job_id = 2",
        "running,running,-");
+    EQ("SELECT free_attempts FROM jobs WHERE job_id = 2", "1");
+    CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 2 && free_seen == 1);
     gb_store_close(&s);
 
     /* a file that is not a database */

@@ -12,11 +12,14 @@
 #include "gb_spec.h"
 #include "gb_util.h"
 #include "gb_wire.h"
+#include "ranks.h"
 #include "record.h"
+#include "store.h"
 #include "worker.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -666,6 +669,112 @@ static void case_record(void) {
     }
 }
 
+/* One value from the store file, read through a connection of its own (so
+ * only what was committed). */
+static int committed_int(const char *path, const char *sql) {
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    CHECKF(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(db));
+    CHECK(sqlite3_step(q) == SQLITE_ROW);
+    int v = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+/* The ranks table's statements share the store's connection and its rule
+ * for a transaction SQLite rolled back by itself (SQLITE_FULL, an I/O
+ * error): a failed write of either marks it broken, and then no write of
+ * either runs (it would commit on its own) and the commit fails, so
+ * nothing of the turn reaches the file. The roll-back SQLite would do is
+ * done here by hand on the same connection. */
+static void case_ranks_broken(void) {
+    char path[64], err[512], sql[128];
+    const char *now = "2024-05-01T12:00:00.000Z";
+    snprintf(path, sizeof path, "/tmp/gb-ranks-broken-%d.db", (int)getpid());
+    gb_store_t *st = gb_store_open(path, err, sizeof err);
+    CHECKF(st, "%s", err);
+    gb_ranks_t *rk = gb_ranks_new(st, err, sizeof err);
+    CHECKF(rk, "%s", err);
+    gb_store_node_t n = {.agent_id = "agent-a",
+                         .name = "node-a",
+                         .state = "connected",
+                         .cpu_model = "cpu",
+                         .os = "os",
+                         .kernel = "k",
+                         .driver_version = "",
+                         .cuda_driver_version = "",
+                         .labels = "",
+                         .kinds = "sleep",
+                         .gpu_model = "cpu",
+                         .inventory_json = "{}",
+                         .cpu_cores = 2,
+                         .slots = 1};
+    gb_store_job_t j = {.kind = "sleep",
+                        .params = "{\"kind\": \"sleep\", \"n_nodes\": 2}",
+                        .backend = "auto",
+                        .n_gpus = 1,
+                        .batch_per_gpu = -1,
+                        .synthetic = 1,
+                        .max_attempts = 1};
+    uint64_t job;
+    CHECK(gb_store_begin(st) == 0);
+    for (const char *const *id = (const char *const[]){"agent-a", "agent-b", "agent-c", NULL}; *id;
+         id++) {
+        n.agent_id = n.name = *id;
+        CHECK(gb_store_node_upsert(st, &n, now) == 0);
+    }
+    CHECK(gb_store_sweep_insert(st, "s", "{}", 1, now, &j.sweep_id) == 0);
+    CHECK(gb_store_job_insert(st, &j, now, &job) == 0);
+    CHECK(gb_store_job_assign(st, job, 1, "agent-a", "cpu", now) == 0);
+    CHECK(gb_ranks_insert(rk, job, 1, 0, "agent-a", "assigned", now) == 0);
+    CHECK(gb_store_commit(st) == 0);
+    sqlite3 *db = gb_store_db(st);
+
+    /* a ranks write fails after SQLite rolled the turn back */
+    CHECK(gb_store_begin(st) == 0);
+    CHECKF(gb_ranks_insert(rk, job, 1, 1, "agent-b", "waiting", now) == 0, "%s",
+           gb_ranks_errmsg(rk));
+    CHECK(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(!gb_store_broken(st)); /* nothing has told the store yet */
+    CHECK(gb_ranks_insert(rk, job, 1, 0, "agent-a", "assigned", now) != 0); /* rank 0 exists */
+    CHECK(gb_store_broken(st));
+    CHECKF(strstr(gb_store_errmsg(st), "ranks: insert"), "%s", gb_store_errmsg(st));
+    CHECK(gb_ranks_set(rk, job, 1, 0, "ready", "ready", now, NULL) != 0);
+    CHECKF(strstr(gb_ranks_errmsg(rk), "ranks: ready"), "%s", gb_ranks_errmsg(rk));
+    CHECK(gb_ranks_insert(rk, job, 1, 2, "agent-c", "waiting", now) != 0);
+    CHECK(gb_store_node_state(st, "agent-a", "lost", now) != 0);
+    CHECK(gb_store_commit(st) != 0);
+    CHECK(!gb_store_broken(st) && !gb_store_in_tx(st)); /* the commit rolled back */
+    snprintf(sql, sizeof sql, "SELECT count(*) * 10 + (state = 'assigned') FROM ranks");
+    CHECK(committed_int(path, sql) == 11); /* rank 0 only, as committed */
+    CHECK(committed_int(path, "SELECT count(*) FROM nodes WHERE state = 'connected'") == 3);
+
+    /* a store write fails after SQLite rolled the turn back: ranks writes
+     * are refused as well */
+    CHECK(gb_store_begin(st) == 0);
+    CHECK(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(gb_store_job_assign(st, 999, 1, "agent-a", "cpu", now) != 0); /* no job 999 */
+    CHECK(gb_store_broken(st));
+    CHECK(gb_ranks_set(rk, job, 1, 0, "ready", "ready", now, NULL) != 0);
+    CHECK(gb_store_commit(st) != 0);
+    CHECK(committed_int(path, "SELECT count(*) FROM ranks WHERE state = 'ready'") == 0);
+
+    /* and a turn after the roll-back writes again */
+    CHECK(gb_store_begin(st) == 0);
+    CHECK(gb_ranks_set(rk, job, 1, 0, "ready", "ready", now, NULL) == 0);
+    CHECK(gb_store_commit(st) == 0);
+    CHECK(committed_int(path, "SELECT count(*) FROM ranks WHERE state = 'ready'") == 1);
+    gb_ranks_destroy(&rk);
+    gb_store_close(&st);
+    unlink(path);
+    snprintf(sql, sizeof sql, "%s-wal", path);
+    unlink(sql);
+    snprintf(sql, sizeof sql, "%s-shm", path);
+    unlink(sql);
+}
+
 int main(int argc, char **argv) {
     CHECKF(argc == 2, "usage: test_mn_unit CASE");
     static const struct {
@@ -688,6 +797,7 @@ int main(int argc, char **argv) {
         {"sleep_id", case_sleep_id},
         {"worker_files", case_worker_files},
         {"record", case_record},
+        {"ranks_broken", case_ranks_broken},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0) {

@@ -1,0 +1,201 @@
+/* gb_curve.c - see gb_curve.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "gb_curve.h"
+
+#include "gb_util.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#define MAX_KEY_FILE 4096
+
+int gb_curve_available(void) {
+    return zmq_has("curve");
+}
+
+int gb_curve_key_ok(const char *s) {
+    if (!s || strlen(s) != GB_CURVE_Z85_LEN) return 0;
+    uint8_t bin[32];
+    return zmq_z85_decode(bin, s) != NULL;
+}
+
+/* Copy a 40-character key that starts at p (ends at space, quote or end). */
+static int take_key(const char *p, char *out) {
+    while (*p == ' ' || *p == '\t' || *p == '"')
+        p++;
+    size_t n = 0;
+    while (p[n] && p[n] != ' ' && p[n] != '\t' && p[n] != '"' && p[n] != '\r' && p[n] != '\n')
+        n++;
+    if (n != GB_CURVE_Z85_LEN) return -1;
+    char tmp[GB_CURVE_Z85_LEN + 1];
+    memcpy(tmp, p, n);
+    tmp[n] = '\0';
+    if (!gb_curve_key_ok(tmp)) return -1;
+    memcpy(out, tmp, n + 1);
+    return 0;
+}
+
+/* "name = KEY" on one line: the key after '=', or -1. */
+static int field(const char *line, const char *name, char *out) {
+    size_t n = strlen(name);
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (strncmp(line, name, n) != 0) return 1; /* not this field */
+    line += n;
+    while (*line == ' ' || *line == '\t')
+        line++;
+    if (*line != '=') return 1;
+    return take_key(line + 1, out);
+}
+
+int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        gb_fmt(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        gb_fmt(err, errlen, "%s is readable by others (mode %03o): chmod 600 it", path,
+               (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (gb_read_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    int have_pub = 0, have_sec = 0, bad = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[strspn(line, " \t\r")] == '#' || line[strspn(line, " \t\r")] == '\0') continue;
+        int r = field(line, "public-key", pub);
+        if (r == 0) {
+            have_pub = 1;
+            continue;
+        }
+        bad |= r < 0;
+        r = field(line, "secret-key", sec);
+        if (r == 0) {
+            have_sec = 1;
+            continue;
+        }
+        bad |= r < 0;
+    }
+    memset(text, 0, len);
+    free(text);
+    if (bad || !have_pub || !have_sec) {
+        gb_fmt(err, errlen,
+               "%s is not a gpubench key file (want 'public-key = ...' and 'secret-key = ...' "
+               "lines of 40 Z85 characters; make one with 'gpubench keygen')",
+               path);
+        return -1;
+    }
+    char derived[GB_CURVE_Z85_LEN + 1];
+    if (zmq_curve_public(derived, sec) != 0 || strcmp(derived, pub) != 0) {
+        gb_fmt(err, errlen, "%s: the public key is not the one its secret key makes", path);
+        return -1;
+    }
+    return 0;
+}
+
+int gb_curve_read_public(const char *path, char *pub, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    if (gb_read_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    int found = -1;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && found != 0;
+         line = strtok_r(NULL, "\n", &save)) {
+        const char *p = line + strspn(line, " \t\r");
+        if (*p == '#' || *p == '\0') continue;
+        if (strncmp(p, "secret-key", 10) == 0) continue;
+        if (field(p, "public-key", pub) == 0 || take_key(p, pub) == 0) found = 0;
+    }
+    memset(text, 0, len);
+    free(text);
+    if (found != 0)
+        gb_fmt(err, errlen, "%s holds no public key (40 Z85 characters on a line)", path);
+    return found;
+}
+
+int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t errlen) {
+    if (!gb_curve_available()) {
+        gb_fmt(err, errlen, "this libzmq was built without CURVE");
+        return -1;
+    }
+    char key_path[4096], pub_path[4096];
+    if (gb_fmt(key_path, sizeof key_path, "%s.key", prefix) != 0 ||
+        gb_fmt(pub_path, sizeof pub_path, "%s.pub", prefix) != 0) {
+        gb_fmt(err, errlen, "name too long");
+        return -1;
+    }
+    struct stat st;
+    if (!force && (stat(key_path, &st) == 0 || stat(pub_path, &st) == 0)) {
+        gb_fmt(err, errlen, "%s or %s exists (--force replaces them)", key_path, pub_path);
+        return -1;
+    }
+    char sec[GB_CURVE_Z85_LEN + 1];
+    if (zmq_curve_keypair(pub, sec) != 0) {
+        gb_fmt(err, errlen, "zmq_curve_keypair: %s", zmq_strerror(errno));
+        return -1;
+    }
+    char text[512];
+    gb_fmt(text, sizeof text,
+           "# gpubench CURVE key pair (gpubench keygen). The secret key is the\n"
+           "# node's identity: keep this file private (mode 0600).\n"
+           "public-key = %s\n"
+           "secret-key = %s\n",
+           pub, sec);
+    /* gb_write_file_atomic creates its temporary file with mode 0600 */
+    int rc = gb_write_file_atomic(key_path, text, strlen(text), err, errlen);
+    memset(text, 0, sizeof text);
+    memset(sec, 0, sizeof sec);
+    if (rc != 0) return -1;
+    char line[GB_CURVE_Z85_LEN + 2];
+    gb_fmt(line, sizeof line, "%s\n", pub);
+    if (gb_write_file_atomic(pub_path, line, strlen(line), err, errlen) != 0) return -1;
+    if (chmod(pub_path, 0644) != 0) {
+        gb_fmt(err, errlen, "chmod %s: %s", pub_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char *server_key_path,
+                         char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (!key_path || !server_key_path) {
+        gb_fmt(err, errlen, "CURVE needs both --key and --server-key");
+        return -1;
+    }
+    if (!gb_curve_available()) {
+        gb_fmt(err, errlen, "this libzmq was built without CURVE");
+        return -1;
+    }
+    if (gb_curve_read_pair(key_path, c->public_key, c->secret_key, err, errlen) != 0) return -1;
+    if (gb_curve_read_public(server_key_path, c->server_key, err, errlen) != 0) return -1;
+    return 0;
+}
+
+int gb_curve_client_apply(void *sock, const gb_curve_client_t *c, char *err, size_t errlen) {
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, c->server_key, GB_CURVE_Z85_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, c->public_key, GB_CURVE_Z85_LEN) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->secret_key, GB_CURVE_Z85_LEN) != 0) {
+        gb_fmt(err, errlen, "cannot set CURVE keys: %s", zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int gb_curve_server_apply(void *sock, const char *sec, char *err, size_t errlen) {
+    int one = 1;
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, GB_CURVE_Z85_LEN) != 0) {
+        gb_fmt(err, errlen, "cannot make a CURVE server: %s", zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,312 @@
+/* auth.c - see auth.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "auth.h"
+
+#include "gb_curve.h"
+#include "gb_log.h"
+#include "gb_util.h"
+#include "map.h"
+#include "ratelimit.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define ZAP_ENDPOINT  "inproc://zeromq.zap.01"
+#define ZAP_MAX_PARTS 16
+#define MAX_FILE      (16u << 20)
+
+struct gb_auth {
+    void *sock;
+    char path[4096];
+    gb_auth_entry_t *entries;
+    size_t n;
+    gb_map_t *by_key; /* key -> entry */
+    /* refusal log limit: per address and key, and in all */
+    gb_rate_t *per_peer;
+    int64_t window_ms;
+    int logged;
+    unsigned long suppressed;
+};
+
+int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n, char *err,
+                  size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    gb_auth_entry_t *v = NULL;
+    size_t cap = 0, count = 0, line_no = 0;
+    size_t i = 0;
+    while (i < len) {
+        size_t start = i;
+        while (i < len && text[i] != '\n')
+            i++;
+        size_t end = i;
+        if (i < len) i++; /* the newline */
+        line_no++;
+        /* trim */
+        while (start < end && (text[start] == ' ' || text[start] == '\t'))
+            start++;
+        while (end > start &&
+               (text[end - 1] == ' ' || text[end - 1] == '\t' || text[end - 1] == '\r'))
+            end--;
+        if (start == end || text[start] == '#') continue;
+        size_t klen = 0;
+        while (start + klen < end && text[start + klen] != ' ' && text[start + klen] != '\t')
+            klen++;
+        char key[GB_CURVE_Z85_LEN + 1];
+        if (klen != GB_CURVE_Z85_LEN) goto bad;
+        memcpy(key, text + start, klen);
+        key[klen] = '\0';
+        if (!gb_curve_key_ok(key)) goto bad;
+        size_t ns = start + klen;
+        while (ns < end && (text[ns] == ' ' || text[ns] == '\t'))
+            ns++;
+        if (end - ns >= sizeof v[0].name) {
+            gb_fmt(err, errlen, "line %zu: the name after the key is longer than %zu bytes",
+                   line_no, sizeof v[0].name - 1);
+            free(v);
+            return -1;
+        }
+        for (size_t k = ns; k < end; k++)
+            if ((unsigned char)text[k] < 0x20 || text[k] == 0x7f) {
+                gb_fmt(err, errlen, "line %zu: a control character in the name", line_no);
+                free(v);
+                return -1;
+            }
+        if (count == GB_AUTH_MAX_KEYS) {
+            gb_fmt(err, errlen, "more than %d keys", GB_AUTH_MAX_KEYS);
+            free(v);
+            return -1;
+        }
+        if (count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            gb_auth_entry_t *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv) {
+                gb_fmt(err, errlen, "out of memory");
+                free(v);
+                return -1;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        memcpy(v[count].key, key, sizeof key);
+        memcpy(v[count].name, text + ns, end - ns);
+        v[count].name[end - ns] = '\0';
+        count++;
+        continue;
+    bad:
+        gb_fmt(err, errlen,
+               "line %zu: not a public key (40 Z85 characters, as in a NAME.pub file, "
+               "optionally followed by a name)",
+               line_no);
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+/* Swap in the list read from self->path. */
+static int load(gb_auth_t *self, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    char why[512];
+    if (gb_read_file(self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
+        gb_fmt(err, errlen, "authorized keys: %s", why);
+        return -1;
+    }
+    gb_auth_entry_t *v = NULL;
+    size_t n = 0;
+    int rc = gb_auth_parse(text, len, &v, &n, why, sizeof why);
+    free(text);
+    if (rc != 0) {
+        gb_fmt(err, errlen, "authorized keys %s: %s", self->path, why);
+        return -1;
+    }
+    gb_map_t *m = gb_map_new();
+    for (size_t i = 0; m && i < n; i++)
+        if (gb_map_put(m, v[i].key, GB_CURVE_Z85_LEN, &v[i]) != 0) gb_map_destroy(&m);
+    if (!m) {
+        free(v);
+        gb_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    gb_map_destroy(&self->by_key);
+    free(self->entries);
+    self->by_key = m;
+    self->entries = v;
+    self->n = n;
+    return 0;
+}
+
+gb_auth_t *gb_auth_new(void *ctx, const char *path, char *err, size_t errlen) {
+    gb_auth_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (gb_copy(self->path, sizeof self->path, path) != 0) {
+        gb_fmt(err, errlen, "authorized keys: path too long");
+        goto err;
+    }
+    if (load(self, err, errlen) != 0) goto err;
+    self->per_peer = gb_rate_new(1.0 / GB_AUTH_REPEAT_S, 1, 4096);
+    self->sock = zmq_socket(ctx, ZMQ_REP);
+    int zero = 0;
+    if (!self->sock || zmq_setsockopt(self->sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_bind(self->sock, ZAP_ENDPOINT) != 0) {
+        gb_fmt(err, errlen, "cannot bind the ZAP handler at %s: %s", ZAP_ENDPOINT,
+               zmq_strerror(errno));
+        goto err;
+    }
+    return self;
+err:
+    gb_auth_destroy(&self);
+    return NULL;
+}
+
+void gb_auth_destroy(gb_auth_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_auth_t *self = *self_p;
+    if (self->sock) zmq_close(self->sock);
+    gb_rate_destroy(&self->per_peer);
+    gb_map_destroy(&self->by_key);
+    free(self->entries);
+    free(self);
+    *self_p = NULL;
+}
+
+void *gb_auth_socket(gb_auth_t *self) {
+    return self->sock;
+}
+
+int gb_auth_reload(gb_auth_t *self, char *err, size_t errlen) {
+    return load(self, err, errlen);
+}
+
+int gb_auth_allowed(const gb_auth_t *self, const char *key) {
+    return key && strlen(key) == GB_CURVE_Z85_LEN &&
+           gb_map_get(self->by_key, key, GB_CURVE_Z85_LEN) != NULL;
+}
+
+const char *gb_auth_name(const gb_auth_t *self, const char *key) {
+    const gb_auth_entry_t *e = key && strlen(key) == GB_CURVE_Z85_LEN
+                                   ? gb_map_get(self->by_key, key, GB_CURVE_Z85_LEN)
+                                   : NULL;
+    return e ? e->name : "";
+}
+
+size_t gb_auth_count(const gb_auth_t *self) {
+    return self->n;
+}
+
+const char *gb_auth_path(const gb_auth_t *self) {
+    return self->path;
+}
+
+/* Copy a frame as text (escaped by the logger later). */
+static void part_str(zmq_msg_t *m, char *out, size_t outlen) {
+    size_t n = zmq_msg_size(m) < outlen - 1 ? zmq_msg_size(m) : outlen - 1;
+    memcpy(out, zmq_msg_data(m), n);
+    out[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == '\0') out[i] = '?';
+}
+
+static void log_refusal(gb_auth_t *self, const char *domain, const char *addr, const char *what) {
+    int64_t now = gb_mono_ms(), retry;
+    /* a refused peer retries at every reconnect: one line per peer and
+     * reason every GB_AUTH_REPEAT_S */
+    char peer[300];
+    gb_fmt(peer, sizeof peer, "%s|%s|%s", domain, addr, what);
+    if (self->per_peer && !gb_rate_take(self->per_peer, peer, strlen(peer), now, &retry)) {
+        self->suppressed++;
+        return;
+    }
+    if (now - self->window_ms >= 1000) {
+        if (self->suppressed)
+            gb_warn("auth: %lu more refused handshake(s) not logged", self->suppressed);
+        self->window_ms = now;
+        self->logged = 0;
+        self->suppressed = 0;
+    }
+    if (self->logged >= GB_AUTH_LOG_PER_S) {
+        self->suppressed++;
+        return;
+    }
+    self->logged++;
+    gb_warn("auth: refused a handshake on the %s endpoint from %s: %s", domain[0] ? domain : "?",
+            addr[0] ? addr : "an unknown address", what);
+}
+
+static void send_str(void *s, const char *text, int more) {
+    zmq_send(s, text, strlen(text), more ? ZMQ_SNDMORE : 0);
+}
+
+void gb_auth_serve(gb_auth_t *self) {
+    for (int round = 0; round < 1000; round++) {
+        zmq_msg_t part[ZAP_MAX_PARTS];
+        int n = 0, more = 1;
+        zmq_msg_init(&part[0]);
+        if (zmq_msg_recv(&part[0], self->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part[0]);
+            return;
+        }
+        n = 1;
+        more = zmq_msg_more(&part[0]);
+        while (more) { /* the rest of a message is already here */
+            zmq_msg_t extra;
+            zmq_msg_t *m = n < ZAP_MAX_PARTS ? &part[n] : &extra;
+            zmq_msg_init(m);
+            if (zmq_msg_recv(m, self->sock, 0) < 0) {
+                zmq_msg_close(m);
+                break;
+            }
+            more = zmq_msg_more(m);
+            if (m == &extra)
+                zmq_msg_close(m);
+            else
+                n++;
+        }
+        char version[8] = "", domain[32] = "", addr[128] = "", mech[16] = "", key[41] = "";
+        if (n >= 1) part_str(&part[0], version, sizeof version);
+        if (n >= 3) part_str(&part[2], domain, sizeof domain);
+        if (n >= 4) part_str(&part[3], addr, sizeof addr);
+        if (n >= 6) part_str(&part[5], mech, sizeof mech);
+        const char *status = "400", *text = "not allowed";
+        if (n != 7 || strcmp(version, "1.0") != 0 || strcmp(mech, "CURVE") != 0 ||
+            zmq_msg_size(&part[6]) != 32) {
+            status = "400";
+            text = "only CURVE clients with a listed key are admitted";
+            log_refusal(self, domain, addr, mech[0] ? mech : "not a CURVE handshake");
+        } else if (!zmq_z85_encode(key, zmq_msg_data(&part[6]), 32)) {
+            status = "500";
+            text = "cannot read the key";
+        } else if (!gb_auth_allowed(self, key)) {
+            char what[160];
+            gb_fmt(what, sizeof what, "key %s is not in %s", key, self->path);
+            log_refusal(self, domain, addr, what);
+        } else {
+            status = "200";
+            text = "OK";
+            gb_debug("auth: admitted %s (%s) on the %s endpoint from %s", key,
+                     gb_auth_name(self, key), domain, addr);
+        }
+        /* reply: version, request id, status code, status text, user id, metadata */
+        send_str(self->sock, "1.0", 1);
+        if (n >= 2)
+            zmq_send(self->sock, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]), ZMQ_SNDMORE);
+        else
+            send_str(self->sock, "", 1);
+        send_str(self->sock, status, 1);
+        send_str(self->sock, text, 1);
+        send_str(self->sock, strcmp(status, "200") == 0 ? key : "", 1);
+        send_str(self->sock, "", 0);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&part[i]);
+    }
+}

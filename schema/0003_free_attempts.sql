@@ -1,0 +1,11 @@
+-- 0003_free_attempts.sql: attempts that do not count against a job's
+-- max_attempts, kept in the store (the merge of issues 5 and 6).
+--
+-- An attempt an agent refused (busy), and a multi-node attempt the
+-- coordinator gave up because its rendezvous lived in memory it lost (a
+-- restart, or the reload after a failed commit), do not count against
+-- max_attempts. The count was in memory only, so a restart or a reload
+-- counted them after all: a job with max_attempts 1 failed on its second
+-- such loss. A job gives up once attempt - free_attempts reaches
+-- max_attempts.
+ALTER TABLE jobs ADD COLUMN free_attempts INTEGER NOT NULL DEFAULT 0;

@@ -1,0 +1,35 @@
+/* fuzz_authorized.c - libFuzzer target: the coordinator's authorized-keys
+ * file (gb_auth_parse), read at start and on every SIGHUP. Properties:
+ * every accepted entry is a valid Z85 key and a name without control
+ * characters; a refusal owns nothing and says which line. */
+#include "auth.h"
+#include "gb_curve.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ASSERT(c)                                                                                  \
+    do {                                                                                           \
+        if (!(c)) abort();                                                                         \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    gb_auth_entry_t *v = NULL;
+    size_t n = 0;
+    char err[300];
+    if (gb_auth_parse((const char *)data, size, &v, &n, err, sizeof err) != 0) {
+        ASSERT(v == NULL && n == 0 && err[0] != '\0');
+        return 0;
+    }
+    ASSERT((n == 0) == (v == NULL));
+    for (size_t i = 0; i < n; i++) {
+        ASSERT(gb_curve_key_ok(v[i].key));
+        for (const char *p = v[i].name; *p; p++)
+            ASSERT((unsigned char)*p >= 0x20 && *p != 0x7f);
+    }
+    free(v);
+    return 0;
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# Faults (CASE), each ending with assert_exactly_once: every job ended once
+# (done, or failed with its reason) and every result an agent saw
+# acknowledged is in the store, once. (SIGKILL of an agent and of the
+# coordinator mid-sweep are tests/control/it_agent_kill.sh and
+# it_coord_kill.sh, which end with the same assertion; the partition is
+# it_partition.sh.)
+#   worker_kill  SIGKILL of a worker mid-job: the job fails as crashed, the
+#                agent lives on and runs the next job
+#   worker_hang  a worker that hangs (SIGSTOP: deaf to SIGTERM) past its
+#                time limit is killed after the grace period; the job fails
+#                as timed out
+#   coord_storm  the coordinator SIGKILLed three times while 4 agents with 4
+#                slots each stream results of 200 short jobs, restarted each
+#                time: acknowledged results are never lost, none doubled
+#   disk_full    the coordinator's store on a small tmpfs fills up while
+#                results arrive: nothing is acknowledged that is not
+#                committed, the agents keep their results and resend, and once
+#                there is room every result lands once (--sync group, the
+#                default; disk_full_sync_full: the same with --sync full)
+#   disk_full_multinode
+#                the disk fills while a two-node job is mid-rendezvous, and
+#                again while it is finishing: each failed commit gives the
+#                attempt up once it can be committed (the rendezvous lived in
+#                memory the reload replaced), without using one up; no start
+#                or cancel goes out before that commit; the ranks' reports
+#                are acknowledged only once stored; the third attempt runs
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+worker_of() { pgrep -P "${AGENT_PID[$1]}" | head -n 1; }
+
+# mount_dbfs: a 3 MiB tmpfs at $T/dbfs for the store, $T/gb.db pointing
+# into it (q reads $T/gb.db); exits 77 (skip) where mounting is not allowed
+mount_dbfs() {
+    mkdir -p "$T/dbfs"
+    if ! mount -t tmpfs -o size=3m gb-test-dbfs "$T/dbfs" 2>"$T/mount.err"; then
+        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); the disk-full test needs root" >&2
+        exit 77
+    fi
+    trap 'rc=$?; umount -l "$T/dbfs" 2>/dev/null; (exit $rc); cleanup' EXIT
+    rm -f "$T/gb.db"
+    ln -s "$T/dbfs/gb.db" "$T/gb.db"
+}
+
+# fill_disk: empty the WAL (a WAL keeps its size and is reused once
+# checkpointed: commits that fit in it would not need the disk), then fill
+# the file system to the last block
+fill_disk() {
+    q "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+    dd if=/dev/zero of="$T/dbfs/filler" bs=4k >/dev/null 2>&1
+}
+
+# stopped_worker AGENT: the pid of the agent's worker once it has stopped
+# itself (SIGSTOP; state T), 10 s at most
+stopped_worker() {
+    local w
+    for _ in $(seq 200); do
+        w=$(worker_of "$1")
+        [ -n "$w" ] && [ "$(ps -o stat= -p "$w" | cut -c1)" = T ] && { echo "$w"; return 0; }
+        sleep 0.05
+    done
+    fail "no stopped worker under $1"
+}
+
+case "$case" in
+worker_kill)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=5000 --name victim)
+    wait_running "$sweep" 1
+    w=$(worker_of a1)
+    [ -n "$w" ] || fail "no worker under the agent"
+    kill -KILL "$w"
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "wait fails" "$?" 1
+    eq "the job failed once, as crashed" "$(q "SELECT v.status || ',' || r.status || ',' || r.exit_code FROM v_results v JOIN results r USING (job_id, attempt)")" "failed,crashed,-9"
+    q "SELECT error FROM v_results" >"$T/err.txt"
+    contains "reason kept" "$T/err.txt" "worker killed by signal 9"
+    eq "not retried (a worker failure is a result)" "$(q "SELECT count(*) FROM attempts")" 1
+    kill -0 "${AGENT_PID[a1]}" || fail "the agent died with its worker"
+    next=$(submit --kind sleep --param duration_ms=10)
+    check "the agent runs the next job" "$GB" wait "$next" --quiet
+    assert_exactly_once 2
+    ;;
+worker_hang)
+    start_coord
+    start_agent a1    # --kill-grace-ms 500 (lib.sh)
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=60000 --timeout 1 --name hang)
+    wait_running "$sweep" 1
+    w=$(worker_of a1)
+    [ -n "$w" ] || fail "no worker under the agent"
+    kill -STOP "$w"
+    t0=$(date +%s%N)
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "wait fails" "$?" 1
+    t1=$(date +%s%N)
+    eq "the job failed once, as timed out" "$(q "SELECT v.status || ',' || r.status FROM v_results v JOIN results r USING (job_id, attempt)")" "failed,timeout"
+    q "SELECT error FROM v_results" >"$T/err.txt"
+    contains "reason kept" "$T/err.txt" "timed out after 1 s (worker killed)"
+    # limit 1 s + grace 0.5 s, plus reporting; well under the worker's 60 s
+    eq "ended within the limit and the grace" "$(q "SELECT (julianday(finished_at) - julianday(started_at)) * 86400 < 4 FROM results")" 1
+    [ $(( (t1 - t0) / 1000000 )) -lt 10000 ] || fail "the hung worker held the job for $(( (t1 - t0) / 1000000 )) ms"
+    kill -0 "$w" 2>/dev/null && fail "the hung worker $w is still there"
+    assert_exactly_once 1
+    ;;
+coord_storm)
+    start_coord
+    for a in a1 a2 a3 a4; do start_agent $a --slots 4; done
+    wait_nodes 4
+    sweep=$(submit --kind sleep --param duration_ms=30 --repeat 200 --name storm)
+    for round in 1 2 3; do
+        for _ in $(seq 400); do
+            [ "$(q "SELECT count(*) FROM results")" -ge $((round * 40)) ] && break
+            sleep 0.02
+        done
+        kill -KILL "$COORD_PID"
+        wait "$COORD_PID" 2>/dev/null
+        sleep 0.3   # results pile up in the spools meanwhile
+        start_coord
+    done
+    check "the sweep finishes" "$GB" wait "$sweep" --quiet --timeout 60
+    eq "all done" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 200
+    [ "$(grep -c "resumed:" "$T/coord.log")" = 3 ] || fail "the coordinator did not resume three times"
+    assert_exactly_once 200
+    ;;
+disk_full | disk_full_sync_full)
+    sync=group
+    [ "$case" = disk_full_sync_full ] && sync=full
+    mount_dbfs
+    start_coord --db "$T/dbfs/gb.db" --sync "$sync"
+    start_agent a1 --slots 2
+    start_agent a2 --slots 2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=800 --repeat 16 --name full)
+    # the first four results are in, the next four jobs run: fill the disk
+    for _ in $(seq 200); do [ "$(q "SELECT count(*) FROM results")" -ge 4 ] && break; sleep 0.05; done
+    wait_running "$sweep" 4
+    fill_disk
+    full_at=$(q "SELECT count(*) FROM results")
+    for _ in $(seq 100); do grep -q "commit failed" "$T/coord.log" && break; sleep 0.05; done
+    contains "the failed commit is logged" "$T/coord.log" "database or disk is full"
+    contains "... and nothing of it acknowledged" "$T/coord.log" "not acknowledged (their agents resend)"
+    # the running jobs end meanwhile: their results wait in the spools
+    for _ in $(seq 200); do
+        [ "$(find "$T/a1/spool" "$T/a2/spool" -name 'result-*.pb' | wc -l)" -ge 2 ] && break
+        sleep 0.05
+    done
+    sleep 0.5   # resent at least once, refused again
+    find "$T/a1/spool" "$T/a2/spool" -name 'result-*.pb' | sed 's/.*result-\([0-9]*\)-\([0-9]*\)\.pb$/\1,\2/' >"$T/held.txt"
+    held=$(wc -l <"$T/held.txt")
+    [ "$held" -ge 1 ] || fail "no result waits in an agent's spool while the disk is full"
+    stored=$(q "SELECT count(*) FROM results")
+    [ "$stored" -le "$((full_at + 1))" ] || fail "$stored results stored on a full disk (had $full_at)"
+    kill -0 "$COORD_PID" || fail "the coordinator died on a full disk"
+    echo "disk full: $stored result(s) stored, $held waiting in the agents' spools"
+    rm -f "$T/dbfs/filler"
+    check "the sweep finishes once there is room" "$GB" wait "$sweep" --quiet --timeout 60
+    eq "all done" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 16
+    for ja in $(cat "$T/held.txt"); do
+        eq "the held result of job,attempt $ja landed once" "$(q "SELECT count(*) FROM results WHERE job_id = ${ja%,*} AND attempt = ${ja#*,}")" 1
+    done
+    assert_exactly_once 16
+    ;;
+disk_full_multinode)
+    source "$(dirname "$0")/../multinode/mn_lib.sh"
+    mount_dbfs
+    start_coord --db "$T/dbfs/gb.db"
+    start_agent a1
+    wait_nodes 1 # a1 registers first: rank 0
+    start_agent a2
+    wait_nodes 2
+    # rank 1's worker stops itself (SIGSTOP) before it reports ready, in
+    # every attempt: the test holds each attempt mid-rendezvous, and lets it
+    # go on with SIGCONT. One attempt allowed: giving one up after a failed
+    # commit must not use it up.
+    sweep=$(submit --kind sleep --param duration_ms=1500 --param n_nodes=2 --param signal=19 \
+        --param fail_rank=1 --param fail_at=rendezvous --max-attempts 1 --name mnfull)
+
+    # 1. mid-rendezvous: rank 0 waits at the barrier, rank 1 never said ready
+    wait_ranks 1 ready 1
+    w=$(stopped_worker a2)
+    fill_disk
+    if "$GB" submit --kind sleep --param duration_ms=10 >/dev/null 2>"$T/refused.txt"; then
+        fail "a sweep was accepted on a full disk"
+    fi
+    contains "the submit is refused, nothing of it kept" "$T/refused.txt" "could not commit this to its store"
+    contains "the failed commit is logged" "$T/coord.log" "database or disk is full"
+    kill -CONT "$w" # rank 1 says ready now: the attempt was given up, it gets no start
+    sleep 1         # ten heartbeats: ready resent, reloads retried after their back-off
+    eq "attempt 1 is still assigned in the store" "$(q "SELECT state FROM attempts WHERE attempt = 1")" assigned
+    [ -n "$(worker_of a1)" ] || fail "rank 0 was stopped before the end of its attempt was committed"
+    [ -n "$(worker_of a2)" ] || fail "rank 1 was stopped before the end of its attempt was committed"
+    if grep -E "cancelling|starts at" "$T/a1.log" "$T/a2.log"; then
+        fail "a cancel or a start reached an agent before the commit"
+    fi
+    rm -f "$T/dbfs/filler"
+
+    # 2. finishing: attempt 2 runs, and the disk fills before its ranks end
+    for _ in $(seq 200); do [ "$(attempt_of 1)" = 2 ] && break; sleep 0.05; done
+    eq "attempt 1 given up once committed; the job runs again" "$(attempt_of 1)" 2
+    w=$(stopped_worker a2)
+    kill -CONT "$w"
+    wait_ranks 1 started 2
+    fill_disk
+    for _ in $(seq 200); do
+        [ "$(find "$T/a1/spool" "$T/a2/spool" -name 'result-1-2.pb' | wc -l)" = 2 ] && break
+        sleep 0.05
+    done
+    eq "both ranks' results wait in the spools" "$(find "$T/a1/spool" "$T/a2/spool" -name 'result-1-2.pb' | wc -l)" 2
+    sleep 0.5 # resent at least once, refused again
+    eq "attempt 2: no rank report stored, no result, still running in the store" \
+        "$(q "SELECT (SELECT count(*) FROM ranks WHERE attempt = 2 AND status IS NOT NULL) || ','
+              || (SELECT count(*) FROM results) || ',' || (SELECT state FROM attempts WHERE attempt = 2)")" "0,0,running"
+    eq "attempt 2: nothing acknowledged" "$(cat "$T/a1.log" "$T/a2.log" | grep -c "result of job 1 attempt 2 acknowledged")" 0
+    kill -0 "$COORD_PID" || fail "the coordinator died on a full disk"
+    rm -f "$T/dbfs/filler"
+
+    # 3. attempt 3 runs to the end
+    for _ in $(seq 200); do [ "$(attempt_of 1)" = 3 ] && break; sleep 0.05; done
+    eq "attempt 2 given up once committed; the job runs again" "$(attempt_of 1)" 3
+    w=$(stopped_worker a2)
+    kill -CONT "$w"
+    check "the sweep finishes" "$GB" wait "$sweep" --quiet --timeout 60
+    job_ok 1 2 1
+    why="a commit failed during this multi-node attempt: the coordinator reloaded its state from the store"
+    eq "attempts 1 and 2 given up, without using up one" \
+        "$(q "SELECT group_concat(attempt || ':' || state || ':' || error, '|') FROM
+              (SELECT * FROM attempts WHERE attempt < 3 ORDER BY attempt)")" "1:lost:$why|2:lost:$why"
+    eq "their ranks lost, and each report kept once acknowledged" \
+        "$(q "SELECT group_concat(attempt || '/' || rank || '/' || state || '/' || status) FROM
+              (SELECT * FROM ranks WHERE attempt < 3 ORDER BY attempt, rank)")" \
+        "1/0/lost/cancelled,1/1/lost/cancelled,2/0/lost/ok,2/1/lost/ok"
+    no_workers a1 a2
+    assert_exactly_once 1
+    ;;
+checker)
+    # the assertion itself: it passes on a clean run and fails on each
+    # fault injected into the store afterwards (jobs 1 and 2 one-node, job 3
+    # over two nodes)
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=10 --repeat 2)
+    check "the sweep finishes" "$GB" wait "$sweep" --quiet
+    sweep=$(submit --kind sleep --param duration_ms=10 --param n_nodes=2)
+    check "the two-node sweep finishes" "$GB" wait "$sweep" --quiet
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM v_results")" = 3 ] && break; sleep 0.05; done
+    assert_exactly_once 3
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    cp "$T/gb.db" "$T/clean.db"
+    q "DELETE FROM samples WHERE job_id = 1; DELETE FROM results WHERE job_id = 1"
+    (assert_exactly_once 3) >"$T/c0.log" 2>&1 && fail "a lost result went unnoticed"
+    contains "lost result named" "$T/c0.log" "a done job has an ok result of its final attempt"
+    # the same loss, with the job's row made to look failed: the agent's
+    # acknowledgement still tells
+    q "UPDATE jobs SET state = 'failed', error = 'x' WHERE job_id = 1"
+    (assert_exactly_once 3) >"$T/c1.log" 2>&1 && fail "a lost acknowledged result went unnoticed"
+    contains "lost result named" "$T/c1.log" "acknowledged but not stored: job,attempt 1,1"
+    cp "$T/clean.db" "$T/gb.db"
+    q "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at)
+         SELECT job_id, 2, agent_id, backend, 'done', assigned_at FROM attempts WHERE job_id = 1;
+       CREATE TEMP TABLE t AS SELECT * FROM results WHERE job_id = 1; UPDATE t SET attempt = 2;
+       INSERT INTO results SELECT * FROM t"
+    (assert_exactly_once 3) >"$T/c2.log" 2>&1 && fail "a doubled result went unnoticed"
+    contains "doubled result named" "$T/c2.log" "results of other attempts are superseded"
+    cp "$T/clean.db" "$T/gb.db"
+    q "UPDATE jobs SET state = 'running' WHERE job_id = 2"
+    (assert_exactly_once 3) >"$T/c3.log" 2>&1 && fail "an unfinished job went unnoticed"
+    contains "unfinished job named" "$T/c3.log" "every job ended"
+    cp "$T/clean.db" "$T/gb.db"
+    (assert_exactly_once 4) >"$T/c4.log" 2>&1 && fail "a missing job went unnoticed"
+    touch "$T/a1/spool/result-9-1.pb"
+    (assert_exactly_once 3) >"$T/c5.log" 2>&1 && fail "a result left in a spool went unnoticed"
+    contains "spool named" "$T/c5.log" "spool of a1 empty"
+    rm "$T/a1/spool/result-9-1.pb"
+    # a rank's acknowledged report lost (the job's own row is rank 0's)
+    r1=$(q "SELECT n.name FROM ranks k JOIN nodes n USING (agent_id) WHERE k.job_id = 3 AND k.rank = 1")
+    q "UPDATE ranks SET status = NULL, record = NULL WHERE job_id = 3 AND rank = 1"
+    (assert_exactly_once 3) >"$T/c6.log" 2>&1 && fail "a lost rank report went unnoticed"
+    contains "lost rank report named" "$T/c6.log" "acknowledged but not stored: rank report of $r1, job,attempt 3,1"
+    cp "$T/clean.db" "$T/gb.db"
+    q "UPDATE ranks SET state = 'started' WHERE job_id = 3 AND rank = 0"
+    (assert_exactly_once 3) >"$T/c7.log" 2>&1 && fail "a rank left running went unnoticed"
+    contains "rank left running named" "$T/c7.log" "every rank of every multi-node attempt ended"
+    cp "$T/clean.db" "$T/gb.db"
+    assert_exactly_once 3
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Limits on what arrives (CASE): each refusal is a Reject to the sender
+# with a clear reason and a line in the coordinator's log. (Frame sizes,
+# decode errors, ranges and sweep size have their tests in tests/control.)
+#   rate        a peer sending control requests faster than --rate-limit
+#               gets `rate` rejects with a retry hint, then is served again;
+#               another peer is not slowed by it
+#   max_agents  a new agent id beyond --max-agents is refused; a known one
+#               still registers again
+#   max_queued  a sweep that would take the unfinished jobs past
+#               --max-queued is refused, and accepted once jobs ended
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+case "$case" in
+rate)
+    start_coord --rate-limit 5 --rate-burst 5
+    "$HPEER" rate "$LISTEN" "$CONTROL" 30 >"$T/hpeer.log" 2>&1 || fail "rate: $(cat "$T/hpeer.log")"
+    contains "the coordinator logged it" "$T/coord.log" ": rate: rate limit: more than 5 requests a second"
+    # reject lines are themselves limited: a flood does not flood the log
+    [ "$(grep -c ': rate: rate limit' "$T/coord.log")" -le 25 ] || fail "every refusal was logged"
+    check "gpubench status is served" "$GB" status
+    ;;
+max_agents)
+    start_coord --max-agents 1
+    start_agent a1
+    wait_nodes 1
+    start_agent a2
+    for _ in $(seq 100); do grep -q "limit" "$T/a2.log" 2>/dev/null && break; sleep 0.05; done
+    contains "the agent was told why" "$T/a2.log" "limit: the coordinator already knows 1 agents, its limit (--max-agents 1)"
+    contains "the coordinator logged it" "$T/coord.log" "rejected hello from"
+    sleep 0.5
+    eq "one node" "$(q "SELECT count(*) FROM nodes")" 1
+    eq "a2's warning is not repeated at every retry" "$(grep -c "already knows" "$T/a2.log")" 1
+    # a1 restarts: a known id is not a new agent
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1
+    sleep 0.3
+    wait_nodes 1
+    eq "a1 back" "$("$GB" nodes --format csv | awk -F, '$3 == "connected" {print $1}')" a1
+    ;;
+max_queued)
+    start_coord --max-queued 3
+    start_agent a1
+    wait_nodes 1
+    first=$(submit --kind sleep --param duration_ms=800 --repeat 2)
+    "$GB" submit --kind sleep --param duration_ms=10 --repeat 2 >"$T/over.log" 2>&1 && fail "a submit past --max-queued was accepted"
+    contains "says why" "$T/over.log" "rejected: the coordinator holds 2 unfinished job(s); 2 more would pass its limit of 3 (--max-queued)"
+    contains "the coordinator logged it" "$T/coord.log" "rejected submit from"
+    eq "one sweep stored" "$(q "SELECT count(*) FROM sweeps")" 1
+    check "the first sweep finishes" "$GB" wait "$first" --quiet
+    second=$(submit --kind sleep --param duration_ms=10 --repeat 3)
+    check "accepted once the queue drained" "$GB" wait "$second" --quiet
+    assert_exactly_once 5
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# CURVE and the ZAP allow-list end to end (CASE), with real processes on
+# loopback: a coordinator started with --key coord.key --authorized FILE,
+# agents and commands with --key NAME.key --server-key coord.pub (or
+# $GB_KEY / $GB_SERVER_KEY).
+#   unknown_agent_key  an agent whose key is not listed never registers;
+#                      the refusal is logged with its address
+#   client_no_key      a command without a key (or with an unlisted one)
+#                      cannot submit; with a listed key it can
+#   plaintext_peer     a plaintext agent and a plaintext raw peer get no
+#                      answer from a CURVE coordinator
+#   bind               non-loopback addresses: refused without keys unless
+#                      --insecure; served with keys
+#   sighup             SIGHUP re-reads the list: a key added is admitted, a
+#                      key removed is refused on new connections
+#   revoked            ... and on its open connection, from its next message
+#   pinned             another listed key cannot speak for a registered
+#                      agent id
+#   bad_keys           the coordinator refuses to start on a key file others
+#                      can read, a broken list, or one of --key/--authorized
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+case=${3:?case}
+
+make_keys coord a1 a2 me stranger
+authorize a1 me
+
+case "$case" in
+unknown_agent_key)
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    start_agent a2 --key "$T/stranger.key" --server-key "$T/coord.pub"
+    use_keys me
+    wait_nodes 1
+    sleep 1
+    eq "only the listed agent registered" "$("$GB" nodes --format csv | tail -n +2 | cut -d, -f1 | sort | tr '\n' ' ')" "a1 "
+    stranger=$(cat "$T/stranger.pub")
+    contains "refusal logged with the key" "$T/coord.log" "key $stranger is not in $T/authorized"
+    contains "... and the address" "$T/coord.log" "refused a handshake on the agents endpoint from 127.0.0.1"
+    contains "the agent says why" "$T/a2.log" "the coordinator refused our key"
+    eq "no node row for it" "$(q "SELECT count(*) FROM nodes WHERE name = 'a2'")" 0
+    # the refused agent retries; the log does not grow a line per retry
+    [ "$(grep -cF "key $stranger is not in" "$T/coord.log")" -le 2 ] || fail "a refusal logged at every retry"
+    ;;
+client_no_key)
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    no_keys
+    "$GB" submit --kind sleep --param duration_ms=10 >"$T/nokey.log" 2>&1 && fail "submitted without a key"
+    contains "says why" "$T/nokey.log" "CURVE keys"
+    "$GB" submit --kind sleep --param duration_ms=10 --key "$T/stranger.key" --server-key "$T/coord.pub" >"$T/stranger.log" 2>&1 &&
+        fail "submitted with an unlisted key"
+    contains "says why" "$T/stranger.log" "refused our key"
+    "$GB" status >"$T/nokey2.log" 2>&1 && fail "status without a key"
+    "$GB" submit --kind sleep --key "$T/me.key" >"$T/half.log" 2>&1 && fail "a key without --server-key"
+    contains "both needed" "$T/half.log" "needs both --key and --server-key"
+    eq "nothing stored" "$(q "SELECT count(*) FROM sweeps")" 0
+    use_keys me
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=10)
+    check "a listed key submits and waits" "$GB" wait "$sweep" --quiet
+    eq "stored" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 1
+    ;;
+plaintext_peer)
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent plain
+    "$HPEER" plaintext "$LISTEN" "$CONTROL" >"$T/hpeer.log" 2>&1 || fail "plaintext peer: $(cat "$T/hpeer.log")"
+    use_keys me
+    sleep 0.5
+    eq "no agent registered" "$("$GB" nodes --format csv | tail -n +2 | wc -l)" 0
+    contains "the coordinator logged it, with the address" "$T/coord.log" "refused a peer on the agents endpoint"
+    contains "... and why" "$T/coord.log" "it does not speak CURVE (a plaintext peer)"
+    contains "the plaintext agent says why" "$T/plain.log" "cannot connect to"
+    ;;
+bind)
+    "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 &&
+        fail "bound a public address without keys or --insecure"
+    contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://0.0.0.0:*' --db "$T/x.db" >"$T/refuse2.log" 2>&1 &&
+        fail "bound a public control address without keys"
+    contains "says why" "$T/refuse2.log" "--insecure"
+    "$GB" coordinator --key "$T/coord.key" --db "$T/x.db" >"$T/half.log" 2>&1 && fail "started with --key alone"
+    contains "both needed" "$T/half.log" "give both --key"
+    # with keys, any address is fine and no warning is printed
+    LISTEN='tcp://0.0.0.0:*'
+    CONTROL='tcp://0.0.0.0:*'
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    grep -q "insecure" "$T/coord.log" && fail "a keyed coordinator warned about insecurity"
+    contains "CURVE announced" "$T/coord.log" "CURVE on both endpoints"
+    port=${LISTEN##*:}
+    cport=${CONTROL##*:}
+    start_agent a1 --connect "tcp://127.0.0.1:$port" --key "$T/a1.key" --server-key "$T/coord.pub"
+    use_keys me
+    GB_CONTROL=tcp://127.0.0.1:$cport wait_nodes 1
+    ;;
+sighup)
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    start_agent a2 --key "$T/a2.key" --server-key "$T/coord.pub"
+    sleep 1
+    eq "a2 not listed: not registered" "$(connected)" 0
+    authorize a1 a2 me
+    kill -HUP "$COORD_PID"
+    wait_nodes 1
+    contains "reload logged" "$T/coord.log" "key(s) admitted (were 2)"
+    eq "a2 registered after the reload" "$("$GB" nodes --format csv | tail -n +2 | cut -d, -f1)" a2
+    # a broken list keeps the old one in force
+    echo garbage >"$T/authorized"
+    kill -HUP "$COORD_PID"
+    for _ in $(seq 50); do grep -q "reload failed" "$T/coord.log" && break; sleep 0.1; done
+    contains "bad list refused" "$T/coord.log" "reload failed, the previous 3 key(s) stay in force"
+    "$GB" nodes >/dev/null || fail "the old list stopped working"
+    # me removed: refused on a new connection (every command opens one)
+    authorize a1 a2
+    kill -HUP "$COORD_PID"
+    for _ in $(seq 50); do grep -q "2 key(s) admitted (were 3)" "$T/coord.log" && break; sleep 0.1; done
+    "$GB" nodes >"$T/removed.log" 2>&1 && fail "a removed key still reaches the coordinator"
+    contains "says why" "$T/removed.log" "refused our key"
+    ;;
+revoked)
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    "$HPEER" revoked "$LISTEN" "$CONTROL" "$T/peer-ready" "$T/go" >"$T/hpeer.log" 2>&1 &
+    peer=$!
+    for _ in $(seq 100); do [ -f "$T/peer-ready" ] && break; sleep 0.05; done
+    [ -f "$T/peer-ready" ] || fail "the peer was not answered: $(cat "$T/hpeer.log")"
+    authorize a1
+    kill -HUP "$COORD_PID"
+    for _ in $(seq 50); do grep -q "1 key(s) admitted" "$T/coord.log" && break; sleep 0.1; done
+    touch "$T/go"
+    wait "$peer" || fail "revoked: $(cat "$T/hpeer.log")"
+    contains "refusal logged" "$T/coord.log" "is no longer authorized"
+    ;;
+pinned)
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    use_keys me
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    kill -STOP "${AGENT_PID[a1]}"   # so that it does not take its routing id back meanwhile
+    GB_KEY=$T/a2.key "$HPEER" pinned "$LISTEN" "$CONTROL" "$id" >"$T/hpeer.log" 2>&1 || fail "pinned: $(cat "$T/hpeer.log")"
+    kill -CONT "${AGENT_PID[a1]}"
+    contains "refusal logged" "$T/coord.log" "is registered with another key (a1)"
+    eq "still one node" "$(q "SELECT count(*) FROM nodes")" 1
+    sweep=$(submit --kind sleep --param duration_ms=10)
+    check "a1 still works" "$GB" wait "$sweep" --quiet
+    ;;
+bad_keys)
+    cp "$T/coord.key" "$T/open.key"; chmod 644 "$T/open.key"
+    "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1 && fail "started on a world-readable key"
+    contains "says why" "$T/open.log" "readable by others"
+    echo "not-a-key" >"$T/bad.list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/bad.list" --db "$T/x.db" >"$T/list.log" 2>&1 && fail "started on a broken list"
+    contains "says why" "$T/list.log" "line 1: not a public key"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/none" --db "$T/x.db" >"$T/none.log" 2>&1 && fail "started without its list"
+    contains "says why" "$T/none.log" "authorized keys"
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

@@ -1,0 +1,146 @@
+/* test_curve.c - key files (common/gb_curve.h): what `gpubench keygen`
+ * writes, and every way reading a key file can fail.
+ *
+ *   test_curve CASE    (CASE: keygen, read_errors, public_forms, client_load) */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_curve.h"
+#include "gb_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static char dir[256];
+
+static void put(const char *name, const char *text, mode_t mode) {
+    char p[512], err[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    CHECKF(gb_write_file_atomic(p, text, strlen(text), err, sizeof err) == 0, "%s", err);
+    CHECK(chmod(p, mode) == 0);
+}
+
+static const char *path(const char *name) {
+    static char p[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
+    return p[i];
+}
+
+static void expect_pair_error(const char *name, const char *word) {
+    char pub[41], sec[41], err[600];
+    CHECKF(gb_curve_read_pair(path(name), pub, sec, err, sizeof err) != 0, "%s was accepted", name);
+    CHECKF(strstr(err, word), "%s: '%s' lacks '%s'", name, err, word);
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    const char *c = argv[1];
+    CHECKF(gb_curve_available(), "libzmq without CURVE");
+    snprintf(dir, sizeof dir, "%s/gb-curve-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(dir));
+    char pub[41], sec[41], pub2[41], err[600];
+    if (strcmp(c, "keygen") == 0) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s/node", dir);
+        CHECKF(gb_curve_keygen(prefix, 0, pub, err, sizeof err) == 0, "%s", err);
+        CHECK(gb_curve_key_ok(pub));
+        struct stat st;
+        CHECK(stat(path("node.key"), &st) == 0);
+        CHECKF((st.st_mode & 0777) == 0600, "NAME.key has mode %o", (unsigned)(st.st_mode & 0777));
+        CHECK(stat(path("node.pub"), &st) == 0);
+        CHECK((st.st_mode & 0777) == 0644);
+        /* the .pub holds the key on one line and nothing else */
+        char *text = NULL;
+        size_t len = 0;
+        CHECK(gb_read_file(path("node.pub"), 100, &text, &len, err, sizeof err) == 0);
+        CHECK(len == 41 && text[40] == '\n' && strncmp(text, pub, 40) == 0);
+        free(text);
+        /* the pair reads back, and the secret makes the public key */
+        CHECKF(gb_curve_read_pair(path("node.key"), pub2, sec, err, sizeof err) == 0, "%s", err);
+        CHECK(strcmp(pub, pub2) == 0);
+        char derived[41];
+        CHECK(zmq_curve_public(derived, sec) == 0 && strcmp(derived, pub) == 0);
+        /* no silent overwrite; --force replaces */
+        CHECK(gb_curve_keygen(prefix, 0, pub2, err, sizeof err) != 0);
+        CHECKF(strstr(err, "exists"), "%s", err);
+        CHECK(gb_curve_keygen(prefix, 1, pub2, err, sizeof err) == 0);
+        CHECK(strcmp(pub, pub2) != 0); /* a new pair */
+        CHECK(stat(path("node.key"), &st) == 0 && (st.st_mode & 0777) == 0600);
+    } else if (strcmp(c, "read_errors") == 0) {
+        CHECK(zmq_curve_keypair(pub, sec) == 0);
+        char good[300];
+        snprintf(good, sizeof good, "public-key = %s\nsecret-key = %s\n", pub, sec);
+        put("open.key", good, 0644);
+        expect_pair_error("open.key", "readable by others");
+        char other_pub[41], other_sec[41];
+        CHECK(zmq_curve_keypair(other_pub, other_sec) == 0);
+        char mixed[300];
+        snprintf(mixed, sizeof mixed, "public-key = %s\nsecret-key = %s\n", other_pub, sec);
+        put("mixed.key", mixed, 0600);
+        expect_pair_error("mixed.key", "not the one its secret key makes");
+        put("garbage.key", "hello\n", 0600);
+        expect_pair_error("garbage.key", "not a gpubench key file");
+        char shortk[300];
+        snprintf(shortk, sizeof shortk, "public-key = %.39s\nsecret-key = %s\n", pub, sec);
+        put("short.key", shortk, 0600);
+        expect_pair_error("short.key", "not a gpubench key file");
+        char only[300];
+        snprintf(only, sizeof only, "public-key = %s\n", pub);
+        put("only.key", only, 0600);
+        expect_pair_error("only.key", "not a gpubench key file");
+        expect_pair_error("missing.key", "cannot read");
+        /* comments, quotes and CRLF are fine */
+        char styled[400];
+        snprintf(styled, sizeof styled, "# mine\r\n  public-key = \"%s\"\r\nsecret-key=%s\r\n", pub,
+                 sec);
+        put("styled.key", styled, 0600);
+        CHECKF(gb_curve_read_pair(path("styled.key"), pub2, other_sec, err, sizeof err) == 0, "%s",
+               err);
+        CHECK(strcmp(pub2, pub) == 0 && strcmp(other_sec, sec) == 0);
+    } else if (strcmp(c, "public_forms") == 0) {
+        CHECK(zmq_curve_keypair(pub, sec) == 0);
+        char line[100];
+        snprintf(line, sizeof line, "%s\n", pub);
+        put("a.pub", line, 0644);
+        CHECK(gb_curve_read_public(path("a.pub"), pub2, err, sizeof err) == 0);
+        CHECK(strcmp(pub, pub2) == 0);
+        char pair[300];
+        snprintf(pair, sizeof pair, "secret-key = %s\npublic-key = %s\n", sec, pub);
+        put("a.key", pair, 0600);
+        CHECK(gb_curve_read_public(path("a.key"), pub2, err, sizeof err) == 0);
+        CHECK(strcmp(pub, pub2) == 0); /* the public half, never the secret */
+        put("bad.pub", "not a key\n", 0644);
+        CHECK(gb_curve_read_public(path("bad.pub"), pub2, err, sizeof err) != 0);
+        CHECKF(strstr(err, "holds no public key"), "%s", err);
+        CHECK(!gb_curve_key_ok("short") && !gb_curve_key_ok(NULL));
+        char bad[41];
+        memcpy(bad, pub, 41);
+        bad[5] = ' '; /* not in the Z85 alphabet */
+        CHECK(!gb_curve_key_ok(bad));
+    } else if (strcmp(c, "client_load") == 0) {
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s/me", dir);
+        CHECK(gb_curve_keygen(prefix, 0, pub, err, sizeof err) == 0);
+        snprintf(prefix, sizeof prefix, "%s/coord", dir);
+        CHECK(gb_curve_keygen(prefix, 0, pub2, err, sizeof err) == 0);
+        gb_curve_client_t k;
+        CHECKF(gb_curve_client_load(&k, path("me.key"), path("coord.pub"), err, sizeof err) == 0,
+               "%s", err);
+        CHECK(strcmp(k.public_key, pub) == 0 && strcmp(k.server_key, pub2) == 0);
+        CHECK(gb_curve_client_load(&k, path("me.key"), NULL, err, sizeof err) != 0);
+        CHECKF(strstr(err, "both --key and --server-key"), "%s", err);
+        CHECK(gb_curve_client_load(&k, path("me.pub"), path("coord.pub"), err, sizeof err) != 0);
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* test_hwire.c - the wire additions of issue 6 (reject codes 70-72) and
+ * log escaping of peers' text.
+ *
+ *   test_hwire CASE   (reject_codes, log_escape) */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "gb_log.h"
+#include "gb_wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int decode_reject(int code) {
+    Gb__Reject rej = GB__REJECT__INIT;
+    rej.code = (Gb__RejectCode)code;
+    rej.reason = "x";
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_REJECT;
+    env.reject = &rej;
+    size_t len = 0;
+    uint8_t *buf = gb_wire_pack(&env, &len);
+    CHECK(buf);
+    Gb__Envelope *out = NULL;
+    uint64_t seq;
+    char why[256];
+    int rc = gb_wire_decode(buf, len, 1 << 20, &out, &seq, why, sizeof why);
+    free(buf);
+    gb_wire_free(&out);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    const char *c = argv[1];
+    if (strcmp(c, "reject_codes") == 0) {
+        CHECK(decode_reject(GB__REJECT_CODE__REJECT_LIMIT) == 0);
+        CHECK(decode_reject(GB__REJECT_CODE__REJECT_RATE) == 0);
+        CHECK(decode_reject(GB__REJECT_CODE__REJECT_DENIED) == 0);
+        CHECK(decode_reject(GB__REJECT_CODE__REJECT_INTERNAL) == 0);
+        /* the gaps stay invalid */
+        CHECK(decode_reject(11) == GB__REJECT_CODE__REJECT_RANGE);
+        CHECK(decode_reject(69) == GB__REJECT_CODE__REJECT_RANGE);
+        CHECK(decode_reject(73) == GB__REJECT_CODE__REJECT_RANGE);
+        CHECK(decode_reject(0) == GB__REJECT_CODE__REJECT_RANGE);
+        CHECK(strcmp(gb_wire_reject_name(GB__REJECT_CODE__REJECT_LIMIT), "limit") == 0);
+        CHECK(strcmp(gb_wire_reject_name(GB__REJECT_CODE__REJECT_RATE), "rate") == 0);
+        CHECK(strcmp(gb_wire_reject_name(GB__REJECT_CODE__REJECT_DENIED), "denied") == 0);
+        CHECK(strcmp(gb_wire_reject_name(50), "unknown") == 0);
+    } else if (strcmp(c, "log_escape") == 0) {
+        char out[64];
+        gb_log_escape("node\n2024-01-01 coord error forged\r\033[2J\x7f ok", out, sizeof out);
+        CHECKF(strchr(out, '\n') == NULL && strchr(out, '\r') == NULL && strchr(out, 033) == NULL,
+               "%s", out);
+        CHECKF(strcmp(out, "node\\x0a2024-01-01 coord error forged\\x0d\\x1b[2J\\x7f ok") == 0,
+               "%s", out);
+        /* UTF-8 passes untouched */
+        gb_log_escape("n\xc3\xa9ud", out, sizeof out);
+        CHECK(strcmp(out, "n\xc3\xa9ud") == 0);
+        /* cut short, never overrun, never half an escape */
+        char tiny[6];
+        gb_log_escape("ab\ncd", tiny, sizeof tiny);
+        CHECKF(strcmp(tiny, "ab") == 0, "'%s'", tiny);
+        gb_log_escape("abcdefgh", tiny, sizeof tiny);
+        CHECK(strcmp(tiny, "abcde") == 0);
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    printf("ok\n");
+    return 0;
+}

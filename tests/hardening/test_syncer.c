@@ -1,0 +1,86 @@
+/* test_syncer.c - the WAL flusher of --sync group (coordinator/syncer.h) on
+ * a real SQLite store in WAL mode.
+ *
+ *   test_syncer CASE   (flush, bad_path) */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "syncer.h"
+
+#include <poll.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    const char *c = argv[1];
+    char dir[256], db_path[300], err[300];
+    snprintf(dir, sizeof dir, "%s/gb-syncer-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(dir));
+    snprintf(db_path, sizeof db_path, "%s/s.db", dir);
+    if (strcmp(c, "flush") == 0) {
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(db_path, &db) == SQLITE_OK);
+        CHECK(sqlite3_exec(db,
+                           "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                           " PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (x)",
+                           NULL, NULL, NULL) == SQLITE_OK);
+        gb_syncer_t *s = gb_syncer_new(db_path, err, sizeof err);
+        CHECKF(s, "%s", err);
+        CHECK(gb_syncer_done(s, err, sizeof err) == 0); /* nothing asked yet */
+        for (uint64_t seq = 1; seq <= 50; seq++) {
+            CHECK(sqlite3_exec(db, "INSERT INTO t VALUES (randomblob(3000))", NULL, NULL, NULL) ==
+                  SQLITE_OK);
+            gb_syncer_request(s, seq);
+        }
+        /* the descriptor wakes a poller once the flush is done */
+        struct pollfd p = {gb_syncer_fd(s), POLLIN, 0};
+        CHECKF(poll(&p, 1, 5000) == 1, "no wake-up within 5 s");
+        CHECK(gb_syncer_wait(s, 50, 5000) == 0);
+        CHECK(gb_syncer_done(s, err, sizeof err) == 50);
+        /* older requests change nothing */
+        gb_syncer_request(s, 10);
+        CHECK(gb_syncer_done(s, err, sizeof err) == 50);
+        /* its checkpoints move the WAL into the database (the writer has
+         * automatic checkpoints off): the database file grows */
+        char main_path[300];
+        snprintf(main_path, sizeof main_path, "%s", db_path);
+        long size0 = 0;
+        FILE *f = fopen(main_path, "rb");
+        CHECK(f && fseek(f, 0, SEEK_END) == 0);
+        size0 = ftell(f);
+        fclose(f);
+        for (int i = 0; i < 30; i++) {
+            f = fopen(main_path, "rb");
+            CHECK(f && fseek(f, 0, SEEK_END) == 0);
+            long now = ftell(f);
+            fclose(f);
+            if (now > 100000) break;
+            struct timespec ts = {0, 100000000L};
+            nanosleep(&ts, NULL);
+        }
+        f = fopen(main_path, "rb");
+        CHECK(f && fseek(f, 0, SEEK_END) == 0);
+        long size1 = ftell(f);
+        fclose(f);
+        CHECKF(size1 > 100000 && size1 >= size0, "database %ld bytes: no checkpoint", size1);
+        gb_syncer_destroy(&s);
+        CHECK(s == NULL);
+        gb_syncer_destroy(&s); /* no-op */
+        sqlite3_close(db);
+    } else if (strcmp(c, "bad_path") == 0) {
+        snprintf(db_path, sizeof db_path, "%s/no/such/dir/s.db", dir);
+        CHECK(gb_syncer_new(db_path, err, sizeof err) == NULL);
+        CHECKF(strstr(err, "cannot open"), "%s", err);
+    } else {
+        CHECKF(0, "unknown case %s", c);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    printf("ok\n");
+    return 0;
+}
