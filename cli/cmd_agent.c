@@ -38,6 +38,8 @@ static void usage(FILE *out) {
         "  --heartbeat-ms N    heartbeat interval until the coordinator sets it (default 1000)\n"
         "  --lost-after N      coordinator heartbeats missed before registering again (default 5)\n"
         "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default 2000)\n"
+        "  --telemetry-ms N    GPU (NVML) and CPU telemetry interval while a job runs; 0 off\n"
+        "                      (default 100)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n",
         dir);
@@ -52,6 +54,7 @@ int cmd_agent(int argc, char **argv) {
                                          {"heartbeat-ms", required_argument, 0, 'H'},
                                          {"lost-after", required_argument, 0, 'L'},
                                          {"kill-grace-ms", required_argument, 0, 'k'},
+                                         {"telemetry-ms", required_argument, 0, 'T'},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -93,6 +96,11 @@ int cmd_agent(int argc, char **argv) {
         case 'k':
             if (cli_long("agent", "--kill-grace-ms", optarg, 0, 600000, &v)) return 2;
             cfg.kill_grace_ms = (int)v;
+            break;
+        case 'T':
+            if (cli_long("agent", "--telemetry-ms", optarg, 0, 60000, &v)) return 2;
+            if (v > 0 && v < 10) return cli_usage_error("agent", "--telemetry-ms: 0 or 10..60000");
+            cfg.telemetry_ms = (int)v;
             break;
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;
