@@ -990,7 +990,6 @@ static void t_store(void) {
         CHECK(gb_store_result_insert(st, &sr, "t1", &inserted) == 0);
         CHECK(inserted == (k == 0));
     }
-    gb_record_free(&r);
     /* a CPU record */
     gb_tm_cpu_sample_t c[6];
     for (int i = 0; i < 6; i++)
@@ -1009,11 +1008,13 @@ static void t_store(void) {
     cr.job_id = job[1];
     cr.backend = "cpu";
     cr.valid = 0;
+    cr.invalid_reason = "contention";
     cr.record = ctext;
     int inserted;
     CHECK(gb_store_result_insert(st, &cr, "t1", &inserted) == 0 && inserted);
     CHECK(gb_store_commit(st) == 0);
     gb_store_close(&st);
+    gb_record_free(&r);
 
     EQ("SELECT count(*) FROM telemetry", "20");
     EQ("SELECT count(DISTINCT gpu_idx) || ',' || min(t_ms) || ',' || max(t_ms) FROM telemetry",
