@@ -1,7 +1,7 @@
 /* nvml_dl.h - the few NVML types and functions the agent's inventory and
- * telemetry sampler use,
- * declared here because there is no nvml.h on the build machines. NVML is
- * loaded at run time with dlopen("libnvidia-ml.so.1"); nothing links it.
+ * telemetry sampler use, declared here because there is no nvml.h on the
+ * build machines. NVML is loaded at run time with
+ * dlopen("libnvidia-ml.so.1"); nothing links it.
  *
  * Every declaration mirrors NVIDIA's nvml.h (NVML API version 11 and later;
  * the versioned entry points _v2/_v3 are the ones nvml.h maps the plain names
@@ -147,7 +147,7 @@ typedef struct gb_nvml {
     nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, nvmlTemperatureSensors_t sensorType,
                                          unsigned int *temp);
     nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *utilization);
-    /* the newer name (drivers since the 2023 rename); the older one below
+    /* the newer name (newer drivers only); the older one below
      * is the same query and stays exported, deprecated */
     nvmlReturn_t (*DeviceGetCurrentClocksEventReasons)(nvmlDevice_t,
                                                        unsigned long long *clocksEventReasons);

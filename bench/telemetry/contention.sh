@@ -38,7 +38,7 @@ for _ in $(seq 100); do "$GB" nodes --format csv 2>/dev/null | grep -q ',connect
 
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $N cores"
 echo "# gemm ${SIZE}^3 fp32, $REPS timed products, telemetry every 50 ms; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-6s %-5s %9s %8s %8s %8s %6s\n' round loops gflops taken% others% steal% valid
+printf '%-6s %-5s %9s %8s %8s %8s %6s  %s\n' round loops gflops taken% others% steal% valid why
 for r in $(seq "$ROUNDS"); do
     for loops in $(seq 0 "$N"); do
         BUSY=()
@@ -52,8 +52,9 @@ for r in $(seq "$ROUNDS"); do
         [ ${#BUSY[@]} -gt 0 ] && kill "${BUSY[@]}" 2>/dev/null
         wait "${BUSY[@]}" 2>/dev/null || true
         BUSY=()
-        sqlite3 -separator ' ' "$T/gb.db" "SELECT printf('%-6d %-5d %9.1f %8.1f %8.1f %8.1f %6d', $r,
-            $loops, r.gflops, c.taken_pct, c.others_pct, c.steal_pct, r.valid)
+        sqlite3 -separator ' ' "$T/gb.db" "SELECT printf('%-6d %-5d %9.1f %8.1f %8.1f %8.1f %6d  %s', $r,
+            $loops, r.gflops, c.taken_pct, c.others_pct, c.steal_pct, r.valid,
+            substr(COALESCE(r.invalid_reason, '-'), 1, 40))
             FROM v_results r JOIN v_cpu_telemetry c USING (job_id) WHERE r.sweep_id = $sweep"
     done
 done | tee "$T/runs.txt"

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "gb_util.h"
 #include "record.h"
+#include "runner.h"
 #include "store.h"
 #include "telemetry.h"
 
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -891,6 +893,53 @@ static void t_cpu_worker_exits(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* ---- the worker's GPU order ---------------------------------------------- */
+
+/* What CUDA_DEVICE_ORDER a worker the runner starts sees (a script stands
+ * in for the worker and writes it to its result file). */
+static char *worker_order(void) {
+    char dir[64], exe[96], err[256];
+    snprintf(dir, sizeof dir, "/tmp/gb-tm-run.%d", (int)getpid());
+    CHECK(gb_mkdir_p(dir, err, sizeof err) == 0);
+    snprintf(exe, sizeof exe, "%s/worker.sh", dir);
+    FILE *f = fopen(exe, "w");
+    CHECK(f);
+    /* argv: worker --job FILE --out FILE */
+    fputs("#!/bin/sh\nprintf '%s,%s' \"${CUDA_DEVICE_ORDER-unset}\" \"$GB_TM_PROBE\" > \"$5\"\n",
+          f);
+    CHECK(fclose(f) == 0 && chmod(exe, 0755) == 0);
+    gb_run_t *r = gb_run_start(exe, dir, "{}", 30, 500, err, sizeof err);
+    CHECKF(r, "%s", err);
+    while (!gb_run_poll(r, gb_mono_ms()))
+        sleep_ms(5);
+    gb_run_destroy(&r);
+    char path[128], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/result.json", dir);
+    CHECKF(gb_read_file(path, 4096, &text, &len, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    unlink(exe);
+    snprintf(path, sizeof path, "%s/job.json", dir);
+    unlink(path);
+    rmdir(dir);
+    return text;
+}
+
+/* NVML numbers GPUs by PCI bus id, CUDA fastest first unless told: the
+ * worker is told, unless the agent's environment already chose. */
+static void t_runner_env(void) {
+    setenv("GB_TM_PROBE", "kept", 1); /* the rest of the environment goes along */
+    unsetenv("CUDA_DEVICE_ORDER");
+    char *got = worker_order();
+    CHECKF(strcmp(got, "PCI_BUS_ID,kept") == 0, "%s", got);
+    free(got);
+    setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1);
+    got = worker_order();
+    CHECKF(strcmp(got, "FASTEST_FIRST,kept") == 0, "%s", got);
+    free(got);
+    unsetenv("CUDA_DEVICE_ORDER");
+}
+
 /* ---- the store ------------------------------------------------------------ */
 
 static char dbpath[128];
@@ -1078,6 +1127,7 @@ int main(int argc, char **argv) {
         {"cpu_competing", t_cpu_competing},
         {"cpu_worker_exits", t_cpu_worker_exits},
         {"store", t_store},
+        {"runner_env", t_runner_env},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(c, cases[i].name) == 0) {
