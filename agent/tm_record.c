@@ -181,11 +181,14 @@ static int cmp_row(const void *a, const void *b) {
 
 /* The rows of the kept samples, decimated by k: each row the first sample
  * of k consecutive ones of its GPU, with their reasons' union. in[] is
- * sorted by (gpu, t); a sample no later than its GPU's previous one is
- * dropped, so t_ms rises strictly within a GPU. */
+ * sorted by (gpu, t). A row at the same ms as its GPU's previous one, or
+ * before t0 (the wall clock stepped back during the job), is left out, so
+ * t_ms is >= 0 and rises strictly within a GPU as the store's key needs. */
 static cJSON *gpu_rows(const gb_tm_gpu_sample_t *const *in, size_t n, size_t k, int64_t t0) {
     cJSON *rows = cJSON_CreateArray();
     size_t i = 0;
+    unsigned last_gpu = ~0u;
+    int64_t last_t = -1;
     while (rows && i < n) {
         const gb_tm_gpu_sample_t *s = in[i];
         uint64_t reasons = 0;
@@ -195,6 +198,12 @@ static cJSON *gpu_rows(const gb_tm_gpu_sample_t *const *in, size_t n, size_t k, 
             reasons |= in[j]->reasons;
             have_r |= in[j]->have & GB_TM_HAVE_REASONS;
         }
+        if (s->t_ms - t0 < 0 || (s->gpu == last_gpu && s->t_ms - t0 <= last_t)) {
+            i = j;
+            continue;
+        }
+        last_gpu = s->gpu;
+        last_t = s->t_ms - t0;
         cJSON *r = cJSON_CreateArray();
         if (!r) {
             cJSON_Delete(rows);
@@ -381,7 +390,7 @@ static cJSON *cpu_rows(const gb_tm_data_t *d, int64_t ws, int64_t we, size_t k, 
     for (size_t i = 1; rows && i < d->n_cpu; i++) {
         const gb_tm_cpu_sample_t *x = &d->cpus[i - 1], *y = &d->cpus[i];
         if (y->t_ms < ws || y->t_ms > we) continue;
-        if (seen++ % k != 0 || y->t_ms - t0 <= last_t) continue;
+        if (seen++ % k != 0 || y->t_ms - t0 < 0 || y->t_ms - t0 <= last_t) continue;
         last_t = y->t_ms - t0;
         cJSON *r = cJSON_CreateArray();
         if (!r) break;

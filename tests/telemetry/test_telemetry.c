@@ -392,6 +392,19 @@ static void t_edges(void) {
     CHECK(cJSON_IsNull(path(o, "telemetry.samples.2.4")) && num(o, "telemetry.samples.1.4") > 0);
     cJSON_Delete(o);
     free(rec);
+    /* the wall clock stepped back mid-job, and two samples share a ms: the
+     * rows stay acceptable to the store (amend() checks), the summary has
+     * them all */
+    gb_tm_gpu_sample_t j[4] = {gs(0, W0, 1500, 0), gs(0, W0 + 100, 1500, 0),
+                               gs(0, W0 + 100, 1500, 0), gs(0, W0 - 50, 1500, 0)};
+    gpu_data(&d, j, 4, 1);
+    rec = record_text(-1, 0, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(num(o, "telemetry.gpus.0.samples") == 4);
+    CHECK(cJSON_GetArraySize(path(o, "telemetry.samples")) == 2);
+    CHECK(num(o, "telemetry.samples.0.1") == 0 && num(o, "telemetry.samples.1.1") == 100);
+    cJSON_Delete(o);
+    free(rec);
     /* not a record */
     char *out = NULL, err[128];
     CHECK(gb_tm_amend("[1]", &d, 1000, &out, err, sizeof err) == -1 && !out);
@@ -631,9 +644,11 @@ static void t_sampler_interval(void) {
         if (n0++ && ng < 64) gaps[ng++] = x->t_ms - last;
         last = x->t_ms;
     }
-    CHECKF(n0 >= 12 && n0 <= 22, "%zu samples of GPU 0 in 1 s at 50 ms", n0);
+    CHECKF(n0 >= 10 && n0 <= 22, "%zu samples of GPU 0 in 1 s at 50 ms", n0);
     CHECK(d.n_gpu == 2 * n0);
-    /* the median gap is the interval (ms clock: +-1; +10 for a loaded box) */
+    /* the median gap is the interval: +-1 for the ms clock; a late wake-up
+     * on a loaded 2-core machine shortens the next gap as much as it
+     * lengthened this one, and a very late one skips a tick (+50) */
     for (size_t i = 0; i < ng; i++)
         for (size_t j = i + 1; j < ng; j++)
             if (gaps[j] < gaps[i]) {
@@ -641,7 +656,7 @@ static void t_sampler_interval(void) {
                 gaps[i] = gaps[j];
                 gaps[j] = x;
             }
-    CHECKF(gaps[ng / 2] >= 49 && gaps[ng / 2] <= 60, "median gap %" PRId64 " ms", gaps[ng / 2]);
+    CHECKF(gaps[ng / 2] >= 45 && gaps[ng / 2] <= 65, "median gap %" PRId64 " ms", gaps[ng / 2]);
     CHECK(gb_telemetry_refs(t) == 1); /* the thread let go of NVML */
     gb_sampler_destroy(&s);
     CHECK(s == NULL);
