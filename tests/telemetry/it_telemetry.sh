@@ -167,6 +167,16 @@ off)
     eq "the window is still recorded" "$(q "SELECT json_array_length(record, '$.timed_window_ms') FROM results")" 2
     eq "valid" "$(q "SELECT valid FROM v_results")" 1
     ;;
+flags)
+    # the interval: listed in -h, refused out of range
+    "$GB" agent -h >"$T/help.txt" || fail "agent -h"
+    contains "-h lists it" "$T/help.txt" "--telemetry-ms N"
+    for bad in 5 60001 -1 x; do
+        "$GB" agent --connect "$LISTEN" --state-dir "$T/bad" --telemetry-ms "$bad" >"$T/bad.txt" 2>&1
+        eq "--telemetry-ms $bad refused" "$?" 2
+        contains "--telemetry-ms $bad named" "$T/bad.txt" "--telemetry-ms"
+    done
+    ;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
