@@ -1,4 +1,4 @@
--- 0003_telemetry.sql: GPU and CPU telemetry over each result's timed window
+-- 0004_telemetry.sql: GPU and CPU telemetry over each result's timed window
 -- (agent/telemetry.h, docs/telemetry.md).
 --
 -- The agent samples while a job runs, cuts the samples to the window the
