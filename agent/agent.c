@@ -17,6 +17,7 @@
 #include "gb_zmq.h"
 #include "inventory.h"
 #include "runner.h"
+#include "telemetry.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -50,6 +51,7 @@ typedef struct slot {
     uint32_t attempt;
     char dir[4200];
     slot_rank_t rank;
+    gb_sampler_t *tm; /* the job's telemetry sampler, or NULL */
 } slot_t;
 
 typedef struct unacked {
@@ -67,6 +69,7 @@ struct gb_agent {
     int lock_fd;
     gb_spool_t *spool;
     gb_inventory_t *inv;
+    gb_telemetry_t *tm; /* NULL: telemetry off */
     void *ctx, *sock, *monitor;
     int64_t refused_logged_ms;   /* last "the coordinator rejected our message" line */
     int64_t handshake_logged_ms; /* last "cannot connect" line */
@@ -93,6 +96,7 @@ void gb_agent_config_default(gb_agent_config_t *cfg) {
     cfg->lost_after = 5;
     cfg->slots = 1;
     cfg->kill_grace_ms = 2000;
+    cfg->telemetry_ms = 100;
 }
 
 const char *gb_agent_id(const gb_agent_t *a) {
@@ -499,6 +503,51 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
              st->attempt);
 }
 
+/* ---- telemetry ------------------------------------------------------------ */
+
+/* Start the job's sampler: NVML for the GPUs of a cuda job, /proc for a
+ * cpu one. A sampler that cannot start costs the job its telemetry only. */
+static void tm_start(gb_agent_t *a, slot_t *s, const char *params_json) {
+    if (!a->tm) return;
+    cJSON *p = cJSON_Parse(params_json);
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(p, "backend");
+    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(p, "gpus");
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    char err[256] = "";
+    int ok = 1;
+    if (cJSON_IsString(be) && strcmp(be->valuestring, "cuda") == 0) {
+        job.n_gpus = cJSON_IsNumber(gpus) ? (int)gpus->valuedouble : 1;
+        ok = gb_tm_gpu_indices(getenv("CUDA_VISIBLE_DEVICES"), job.n_gpus, job.gpu_index, err,
+                               sizeof err) == 0;
+    } else {
+        job.pid = gb_run_pid(s->run);
+    }
+    cJSON_Delete(p);
+    if (ok) s->tm = gb_sampler_start(a->tm, &job, err, sizeof err);
+    if (!s->tm) gb_warn("job %" PRIu64 ": no telemetry: %s", s->job_id, err);
+}
+
+/* The job ended: its samples go into the record (a successful one). */
+static void tm_finish(slot_t *s, gb_run_result_t *rr) {
+    if (!s->tm) return;
+    if (rr->status == GB_RUN_OK && rr->record_json) {
+        gb_tm_data_t d;
+        char *amended = NULL, err[256];
+        gb_sampler_data(s->tm, &d);
+        if (gb_tm_amend(rr->record_json, &d, GB_WIRE_RECORD_MAX - 1024, &amended, err,
+                        sizeof err) == 0) {
+            free(rr->record_json);
+            rr->record_json = amended;
+            gb_info("job %" PRIu64 ": telemetry of %zu sample(s) added to the record", s->job_id,
+                    d.n_gpu + d.n_cpu);
+        } else {
+            gb_warn("job %" PRIu64 ": telemetry not added: %s", s->job_id, err);
+        }
+    }
+    gb_sampler_destroy(&s->tm);
+}
+
 static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     for (int i = 0; i < a->cfg.slots; i++)
         if (a->slots[i].run && a->slots[i].job_id == as->job_id &&
@@ -555,6 +604,7 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     memset(&s->rank, 0, sizeof s->rank);
     s->rank.on = as->n_nodes > 1;
     s->rank.said.rank = as->rank;
+    tm_start(a, s, as->params_json);
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
     send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
@@ -577,8 +627,10 @@ static void reap_jobs(gb_agent_t *a) {
     for (int i = 0; i < a->cfg.slots; i++) {
         slot_t *s = &a->slots[i];
         if (!s->run || !gb_run_poll(s->run, now)) continue;
+        if (s->tm && !gb_sampler_stop(s->tm, now)) continue; /* its handshake: a later turn */
         gb_run_result_t rr;
         gb_run_result(s->run, &rr);
+        tm_finish(s, &rr);
         finish_result(a, s->job_id, s->attempt, &rr);
         free(rr.record_json);
         gb_run_destroy(&s->run);
@@ -790,8 +842,11 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
 
 gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
     if (cfg->slots < 1 || cfg->slots > MAX_SLOTS || cfg->heartbeat_ms < 10 || cfg->lost_after < 1 ||
-        cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir) {
-        gb_fmt(err, errlen, "bad configuration: slots 1..%d, heartbeat >= 10 ms, lost-after >= 1",
+        cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir ||
+        (cfg->telemetry_ms != 0 && (cfg->telemetry_ms < 10 || cfg->telemetry_ms > 60000))) {
+        gb_fmt(err, errlen,
+               "bad configuration: slots 1..%d, heartbeat >= 10 ms, lost-after >= 1, telemetry "
+               "0 or 10..60000 ms",
                MAX_SLOTS);
         return NULL;
     }
@@ -843,6 +898,13 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         goto err;
     }
     gb_inventory_collect(a->inv);
+    if (cfg->telemetry_ms > 0) {
+        gb_tm_config_t tcfg;
+        gb_tm_config_default(&tcfg);
+        tcfg.interval_ms = cfg->telemetry_ms;
+        a->tm = gb_telemetry_new(&tcfg, err, errlen);
+        if (!a->tm) goto err;
+    }
     if (gb_copy(a->name, sizeof a->name, cfg->name && *cfg->name ? cfg->name : a->inv->hostname) !=
             0 ||
         !a->name[0]) {
@@ -876,6 +938,9 @@ void gb_agent_destroy(gb_agent_t **self_p) {
             gb_run_destroy(&a->slots[i].run);
             rm_job_dir(a->slots[i].dir);
         }
+    for (int i = 0; i < MAX_SLOTS; i++)
+        gb_sampler_destroy(&a->slots[i].tm);
+    gb_telemetry_destroy(&a->tm);
     close_socket(a);
     if (a->ctx) zmq_ctx_term(a->ctx);
     gb_spool_destroy(&a->spool);

@@ -11,6 +11,11 @@
  * network) the agent registers again as soon as it answers; running jobs
  * keep running meanwhile.
  *
+ * While a job runs, a sampler thread (telemetry.h) records NVML telemetry
+ * of its GPUs, or the CPU time others take from a CPU job; the samples of
+ * the job's timed window go into its result record, which says when the
+ * GPU throttled.
+ *
  * State directory: agent_id (the stable id), lock (one agent per
  * directory), spool/ (results not yet acknowledged), jobs/ (one directory
  * per running job: job.json, result.json). */
@@ -33,6 +38,7 @@ typedef struct gb_agent_config {
     int lost_after;         /* 5: coordinator heartbeats missed before re-registering */
     int slots;              /* 1: jobs run at once (benchmarks must not share a node) */
     int kill_grace_ms;      /* 2000: SIGTERM to SIGKILL on timeout or cancel */
+    int telemetry_ms;       /* 100: GPU/CPU telemetry interval (telemetry.h); 0: off */
     atomic_int *stop;       /* the loop returns once *stop != 0; may be NULL */
     /* CURVE (docs/security.md): the agent's key pair and the coordinator's
      * public key, pinned; NULL: plaintext (a coordinator on loopback) */

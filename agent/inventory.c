@@ -58,7 +58,7 @@ unsigned gb_cores_per_sm(unsigned major, unsigned minor) {
         }                                                                                          \
     } while (0)
 
-static int nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
+int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
     const char *path = getenv("GB_NVML_LIB");
     if (!path || !*path) path = "libnvidia-ml.so.1";
     memset(nv, 0, sizeof *nv);
@@ -88,6 +88,14 @@ static int nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
     SYM(DeviceGetNvLinkRemotePciInfo, "nvmlDeviceGetNvLinkRemotePciInfo_v2", 0);
     SYM(DeviceGetNvLinkRemoteDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType", 0);
     SYM(DeviceGetTopologyCommonAncestor, "nvmlDeviceGetTopologyCommonAncestor", 0);
+    SYM(DeviceGetClockInfo, "nvmlDeviceGetClockInfo", 0);
+    SYM(DeviceGetPowerUsage, "nvmlDeviceGetPowerUsage", 0);
+    SYM(DeviceGetTemperature, "nvmlDeviceGetTemperature", 0);
+    SYM(DeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates", 0);
+    SYM(DeviceGetCurrentClocksEventReasons, "nvmlDeviceGetCurrentClocksEventReasons", 0);
+    SYM(DeviceGetCurrentClocksThrottleReasons, "nvmlDeviceGetCurrentClocksThrottleReasons", 0);
+    SYM(DeviceGetEnforcedPowerLimit, "nvmlDeviceGetEnforcedPowerLimit", 0);
+    SYM(DeviceGetPowerManagementDefaultLimit, "nvmlDeviceGetPowerManagementDefaultLimit", 0);
     return 0;
 }
 
@@ -98,7 +106,7 @@ static int same_bus(const char *a, const char *b) {
 static void nvml_collect(gb_inventory_t *inv) {
     gb_nvml_t nv;
     char why[256];
-    if (nvml_load(&nv, why, sizeof why) != 0) {
+    if (gb_nvml_load(&nv, why, sizeof why) != 0) {
         gb_copy(inv->nvml_error, sizeof inv->nvml_error, why);
         if (nv.lib) dlclose(nv.lib);
         return;

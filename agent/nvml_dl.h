@@ -1,6 +1,7 @@
-/* nvml_dl.h - the few NVML types and functions the agent's inventory uses,
- * declared here because there is no nvml.h on the build machines. NVML is
- * loaded at run time with dlopen("libnvidia-ml.so.1"); nothing links it.
+/* nvml_dl.h - the few NVML types and functions the agent's inventory and
+ * telemetry sampler use, declared here because there is no nvml.h on the
+ * build machines. NVML is loaded at run time with
+ * dlopen("libnvidia-ml.so.1"); nothing links it.
  *
  * Every declaration mirrors NVIDIA's nvml.h (NVML API version 11 and later;
  * the versioned entry points _v2/_v3 are the ones nvml.h maps the plain names
@@ -9,12 +10,19 @@
 #ifndef GB_NVML_DL_H
 #define GB_NVML_DL_H
 
+#include <stddef.h>
+
 typedef int nvmlReturn_t; /* enum nvmlReturn_enum */
-#define NVML_SUCCESS                 0
-#define NVML_ERROR_UNINITIALIZED     1
-#define NVML_ERROR_INVALID_ARGUMENT  2
-#define NVML_ERROR_NOT_SUPPORTED     3
-#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_SUCCESS                  0
+#define NVML_ERROR_UNINITIALIZED      1
+#define NVML_ERROR_INVALID_ARGUMENT   2
+#define NVML_ERROR_NOT_SUPPORTED      3
+#define NVML_ERROR_NO_PERMISSION      4
+#define NVML_ERROR_NOT_FOUND          6
+#define NVML_ERROR_DRIVER_NOT_LOADED  9
+#define NVML_ERROR_TIMEOUT            10
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define NVML_ERROR_GPU_IS_LOST        15
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
@@ -75,6 +83,36 @@ typedef enum nvmlGpuLevel_enum {
     NVML_TOPOLOGY_SYSTEM = 50      /* across the SMP interconnect (sockets) */
 } nvmlGpuTopologyLevel_t;
 
+/* Telemetry (agent/telemetry.c). */
+typedef enum nvmlClockType_enum {
+    NVML_CLOCK_GRAPHICS = 0,
+    NVML_CLOCK_SM = 1,
+    NVML_CLOCK_MEM = 2,
+    NVML_CLOCK_VIDEO = 3
+} nvmlClockType_t;
+
+typedef enum nvmlTemperatureSensors_enum {
+    NVML_TEMPERATURE_GPU = 0 /* the GPU die */
+} nvmlTemperatureSensors_t;
+
+typedef struct nvmlUtilization_st {
+    unsigned int gpu;    /* % of the last sample period a kernel ran */
+    unsigned int memory; /* % of it device memory was read or written */
+} nvmlUtilization_t;
+
+/* nvmlClocksEventReasons (the bits of nvmlDeviceGetCurrentClocksEventReasons;
+ * nvml.h kept the older nvmlClocksThrottleReason* names as aliases of the
+ * same values). */
+#define nvmlClocksEventReasonGpuIdle                   0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap                0x0000000000000004ULL
+#define nvmlClocksThrottleReasonHwSlowdown             0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost                 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown         0x0000000000000020ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown      0x0000000000000040ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown   0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting       0x0000000000000100ULL
+
 /* The entry points, as function pointers filled by dlsym. */
 typedef struct gb_nvml {
     void *lib;
@@ -103,6 +141,26 @@ typedef struct gb_nvml {
                                                     nvmlIntNvLinkDeviceType_t *); /* NVML 11+ */
     nvmlReturn_t (*DeviceGetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t,
                                                     nvmlGpuTopologyLevel_t *);
+    /* telemetry, all optional */
+    nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, nvmlClockType_t type, unsigned int *clock);
+    nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int *power); /* mW */
+    nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, nvmlTemperatureSensors_t sensorType,
+                                         unsigned int *temp);
+    nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *utilization);
+    /* the newer name (newer drivers only); the older one below
+     * is the same query and stays exported, deprecated */
+    nvmlReturn_t (*DeviceGetCurrentClocksEventReasons)(nvmlDevice_t,
+                                                       unsigned long long *clocksEventReasons);
+    nvmlReturn_t (*DeviceGetCurrentClocksThrottleReasons)(
+        nvmlDevice_t, unsigned long long *clocksThrottleReasons);
+    nvmlReturn_t (*DeviceGetEnforcedPowerLimit)(nvmlDevice_t, unsigned int *limit); /* mW */
+    nvmlReturn_t (*DeviceGetPowerManagementDefaultLimit)(nvmlDevice_t,
+                                                         unsigned int *defaultLimit); /* mW */
 } gb_nvml_t;
+
+/* Load NVML ($GB_NVML_LIB, else libnvidia-ml.so.1) into nv and resolve its
+ * entry points (agent/inventory.c); does not call nvmlInit. 0, or -1 with
+ * the reason (nv->lib may then be open: dlclose it). */
+int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen);
 
 #endif

@@ -72,6 +72,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
     r->timeout_s = timeout_s;
     r->grace_ms = kill_grace_ms;
     int p[2] = {-1, -1}, sv[2] = {-1, -1};
+    char **envp = NULL;
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || pipe2(p, O_CLOEXEC) != 0) {
         gb_fmt(err, errlen, "cannot create the output pipe: %s", strerror(errno));
@@ -82,6 +83,21 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         goto err;
     }
     char *const argv[] = {(char *)exe, "worker", "--job", job_path, "--out", out_path, NULL};
+    /* CUDA numbers GPUs fastest first unless told otherwise; NVML (the
+     * inventory, the telemetry sampler) by PCI bus id. The worker's GPU i
+     * must be the agent's GPU i, so it gets PCI order unless the agent's
+     * own environment already chose. */
+    extern char **environ;
+    size_t n_env = 0;
+    while (environ[n_env])
+        n_env++;
+    envp = calloc(n_env + 2, sizeof *envp);
+    if (!envp) {
+        gb_fmt(err, errlen, "out of memory");
+        goto err;
+    }
+    memcpy(envp, environ, n_env * sizeof *envp);
+    if (!getenv("CUDA_DEVICE_ORDER")) envp[n_env] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
     pid_t parent = getpid();
     r->started_wall = gb_wall_ms();
     pid_t pid = fork();
@@ -109,12 +125,13 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close_range(sv[1] >= 0 ? GB_RDV_FD + 1 : 3, ~0U, 0);
-        execv(exe, argv);
+        execve(exe, argv, envp);
         static const char msg[] = "agent: cannot exec the worker\n";
         (void)!write(2, msg, sizeof msg - 1);
         _exit(127);
     }
     setpgid(pid, pid); /* also here: whichever runs first */
+    free(envp);
     close(p[1]);
     close(devnull);
     if (sv[1] >= 0) {
@@ -128,6 +145,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
     r->deadline_ms = gb_mono_ms() + (int64_t)timeout_s * 1000;
     return r;
 err:
+    free(envp);
     if (devnull >= 0) close(devnull);
     if (p[0] >= 0) close(p[0]);
     if (p[1] >= 0) close(p[1]);

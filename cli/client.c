@@ -164,7 +164,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     static const char *const brief[] = {
         "sweep_id",       "job_id", "node",      "gpu_model",     "backend",
         "kind",           "n_gpus", "precision", "batch_per_gpu", "images_per_sec",
-        "step_ms_median", "gflops", "status",    "error"};
+        "step_ms_median", "gflops", "valid",     "status",        "error"};
     int ncols = sqlite3_column_count(st);
     int map[64], nshow = 0;
     const char *names[64];

@@ -41,6 +41,8 @@ static void usage(FILE *out) {
         "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default 2000)\n"
         "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"
         "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
+        "  --telemetry-ms N    GPU (NVML) and CPU telemetry interval while a job runs; 0 off\n"
+        "                      (default 100)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n",
         dir);
@@ -57,6 +59,7 @@ int cmd_agent(int argc, char **argv) {
                                          {"kill-grace-ms", required_argument, 0, 'k'},
                                          {"key", required_argument, 0, 1001},
                                          {"server-key", required_argument, 0, 1002},
+                                         {"telemetry-ms", required_argument, 0, 'T'},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -100,6 +103,11 @@ int cmd_agent(int argc, char **argv) {
         case 'k':
             if (cli_long("agent", "--kill-grace-ms", optarg, 0, 600000, &v)) return 2;
             cfg.kill_grace_ms = (int)v;
+            break;
+        case 'T':
+            if (cli_long("agent", "--telemetry-ms", optarg, 0, 60000, &v)) return 2;
+            if (v > 0 && v < 10) return cli_usage_error("agent", "--telemetry-ms: 0 or 10..60000");
+            cfg.telemetry_ms = (int)v;
             break;
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;

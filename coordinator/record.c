@@ -131,6 +131,157 @@ static int check_dp(const cJSON *root, char *err, size_t errlen) {
     return 0;
 }
 
+/* A number that is finite, >= 0 and at most max, or (null_ok) null. */
+static int num_ok(const cJSON *v, int null_ok, double max) {
+    if (null_ok && cJSON_IsNull(v)) return 1;
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0 &&
+           v->valuedouble <= max;
+}
+static int whole_ok(const cJSON *v, double max) {
+    return num_ok(v, 0, max) && v->valuedouble == floor(v->valuedouble);
+}
+
+/* An array of at most max strings of 1..64 bytes, or absent. */
+static int names_ok(const cJSON *o, const char *key, int max) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!a) return 1;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max) return 0;
+    for (const cJSON *e = a->child; e; e = e->next)
+        if (!cJSON_IsString(e) || !e->valuestring[0] || strlen(e->valuestring) > 64) return 0;
+    return 1;
+}
+
+/* The agent's telemetry (agent/telemetry.h, docs/telemetry.md): the store's
+ * trigger turns its sample rows into telemetry / telemetry_cpu rows keyed
+ * by (gpu, t_ms) or t_ms, and the views read its summaries, so each part
+ * must have its documented shape: rows of the source's width, numbers
+ * finite and >= 0 or null, the keys strictly rising. */
+static int check_telemetry(const cJSON *root, char *err, size_t errlen) {
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "timed_window_ms");
+    if (w && !cJSON_IsNull(w) &&
+        (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != 2 || !whole_ok(w->child, 1e15) ||
+         !whole_ok(w->child->next, 1e15) || w->child->next->valuedouble < w->child->valuedouble)) {
+        gb_fmt(err, errlen, "record: 'timed_window_ms' must be [start, end] in ms, start <= end");
+        return -1;
+    }
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "telemetry");
+    if (!tm || cJSON_IsNull(tm)) return 0;
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(tm, "source");
+    if (!cJSON_IsObject(tm) || !cJSON_IsString(src) ||
+        (strcmp(src->valuestring, "nvml") != 0 && strcmp(src->valuestring, "proc") != 0)) {
+        gb_fmt(err, errlen, "record: 'telemetry' must be an object with source nvml or proc");
+        return -1;
+    }
+    int gpu = strcmp(src->valuestring, "nvml") == 0;
+    const char *texts[] = {"flag", "error", "note"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(tm, texts[i]);
+        if (t && !cJSON_IsNull(t) && (!cJSON_IsString(t) || strlen(t->valuestring) > 512)) {
+            gb_fmt(err, errlen, "record: 'telemetry.%s' must be a string of at most 512 bytes",
+                   texts[i]);
+            return -1;
+        }
+    }
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(tm, "throttled");
+    if ((th && !cJSON_IsBool(th)) || !names_ok(tm, "reason_names", 64) ||
+        !names_ok(tm, "throttle_names", 64)) {
+        gb_fmt(err, errlen,
+               "record: 'telemetry' throttled must be a boolean, reason names strings");
+        return -1;
+    }
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(tm, "samples");
+    if (rows && !cJSON_IsNull(rows)) {
+        if (!cJSON_IsArray(rows) || cJSON_GetArraySize(rows) > GB_RECORD_MAX_TM_ROWS) {
+            gb_fmt(err, errlen, "record: 'telemetry.samples' must be an array of at most %d rows",
+                   GB_RECORD_MAX_TM_ROWS);
+            return -1;
+        }
+        int width = gpu ? 10 : 5, i = 0;
+        double last_gpu = -1, last_t = -1;
+        for (const cJSON *r = rows->child; r; r = r->next, i++) {
+            int ok = cJSON_IsArray(r) && cJSON_GetArraySize(r) == width;
+            const cJSON *c = ok ? r->child : NULL;
+            double g = 0, t = 0;
+            if (ok && gpu) {
+                ok = whole_ok(c, GB_RECORD_MAX_GPUS - 1);
+                g = ok ? c->valuedouble : 0;
+                c = c->next;
+            }
+            ok = ok && whole_ok(c, 1e12);
+            t = ok ? c->valuedouble : 0;
+            for (int k = 0; ok && (c = c->next); k++)
+                ok = gpu && k == 6 ? (cJSON_IsNull(c) || whole_ok(c, 9007199254740991.0))
+                                   : num_ok(c, 1, 1e18);
+            if (!ok) {
+                gb_fmt(err, errlen,
+                       "record: 'telemetry.samples'[%d] must be [%s] of numbers >= 0 or null", i,
+                       gpu ? "gpu, t_ms, sm_mhz, mem_mhz, power_w, temp_c, util_pct, "
+                             "mem_used_bytes, reasons, power_limit_w"
+                           : "t_ms, cpu_mhz, others_pct, steal_pct, worker_pct");
+                return -1;
+            }
+            if (g < last_gpu || (g == last_gpu && t <= last_t)) {
+                gb_fmt(err, errlen, "record: 'telemetry.samples'[%d] is out of order or repeated",
+                       i);
+                return -1;
+            }
+            last_gpu = g;
+            last_t = t;
+        }
+    }
+    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(tm, "gpus");
+    if (gpus && !cJSON_IsNull(gpus)) {
+        if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) > GB_RECORD_MAX_GPUS) {
+            gb_fmt(err, errlen, "record: 'telemetry.gpus' must be an array of at most %d objects",
+                   GB_RECORD_MAX_GPUS);
+            return -1;
+        }
+        int i = 0;
+        for (const cJSON *g = gpus->child; g; g = g->next, i++) {
+            static const char *const st[] = {"sm_mhz", "mem_mhz",  "power_w",
+                                             "temp_c", "util_pct", "mem_used_bytes"};
+            int ok = cJSON_IsObject(g) &&
+                     whole_ok(cJSON_GetObjectItemCaseSensitive(g, "gpu"), GB_RECORD_MAX_GPUS - 1) &&
+                     whole_ok(cJSON_GetObjectItemCaseSensitive(g, "samples"), 1e9) &&
+                     names_ok(g, "reason_names", 64) && names_ok(g, "throttle_names", 64);
+            for (size_t k = 0; ok && k < sizeof st / sizeof st[0]; k++) {
+                const cJSON *o = cJSON_GetObjectItemCaseSensitive(g, st[k]);
+                if (!o || cJSON_IsNull(o)) continue;
+                ok = cJSON_IsObject(o) &&
+                     num_ok(cJSON_GetObjectItemCaseSensitive(o, "min"), 0, 1e18) &&
+                     num_ok(cJSON_GetObjectItemCaseSensitive(o, "median"), 0, 1e18) &&
+                     num_ok(cJSON_GetObjectItemCaseSensitive(o, "max"), 0, 1e18);
+            }
+            static const char *const nums[] = {"power_limit_w", "default_power_limit_w",
+                                               "throttled_samples", "reasons"};
+            for (size_t k = 0; ok && k < sizeof nums / sizeof nums[0]; k++) {
+                const cJSON *o = cJSON_GetObjectItemCaseSensitive(g, nums[k]);
+                ok = !o || num_ok(o, 1, 9007199254740991.0);
+            }
+            if (!ok) {
+                gb_fmt(err, errlen, "record: 'telemetry.gpus'[%d] is not a GPU summary", i);
+                return -1;
+            }
+        }
+    }
+    const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(tm, "cpu");
+    if (cpu && !cJSON_IsNull(cpu)) {
+        int ok = cJSON_IsObject(cpu);
+        static const char *const nums[] = {"span_ms", "others_pct", "steal_pct", "taken_pct",
+                                           "worker_pct"};
+        for (size_t k = 0; ok && k < sizeof nums / sizeof nums[0]; k++) {
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(cpu, nums[k]);
+            ok = !o || num_ok(o, 1, 1e12);
+        }
+        const cJSON *fl = ok ? cJSON_GetObjectItemCaseSensitive(cpu, "flagged") : NULL;
+        if (!ok || (fl && !cJSON_IsBool(fl))) {
+            gb_fmt(err, errlen, "record: 'telemetry.cpu' is not a CPU summary");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t *out, char *err,
                     size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -179,7 +330,7 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         goto fail;
     if (out->loss && n_loss != out->n_samples)
         FAIL("record: %zu loss samples for %zu step samples", n_loss, out->n_samples);
-    if (check_dp(root, err, errlen) != 0) goto fail;
+    if (check_dp(root, err, errlen) != 0 || check_telemetry(root, err, errlen) != 0) goto fail;
     return 0;
 fail:
     gb_record_free(out);

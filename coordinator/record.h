@@ -3,7 +3,8 @@
  * function of the JSON text, so it is tested and fuzzed without sockets.
  * The record must be a JSON object whose "kind" is the job's kind; known
  * keys must have their documented types and sane ranges (finite,
- * non-negative figures; sample arrays of numbers of equal length). */
+ * non-negative figures; sample arrays of numbers of equal length; the
+ * telemetry rows and summaries the store's trigger and views read). */
 #ifndef GB_COORD_RECORD_H
 #define GB_COORD_RECORD_H
 
@@ -11,6 +12,8 @@
 
 #define GB_RECORD_MAX_SAMPLES 100000
 #define GB_RECORD_MAX_SIZES   4096 /* allreduce message sizes in one record */
+#define GB_RECORD_MAX_TM_ROWS 4096 /* telemetry sample rows (the agent keeps at most 2048) */
+#define GB_RECORD_MAX_GPUS    64   /* GPUs of one telemetry summary */
 
 typedef struct gb_record {
     void *root; /* the parsed cJSON; the strings below point into it */

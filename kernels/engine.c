@@ -292,6 +292,13 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
+/* CLOCK_REALTIME ms, for the timed window the agent's telemetry is cut to. */
+static int64_t wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -451,6 +458,11 @@ static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, cons
     cJSON_AddNumberToObject(o, "loss_first", r->loss_first);
     cJSON_AddNumberToObject(o, "loss_last", r->loss_last);
     cJSON_AddItemToObject(o, "loss_samples", num_array(loss, cfg->steps));
+    cJSON *tw = cJSON_AddArrayToObject(o, "timed_window_ms");
+    if (tw) {
+        cJSON_AddItemToArray(tw, cJSON_CreateNumber((double)r->timed_window_ms[0]));
+        cJSON_AddItemToArray(tw, cJSON_CreateNumber((double)r->timed_window_ms[1]));
+    }
     cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->peak_mem_bytes);
     cJSON_AddNumberToObject(o, "gflop_per_image", m->train_flops / 1e9);
     cJSON_AddNumberToObject(o, "tflops", m->train_flops / 1e9 * r->images_per_sec / 1000.0);
@@ -527,6 +539,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         gb_step_out_t o;
         if (ops->step(state, &o, err, errlen)) goto done;
     }
+    res->timed_window_ms[0] = wall_ms();
     for (int i = 0; i < cfg.steps; i++) {
         gb_step_out_t o = {0};
         double t0 = now_ms();
@@ -535,6 +548,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         ms[i] = o.ms >= 0 ? o.ms : t1 - t0;
         loss[i] = o.loss;
     }
+    res->timed_window_ms[1] = wall_ms();
 
     gb_step_stats_t sst;
     if (gb_step_stats(ms, loss, cfg.steps, &sst)) {

@@ -166,6 +166,7 @@ typedef struct gb_train_result {
     size_t peak_mem_bytes;
     int valid;
     char invalid_reason[256];
+    int64_t timed_window_ms[2]; /* CLOCK_REALTIME ms: start, end of the timed steps */
     char *record_json; /* malloc'd result record; free with gb_train_result_free */
 } gb_train_result_t;
 

@@ -5,6 +5,7 @@
 #define GB_WORKER_GEMM_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gb_gemm_out {
     double ms_median, ms_p90, ms_min, ms_max;
@@ -12,6 +13,8 @@ typedef struct gb_gemm_out {
     int threads;   /* OpenMP threads oneDNN used */
     int checked;   /* entries compared with the double reference */
     double *ms;    /* reps timings in order (malloc'd; caller frees) */
+
+    int64_t window_ms[2]; /* CLOCK_REALTIME ms: start and end of the timed products */
 } gb_gemm_out_t;
 
 /* Run `warmup` untimed then `reps` timed products of (m x k) by (k x n).

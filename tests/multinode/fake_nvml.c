@@ -15,12 +15,32 @@
  *   switch_untyped  4 GPUs, 12 links each to a switch, untyped
  *   old             2 GPUs; NVLink and topology queries not supported, nor
  *                   the attributes query (SMs come from the core count)
- *   noinit          nvmlInit_v2 fails: the driver is not loaded */
+ *   noinit          nvmlInit_v2 fails: the driver is not loaded
+ *
+ * Telemetry (agent/telemetry.c), scripted over time for the telemetry
+ * tests through $GB_FAKE_NVML_TELEMETRY, a file of lines
+ *
+ *   AT GPU key=value ...
+ *
+ * AT is "+N" (ms after this process first called nvmlInit_v2) or a Unix
+ * time in ms; GPU an index or "*". From AT on, the GPU reads the values the
+ * line names (the others stay as they were): sm, mem (MHz), power (W),
+ * temp (C), util (%), used (MiB), reasons (the clocks-event bits, 0x..
+ * allowed), limit (the enforced power limit, W), default (the default
+ * limit, W). Lines apply in file order; '#' starts a comment. Without a
+ * script: 1980 / 2619 MHz, 300 W of 700 W (default 700), 40 C, 0 %, 0 MiB,
+ * no reasons. $GB_FAKE_NVML_DELAY_MS makes every SM clock query take that
+ * long (a hung driver). Built with FAKE_NO_EVENT_REASONS it lacks
+ * nvmlDeviceGetCurrentClocksEventReasons, as drivers before the rename do. */
+#define _POSIX_C_SOURCE 200809L
 #include "nvml_dl.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX    8
@@ -44,8 +64,21 @@ static void bus_of(int i, char *out, size_t len) {
     snprintf(out, len, "00000000:%02X:00.0", 0x18 + 0x10 * i);
 }
 
+static int64_t wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static pthread_mutex_t base_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t base_ms; /* first nvmlInit_v2 */
+
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
-    return is("noinit") ? NVML_ERROR_DRIVER_NOT_LOADED : NVML_SUCCESS;
+    if (is("noinit")) return NVML_ERROR_DRIVER_NOT_LOADED;
+    pthread_mutex_lock(&base_mu);
+    if (!base_ms) base_ms = wall_ms();
+    pthread_mutex_unlock(&base_mu);
+    return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlShutdown(void) {
     return NVML_SUCCESS;
@@ -79,11 +112,125 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) 
     snprintf(uuid, len, "GPU-fake-%d", d->idx);
     return NVML_SUCCESS;
 }
+/* ---- scripted telemetry ---------------------------------------------------- */
+
+enum { K_SM, K_MEM, K_POWER, K_TEMP, K_UTIL, K_USED, K_REASONS, K_LIMIT, K_DEFAULT, K_N };
+static const char *const keys[K_N] = {"sm",   "mem",     "power", "temp",   "util",
+                                      "used", "reasons", "limit", "default"};
+#define MAX_LINES 256
+static struct line {
+    int rel; /* AT was +N */
+    int64_t at;
+    int gpu; /* -1: every GPU */
+    int set[K_N];
+    double v[K_N];
+} lines[MAX_LINES];
+static int n_lines;
+static pthread_once_t script_once = PTHREAD_ONCE_INIT;
+
+static void script_load(void) {
+    const char *path = getenv("GB_FAKE_NVML_TELEMETRY");
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    char buf[512];
+    while (f && n_lines < MAX_LINES && fgets(buf, sizeof buf, f)) {
+        char *hash = strchr(buf, '#');
+        if (hash) *hash = '\0';
+        char *save = NULL, *at = strtok_r(buf, " \t\n", &save),
+             *gpu = strtok_r(NULL, " \t\n", &save);
+        if (!at || !gpu) continue;
+        struct line *l = &lines[n_lines++];
+        memset(l, 0, sizeof *l);
+        l->rel = at[0] == '+';
+        l->at = strtoll(at + l->rel, NULL, 10);
+        l->gpu = strcmp(gpu, "*") == 0 ? -1 : atoi(gpu);
+        for (char *kv; (kv = strtok_r(NULL, " \t\n", &save));) {
+            char *eq = strchr(kv, '=');
+            if (!eq) continue;
+            *eq = '\0';
+            for (int k = 0; k < K_N; k++)
+                if (strcmp(kv, keys[k]) == 0) {
+                    l->set[k] = 1;
+                    l->v[k] = strtod(eq + 1, NULL);
+                    if (k == K_REASONS) l->v[k] = (double)strtoull(eq + 1, NULL, 0);
+                }
+        }
+    }
+    if (f) fclose(f);
+}
+
+/* What GPU `gpu` reads now for key k. */
+static double reading(int gpu, int k) {
+    static const double defaults[K_N] = {1980, 2619, 300, 40, 0, 0, 0, 700, 700};
+    pthread_once(&script_once, script_load);
+    pthread_mutex_lock(&base_mu);
+    int64_t base = base_ms;
+    pthread_mutex_unlock(&base_mu);
+    int64_t now = wall_ms();
+    double v = defaults[k];
+    for (int i = 0; i < n_lines; i++) {
+        const struct line *l = &lines[i];
+        if ((l->gpu >= 0 && l->gpu != gpu) || !l->set[k]) continue;
+        if ((l->rel ? base + l->at : l->at) <= now) v = l->v[k];
+    }
+    return v;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
-    (void)d;
     m->total = 80ull << 30;
-    m->free = m->total;
-    m->used = 0;
+    m->used = (unsigned long long)(reading(d->idx, K_USED) * (1 << 20));
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned *clock) {
+    if (type == NVML_CLOCK_SM) {
+        const char *delay = getenv("GB_FAKE_NVML_DELAY_MS");
+        long ms = delay ? atol(delay) : 0;
+        if (ms > 0) {
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        *clock = (unsigned)reading(d->idx, K_SM);
+        return NVML_SUCCESS;
+    }
+    if (type == NVML_CLOCK_MEM) {
+        *clock = (unsigned)reading(d->idx, K_MEM);
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw) {
+    *mw = (unsigned)(reading(d->idx, K_POWER) * 1000 + 0.5);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned *mw) {
+    *mw = (unsigned)(reading(d->idx, K_LIMIT) * 1000 + 0.5);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned *mw) {
+    *mw = (unsigned)(reading(d->idx, K_DEFAULT) * 1000 + 0.5);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
+                                             unsigned *temp) {
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = (unsigned)reading(d->idx, K_TEMP);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    u->gpu = (unsigned)reading(d->idx, K_UTIL);
+    u->memory = u->gpu / 2;
+    return NVML_SUCCESS;
+}
+#ifndef FAKE_NO_EVENT_REASONS
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d,
+                                                           unsigned long long *reasons) {
+    *reasons = (unsigned long long)reading(d->idx, K_REASONS);
+    return NVML_SUCCESS;
+}
+#endif
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
+                                                              unsigned long long *reasons) {
+    *reasons = (unsigned long long)reading(d->idx, K_REASONS);
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *maj, int *min) {

@@ -1,0 +1,519 @@
+/* telemetry.c - the agent's NVML hub and per-job sampler threads (see
+ * telemetry.h); the record logic is in tm_record.c.
+ *
+ * The NVML library is held by a reference-counted lib_t: the hub holds one
+ * reference, each sampler thread another (taken before the thread starts,
+ * dropped by the thread as its last act), and the last one out shuts NVML
+ * down and unloads it. So a thread abandoned inside a hung NVML call never
+ * finds the library gone under it, whatever the agent does meanwhile.
+ *
+ * A sampler and its thread share the struct; `state` (atomic) says whether
+ * the thread still runs, and `orphan` (atomic exchange) decides who frees
+ * it: the owner (destroy after the thread ended) or the thread (when the
+ * owner abandoned it first). The thread sleeps in poll() on a pipe the
+ * owner writes to ask it to stop, so a stop is seen at once, not after the
+ * interval. */
+#define _GNU_SOURCE
+#include "telemetry.h"
+
+#include "gb_log.h"
+#include "gb_util.h"
+#include "nvml_dl.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* In memory per job: past this many samples a long run is decimated (every
+ * other sample dropped, the interval doubled), so a job of days stays
+ * within a few MiB. 2^18 GPU rows is 7 h of one GPU at 100 ms. */
+#define MAX_GPU_ROWS (1u << 18)
+#define MAX_CPU_ROWS (1u << 16)
+
+typedef struct lib {
+    gb_nvml_t nv;
+    int ready; /* nvmlInit succeeded */
+    char error[256];
+    atomic_int refs;
+} lib_t;
+
+static void lib_unref(lib_t *l) {
+    if (!l || atomic_fetch_sub(&l->refs, 1) != 1) return;
+    if (l->ready && l->nv.Shutdown) l->nv.Shutdown();
+    if (l->nv.lib) dlclose(l->nv.lib);
+    free(l);
+}
+
+struct gb_telemetry {
+    gb_tm_config_t cfg;
+    lib_t *lib;
+};
+
+void gb_tm_config_default(gb_tm_config_t *cfg) {
+    cfg->interval_ms = 100;
+    cfg->stop_grace_ms = 5000;
+}
+
+gb_telemetry_t *gb_telemetry_new(const gb_tm_config_t *cfg, char *err, size_t errlen) {
+    if (cfg->interval_ms < 10 || cfg->interval_ms > 60000 || cfg->stop_grace_ms < 0) {
+        gb_fmt(err, errlen, "telemetry interval must be 10..60000 ms");
+        return NULL;
+    }
+    gb_telemetry_t *t = calloc(1, sizeof *t);
+    lib_t *l = calloc(1, sizeof *l);
+    if (!t || !l) {
+        free(t);
+        free(l);
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->cfg = *cfg;
+    atomic_init(&l->refs, 1);
+    t->lib = l;
+    if (gb_nvml_load(&l->nv, l->error, sizeof l->error) == 0) {
+        nvmlReturn_t rc = l->nv.Init();
+        if (rc == NVML_SUCCESS)
+            l->ready = 1;
+        else
+            gb_fmt(l->error, sizeof l->error, "nvmlInit: %s", l->nv.ErrorString(rc));
+    }
+    if (!l->ready && l->nv.lib) {
+        dlclose(l->nv.lib);
+        l->nv.lib = NULL;
+    }
+    return t;
+}
+
+void gb_telemetry_destroy(gb_telemetry_t **self_p) {
+    if (!self_p || !*self_p) return;
+    lib_unref((*self_p)->lib);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+const char *gb_telemetry_nvml_error(const gb_telemetry_t *t) {
+    return t->lib->ready ? "" : t->lib->error;
+}
+
+int gb_telemetry_refs(const gb_telemetry_t *t) {
+    return atomic_load(&t->lib->refs);
+}
+
+int gb_tm_gpu_indices(const char *cvd, int n, int *out, char *err, size_t errlen) {
+    if (n < 0 || n > GB_TM_MAX_GPUS) {
+        gb_fmt(err, errlen, "%d GPUs: at most %d are sampled", n, GB_TM_MAX_GPUS);
+        return -1;
+    }
+    if (!cvd) {
+        for (int i = 0; i < n; i++)
+            out[i] = i;
+        return 0;
+    }
+    const char *p = cvd;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= 1024 || (*end && *end != ',')) {
+            gb_fmt(err, errlen,
+                   "CUDA_VISIBLE_DEVICES='%.64s' is not a list of %d GPU indices: cannot tell "
+                   "which GPUs to sample",
+                   cvd, n);
+            return -1;
+        }
+        out[i] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* ---- the sampler ---------------------------------------------------------- */
+
+enum { RUNNING = 0, ENDED = 1 };
+
+struct gb_sampler {
+    lib_t *lib; /* a reference, dropped by the thread */
+    int interval_ms, grace_ms;
+    gb_tm_job_t job;
+    nvmlDevice_t dev[GB_TM_MAX_GPUS];
+    unsigned default_limit_mw[GB_TM_MAX_GPUS];
+    int wake[2]; /* the owner writes wake[1] to stop the thread */
+    pthread_t th;
+    atomic_int state;   /* RUNNING, ENDED (release: the buffers are final) */
+    atomic_int orphan;  /* the first of owner and thread to set it does not free */
+    atomic_size_t seen; /* samples so far, for gb_sampler_count */
+    int64_t stop_asked_ms;
+    int joined, abandoned;
+    int cores;
+    /* written by the thread only, until ENDED */
+    gb_tm_gpu_sample_t *gs;
+    size_t n_gs, cap_gs;
+    gb_tm_cpu_sample_t *cs;
+    size_t n_cs, cap_cs;
+    char error[256];
+};
+
+static void sampler_free(gb_sampler_t *s) {
+    if (s->wake[0] >= 0) close(s->wake[0]);
+    if (s->wake[1] >= 0) close(s->wake[1]);
+    free(s->gs);
+    free(s->cs);
+    free(s);
+}
+
+/* Keep every other round of samples (a round: one sample of each GPU),
+ * folding the dropped round's reasons into the kept one, and double the
+ * interval: memory stays bounded over a run of any length. */
+static void decimate_gpu(gb_sampler_t *s) {
+    size_t ng = (size_t)s->job.n_gpus, rounds = s->n_gs / ng, o = 0;
+    for (size_t r = 0; r < rounds; r += 2)
+        for (size_t g = 0; g < ng; g++) {
+            gb_tm_gpu_sample_t x = s->gs[r * ng + g];
+            if (r + 1 < rounds) x.reasons |= s->gs[(r + 1) * ng + g].reasons;
+            s->gs[o++] = x;
+        }
+    s->n_gs = o;
+    s->interval_ms *= 2;
+}
+
+static int grow(void **buf, size_t *cap, size_t need, size_t size, size_t max) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 256;
+    if (c > max) c = max;
+    if (c < need) return -1;
+    void *p = realloc(*buf, c * size);
+    if (!p) return -1;
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+static void sample_gpus(gb_sampler_t *s) {
+    const gb_nvml_t *nv = &s->lib->nv;
+    size_t ng = (size_t)s->job.n_gpus;
+    if (s->n_gs + ng > MAX_GPU_ROWS) decimate_gpu(s);
+    if (grow((void **)&s->gs, &s->cap_gs, s->n_gs + ng, sizeof *s->gs, MAX_GPU_ROWS) != 0) {
+        gb_fmt(s->error, sizeof s->error, "out of memory for samples");
+        return;
+    }
+    for (size_t g = 0; g < ng; g++) {
+        gb_tm_gpu_sample_t x;
+        memset(&x, 0, sizeof x);
+        x.gpu = (unsigned)g;
+        x.t_ms = gb_wall_ms();
+        nvmlDevice_t d = s->dev[g];
+        unsigned v = 0;
+        if (nv->DeviceGetClockInfo &&
+            nv->DeviceGetClockInfo(d, NVML_CLOCK_SM, &v) == NVML_SUCCESS) {
+            x.sm_mhz = v;
+            x.have |= GB_TM_HAVE_SM;
+        }
+        if (nv->DeviceGetClockInfo &&
+            nv->DeviceGetClockInfo(d, NVML_CLOCK_MEM, &v) == NVML_SUCCESS) {
+            x.mem_mhz = v;
+            x.have |= GB_TM_HAVE_MEM;
+        }
+        if (nv->DeviceGetPowerUsage && nv->DeviceGetPowerUsage(d, &v) == NVML_SUCCESS) {
+            x.power_mw = v;
+            x.have |= GB_TM_HAVE_POWER;
+        }
+        if (nv->DeviceGetEnforcedPowerLimit &&
+            nv->DeviceGetEnforcedPowerLimit(d, &v) == NVML_SUCCESS) {
+            x.limit_mw = v;
+            x.have |= GB_TM_HAVE_LIMIT;
+        }
+        if (nv->DeviceGetTemperature &&
+            nv->DeviceGetTemperature(d, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS) {
+            x.temp_c = v;
+            x.have |= GB_TM_HAVE_TEMP;
+        }
+        nvmlUtilization_t u;
+        if (nv->DeviceGetUtilizationRates && nv->DeviceGetUtilizationRates(d, &u) == NVML_SUCCESS) {
+            x.util_pct = u.gpu;
+            x.have |= GB_TM_HAVE_UTIL;
+        }
+        nvmlMemory_t m;
+        if (nv->DeviceGetMemoryInfo(d, &m) == NVML_SUCCESS) {
+            x.mem_used = m.used;
+            x.have |= GB_TM_HAVE_USED;
+        }
+        /* the new name first; a driver that has it but answers "not
+         * supported" or "not found" gets the old one */
+        unsigned long long r = 0;
+        nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+        if (nv->DeviceGetCurrentClocksEventReasons)
+            rc = nv->DeviceGetCurrentClocksEventReasons(d, &r);
+        if (rc != NVML_SUCCESS && nv->DeviceGetCurrentClocksThrottleReasons)
+            rc = nv->DeviceGetCurrentClocksThrottleReasons(d, &r);
+        if (rc == NVML_SUCCESS) {
+            x.reasons = r;
+            x.have |= GB_TM_HAVE_REASONS;
+        }
+        s->gs[s->n_gs++] = x;
+    }
+    atomic_fetch_add(&s->seen, ng);
+}
+
+/* /proc/stat's aggregate line: busy (user nice system irq softirq; guest
+ * time is already inside user), steal, and the total of them all plus
+ * idle and iowait. */
+static int read_proc_stat(uint64_t *busy, uint64_t *steal, uint64_t *total) {
+    char buf[512];
+    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    unsigned long long v[8] = {0};
+    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) < 8)
+        return -1;
+    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    *steal = v[7];
+    *total = *busy + v[3] + v[4] + v[7];
+    return 0;
+}
+
+/* utime + stime + cutime + cstime of pid, in clock ticks. */
+static int read_pid_stat(int pid, uint64_t *ticks) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    if (!p) return -1;
+    char state;
+    unsigned long long ut, st;
+    long long cut, cst;
+    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime cutime cstime */
+    if (sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state,
+               &ut, &st, &cut, &cst) != 5)
+        return -1;
+    *ticks = ut + st + (uint64_t)(cut > 0 ? cut : 0) + (uint64_t)(cst > 0 ? cst : 0);
+    return 0;
+}
+
+/* The mean current clock of the CPUs: cpufreq where the kernel has it,
+ * else /proc/cpuinfo's "cpu MHz" (on many VMs a constant). 0: unknown. */
+static double read_cpu_mhz(int cores) {
+    double sum = 0;
+    int n = 0;
+    for (int c = 0; c < cores && c < 4096; c++) {
+        char path[96], buf[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", c);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) break;
+        ssize_t k = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (k <= 0) break;
+        buf[k] = '\0';
+        sum += strtod(buf, NULL) / 1000.0; /* kHz */
+        n++;
+    }
+    if (n > 0) return sum / n;
+    FILE *f = fopen("/proc/cpuinfo", "re");
+    if (!f) return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        double mhz;
+        if (strncmp(line, "cpu MHz", 7) == 0 &&
+            sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : "", "%lf", &mhz) == 1) {
+            sum += mhz;
+            n++;
+        }
+    }
+    fclose(f);
+    return n > 0 ? sum / n : 0;
+}
+
+static void sample_cpu(gb_sampler_t *s) {
+    if (s->n_cs + 1 > MAX_CPU_ROWS) {
+        size_t o = 0;
+        for (size_t i = 0; i < s->n_cs; i += 2)
+            s->cs[o++] = s->cs[i];
+        s->n_cs = o;
+        s->interval_ms *= 2;
+    }
+    if (grow((void **)&s->cs, &s->cap_cs, s->n_cs + 1, sizeof *s->cs, MAX_CPU_ROWS) != 0) {
+        gb_fmt(s->error, sizeof s->error, "out of memory for samples");
+        return;
+    }
+    gb_tm_cpu_sample_t x;
+    memset(&x, 0, sizeof x);
+    x.t_ms = gb_wall_ms();
+    if (read_proc_stat(&x.busy, &x.steal, &x.total) != 0) {
+        gb_fmt(s->error, sizeof s->error, "cannot read /proc/stat");
+        return;
+    }
+    x.have_worker = read_pid_stat(s->job.pid, &x.worker) == 0;
+    x.mhz = read_cpu_mhz(s->cores);
+    s->cs[s->n_cs++] = x;
+    atomic_fetch_add(&s->seen, 1);
+}
+
+static void *sampler_main(void *arg) {
+    gb_sampler_t *s = arg;
+    const gb_nvml_t *nv = &s->lib->nv;
+    int gpu = s->job.n_gpus > 0;
+    if (gpu && !s->lib->ready) {
+        gb_fmt(s->error, sizeof s->error, "NVML not available: %s", s->lib->error);
+        goto out;
+    }
+    for (int g = 0; gpu && g < s->job.n_gpus; g++) {
+        nvmlReturn_t rc = nv->DeviceGetHandleByIndex((unsigned)s->job.gpu_index[g], &s->dev[g]);
+        if (rc != NVML_SUCCESS) {
+            gb_fmt(s->error, sizeof s->error, "NVML GPU %d: %s", s->job.gpu_index[g],
+                   nv->ErrorString(rc));
+            goto out;
+        }
+        unsigned def = 0;
+        if (nv->DeviceGetPowerManagementDefaultLimit &&
+            nv->DeviceGetPowerManagementDefaultLimit(s->dev[g], &def) == NVML_SUCCESS)
+            s->default_limit_mw[g] = def;
+    }
+    int64_t next = gb_mono_ms();
+    for (;;) {
+        if (gpu)
+            sample_gpus(s);
+        else
+            sample_cpu(s);
+        int64_t now = gb_mono_ms();
+        next += s->interval_ms;
+        if (next <= now) next = now + s->interval_ms; /* late: skip, do not burst */
+        struct pollfd pfd = {s->wake[0], POLLIN, 0};
+        int r = poll(&pfd, 1, (int)(next - now));
+        if (r > 0 || (r < 0 && errno != EINTR)) break; /* asked to stop (or the pipe broke) */
+    }
+out:;
+    lib_t *lib = s->lib;
+    atomic_store_explicit(&s->state, ENDED, memory_order_release);
+    /* after this exchange the owner may free s at any moment */
+    if (atomic_exchange(&s->orphan, 1)) sampler_free(s); /* abandoned: ours to free */
+    lib_unref(lib);
+    return NULL;
+}
+
+gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char *err,
+                               size_t errlen) {
+    if (job->n_gpus < 0 || job->n_gpus > GB_TM_MAX_GPUS || (job->n_gpus == 0 && job->pid <= 0)) {
+        gb_fmt(err, errlen, "nothing to sample: %d GPUs, worker pid %d", job->n_gpus, job->pid);
+        return NULL;
+    }
+    gb_sampler_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        gb_fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->wake[0] = s->wake[1] = -1;
+    s->job = *job;
+    s->interval_ms = hub->cfg.interval_ms;
+    s->grace_ms = hub->cfg.stop_grace_ms;
+    s->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    atomic_init(&s->state, RUNNING);
+    atomic_init(&s->orphan, 0);
+    atomic_init(&s->seen, 0);
+    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        gb_fmt(err, errlen, "cannot make the sampler's pipe: %s", strerror(errno));
+        sampler_free(s);
+        return NULL;
+    }
+    s->lib = hub->lib;
+    atomic_fetch_add(&s->lib->refs, 1);
+    /* the thread gets no signals: the agent's handlers run elsewhere */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->th, NULL, sampler_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        gb_fmt(err, errlen, "cannot start the sampler thread: %s", strerror(rc));
+        lib_unref(s->lib);
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+int gb_sampler_stop(gb_sampler_t *s, int64_t now) {
+    if (s->joined || s->abandoned) return 1;
+    if (!s->stop_asked_ms) {
+        s->stop_asked_ms = now ? now : 1;
+        char c = 1;
+        if (write(s->wake[1], &c, 1) < 0 && errno != EAGAIN)
+            gb_warn("telemetry: cannot wake the sampler: %s", strerror(errno));
+    }
+    if (atomic_load_explicit(&s->state, memory_order_acquire) == ENDED) {
+        pthread_join(s->th, NULL);
+        s->joined = 1;
+        return 1;
+    }
+    if (now - s->stop_asked_ms >= s->grace_ms) {
+        pthread_detach(s->th);
+        s->abandoned = 1;
+        gb_warn("telemetry: the sampler did not stop within %d ms (NVML hung?): left behind",
+                s->grace_ms);
+        return 1;
+    }
+    return 0;
+}
+
+void gb_sampler_data(const gb_sampler_t *s, gb_tm_data_t *d) {
+    memset(d, 0, sizeof *d);
+    d->interval_ms = s->interval_ms;
+    d->n_gpus = s->job.n_gpus;
+    d->cpu = s->job.n_gpus == 0;
+    d->cores = s->cores;
+    if (s->abandoned) {
+        d->error = "the sampler did not stop (NVML hung?): its samples were dropped";
+        return;
+    }
+    if (!s->joined) {
+        d->error = "the sampler was not stopped";
+        return;
+    }
+    d->gpu = s->gs;
+    d->n_gpu = s->n_gs;
+    d->cpus = s->cs;
+    d->n_cpu = s->n_cs;
+    memcpy(d->default_limit_mw, s->default_limit_mw, sizeof d->default_limit_mw);
+    d->error = s->error[0] ? s->error : NULL;
+}
+
+size_t gb_sampler_count(const gb_sampler_t *s) {
+    return atomic_load(&s->seen);
+}
+
+void gb_sampler_destroy(gb_sampler_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_sampler_t *s = *self_p;
+    *self_p = NULL;
+    int64_t until = gb_mono_ms() + s->grace_ms;
+    while (!gb_sampler_stop(s, gb_mono_ms())) {
+        if (gb_mono_ms() >= until) break;
+        usleep(5000);
+    }
+    if (!s->joined && !s->abandoned) { /* the grace passed between the calls */
+        pthread_detach(s->th);
+        s->abandoned = 1;
+    }
+    if (s->joined) {
+        sampler_free(s);
+        return;
+    }
+    if (atomic_exchange(&s->orphan, 1)) sampler_free(s); /* it ended meanwhile */
+}

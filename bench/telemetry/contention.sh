@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# contention.sh - what a competing process costs a CPU benchmark, and what
+# the agent's CPU telemetry says about it: a coordinator and an agent on
+# this machine, a CPU gemm (m = n = k = SIZE, REPS timed products) run
+# alone and beside 1..N busy loops, interleaved over ROUNDS rounds. For each
+# run: GFLOP/s, the share of the node's CPU time others took in the timed
+# window (taken = others + steal, v_cpu_telemetry), and whether the result
+# stayed valid. The slowdown against the median of the runs alone shows
+# how the 5% flag and 10% limit of docs/telemetry.md relate to the figure.
+#
+#   bench/telemetry/contention.sh [GPUBENCH] [ROUNDS] [SIZE] [REPS]
+set -euo pipefail
+GB=${1:-build/bin/gpubench}
+ROUNDS=${2:-3}
+SIZE=${3:-1024}
+REPS=${4:-30}
+N=$(nproc)
+T=$(mktemp -d "${TMPDIR:-/tmp}/gb-contention.XXXXXX")
+PIDS=()
+BUSY=()
+cleanup() {
+    for p in "${BUSY[@]}" "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+"$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" \
+    --ready-file "$T/ready" >"$T/coord.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 100); do [ -f "$T/ready" ] && break; sleep 0.05; done
+LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
+export GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+GB_NVML_LIB=/nonexistent "$GB" agent --connect "$LISTEN" --state-dir "$T/agent" --name bench \
+    --telemetry-ms 50 >"$T/agent.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 100); do "$GB" nodes --format csv 2>/dev/null | grep -q ',connected,' && break; sleep 0.05; done
+
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $N cores"
+echo "# gemm ${SIZE}^3 fp32, $REPS timed products, telemetry every 50 ms; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-6s %-5s %9s %8s %8s %8s %6s  %s\n' round loops gflops taken% others% steal% valid why
+for r in $(seq "$ROUNDS"); do
+    for loops in $(seq 0 "$N"); do
+        BUSY=()
+        for _ in $(seq "$loops"); do
+            bash -c 'while :; do :; done' &
+            BUSY+=("$!")
+        done
+        sweep=$("$GB" submit --kind gemm --param m=$SIZE --param n=$SIZE --param k=$SIZE \
+            --param reps=$REPS 2>/dev/null)
+        "$GB" wait "$sweep" --quiet --timeout 600 || true
+        [ ${#BUSY[@]} -gt 0 ] && kill "${BUSY[@]}" 2>/dev/null
+        wait "${BUSY[@]}" 2>/dev/null || true
+        BUSY=()
+        sqlite3 -separator ' ' "$T/gb.db" "SELECT printf('%-6d %-5d %9.1f %8.1f %8.1f %8.1f %6d  %s', $r,
+            $loops, r.gflops, c.taken_pct, c.others_pct, c.steal_pct, r.valid,
+            substr(COALESCE(r.invalid_reason, '-'), 1, 40))
+            FROM v_results r JOIN v_cpu_telemetry c USING (job_id) WHERE r.sweep_id = $sweep"
+    done
+done | tee "$T/runs.txt"
+echo
+echo "# per load: median GFLOP/s, its slowdown against the runs alone, median taken%"
+# median of column $2 of the rows whose loops are $1
+median() {
+    awk -v l="$1" -v c="$2" '$2 == l { print $c }' "$T/runs.txt" | sort -g |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+base=$(median 0 3)
+for loops in $(seq 0 "$N"); do
+    g=$(median "$loops" 3)
+    awk -v l="$loops" -v g="$g" -v b="$base" -v t="$(median "$loops" 4)" \
+        'BEGIN { printf "loops %d: %8.1f GFLOP/s  %5.1f%% slower  taken %5.1f%%\n", l, g, 100 * (1 - g / b), t }'
+done

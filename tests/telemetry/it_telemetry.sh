@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Telemetry through a real coordinator, agent and worker (CASE). A GPU job
+# here is the synthetic `sleep` kind placed on an agent whose NVML is the
+# stand-in library (tests/multinode/fake_nvml.c, readings scripted with
+# $GB_FAKE_NVML_TELEMETRY): the agent sees 4 GPUs, places the job as a
+# cuda job on GPU 0 (or 0 and 1), samples the stand-in while the worker
+# sleeps, and the record's timed window is the sleep. The row stays
+# `synthetic`. The CPU case is real: busy loops compete with the job.
+#
+#   it_telemetry.sh GPUBENCH LIBFAKENVML CASE
+source "$(dirname "$0")/../control/lib.sh" "$1"
+FAKE=${2:?libgbfakenvml.so}
+case=${3:?case}
+SCRIPT=$T/nvml-script.txt
+
+# agent_fake NAME [flags]: an agent on the stand-in NVML
+agent_fake() {
+    local name=$1; shift
+    GB_NVML_LIB=$FAKE GB_FAKE_NVML_TELEMETRY=$SCRIPT start_agent "$name" "$@"
+}
+threads() { ls "/proc/$1/task" 2>/dev/null | wc -l; }
+# the job's record key
+rec() { q "SELECT json_extract(record, '$1') FROM results WHERE job_id = ${2:-1}"; }
+# the stored sample rows equal the record's rows: stored once, all of them
+rows_stored_once() {
+    local table=$1 job=${2:-1}
+    local stored want
+    stored=$(q "SELECT count(*) FROM $table WHERE job_id = $job")
+    want=$(q "SELECT json_array_length(record, '$.telemetry.samples') FROM results WHERE job_id = $job")
+    eq "rows in $table" "$stored" "$want"
+    [ "$stored" -gt 0 ] || fail "no rows in $table"
+}
+
+start_coord
+case "$case" in
+throttled)
+    # GPU 0 under a thermal slowdown the whole time: the result is invalid
+    # and names the reason; samples every 50 ms of a 600 ms window
+    echo '0 * sm=1410 mem=2619 power=650.5 temp=88 util=97 used=40000 reasons=0x48' >"$SCRIPT"
+    agent_fake a1 --telemetry-ms 50
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=600)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "placed as a GPU job" "$(q "SELECT backend FROM attempts")" cuda
+    eq "synthetic" "$(q "SELECT synthetic FROM v_results")" 1
+    eq "invalid" "$(q "SELECT valid FROM v_results")" 0
+    eq "reason" "$(q "SELECT invalid_reason FROM v_results")" \
+        "GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown (GPU 0: $(rec '$.telemetry.gpus[0].samples') of $(rec '$.telemetry.gpus[0].samples') samples)"
+    eq "flag" "$(q "SELECT telemetry_flag FROM v_results")" "throttled: hw_slowdown, hw_thermal_slowdown"
+    rows_stored_once telemetry
+    n=$(q "SELECT count(*) FROM telemetry")
+    # 600 ms at 50 ms is 12 or 13 samples; a loaded machine runs late, never early
+    [ "$n" -ge 8 ] && [ "$n" -le 14 ] || fail "$n samples in a 600 ms window at 50 ms"
+    len=$(q "SELECT json_extract(record, '$.timed_window_ms[1]') - json_extract(record, '$.timed_window_ms[0]') FROM results")
+    eq "cut to the window" "$(q "SELECT min(t_ms) >= 0 AND max(t_ms) <= $len FROM telemetry")" 1
+    eq "readings" "$(q "SELECT DISTINCT sm_clock_mhz || ',' || mem_clock_mhz || ',' || power_w || ',' || temp_c || ',' || util_pct || ',' || mem_used_bytes || ',' || throttle_reasons || ',' || power_limit_w FROM telemetry")" \
+        "1410,2619,650.5,88,97,41943040000,72,700.0"
+    eq "v_telemetry" "$(q "SELECT gpu || '|' || sm_clock_median_mhz || '|' || temp_max_c || '|' || power_median_w || '|' || power_max_w || '|' || reasons || '|' || throttled FROM v_telemetry")" \
+        "0|1410|88|650.5|650.5|hw_slowdown,hw_thermal_slowdown|1"
+    ;;
+idle)
+    # only the reasons that are not throttling (idle, application clocks)
+    # and the power cap at the default limit: valid, the reasons recorded
+    echo '0 * reasons=0x7 limit=700 default=700' >"$SCRIPT"
+    agent_fake a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=500)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "valid" "$(q "SELECT valid || ',' || COALESCE(invalid_reason, '-') || ',' || COALESCE(telemetry_flag, '-') FROM v_results")" "1,-,-"
+    eq "reasons seen" "$(q "SELECT reasons || '|' || COALESCE(throttle_reasons, '-') || '|' || throttled FROM v_telemetry")" \
+        "gpu_idle,applications_clocks_setting,sw_power_cap|-|0"
+    rows_stored_once telemetry
+    ;;
+two_gpus)
+    # a 2-GPU job: GPU 1 alone slows down for temperature (software)
+    printf '0 * sm=1980 reasons=0\n0 1 sm=1600 temp=91 reasons=0x20\n' >"$SCRIPT"
+    agent_fake a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --gpus 2 --param duration_ms=500)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "GPUs sampled" "$(q "SELECT group_concat(gpu || ':' || sm_clock_median_mhz || ':' || throttled, ' ') FROM v_telemetry")" \
+        "0:1980:0 1:1600:1"
+    q "SELECT invalid_reason FROM v_results" >"$T/reason.txt"
+    contains "GPU 1 named" "$T/reason.txt" "sw_thermal_slowdown (GPU 1: "
+    eq "both GPUs' rows" "$(q "SELECT count(DISTINCT gpu_idx) FROM telemetry")" 2
+    rows_stored_once telemetry
+    ;;
+cancel)
+    # the sampler runs with the job and stops when it is killed; the agent
+    # samples the next job as before
+    : >"$SCRIPT"
+    agent_fake a1
+    wait_nodes 1
+    base=$(threads "${AGENT_PID[a1]}")
+    sweep=$(submit --kind sleep --param duration_ms=60000)
+    wait_running "$sweep" 1
+    for _ in $(seq 100); do [ "$(threads "${AGENT_PID[a1]}")" -gt "$base" ] && break; sleep 0.05; done
+    eq "a sampler thread while the job runs" "$(threads "${AGENT_PID[a1]}")" $((base + 1))
+    "$GB" cancel "$sweep" >/dev/null || fail "cancel refused"
+    "$GB" wait "$sweep" --quiet --timeout 30
+    eq "cancelled" "$(q "SELECT status FROM v_results")" cancelled
+    for _ in $(seq 100); do [ "$(threads "${AGENT_PID[a1]}")" -eq "$base" ] && break; sleep 0.05; done
+    eq "the sampler is gone" "$(threads "${AGENT_PID[a1]}")" "$base"
+    eq "no telemetry of a killed job" "$(q "SELECT count(*) FROM telemetry")" 0
+    sweep=$(submit --kind sleep --param duration_ms=400)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the second sweep failed"
+    rows_stored_once telemetry 2
+    eq "threads after the second job" "$(threads "${AGENT_PID[a1]}")" "$base"
+    ;;
+hung)
+    # every SM clock query takes 7 s: the agent's reactor never waits for
+    # the sampler, heartbeats go on (lost after 0.5 s here), the result
+    # comes 5 s (the stop grace) after the worker ended, says its telemetry
+    # is incomplete, and the abandoned thread later ends on its own
+    : >"$SCRIPT"
+    GB_FAKE_NVML_DELAY_MS=7000 agent_fake a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=300)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "one attempt, never lost" "$(q "SELECT count(*) || ',' || group_concat(state) FROM attempts")" "1,done"
+    eq "still connected" "$(q "SELECT state FROM v_nodes")" connected
+    if grep -qE "lost \(silent|attempt [0-9]+ lost" "$T/coord.log"; then
+        fail "the coordinator lost the agent: $(grep -E "lost \(silent|attempt [0-9]+ lost" "$T/coord.log")"
+    fi
+    eq "valid" "$(q "SELECT valid FROM v_results")" 1
+    q "SELECT telemetry_flag FROM v_results" >"$T/flag.txt"
+    contains "flagged incomplete" "$T/flag.txt" "telemetry incomplete: the sampler did not stop"
+    contains "logged" "$T/a1.log" "the sampler did not stop within 5000 ms"
+    gap=$(q "SELECT CAST(round((julianday(committed_at) - julianday(finished_at)) * 86400) AS INTEGER) FROM results")
+    [ "$gap" -ge 4 ] && [ "$gap" -le 7 ] || fail "the result came ${gap} s after the worker ended"
+    sleep 3 # the abandoned thread returns from NVML and frees itself
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly (no leak under the sanitizers)" "$?" 0
+    ;;
+cpu)
+    # a CPU job while busy loops take every core: others' share of the CPU
+    # time in the window makes the result invalid
+    GB_NVML_LIB=/nonexistent/libnvidia-ml.so.1 start_agent a1
+    wait_nodes 1
+    for _ in $(seq "$(nproc)"); do
+        bash -c 'while :; do :; done' &
+        PIDS+=("$!")
+        BUSY+=("$!")
+    done
+    sweep=$(submit --kind sleep --param duration_ms=1500)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    kill -KILL "${BUSY[@]}"
+    eq "placed on the CPU" "$(q "SELECT backend FROM attempts")" cpu
+    taken=$(q "SELECT CAST(taken_pct AS INTEGER) FROM v_cpu_telemetry")
+    # the worker sleeps: nearly all the time is the busy loops'
+    [ "$taken" -ge 50 ] || fail "others took only ${taken}% with a busy loop on every core"
+    eq "flagged" "$(q "SELECT flagged FROM v_cpu_telemetry")" 1
+    eq "invalid" "$(q "SELECT valid FROM v_results")" 0
+    q "SELECT invalid_reason FROM v_results" >"$T/reason.txt"
+    contains "reason" "$T/reason.txt" "CPU contention in the timed window: "
+    rows_stored_once telemetry_cpu
+    eq "no GPU rows" "$(q "SELECT count(*) FROM telemetry")" 0
+    ;;
+off)
+    # --telemetry-ms 0: no sampler, no telemetry key, validity as before
+    agent_fake a1 --telemetry-ms 0
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=200)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "no telemetry" "$(q "SELECT json_type(record, '$.telemetry') IS NULL FROM results")" 1
+    eq "the window is still recorded" "$(q "SELECT json_array_length(record, '$.timed_window_ms') FROM results")" 2
+    eq "valid" "$(q "SELECT valid FROM v_results")" 1
+    ;;
+flags)
+    # the interval: listed in -h, refused out of range
+    "$GB" agent -h >"$T/help.txt" || fail "agent -h"
+    contains "-h lists it" "$T/help.txt" "--telemetry-ms N"
+    for bad in 5 60001 -1 x; do
+        "$GB" agent --connect "$LISTEN" --state-dir "$T/bad" --telemetry-ms "$bad" >"$T/bad.txt" 2>&1
+        eq "--telemetry-ms $bad refused" "$?" 2
+        contains "--telemetry-ms $bad named" "$T/bad.txt" "--telemetry-ms"
+    done
+    ;;
+*) fail "unknown case $case" ;;
+esac
+echo ok

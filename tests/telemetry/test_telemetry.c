@@ -1,0 +1,1155 @@
+/* test_telemetry.c - the agent's telemetry (agent/telemetry.h): which
+ * clocks-event reasons invalidate a result, the cut to the timed window,
+ * summaries and decimation of the record amendment, CPU contention from
+ * cumulative counters, and the coordinator's checks of what the agent
+ * writes (pure cases); the sampler thread against the stand-in NVML
+ * (tests/multinode/fake_nvml.c) with scripted readings: samples at the
+ * interval, readings mapped to the right fields, the older throttle-reasons
+ * query as fallback, a prompt stop, a hung NVML that never blocks the
+ * caller and is abandoned without a leak, no NVML at all; the CPU sampler
+ * against real competing busy loops; and the store keeping each result's
+ * rows once however often it is sent.
+ *
+ *   test_telemetry CASE [LIBFAKENVML [LIBFAKENVML_OLD]] */
+#define _GNU_SOURCE
+#include "check.h"
+#include "gb_util.h"
+#include "record.h"
+#include "runner.h"
+#include "store.h"
+#include "telemetry.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *fake_lib, *fake_old_lib;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* ---- helpers for the pure cases ------------------------------------------- */
+
+#define W0 1700000000000LL /* a window start, Unix ms */
+
+static gb_tm_gpu_sample_t gs(unsigned gpu, int64_t t, unsigned sm, uint64_t reasons) {
+    gb_tm_gpu_sample_t s;
+    memset(&s, 0, sizeof s);
+    s.gpu = gpu;
+    s.t_ms = t;
+    s.have = GB_TM_HAVE_SM | GB_TM_HAVE_MEM | GB_TM_HAVE_POWER | GB_TM_HAVE_TEMP | GB_TM_HAVE_UTIL |
+             GB_TM_HAVE_USED | GB_TM_HAVE_REASONS | GB_TM_HAVE_LIMIT;
+    s.sm_mhz = sm;
+    s.mem_mhz = 2619;
+    s.power_mw = 300000 + sm;
+    s.limit_mw = 700000;
+    s.temp_c = 40 + sm % 7;
+    s.util_pct = 90;
+    s.mem_used = 1ull << 30;
+    s.reasons = reasons;
+    return s;
+}
+
+static char *record_text(int64_t w0, int64_t w1, int valid, const char *reason) {
+    char *buf = malloc(1024);
+    CHECK(buf);
+    char win[96] = "";
+    if (w0 >= 0)
+        snprintf(win, sizeof win, ", \"timed_window_ms\": [%lld, %lld]", (long long)w0,
+                 (long long)w1);
+    snprintf(buf, 1024,
+             "{\"kind\": \"resnet50\", \"backend\": \"cuda\", \"n_devices\": 1, \"valid\": %s, "
+             "\"invalid_reason\": %s%s%s%s, \"images_per_sec\": 1000}",
+             valid ? "true" : "false", reason ? "\"" : "", reason ? reason : "null",
+             reason ? "\"" : "", win);
+    return buf;
+}
+
+/* Amend `rec` with d; returns the parsed result (the text in *text_out if
+ * asked). */
+static cJSON *amend(const char *rec, const gb_tm_data_t *d, size_t max_len, char **text_out) {
+    char *out = NULL, err[256];
+    CHECKF(gb_tm_amend(rec, d, max_len, &out, err, sizeof err) == 0, "%s", err);
+    CHECK(strlen(out) <= max_len);
+    cJSON *o = cJSON_Parse(out);
+    CHECK(cJSON_IsObject(o));
+    /* whatever the agent writes, the coordinator takes */
+    gb_record_t r;
+    CHECKF(gb_record_parse(out, strlen(out), "resnet50", &r, err, sizeof err) == 0, "%s", err);
+    gb_record_free(&r);
+    if (text_out)
+        *text_out = out;
+    else
+        free(out);
+    return o;
+}
+
+static const cJSON *path(const cJSON *o, const char *p) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", p);
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && o; k = strtok_r(NULL, ".", &save))
+        o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(k))
+                             : cJSON_GetObjectItemCaseSensitive(o, k);
+    return o;
+}
+static double num(const cJSON *o, const char *p) {
+    const cJSON *v = path(o, p);
+    CHECKF(cJSON_IsNumber(v), "%s is not a number", p);
+    return v->valuedouble;
+}
+static const char *str(const cJSON *o, const char *p) {
+    const cJSON *v = path(o, p);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+static int is_true(const cJSON *o, const char *p) {
+    return cJSON_IsTrue(path(o, p));
+}
+
+static void gpu_data(gb_tm_data_t *d, const gb_tm_gpu_sample_t *s, size_t n, int n_gpus) {
+    memset(d, 0, sizeof *d);
+    d->interval_ms = 100;
+    d->n_gpus = n_gpus;
+    d->gpu = s;
+    d->n_gpu = n;
+    for (int g = 0; g < n_gpus; g++)
+        d->default_limit_mw[g] = 700000;
+}
+
+/* ---- pure cases ----------------------------------------------------------- */
+
+static void t_reasons(void) {
+    char buf[256];
+    gb_tm_reason_names(0, buf, sizeof buf);
+    CHECK(strcmp(buf, "") == 0);
+    gb_tm_reason_names(0x1 | 0x40 | 0x200, buf, sizeof buf);
+    CHECKF(strcmp(buf, "gpu_idle, hw_thermal_slowdown, unknown_0x200") == 0, "%s", buf);
+    CHECK(strcmp(gb_tm_reason_name(GB_TM_REASON_HW_POWER_BRAKE), "hw_power_brake_slowdown") == 0);
+    CHECK(gb_tm_reason_name(0x400) == NULL);
+    /* configuration and idleness are not throttling */
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_GPU_IDLE | GB_TM_REASON_APP_CLOCKS |
+                                  GB_TM_REASON_DISPLAY_CLOCKS,
+                              700000, 700000) == 0);
+    /* every hardware and thermal reason, and sync boost, is */
+    const uint64_t bad[] = {GB_TM_REASON_HW_SLOWDOWN,
+                            GB_TM_REASON_HW_THERMAL,
+                            GB_TM_REASON_HW_POWER_BRAKE,
+                            GB_TM_REASON_SW_THERMAL,
+                            GB_TM_REASON_SYNC_BOOST,
+                            0x200,
+                            1ULL << 63};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(gb_tm_throttle_bits(bad[i] | GB_TM_REASON_GPU_IDLE, 700000, 700000) == bad[i]);
+    /* the power cap only below the default limit, and not when unknown */
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_SW_POWER_CAP, 700000, 700000) == 0);
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_SW_POWER_CAP, 720000, 700000) == 0);
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_SW_POWER_CAP, 450000, 700000) ==
+          GB_TM_REASON_SW_POWER_CAP);
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_SW_POWER_CAP, 450000, 0) == 0);
+    CHECK(gb_tm_throttle_bits(GB_TM_REASON_SW_POWER_CAP, 0, 700000) == 0);
+    /* truncation never overruns */
+    gb_tm_reason_names(~0ULL, buf, 40);
+    CHECK(strlen(buf) < 40);
+}
+
+/* Samples before, inside and after the window: only the inside ones count,
+ * t_ms is counted from the window's start, and idle-only reasons keep the
+ * result valid. */
+static void t_window(void) {
+    gb_tm_gpu_sample_t s[64];
+    size_t n = 0;
+    /* 2 GPUs, every 100 ms from W0-500 to W0+1500; window [W0, W0+1000] */
+    for (int64_t t = W0 - 500; t <= W0 + 1500; t += 100)
+        for (unsigned g = 0; g < 2; g++) {
+            int in = t >= W0 && t <= W0 + 1000;
+            /* outside the window: a thermal reason that must not count */
+            s[n++] = gs(g, t + g, in ? 1400 + (unsigned)(t - W0) / 100 + 100 * g : 300,
+                        in ? GB_TM_REASON_GPU_IDLE : GB_TM_REASON_HW_THERMAL);
+        }
+    gb_tm_data_t d;
+    gpu_data(&d, s, n, 2);
+    char *rec = record_text(W0, W0 + 1000, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid"));
+    CHECK(cJSON_IsNull(path(o, "invalid_reason")));
+    CHECK(!is_true(o, "telemetry.throttled"));
+    CHECK(cJSON_IsNull(path(o, "telemetry.flag")) && cJSON_IsNull(path(o, "telemetry.error")));
+    CHECK(strcmp(str(o, "telemetry.source"), "nvml") == 0);
+    CHECK(num(o, "telemetry.window_ms.0") == W0 && num(o, "telemetry.window_ms.1") == W0 + 1000);
+    /* GPU 0: t = W0 .. W0+1000 (11 samples); GPU 1 read 1 ms later: the
+     * last one (W0+1001) falls outside */
+    CHECK(num(o, "telemetry.gpus.0.samples") == 11);
+    CHECK(num(o, "telemetry.gpus.1.samples") == 10);
+    CHECK(num(o, "telemetry.gpus.0.sm_mhz.min") == 1400);
+    CHECK(num(o, "telemetry.gpus.0.sm_mhz.max") == 1410);
+    CHECK(num(o, "telemetry.gpus.0.sm_mhz.median") == 1405);
+    CHECK(num(o, "telemetry.gpus.1.sm_mhz.median") == 1504.5); /* even count: middle two */
+    CHECK(num(o, "telemetry.gpus.0.power_w.max") == 301.41);
+    CHECK(num(o, "telemetry.gpus.0.power_limit_w") == 700);
+    CHECK(num(o, "telemetry.gpus.0.default_power_limit_w") == 700);
+    CHECK(strcmp(str(o, "telemetry.reason_names.0"), "gpu_idle") == 0);
+    CHECK(cJSON_GetArraySize(path(o, "telemetry.throttle_names")) == 0);
+    const cJSON *rows = path(o, "telemetry.samples");
+    CHECK(cJSON_GetArraySize(rows) == 21 && num(o, "telemetry.kept_every") == 1);
+    /* sorted by GPU then time, t from the window's start */
+    CHECK(num(o, "telemetry.samples.0.0") == 0 && num(o, "telemetry.samples.0.1") == 0);
+    CHECK(num(o, "telemetry.samples.10.1") == 1000);
+    CHECK(num(o, "telemetry.samples.11.0") == 1 && num(o, "telemetry.samples.11.1") == 1);
+    CHECK(num(o, "telemetry.samples.0.2") == 1400 && num(o, "telemetry.samples.0.4") == 301.4);
+    CHECK(num(o, "telemetry.samples.0.7") == (double)(1ull << 30));
+    CHECK(num(o, "telemetry.samples.0.8") == 1 && num(o, "telemetry.samples.0.9") == 700);
+    cJSON_Delete(o);
+    free(rec);
+}
+
+/* A throttled window: invalid, the reasons and GPUs named first, an earlier
+ * reason kept after them, at most 255 bytes. */
+static void t_throttled(void) {
+    gb_tm_gpu_sample_t s[40];
+    size_t n = 0;
+    for (int i = 0; i < 10; i++)
+        for (unsigned g = 0; g < 2; g++)
+            s[n++] = gs(g, W0 + 100 * i, 1980,
+                        g == 1 && i >= 6 ? GB_TM_REASON_HW_SLOWDOWN | GB_TM_REASON_HW_THERMAL
+                                         : GB_TM_REASON_SW_POWER_CAP);
+    gb_tm_data_t d;
+    gpu_data(&d, s, n, 2);
+    char *rec = record_text(W0, W0 + 900, 0,
+                            "p90 step time 12.00 ms is 20% above the median 10.00 ms (limit 10%)");
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid"));
+    const char *why = str(o, "invalid_reason");
+    CHECKF(why &&
+               strcmp(why, "GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown "
+                           "(GPU 1: 4 of 10 samples); p90 step time 12.00 ms is 20% above the "
+                           "median 10.00 ms (limit 10%)") == 0,
+           "%s", why);
+    CHECK(is_true(o, "telemetry.throttled"));
+    CHECK(strcmp(str(o, "telemetry.flag"), "throttled: hw_slowdown, hw_thermal_slowdown") == 0);
+    CHECK(num(o, "telemetry.gpus.0.throttled_samples") == 0);
+    CHECK(num(o, "telemetry.gpus.1.throttled_samples") == 4);
+    /* the power cap at the default limit is seen, and not held against it */
+    CHECK(strcmp(str(o, "telemetry.gpus.0.reason_names.0"), "sw_power_cap") == 0);
+    CHECK(cJSON_GetArraySize(path(o, "telemetry.gpus.0.throttle_names")) == 0);
+    CHECK(num(o, "telemetry.reasons") == (double)(0x4 | 0x8 | 0x40));
+    cJSON_Delete(o);
+    free(rec);
+
+    /* a long earlier reason is cut, never the record invalid */
+    char longreason[400];
+    memset(longreason, 'x', 300);
+    longreason[300] = '\0';
+    rec = record_text(W0, W0 + 900, 0, longreason);
+    o = amend(rec, &d, 1 << 19, NULL);
+    why = str(o, "invalid_reason");
+    CHECK(why && strlen(why) == 255 && strncmp(why, "GPU throttling", 14) == 0);
+    CHECK(strcmp(why + 252, "...") == 0);
+    cJSON_Delete(o);
+    free(rec);
+}
+
+/* sw_power_cap under a lowered limit counts; an unknown bit counts. */
+static void t_power_cap(void) {
+    gb_tm_gpu_sample_t s[10];
+    for (int i = 0; i < 10; i++) {
+        s[i] = gs(0, W0 + 100 * i, 1700, GB_TM_REASON_SW_POWER_CAP);
+        s[i].limit_mw = 400000;
+    }
+    gb_tm_data_t d;
+    gpu_data(&d, s, 10, 1);
+    char *rec = record_text(W0, W0 + 1000, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid"));
+    CHECKF(strstr(str(o, "invalid_reason"), "sw_power_cap (GPU 0: 10 of 10 samples)"), "%s",
+           str(o, "invalid_reason"));
+    CHECK(num(o, "telemetry.gpus.0.power_limit_w") == 400);
+    cJSON_Delete(o);
+    /* the same at the default limit: valid */
+    for (int i = 0; i < 10; i++)
+        s[i].limit_mw = 700000;
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid") && strcmp(str(o, "telemetry.reason_names.0"), "sw_power_cap") == 0);
+    cJSON_Delete(o);
+    /* a bit no table knows yet */
+    s[3].reasons = 0x800;
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid") && strstr(str(o, "invalid_reason"), "unknown_0x800 (GPU 0: 1 of"));
+    cJSON_Delete(o);
+    free(rec);
+}
+
+/* A long run of 8 GPUs: at most GB_TM_MAX_ROWS rows, each the first of a
+ * block of samples with the block's reasons; the summary still over all;
+ * a smaller size limit decimates further; one too small for the summary
+ * keeps the verdict only. */
+static void t_decimate(void) {
+    const int ng = 8, per = 1000;
+    gb_tm_gpu_sample_t *s = calloc((size_t)ng * per, sizeof *s);
+    CHECK(s);
+    size_t n = 0;
+    for (int i = 0; i < per; i++)
+        for (int g = 0; g < ng; g++)
+            s[n++] = gs((unsigned)g, W0 + 100 * i, 1000 + (unsigned)i,
+                        g == 5 && i == 501 ? GB_TM_REASON_HW_SLOWDOWN : 0);
+    gb_tm_data_t d;
+    gpu_data(&d, s, n, ng);
+    char *rec = record_text(W0, W0 + 100 * per, 1, NULL);
+    char *text = NULL;
+    cJSON *o = amend(rec, &d, 1 << 19, &text);
+    const cJSON *rows = path(o, "telemetry.samples");
+    CHECKF(cJSON_GetArraySize(rows) <= GB_TM_MAX_ROWS, "%d rows", cJSON_GetArraySize(rows));
+    CHECK(num(o, "telemetry.kept_every") == 4);
+    CHECK(cJSON_GetArraySize(rows) == ng * per / 4);
+    for (int g = 0; g < ng; g++) {
+        char p[64];
+        snprintf(p, sizeof p, "telemetry.gpus.%d.samples", g);
+        CHECK(num(o, p) == per);
+    }
+    CHECK(num(o, "telemetry.gpus.0.sm_mhz.max") == 1000 + per - 1); /* all samples, not rows */
+    /* the throttled sample 501 of GPU 5 lives on in the row of its block
+     * (500..503), and invalidates */
+    CHECK(!is_true(o, "valid"));
+    int found = 0;
+    for (const cJSON *r = rows->child; r; r = r->next) {
+        if (cJSON_GetArrayItem(r, 0)->valuedouble != 5) continue;
+        double t = cJSON_GetArrayItem(r, 1)->valuedouble;
+        double reasons = cJSON_GetArrayItem(r, 8)->valuedouble;
+        if (t == 50000)
+            found = reasons == 8;
+        else
+            CHECK(reasons == 0);
+    }
+    CHECK(found);
+    size_t full = strlen(text);
+    free(text);
+    cJSON_Delete(o);
+    /* half the room: fewer rows, same summary */
+    o = amend(rec, &d, full / 2, NULL);
+    CHECK(num(o, "telemetry.kept_every") >= 8 && num(o, "telemetry.gpus.7.samples") == per);
+    cJSON_Delete(o);
+    /* room for the verdict only */
+    o = amend(rec, &d, 1400, NULL);
+    CHECK(!is_true(o, "valid") && is_true(o, "telemetry.throttled"));
+    CHECK(path(o, "telemetry.gpus") == NULL && strstr(str(o, "telemetry.error"), "too large"));
+    cJSON_Delete(o);
+    /* and not even that */
+    char *out = NULL, err[256];
+    CHECK(gb_tm_amend(rec, &d, 200, &out, err, sizeof err) == -1 && out == NULL);
+    CHECK(strstr(err, "too large"));
+    free(rec);
+    free(s);
+}
+
+/* No timed window: every sample is judged; no sample in it: said so, and
+ * no verdict; a sampler error is carried. */
+static void t_edges(void) {
+    gb_tm_gpu_sample_t s[6];
+    for (int i = 0; i < 6; i++)
+        s[i] = gs(0, W0 + 100 * i, 1500, i == 0 ? GB_TM_REASON_SW_THERMAL : 0);
+    gb_tm_data_t d;
+    gpu_data(&d, s, 6, 1);
+    char *rec = record_text(-1, 0, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(cJSON_IsNull(path(o, "telemetry.window_ms")) && str(o, "telemetry.note"));
+    CHECK(num(o, "telemetry.gpus.0.samples") == 6 && !is_true(o, "valid"));
+    CHECK(num(o, "telemetry.samples.0.1") == 0 && num(o, "telemetry.samples.5.1") == 500);
+    cJSON_Delete(o);
+    free(rec);
+    /* a window between two samples */
+    rec = record_text(W0 + 110, W0 + 150, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid") && num(o, "telemetry.gpus.0.samples") == 0);
+    CHECK(cJSON_IsNull(path(o, "telemetry.gpus.0.sm_mhz")));
+    CHECKF(strcmp(str(o, "telemetry.error"),
+                  "no GPU sample in the timed window (40 ms, interval 100 ms)") == 0,
+           "%s", str(o, "telemetry.error"));
+    cJSON_Delete(o);
+    /* what the sampler could not do */
+    d.error = "NVML not available: no driver";
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(strcmp(str(o, "telemetry.error"), "NVML not available: no driver") == 0);
+    CHECK(strcmp(str(o, "telemetry.flag"), "telemetry incomplete: NVML not available: no driver") ==
+          0);
+    CHECK(is_true(o, "valid"));
+    cJSON_Delete(o);
+    free(rec);
+    /* a missing reading is null, not zero */
+    s[2].have &= ~(unsigned)GB_TM_HAVE_POWER;
+    d.error = NULL;
+    rec = record_text(W0, W0 + 500, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(cJSON_IsNull(path(o, "telemetry.samples.2.4")) && num(o, "telemetry.samples.1.4") > 0);
+    cJSON_Delete(o);
+    free(rec);
+    /* the wall clock stepped back mid-job, and two samples share a ms: the
+     * rows stay acceptable to the store (amend() checks), the summary has
+     * them all */
+    gb_tm_gpu_sample_t j[4] = {gs(0, W0, 1500, 0), gs(0, W0 + 100, 1500, 0),
+                               gs(0, W0 + 100, 1500, 0), gs(0, W0 - 50, 1500, 0)};
+    gpu_data(&d, j, 4, 1);
+    rec = record_text(-1, 0, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(num(o, "telemetry.gpus.0.samples") == 4);
+    CHECK(cJSON_GetArraySize(path(o, "telemetry.samples")) == 2);
+    CHECK(num(o, "telemetry.samples.0.1") == 0 && num(o, "telemetry.samples.1.1") == 100);
+    cJSON_Delete(o);
+    free(rec);
+    /* not a record */
+    char *out = NULL, err[128];
+    CHECK(gb_tm_amend("[1]", &d, 1000, &out, err, sizeof err) == -1 && !out);
+}
+
+static gb_tm_cpu_sample_t cs(int64_t t, uint64_t busy, uint64_t steal, uint64_t total,
+                             uint64_t worker) {
+    gb_tm_cpu_sample_t s = {t, busy, steal, total, worker, 1, 2600};
+    return s;
+}
+
+/* CPU contention from cumulative counters: the bracketing samples, the
+ * worker's own time left out, the 5% flag and the 10% limit. */
+static void t_cpu(void) {
+    /* 2 cores, 100 ticks/s: 20 ticks a 100 ms interval; the worker takes
+     * 18, others `o` per interval, steal 1 */
+    gb_tm_cpu_sample_t s[12];
+    gb_tm_cpu_window_t w;
+    uint64_t busy = 0, steal = 0, total = 0, worker = 0;
+    for (int i = 0; i < 12; i++) {
+        s[i] = cs(W0 - 100 + 100 * i, busy, steal, total, worker);
+        busy += 18 + 1;
+        worker += 18;
+        steal += 0;
+        total += 20;
+    }
+    /* from the last sample at or before the start to the first at or after
+     * the end */
+    gb_tm_cpu_window(s, 12, W0 + 50, W0 + 850, &w);
+    CHECK(w.ok && w.covers && w.span_ms == 900);
+    CHECK(fabs(w.others_pct - 5.0) < 1e-9 && w.steal_pct == 0 && fabs(w.worker_pct - 90) < 1e-9);
+    /* the end beyond the last sample: the last one is used, not covering */
+    gb_tm_cpu_window(s, 12, W0, W0 + 5000, &w);
+    CHECK(w.ok && !w.covers && w.span_ms == 1000);
+    /* the worker gone from the last samples: they are skipped */
+    s[10].have_worker = s[11].have_worker = 0;
+    gb_tm_cpu_window(s, 12, W0, W0 + 1000, &w);
+    CHECK(w.ok && !w.covers && w.span_ms == 800);
+    /* fewer than two usable samples */
+    gb_tm_cpu_window(s, 1, W0, W0 + 1000, &w);
+    CHECK(!w.ok);
+
+    /* through the record: levels of contention around the 5% flag and the
+     * 10% limit (both exclusive), 100 ticks an interval */
+    const struct {
+        uint64_t others, steal;
+        int flagged, valid;
+    } lv[] = {{0, 0, 0, 1}, {5, 0, 0, 1}, {6, 0, 1, 1}, {9, 1, 1, 1}, {10, 1, 1, 0}, {15, 5, 1, 0}};
+    for (size_t k = 0; k < sizeof lv / sizeof lv[0]; k++) {
+        busy = steal = total = worker = 0;
+        for (int i = 0; i < 12; i++) {
+            s[i] = cs(W0 - 100 + 100 * i, busy, steal, total, worker);
+            busy += 50 + lv[k].others;
+            worker += 50;
+            steal += lv[k].steal;
+            total += 100;
+        }
+        gb_tm_data_t d;
+        memset(&d, 0, sizeof d);
+        d.interval_ms = 100;
+        d.cpu = 1;
+        d.cpus = s;
+        d.n_cpu = 12;
+        d.cores = 2;
+        char *rec = record_text(W0, W0 + 1000, 1, NULL);
+        cJSON *o = amend(rec, &d, 1 << 19, NULL);
+        double taken = (double)(lv[k].others + lv[k].steal);
+        CHECKF(num(o, "telemetry.cpu.taken_pct") == taken, "level %zu: %g", k,
+               num(o, "telemetry.cpu.taken_pct"));
+        CHECK(num(o, "telemetry.cpu.worker_pct") == 50);
+        CHECK(is_true(o, "telemetry.cpu.flagged") == lv[k].flagged);
+        CHECK(is_true(o, "valid") == lv[k].valid);
+        CHECK(lv[k].flagged == (str(o, "telemetry.flag") != NULL));
+        if (lv[k].others == 15)
+            CHECKF(strcmp(str(o, "invalid_reason"),
+                          "CPU contention in the timed window: 20.0% of the CPU time taken by "
+                          "other processes (15.0%) and the hypervisor (5.0%), limit 10%") == 0,
+                   "%s", str(o, "invalid_reason"));
+        CHECK(strcmp(str(o, "telemetry.source"), "proc") == 0);
+        CHECK(num(o, "telemetry.cpu.cpu_mhz.median") == 2600);
+        /* rows: samples at W0..W0+1000, each over the interval before it */
+        CHECK(cJSON_GetArraySize(path(o, "telemetry.samples")) == 11);
+        CHECK(num(o, "telemetry.samples.0.0") == 0 &&
+              num(o, "telemetry.samples.0.2") == (double)lv[k].others);
+        cJSON_Delete(o);
+        free(rec);
+    }
+}
+
+/* What the coordinator refuses in a record's telemetry. */
+static void t_record_check(void) {
+    static const char *const bad[] = {
+        "\"timed_window_ms\": [5, 4]",
+        "\"timed_window_ms\": [5]",
+        "\"timed_window_ms\": [-1, 4]",
+        "\"telemetry\": []",
+        "\"telemetry\": {\"source\": \"dcgm\"}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": {}}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 1, 2]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 1, 1, 1, 1, 1, 1, 1, 1, -1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[64, 1, 1, 1, 1, 1, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 1.5, 1, 1, 1, 1, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 1, 1, 1, 1, 1, 1, 1, 0.5, 1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 1, 1, 1, 1, 1, 1, 1, 1, \"x\"]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[0, 5, 1, 1, 1, 1, 1, 1, 1, 1], "
+        "[0, 5, 1, 1, 1, 1, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"samples\": [[1, 5, 1, 1, 1, 1, 1, 1, 1, 1], "
+        "[0, 6, 1, 1, 1, 1, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"proc\", \"samples\": [[7, 1, 1, 1, 1], [6, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"proc\", \"samples\": [[7, 1, 1, 1, 1, 1]]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"gpus\": [{\"gpu\": 0}]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"gpus\": [{\"gpu\": 0, \"samples\": 3, "
+        "\"sm_mhz\": {\"min\": -1, \"median\": 1, \"max\": 1}}]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"gpus\": [{\"gpu\": 0, \"samples\": 3, "
+        "\"reason_names\": [7]}]}",
+        "\"telemetry\": {\"source\": \"nvml\", \"throttled\": 1}",
+        "\"telemetry\": {\"source\": \"nvml\", \"flag\": 3}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"taken_pct\": \"high\"}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"flagged\": \"yes\"}}",
+    };
+    char json[1024], err[300];
+    gb_record_t r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{\"kind\": \"sleep\", %s}", bad[i]);
+        CHECKF(gb_record_parse(json, strlen(json), "sleep", &r, err, sizeof err) == -1,
+               "accepted: %s", bad[i]);
+        CHECKF(strstr(err, "record: '"), "%s: %s", bad[i], err);
+    }
+    /* too many rows */
+    size_t cap = 64u << 10, o = 0;
+    char *big = malloc(cap * 8);
+    CHECK(big);
+    o += (size_t)sprintf(big + o, "{\"kind\": \"sleep\", \"telemetry\": {\"source\": \"proc\", "
+                                  "\"samples\": [");
+    for (int i = 0; i <= GB_RECORD_MAX_TM_ROWS; i++)
+        o += (size_t)sprintf(big + o, "%s[%d, 1, 1, 1, 1]", i ? ", " : "", i);
+    o += (size_t)sprintf(big + o, "]}}");
+    CHECK(gb_record_parse(big, o, "sleep", &r, err, sizeof err) == -1 && strstr(err, "at most"));
+    free(big);
+    /* nulls are readings NVML did not give */
+    snprintf(json, sizeof json,
+             "{\"kind\": \"sleep\", \"timed_window_ms\": [5, 5], \"telemetry\": {\"source\": "
+             "\"nvml\", \"samples\": [[0, 0, null, null, null, null, null, null, null, null]], "
+             "\"gpus\": [{\"gpu\": 0, \"samples\": 1, \"sm_mhz\": null}], \"flag\": null}}");
+    CHECKF(gb_record_parse(json, strlen(json), "sleep", &r, err, sizeof err) == 0, "%s", err);
+    gb_record_free(&r);
+}
+
+static void t_gpu_indices(void) {
+    int out[GB_TM_MAX_GPUS];
+    char err[256];
+    CHECK(gb_tm_gpu_indices(NULL, 3, out, err, sizeof err) == 0 && out[0] == 0 && out[2] == 2);
+    CHECK(gb_tm_gpu_indices("4,6,7", 2, out, err, sizeof err) == 0 && out[0] == 4 && out[1] == 6);
+    CHECK(gb_tm_gpu_indices("5", 2, out, err, sizeof err) == -1 && strstr(err, "CUDA_VISIBLE"));
+    CHECK(gb_tm_gpu_indices("GPU-8e1f,GPU-aa", 1, out, err, sizeof err) == -1);
+    CHECK(gb_tm_gpu_indices("0,x", 2, out, err, sizeof err) == -1);
+    CHECK(gb_tm_gpu_indices(NULL, GB_TM_MAX_GPUS + 1, out, err, sizeof err) == -1);
+}
+
+/* ---- the sampler thread --------------------------------------------------- */
+
+static gb_telemetry_t *hub(int interval_ms, int grace_ms) {
+    gb_tm_config_t cfg;
+    gb_tm_config_default(&cfg);
+    cfg.interval_ms = interval_ms;
+    cfg.stop_grace_ms = grace_ms;
+    char err[256];
+    gb_telemetry_t *t = gb_telemetry_new(&cfg, err, sizeof err);
+    CHECKF(t, "%s", err);
+    return t;
+}
+
+static gb_sampler_t *start_gpus(gb_telemetry_t *t, int n) {
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    job.n_gpus = n;
+    char err[256];
+    CHECK(gb_tm_gpu_indices(NULL, n, job.gpu_index, err, sizeof err) == 0);
+    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
+    CHECKF(s, "%s", err);
+    return s;
+}
+
+/* Stop without blocking: each call returns at once; returns ms it took. */
+static int64_t stop_polling(gb_sampler_t *s) {
+    int64_t t0 = gb_mono_ms();
+    for (;;) {
+        int64_t c0 = gb_mono_ms();
+        int done = gb_sampler_stop(s, gb_mono_ms());
+        CHECKF(gb_mono_ms() - c0 < 50, "a stop call blocked %" PRId64 " ms", gb_mono_ms() - c0);
+        if (done) return gb_mono_ms() - t0;
+        sleep_ms(2);
+    }
+}
+
+static void write_script(const char *text) {
+    static char file[64];
+    snprintf(file, sizeof file, "/tmp/gb-tm-script.%d", (int)getpid());
+    FILE *f = fopen(file, "w");
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    setenv("GB_FAKE_NVML_TELEMETRY", file, 1);
+}
+
+/* Samples come at the interval, per GPU, with the scripted readings. */
+static void t_sampler_interval(void) {
+    write_script("0 * sm=1755 mem=2619 power=412.5 temp=61 util=99 used=1024 reasons=0x1 "
+                 "limit=650 default=700\n"
+                 "0 1 sm=1200 reasons=0x48\n");
+    gb_telemetry_t *t = hub(50, 5000);
+    CHECKF(gb_telemetry_nvml_error(t)[0] == '\0', "%s", gb_telemetry_nvml_error(t));
+    CHECK(gb_telemetry_refs(t) == 1);
+    gb_sampler_t *s = start_gpus(t, 2);
+    sleep_ms(1000);
+    CHECK(gb_sampler_count(s) >= 2);
+    int64_t took = stop_polling(s);
+    CHECKF(took < 500, "stopping took %" PRId64 " ms", took);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(!d.error && d.n_gpus == 2 && d.interval_ms == 50);
+    CHECK(d.default_limit_mw[0] == 700000 && d.default_limit_mw[1] == 700000);
+    /* 1 s at 50 ms is 20 or 21 samples a GPU; a loaded 2-core machine may
+     * run the thread late (never early: a late sample is not caught up) */
+    size_t n0 = 0;
+    int64_t gaps[64];
+    size_t ng = 0;
+    int64_t last = 0;
+    for (size_t i = 0; i < d.n_gpu; i++) {
+        const gb_tm_gpu_sample_t *x = &d.gpu[i];
+        CHECK(x->have ==
+              (GB_TM_HAVE_SM | GB_TM_HAVE_MEM | GB_TM_HAVE_POWER | GB_TM_HAVE_TEMP |
+               GB_TM_HAVE_UTIL | GB_TM_HAVE_USED | GB_TM_HAVE_REASONS | GB_TM_HAVE_LIMIT));
+        CHECK(x->mem_mhz == 2619 && x->power_mw == 412500 && x->temp_c == 61 && x->util_pct == 99);
+        CHECK(x->mem_used == 1024ull << 20 && x->limit_mw == 650000);
+        CHECK(x->sm_mhz == (x->gpu == 0 ? 1755u : 1200u));
+        CHECK(x->reasons == (x->gpu == 0 ? 0x1u : 0x48u));
+        if (x->gpu != 0) continue;
+        if (n0++ && ng < 64) gaps[ng++] = x->t_ms - last;
+        last = x->t_ms;
+    }
+    CHECKF(n0 >= 10 && n0 <= 22, "%zu samples of GPU 0 in 1 s at 50 ms", n0);
+    CHECK(d.n_gpu == 2 * n0);
+    /* the median gap is the interval: +-1 for the ms clock; a late wake-up
+     * on a loaded 2-core machine shortens the next gap as much as it
+     * lengthened this one, and a very late one skips a tick (+50) */
+    for (size_t i = 0; i < ng; i++)
+        for (size_t j = i + 1; j < ng; j++)
+            if (gaps[j] < gaps[i]) {
+                int64_t x = gaps[i];
+                gaps[i] = gaps[j];
+                gaps[j] = x;
+            }
+    CHECKF(gaps[ng / 2] >= 45 && gaps[ng / 2] <= 65, "median gap %" PRId64 " ms", gaps[ng / 2]);
+    CHECK(gb_telemetry_refs(t) == 1); /* the thread let go of NVML */
+    gb_sampler_destroy(&s);
+    CHECK(s == NULL);
+    gb_telemetry_destroy(&t);
+    CHECK(t == NULL);
+}
+
+/* Readings change when the script says, and a window around the change
+ * judges only what it holds. */
+static void t_sampler_script(void) {
+    int64_t now = gb_wall_ms();
+    char text[256];
+    snprintf(text, sizeof text, "0 * sm=1980 reasons=0\n%lld 0 sm=1100 power=699 reasons=0x20\n",
+             (long long)(now + 400));
+    write_script(text);
+    gb_telemetry_t *t = hub(20, 5000);
+    gb_sampler_t *s = start_gpus(t, 1);
+    sleep_ms(800);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    int before = 0, after = 0;
+    for (size_t i = 0; i < d.n_gpu; i++) {
+        const gb_tm_gpu_sample_t *x = &d.gpu[i];
+        if (x->t_ms < now + 400) {
+            CHECK(x->sm_mhz == 1980 && x->reasons == 0);
+            before++;
+        } else {
+            CHECK(x->sm_mhz == 1100 && x->reasons == 0x20 && x->power_mw == 699000);
+            after++;
+        }
+    }
+    CHECK(before >= 3 && after >= 3);
+    char *rec = record_text(now, now + 380, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid") && num(o, "telemetry.gpus.0.sm_mhz.min") == 1980);
+    cJSON_Delete(o);
+    free(rec);
+    rec = record_text(now + 300, now + 800, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid") && strstr(str(o, "invalid_reason"), "sw_thermal_slowdown"));
+    CHECK(num(o, "telemetry.gpus.0.sm_mhz.min") == 1100 &&
+          num(o, "telemetry.gpus.0.sm_mhz.max") == 1980);
+    cJSON_Delete(o);
+    free(rec);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
+/* A driver without nvmlDeviceGetCurrentClocksEventReasons: the reasons come
+ * from the older query. */
+static void t_sampler_fallback(void) {
+    write_script("0 * reasons=0x88\n");
+    gb_telemetry_t *t = hub(20, 5000);
+    gb_sampler_t *s = start_gpus(t, 1);
+    sleep_ms(100);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(d.n_gpu >= 1);
+    for (size_t i = 0; i < d.n_gpu; i++)
+        CHECK((d.gpu[i].have & GB_TM_HAVE_REASONS) && d.gpu[i].reasons == 0x88);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
+/* A stop is seen at once, not after the interval. */
+static void t_sampler_stop(void) {
+    write_script("");
+    gb_telemetry_t *t = hub(10000, 5000);
+    gb_sampler_t *s = start_gpus(t, 4);
+    for (int i = 0; i < 200 && gb_sampler_count(s) < 4; i++)
+        sleep_ms(5);
+    CHECK(gb_sampler_count(s) == 4); /* the first round */
+    int64_t took = stop_polling(s);
+    CHECKF(took < 1000, "a stop with a 10 s interval took %" PRId64 " ms", took);
+    /* destroy without a stop first: it stops, joins and frees */
+    gb_sampler_t *s2 = start_gpus(t, 1);
+    int64_t t0 = gb_mono_ms();
+    gb_sampler_destroy(&s2);
+    CHECK(gb_mono_ms() - t0 < 1000);
+    gb_sampler_destroy(&s);
+    /* the hub can go before nothing else holds NVML */
+    gb_telemetry_destroy(&t);
+}
+
+/* NVML hangs in a query for 1.5 s: starting and stopping never block; the
+ * thread is abandoned after the grace, the telemetry says so, and the
+ * thread frees what it holds once NVML returns. */
+static void t_sampler_hung(void) {
+    write_script("");
+    gb_telemetry_t *t = hub(50, 300);
+    setenv("GB_FAKE_NVML_DELAY_MS", "1500", 1);
+    int64_t t0 = gb_mono_ms();
+    gb_sampler_t *s = start_gpus(t, 1);
+    CHECKF(gb_mono_ms() - t0 < 100, "start took %" PRId64 " ms", gb_mono_ms() - t0);
+    CHECK(gb_telemetry_refs(t) == 2);
+    sleep_ms(100);
+    int64_t took = stop_polling(s);
+    CHECKF(took >= 290 && took < 800, "abandoned after %" PRId64 " ms (grace 300)", took);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(d.error && strstr(d.error, "did not stop") && d.n_gpu == 0);
+    char *rec = record_text(W0, W0 + 100, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid") && strstr(str(o, "telemetry.flag"), "telemetry incomplete"));
+    cJSON_Delete(o);
+    free(rec);
+    t0 = gb_mono_ms();
+    gb_sampler_destroy(&s);
+    CHECK(gb_mono_ms() - t0 < 50);
+    /* the agent may go while the thread still waits in NVML */
+    gb_telemetry_destroy(&t);
+    /* ... which then returns, finishes, frees itself and unloads NVML: no
+     * leak (LeakSanitizer checks at exit in the sanitizer build); give it
+     * the rest of the 1.5 s */
+    sleep_ms(2000);
+    unsetenv("GB_FAKE_NVML_DELAY_MS");
+}
+
+/* Without NVML the GPU sampler ends at once and says why. */
+static void t_sampler_no_nvml(void) {
+    setenv("GB_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+    gb_telemetry_t *t = hub(50, 5000);
+    CHECK(strstr(gb_telemetry_nvml_error(t), "NVML not loaded"));
+    gb_sampler_t *s = start_gpus(t, 1);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(d.n_gpu == 0 && d.error && strstr(d.error, "NVML not available"));
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+    /* nothing to sample is refused */
+    t = hub(50, 5000);
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    char err[128];
+    CHECK(gb_sampler_start(t, &job, err, sizeof err) == NULL && strstr(err, "nothing to sample"));
+    gb_telemetry_destroy(&t);
+    /* a bad interval */
+    gb_tm_config_t cfg;
+    gb_tm_config_default(&cfg);
+    cfg.interval_ms = 5;
+    CHECK(gb_telemetry_new(&cfg, err, sizeof err) == NULL && strstr(err, "10..60000"));
+}
+
+/* ---- the CPU sampler ------------------------------------------------------ */
+
+static pid_t spin(void) {
+    pid_t p = fork();
+    CHECK(p >= 0);
+    if (p == 0) {
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
+    return p;
+}
+
+/* The worker spins on one thread while competitors spin on every core:
+ * the CPUs are never idle and the worker can have at most one core of N,
+ * so what others took is at least (N-1)/N of the time; the worker's own
+ * time is not counted as theirs. */
+static void t_cpu_competing(void) {
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t worker = spin(), comp[256];
+    int nc = cores < 256 ? cores : 256;
+    for (int i = 0; i < nc; i++)
+        comp[i] = spin();
+    gb_telemetry_t *t = hub(50, 5000);
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    job.pid = worker;
+    char err[128];
+    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
+    CHECKF(s, "%s", err);
+    sleep_ms(300);
+    int64_t w0 = gb_wall_ms();
+    sleep_ms(1500);
+    int64_t w1 = gb_wall_ms();
+    sleep_ms(200);
+    stop_polling(s);
+    for (int i = 0; i < nc; i++)
+        kill(comp[i], SIGKILL);
+    kill(worker, SIGKILL);
+    for (int i = 0; i < nc; i++)
+        waitpid(comp[i], NULL, 0);
+    waitpid(worker, NULL, 0);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(d.cpu && !d.error && d.n_cpu >= 10);
+    gb_tm_cpu_window_t w;
+    gb_tm_cpu_window(d.cpus, d.n_cpu, w0, w1, &w);
+    CHECK(w.ok && w.covers);
+    /* tolerance: clock ticks are 10 ms, 2 x cores ticks of error at each
+     * end over >= 1.5 s x cores x 100 ticks: under 2 points; 5 more for the
+     * instants the competitors are not yet or no longer running */
+    double floor_pct = 100.0 * (cores - 1) / cores - 7;
+    CHECKF(w.taken_pct >= floor_pct, "others took %.1f%% (+%.1f%% steal); at least %.1f%% expected",
+           w.others_pct, w.steal_pct, floor_pct);
+    CHECKF(w.worker_pct <= 100.0 / cores + 2 && w.worker_pct > 1, "worker %.1f%%", w.worker_pct);
+    CHECKF(w.others_pct + w.steal_pct + w.worker_pct <= 100.5, "more than the machine: %.1f",
+           w.others_pct + w.steal_pct + w.worker_pct);
+    for (size_t i = 0; i < d.n_cpu; i++)
+        CHECK(d.cpus[i].mhz > 0); /* /proc/cpuinfo has it here */
+    char *rec = record_text(w0, w1, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid") && strstr(str(o, "invalid_reason"), "CPU contention"));
+    CHECK(is_true(o, "telemetry.cpu.flagged"));
+    CHECK(cJSON_GetArraySize(path(o, "telemetry.samples")) >= 20);
+    cJSON_Delete(o);
+    free(rec);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
+/* A worker that is gone mid-way: later samples lack it, nothing breaks. */
+static void t_cpu_worker_exits(void) {
+    pid_t worker = spin();
+    gb_telemetry_t *t = hub(20, 5000);
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    job.pid = worker;
+    char err[128];
+    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
+    CHECK(s);
+    sleep_ms(300);
+    kill(worker, SIGKILL);
+    waitpid(worker, NULL, 0);
+    int64_t gone = gb_wall_ms();
+    sleep_ms(200);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    size_t with = 0, without = 0;
+    for (size_t i = 0; i < d.n_cpu; i++) {
+        if (d.cpus[i].have_worker)
+            with++;
+        else {
+            CHECK(d.cpus[i].t_ms >= gone - 30);
+            without++;
+        }
+    }
+    CHECK(with >= 5 && without >= 3);
+    gb_tm_cpu_window_t w;
+    gb_tm_cpu_window(d.cpus, d.n_cpu, gone - 250, gone + 150, &w);
+    CHECK(w.ok && !w.covers && w.worker_pct > 0);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
+/* ---- the worker's GPU order ---------------------------------------------- */
+
+/* What CUDA_DEVICE_ORDER a worker the runner starts sees (a script stands
+ * in for the worker and writes it to its result file). */
+static char *worker_order(void) {
+    char dir[64], exe[96], err[256];
+    snprintf(dir, sizeof dir, "/tmp/gb-tm-run.%d", (int)getpid());
+    CHECK(gb_mkdir_p(dir, err, sizeof err) == 0);
+    snprintf(exe, sizeof exe, "%s/worker.sh", dir);
+    FILE *f = fopen(exe, "w");
+    CHECK(f);
+    /* argv: worker --job FILE --out FILE */
+    fputs("#!/bin/sh\nprintf '%s,%s' \"${CUDA_DEVICE_ORDER-unset}\" \"$GB_TM_PROBE\" > \"$5\"\n",
+          f);
+    CHECK(fclose(f) == 0 && chmod(exe, 0755) == 0);
+    gb_run_t *r = gb_run_start(exe, dir, "{}", 30, 500, err, sizeof err);
+    CHECKF(r, "%s", err);
+    while (!gb_run_poll(r, gb_mono_ms()))
+        sleep_ms(5);
+    gb_run_destroy(&r);
+    char path[128], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/result.json", dir);
+    CHECKF(gb_read_file(path, 4096, &text, &len, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    unlink(exe);
+    snprintf(path, sizeof path, "%s/job.json", dir);
+    unlink(path);
+    rmdir(dir);
+    return text;
+}
+
+/* NVML numbers GPUs by PCI bus id, CUDA fastest first unless told: the
+ * worker is told, unless the agent's environment already chose. */
+static void t_runner_env(void) {
+    setenv("GB_TM_PROBE", "kept", 1); /* the rest of the environment goes along */
+    unsetenv("CUDA_DEVICE_ORDER");
+    char *got = worker_order();
+    CHECKF(strcmp(got, "PCI_BUS_ID,kept") == 0, "%s", got);
+    free(got);
+    setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1);
+    got = worker_order();
+    CHECKF(strcmp(got, "FASTEST_FIRST,kept") == 0, "%s", got);
+    free(got);
+    unsetenv("CUDA_DEVICE_ORDER");
+}
+
+/* ---- the store ------------------------------------------------------------ */
+
+static char dbpath[128];
+
+static char *one(const char *sql) {
+    static char buf[1024];
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_stmt *st;
+    CHECKF(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+           sqlite3_errmsg(db));
+    buf[0] = '\0';
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, sizeof buf, "%s", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return buf;
+}
+#define EQ(sql, want)                                                                              \
+    do {                                                                                           \
+        const char *got_ = one(sql);                                                               \
+        CHECKF(strcmp(got_, (want)) == 0, "%s: got '%s', want '%s'", (sql), got_, (want));         \
+    } while (0)
+
+/* A result with GPU telemetry stored through the coordinator's store: its
+ * rows once, whatever the resends; the views; a CPU result's rows. */
+static void t_store(void) {
+    snprintf(dbpath, sizeof dbpath, "/tmp/gb-tm-store.%d.db", (int)getpid());
+    unlink(dbpath);
+    char err[512];
+    gb_store_t *st = gb_store_open(dbpath, err, sizeof err);
+    CHECKF(st, "%s", err);
+    gb_store_node_t node = {.agent_id = "a1",
+                            .name = "node-1",
+                            .state = "connected",
+                            .cpu_model = "cpu",
+                            .os = "",
+                            .kernel = "",
+                            .driver_version = "",
+                            .cuda_driver_version = "",
+                            .gpu_model = "NVIDIA Fake H100",
+                            .labels = "",
+                            .kinds = "sleep",
+                            .inventory_json = "{}",
+                            .n_gpus = 0,
+                            .slots = 2};
+    uint64_t sweep, job[2];
+    CHECK(gb_store_begin(st) == 0);
+    CHECK(gb_store_node_upsert(st, &node, "t0") == 0);
+    CHECK(gb_store_sweep_insert(st, "s", "{}", 2, "t0", &sweep) == 0);
+    for (int i = 0; i < 2; i++) {
+        gb_store_job_t j = {.sweep_id = sweep,
+                            .seq = i,
+                            .kind = "sleep",
+                            .params = "{}",
+                            .backend = "auto",
+                            .n_gpus = 1,
+                            .batch_per_gpu = -1,
+                            .synthetic = 1,
+                            .max_attempts = 1};
+        CHECK(gb_store_job_insert(st, &j, "t0", &job[i]) == 0);
+        CHECK(gb_store_job_assign(st, job[i], 1, "a1", i ? "cpu" : "cuda", "t0") == 0);
+        CHECK(gb_store_job_finish(st, job[i], "done", NULL, "t1") == 0);
+    }
+    /* a GPU record as the agent makes it: 2 GPUs, GPU 1 throttled */
+    gb_tm_gpu_sample_t s[20];
+    size_t n = 0;
+    for (int i = 0; i < 10; i++)
+        for (unsigned g = 0; g < 2; g++)
+            s[n++] = gs(g, W0 + 100 * i, 1900 - 10 * g, g == 1 && i > 7 ? 0x40 : 0);
+    gb_tm_data_t d;
+    gpu_data(&d, s, n, 2);
+    char *rec = record_text(W0, W0 + 1000, 1, NULL), *text = NULL;
+    cJSON *o = amend(rec, &d, 1 << 19, &text);
+    cJSON_Delete(o);
+    free(rec);
+    gb_record_t r;
+    CHECKF(gb_record_parse(text, strlen(text), "resnet50", &r, err, sizeof err) == 0, "%s", err);
+    gb_store_result_t sr = {.job_id = job[0],
+                            .attempt = 1,
+                            .agent_id = "a1",
+                            .status = "ok",
+                            .kind = "sleep",
+                            .backend = "cuda",
+                            .device_model = "NVIDIA Fake H100",
+                            .invalid_reason = r.invalid_reason,
+                            .n_devices = 2,
+                            .images_per_sec = NAN,
+                            .step_ms_median = NAN,
+                            .step_ms_p90 = NAN,
+                            .gflops = NAN,
+                            .valid = r.valid,
+                            .synthetic = 1,
+                            .record = text};
+    for (int k = 0; k < 3; k++) { /* sent three times */
+        int inserted = -1;
+        CHECK(gb_store_result_insert(st, &sr, "t1", &inserted) == 0);
+        CHECK(inserted == (k == 0));
+    }
+    /* a CPU record */
+    gb_tm_cpu_sample_t c[6];
+    for (int i = 0; i < 6; i++)
+        c[i] = cs(W0 + 200 * i, (uint64_t)i * 30, (uint64_t)i, (uint64_t)i * 40, (uint64_t)i * 20);
+    memset(&d, 0, sizeof d);
+    d.interval_ms = 200;
+    d.cpu = 1;
+    d.cpus = c;
+    d.n_cpu = 6;
+    d.cores = 2;
+    rec = record_text(W0, W0 + 1000, 1, NULL);
+    char *ctext = NULL;
+    cJSON_Delete(amend(rec, &d, 1 << 19, &ctext));
+    free(rec);
+    gb_store_result_t cr = sr;
+    cr.job_id = job[1];
+    cr.backend = "cpu";
+    cr.valid = 0;
+    cr.invalid_reason = "contention";
+    cr.record = ctext;
+    int inserted;
+    CHECK(gb_store_result_insert(st, &cr, "t1", &inserted) == 0 && inserted);
+    CHECK(gb_store_commit(st) == 0);
+    gb_store_close(&st);
+    gb_record_free(&r);
+
+    EQ("SELECT count(*) FROM telemetry", "20");
+    EQ("SELECT count(DISTINCT gpu_idx) || ',' || min(t_ms) || ',' || max(t_ms) FROM telemetry",
+       "2,0,900");
+    EQ("SELECT sm_clock_mhz || ',' || mem_clock_mhz || ',' || power_w || ',' || temp_c || ',' || "
+       "util_pct || ',' || mem_used_bytes || ',' || throttle_reasons || ',' || power_limit_w "
+       "FROM telemetry WHERE gpu_idx = 1 AND t_ms = 900",
+       "1890,2619,301.89,40,90,1073741824,64,700.0");
+    EQ("SELECT group_concat(gpu || ':' || samples || ':' || sm_clock_median_mhz || ':' || "
+       "throttled || ':' || COALESCE(throttle_reasons, '-'), ' ') FROM v_telemetry",
+       "0:10:1900:0:- 1:10:1890:1:hw_thermal_slowdown");
+    EQ("SELECT node || ',' || temp_max_c || ',' || power_max_w FROM v_telemetry WHERE gpu = 1",
+       "node-1,40,301.89");
+    EQ("SELECT valid || ',' || telemetry_flag || ',' || substr(invalid_reason, 1, 34) FROM "
+       "v_results WHERE job_id = 1",
+       "0,throttled: hw_thermal_slowdown,GPU throttling in the timed window");
+    EQ("SELECT count(*) FROM telemetry_cpu", "5");
+    EQ("SELECT others_pct || ',' || steal_pct || ',' || worker_pct FROM telemetry_cpu WHERE t_ms "
+       "= 200",
+       "25.0,2.5,50.0");
+    EQ("SELECT cores || ',' || taken_pct || ',' || flagged || ',' || valid FROM v_cpu_telemetry",
+       "2,27.5,1,0");
+    EQ("SELECT count(*) FROM v_telemetry WHERE job_id = 2", "0");
+    free(text);
+    free(ctext);
+    unlink(dbpath);
+    char side[160];
+    snprintf(side, sizeof side, "%s-wal", dbpath);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", dbpath);
+    unlink(side);
+}
+
+int main(int argc, char **argv) {
+    CHECKF(argc >= 2, "usage: test_telemetry CASE [LIBFAKENVML [LIBFAKENVML_OLD]]");
+    const char *c = argv[1];
+    fake_lib = argc > 2 ? argv[2] : NULL;
+    fake_old_lib = argc > 3 ? argv[3] : NULL;
+    if (fake_lib)
+        setenv("GB_NVML_LIB",
+               strcmp(c, "sampler_fallback") == 0 && fake_old_lib ? fake_old_lib : fake_lib, 1);
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } cases[] = {
+        {"reasons", t_reasons},
+        {"window", t_window},
+        {"throttled", t_throttled},
+        {"power_cap", t_power_cap},
+        {"decimate", t_decimate},
+        {"edges", t_edges},
+        {"cpu", t_cpu},
+        {"record_check", t_record_check},
+        {"gpu_indices", t_gpu_indices},
+        {"sampler_interval", t_sampler_interval},
+        {"sampler_script", t_sampler_script},
+        {"sampler_fallback", t_sampler_fallback},
+        {"sampler_stop", t_sampler_stop},
+        {"sampler_hung", t_sampler_hung},
+        {"sampler_no_nvml", t_sampler_no_nvml},
+        {"cpu_competing", t_cpu_competing},
+        {"cpu_worker_exits", t_cpu_worker_exits},
+        {"store", t_store},
+        {"runner_env", t_runner_env},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(c, cases[i].name) == 0) {
+            cases[i].fn();
+            printf("ok %s\n", c);
+            return 0;
+        }
+    CHECKF(0, "unknown case %s", c);
+    return 1;
+}
