@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define GB_BACKEND_ABI 1
-#define GB_ERR_LEN 512
+#define GB_ERR_LEN     512
 
 typedef enum {
     GB_PREC_FP32 = 0, /* fp32 everywhere (TF32 off on GPUs) */
@@ -75,23 +75,23 @@ typedef struct gb_dist {
 } gb_dist_t;
 
 typedef struct gb_train_config {
-    char backend[16];      /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
+    char backend[16]; /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
     gb_precision_t precision;
-    gb_model_config_t model; /* ResNet-50 at image_size by default */
-    int batch;             /* per device (replica), as in every published table */
-    int devices;           /* replicas: GPUs, or CPU replicas splitting the cores */
-    int steps, warmup;     /* timed steps, untimed warm-up steps */
-    int threads;           /* CPU threads in all (0: every online core) */
+    gb_model_config_t model;          /* ResNet-50 at image_size by default */
+    int batch;                        /* per device (replica), as in every published table */
+    int devices;                      /* replicas: GPUs, or CPU replicas splitting the cores */
+    int steps, warmup;                /* timed steps, untimed warm-up steps */
+    int threads;                      /* CPU threads in all (0: every online core) */
     float lr, momentum, weight_decay; /* torch.optim.SGD semantics */
-    uint64_t seed;         /* weights (unless --load) and synthetic data */
-    double bucket_mb;      /* gradient all-reduce bucket size (data parallel) */
-    char interconnect[16]; /* "auto", "nvlink", "pcie" (multi-GPU) */
-    const char *load_path;       /* safetensors with parameters and running stats, or NULL */
-    const char *data_path;       /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
-    const char *save_path;       /* safetensors of parameters + buffers after the run, or NULL */
+    uint64_t seed;                    /* weights (unless --load) and synthetic data */
+    double bucket_mb;                 /* gradient all-reduce bucket size (data parallel) */
+    char interconnect[16];            /* "auto", "nvlink", "pcie" (multi-GPU) */
+    const char *load_path;            /* safetensors with parameters and running stats, or NULL */
+    const char *data_path; /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
+    const char *save_path; /* safetensors of parameters + buffers after the run, or NULL */
     const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
-    int cuda_graph;        /* 1: capture the step in a CUDA graph where possible */
-    gb_dist_t *dist;       /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
+    int cuda_graph;              /* 1: capture the step in a CUDA graph where possible */
+    gb_dist_t *dist;             /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
 } gb_train_config_t;
 
 /* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3
@@ -100,10 +100,10 @@ void gb_train_config_default(gb_train_config_t *cfg);
 
 /* What one step of one replica reports. */
 typedef struct gb_step_out {
-    float loss;      /* mean cross-entropy over this replica's batch (before loss scaling) */
-    double ms;       /* device-timed step time (CUDA events); < 0 when the backend has no
-                        device timer and the driver's wall clock is used */
-    int skipped;     /* 1 when fp16 loss scaling found an overflow and skipped the update */
+    float loss;  /* mean cross-entropy over this replica's batch (before loss scaling) */
+    double ms;   /* device-timed step time (CUDA events); < 0 when the backend has no
+                    device timer and the driver's wall clock is used */
+    int skipped; /* 1 when fp16 loss scaling found an overflow and skipped the update */
 } gb_step_out_t;
 
 /* Backend facts for the result record. Strings are NUL-terminated. */
@@ -116,11 +116,13 @@ typedef struct gb_backend_info {
 /* Per-replica report after the run. */
 typedef struct gb_replica_report {
     size_t peak_mem_bytes; /* device memory peak (GPU) or bytes the backend allocated (CPU) */
-    char *details_json;    /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
+    char *details_json; /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
 } gb_replica_report_t;
 
-/* Opaque collective over the replicas of one job (threads on the CPU, NCCL on
- * GPUs); NULL for a single replica. Defined by the data-parallel work. */
+/* The collective over the replicas of one job (threads on the CPU, NCCL on
+ * GPUs; comm.h defines it); NULL for a single replica on one node. A
+ * backend given one averages the gradients of every step over the job's
+ * replicas (bit-identical on all of them) before its update. */
 typedef struct gb_comm gb_comm_t;
 
 typedef struct gb_backend_ops {
@@ -134,8 +136,8 @@ typedef struct gb_backend_ops {
     int (*create)(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
                   void **state, char *err, size_t errlen);
     /* Canonical slabs in and out; nbt is num_batches_tracked. */
-    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt,
-                     char *err, size_t errlen);
+    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt, char *err,
+                     size_t errlen);
     int (*get_state)(void *state, float *params, float *buffers, int64_t *nbt, char *err,
                      size_t errlen);
     /* Gradients of the last step (after averaging over replicas), canonical. */
@@ -160,7 +162,7 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
 
 /* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
 typedef struct gb_train_result {
-    double images_per_sec;   /* global batch / median step time */
+    double images_per_sec; /* global batch / median step time */
     double step_ms_median, step_ms_p90, step_ms_min, step_ms_max, step_ms_mean;
     double loss_first, loss_last; /* first and last timed step (warm-up excluded) */
     size_t peak_mem_bytes;
@@ -169,8 +171,17 @@ typedef struct gb_train_result {
     char *record_json; /* malloc'd result record; free with gb_train_result_free */
 } gb_train_result_t;
 
-/* Run warm-up + timed steps as configured. Returns 0 and fills `res`, or -1
- * with a reason in err. */
+/* The synthetic batch of the replica with global rank `rank` is
+ * gb_model_synth_batch(..., gb_replica_seed(seed, rank), ...); rank 0 keeps
+ * the seed itself, so one replica trains exactly as before. */
+uint64_t gb_replica_seed(uint64_t seed, int rank);
+/* FNV-1a 64 of n bytes: the replicas' parameter checksums in the record. */
+uint64_t gb_fnv1a64(const void *data, size_t n);
+
+/* Run warm-up + timed steps as configured. With devices > 1 (or a dist)
+ * one thread per replica, each on its own batch (--batch is per device;
+ * --data holds the global batch, replica g taking images [g*batch,
+ * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err. */
 int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
 void gb_train_result_free(gb_train_result_t *res);
 
