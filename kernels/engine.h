@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define GB_BACKEND_ABI 1
-#define GB_ERR_LEN     512
+#define GB_ERR_LEN 512
 
 typedef enum {
     GB_PREC_FP32 = 0, /* fp32 everywhere (TF32 off on GPUs) */
@@ -75,23 +75,23 @@ typedef struct gb_dist {
 } gb_dist_t;
 
 typedef struct gb_train_config {
-    char backend[16]; /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
+    char backend[16];      /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
     gb_precision_t precision;
-    gb_model_config_t model;          /* ResNet-50 at image_size by default */
-    int batch;                        /* per device (replica), as in every published table */
-    int devices;                      /* replicas: GPUs, or CPU replicas splitting the cores */
-    int steps, warmup;                /* timed steps, untimed warm-up steps */
-    int threads;                      /* CPU threads in all (0: every online core) */
+    gb_model_config_t model; /* ResNet-50 at image_size by default */
+    int batch;             /* per device (replica), as in every published table */
+    int devices;           /* replicas: GPUs, or CPU replicas splitting the cores */
+    int steps, warmup;     /* timed steps, untimed warm-up steps */
+    int threads;           /* CPU threads in all (0: every online core) */
     float lr, momentum, weight_decay; /* torch.optim.SGD semantics */
-    uint64_t seed;                    /* weights (unless --load) and synthetic data */
-    double bucket_mb;                 /* gradient all-reduce bucket size (data parallel) */
-    char interconnect[16];            /* "auto", "nvlink", "pcie" (multi-GPU) */
-    const char *load_path;            /* safetensors with parameters and running stats, or NULL */
-    const char *data_path; /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
-    const char *save_path; /* safetensors of parameters + buffers after the run, or NULL */
+    uint64_t seed;         /* weights (unless --load) and synthetic data */
+    double bucket_mb;      /* gradient all-reduce bucket size (data parallel) */
+    char interconnect[16]; /* "auto", "nvlink", "pcie" (multi-GPU) */
+    const char *load_path;       /* safetensors with parameters and running stats, or NULL */
+    const char *data_path;       /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
+    const char *save_path;       /* safetensors of parameters + buffers after the run, or NULL */
     const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
-    int cuda_graph;              /* 1: capture the step in a CUDA graph where possible */
-    gb_dist_t *dist;             /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
+    int cuda_graph;        /* 1: capture the step in a CUDA graph where possible */
+    gb_dist_t *dist;       /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
 } gb_train_config_t;
 
 /* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3
@@ -100,10 +100,10 @@ void gb_train_config_default(gb_train_config_t *cfg);
 
 /* What one step of one replica reports. */
 typedef struct gb_step_out {
-    float loss;  /* mean cross-entropy over this replica's batch (before loss scaling) */
-    double ms;   /* device-timed step time (CUDA events); < 0 when the backend has no
-                    device timer and the driver's wall clock is used */
-    int skipped; /* 1 when fp16 loss scaling found an overflow and skipped the update */
+    float loss;      /* mean cross-entropy over this replica's batch (before loss scaling) */
+    double ms;       /* device-timed step time (CUDA events); < 0 when the backend has no
+                        device timer and the driver's wall clock is used */
+    int skipped;     /* 1 when fp16 loss scaling found an overflow and skipped the update */
 } gb_step_out_t;
 
 /* Backend facts for the result record. Strings are NUL-terminated. */
@@ -116,7 +116,7 @@ typedef struct gb_backend_info {
 /* Per-replica report after the run. */
 typedef struct gb_replica_report {
     size_t peak_mem_bytes; /* device memory peak (GPU) or bytes the backend allocated (CPU) */
-    char *details_json; /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
+    char *details_json;    /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
 } gb_replica_report_t;
 
 /* The collective over the replicas of one job (threads on the CPU, NCCL on
@@ -136,8 +136,8 @@ typedef struct gb_backend_ops {
     int (*create)(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
                   void **state, char *err, size_t errlen);
     /* Canonical slabs in and out; nbt is num_batches_tracked. */
-    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt, char *err,
-                     size_t errlen);
+    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt,
+                     char *err, size_t errlen);
     int (*get_state)(void *state, float *params, float *buffers, int64_t *nbt, char *err,
                      size_t errlen);
     /* Gradients of the last step (after averaging over replicas), canonical. */
@@ -162,7 +162,7 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
 
 /* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
 typedef struct gb_train_result {
-    double images_per_sec; /* global batch / median step time */
+    double images_per_sec;   /* global batch / median step time */
     double step_ms_median, step_ms_p90, step_ms_min, step_ms_max, step_ms_mean;
     double loss_first, loss_last; /* first and last timed step (warm-up excluded) */
     size_t peak_mem_bytes;
