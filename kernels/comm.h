@@ -94,6 +94,20 @@ static inline void gb_comm_abort(gb_comm_t *c, const char *why) {
     c->v->abort(c, why);
 }
 
+/* ---- the allreduce kind's known inputs (engine.h), shared by backends ---- */
+
+/* Replica g's element i: a small integer, so every sum is exact in f32. */
+static inline float gb_allreduce_input(int g, size_t i) {
+    return (float)((int)((i * 7 + (size_t)g * 3) % 11) - 5);
+}
+/* The exact sum over `world` replicas of element i. */
+static inline float gb_allreduce_expected(int world, size_t i) {
+    long s = 0;
+    for (int g = 0; g < world; g++)
+        s += (long)((i * 7 + (size_t)g * 3) % 11) - 5;
+    return (float)s;
+}
+
 /* ---- the host group (comm.c) ---- */
 
 typedef struct gb_comm_group gb_comm_group_t;

@@ -957,6 +957,9 @@ const char *gb_cpu_backend_prim(void *state, int i, const char **impl) {
 
 static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
                     char *err, size_t errlen);
+static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                         gb_allreduce_size_t *sizes, int n, char **details, char *err,
+                         size_t errlen);
 
 const gb_backend_ops_t gb_cpu_backend_ops = {
     .abi = GB_BACKEND_ABI,
@@ -971,6 +974,7 @@ const gb_backend_ops_t gb_cpu_backend_ops = {
     .report = cpu_report,
     .destroy = cpu_destroy,
     .gemm = cpu_gemm,
+    .allreduce = cpu_allreduce,
 };
 
 /* ------------------------------------------------------------------ gemm */
@@ -1041,5 +1045,66 @@ done:
     free(b);
     free(c);
     free(t);
+    return rc;
+}
+
+/* ------------------------------------------------------------- allreduce */
+
+/* The allreduce kind on CPU replicas: the comm group's all-reduce (threads
+ * through shared memory; the TCP ring across nodes) over one buffer per
+ * replica, sized for the largest message and touched before timing. */
+static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                         gb_allreduce_size_t *sizes, int n, char **details, char *err,
+                         size_t errlen) {
+    *details = NULL;
+    if (!comm || n < 1 || replica != comm->local_rank) {
+        snprintf(err, errlen, "cpu allreduce: replica %d needs its comm member", replica);
+        if (comm) gb_comm_abort(comm, err);
+        return -1;
+    }
+    size_t maxc = 1;
+    for (int k = 0; k < n; k++)
+        if (sizes[k].count > maxc) maxc = sizes[k].count;
+    float *buf = malloc(maxc * sizeof(float));
+    if (!buf) {
+        snprintf(err, errlen, "cpu allreduce: out of memory for %zu bytes", maxc * sizeof(float));
+        gb_comm_abort(comm, err);
+        return -1;
+    }
+    memset(buf, 0, maxc * sizeof(float)); /* first touch before any timing */
+    int rc = -1, g = comm->rank, world = comm->world;
+    if (gb_comm_connect(comm, err, errlen)) goto done;
+    for (int k = 0; k < n; k++) {
+        size_t count = sizes[k].count;
+        for (size_t i = 0; i < count; i++)
+            buf[i] = gb_allreduce_input(g, i);
+        for (int w = 0; w < cfg->warmup; w++)
+            if (gb_comm_allreduce(comm, buf, count, GB_COMM_SUM, err, errlen)) goto done;
+        if (gb_comm_barrier(comm, err, errlen)) goto done;
+        double t0 = now_ms();
+        for (int it = 0; it < cfg->iters; it++)
+            if (gb_comm_allreduce(comm, buf, count, GB_COMM_SUM, err, errlen)) goto done;
+        float us = (float)((now_ms() - t0) * 1e3 / cfg->iters);
+        if (gb_comm_allreduce(comm, &us, 1, GB_COMM_MAX, err, errlen)) goto done;
+        sizes[k].time_us = us;
+        /* the check, after timing: known inputs, exact sums */
+        for (size_t i = 0; i < count; i++)
+            buf[i] = gb_allreduce_input(g, i);
+        if (g == cfg->fault_rank && count > 0) buf[count / 2] += 1.0f;
+        if (gb_comm_allreduce(comm, buf, count, GB_COMM_SUM, err, errlen)) goto done;
+        float want[11], bad = 0; /* the input, so the sum, depends on i mod 11 only */
+        for (size_t i = 0; i < 11; i++)
+            want[i] = gb_allreduce_expected(world, i);
+        for (size_t i = 0; i < count; i++)
+            if (buf[i] != want[i % 11]) bad++;
+        if (gb_comm_allreduce(comm, &bad, 1, GB_COMM_MAX, err, errlen)) goto done;
+        sizes[k].ok = bad == 0;
+    }
+    char *j = malloc(64);
+    if (j) snprintf(j, 64, "{\"transport\":\"%s\"}", comm->transport);
+    *details = j;
+    rc = 0;
+done:
+    free(buf);
     return rc;
 }
