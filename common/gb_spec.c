@@ -467,16 +467,21 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                     set_field(j, &keys[i], &vals[i], idx[i]);
                 if (!(bit & K_GEMM)) j->m = j->n = j->k = j->reps = 0;
                 if (!(bit & K_RESNET)) {
-                    j->batch = j->steps = j->warmup = j->image_size = 0;
-                    j->precision[0] = j->interconnect[0] = '\0';
+                    j->batch = j->steps = j->image_size = j->bucket_mb = 0;
+                    j->precision[0] = '\0';
                 }
-                if (!(bit & (K_RESNET | K_SLEEP))) j->gpus = 1;
+                if (!(bit & (K_RESNET | K_ALLREDUCE))) {
+                    j->warmup = 0;
+                    j->interconnect[0] = '\0';
+                }
+                if (!(bit & K_ALLREDUCE)) j->min_bytes = j->max_bytes = j->iters = 0;
+                if (!(bit & (K_RESNET | K_SLEEP | K_ALLREDUCE))) j->gpus = 1;
                 if (!(bit & K_SLEEP)) {
                     j->duration_ms = 0;
                     j->fail_rank = -1;
                     j->fail_at[0] = '\0';
                 }
-                if (!(bit & (K_RESNET | K_SLEEP))) {
+                if (!(bit & (K_RESNET | K_SLEEP | K_ALLREDUCE))) {
                     j->n_nodes = 1;
                     j->rendezvous_s = 0;
                 }

@@ -621,9 +621,11 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
     if (!m->cfg.bn) cJSON_AddBoolToObject(det, "batch_norm", 0);
     if (world > 1) {
         cJSON_AddNumberToObject(det, "bucket_mb", cfg->bucket_mb);
-        const cJSON *ar = cJSON_GetObjectItemCaseSensitive(det, "allreduce");
+        /* replica 0's all-reduce figures go with the other replicas' */
+        cJSON *ar = cJSON_DetachItemFromObjectCaseSensitive(det, "allreduce");
         const cJSON *nb = cJSON_GetObjectItemCaseSensitive(ar, "buckets");
         if (cJSON_IsNumber(nb)) cJSON_AddNumberToObject(det, "buckets", nb->valuedouble);
+        cJSON_Delete(ar);
         cJSON_AddStringToObject(det, "batch_norm_stats", m->cfg.bn ? "per replica" : "none");
         cJSON *ra = cJSON_AddArrayToObject(det, "replicas");
         for (int d = 0; ra && d < run->devices; d++) {
