@@ -120,7 +120,7 @@ static void *brep_main(void *arg) {
         if (r->bar && gb_barrier_wait(r->bar, r->err, sizeof(r->err))) goto out;
         if (ops->step(st, &out, r->err, sizeof(r->err))) {
             char e[GB_ERR_LEN];
-            snprintf(e, sizeof(e), "step %d: %s", i, r->err);
+            snprintf(e, sizeof(e), "step %d: %.480s", i, r->err);
             snprintf(r->err, sizeof(r->err), "%s", e);
             goto out;
         }
