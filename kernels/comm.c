@@ -304,6 +304,14 @@ oom:
     return NULL;
 }
 
+int gb_comm_timeout_ms(void) {
+    const char *e = getenv("GB_COMM_TIMEOUT_MS");
+    if (!e || !e[0]) return 0;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    return end && !*end && v >= 1 && v <= 86400000 ? (int)v : 0;
+}
+
 gb_comm_t *gb_comm_group_member(gb_comm_group_t *g, int local_rank) {
     if (!g || local_rank < 0 || local_rank >= g->L) return NULL;
     return &g->m[local_rank].c;

@@ -807,7 +807,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     }
     run.buffers = buffers;
     if (world > 1) {
-        run.grp = gb_comm_group_new(D, cfg->dist, 0, err, errlen);
+        run.grp = gb_comm_group_new(D, cfg->dist, gb_comm_timeout_ms(), err, errlen);
         if (!run.grp) goto done;
         for (int d = 0; d < D; d++)
             reps[d].comm = gb_comm_group_member(run.grp, d);

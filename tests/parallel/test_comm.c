@@ -205,6 +205,17 @@ static void test_threads(void) {
     gb_comm_group_destroy(&g);
     gb_comm_group_destroy(&g); /* no-op on NULL */
     CHECK(!gb_comm_group_new(0, NULL, 0, err, sizeof(err)) && strstr(err, "replicas"));
+    /* the wait on other nodes, from the environment */
+    unsetenv("GB_COMM_TIMEOUT_MS");
+    CHECK(gb_comm_timeout_ms() == 0);
+    setenv("GB_COMM_TIMEOUT_MS", "1500", 1);
+    CHECK(gb_comm_timeout_ms() == 1500);
+    const char *bad[] = {"0", "-5", "12ms", "", "86400001"};
+    for (int i = 0; i < 5; i++) {
+        setenv("GB_COMM_TIMEOUT_MS", bad[i], 1);
+        CHECKF(gb_comm_timeout_ms() == 0, "'%s'", bad[i]);
+    }
+    unsetenv("GB_COMM_TIMEOUT_MS");
 }
 
 /* ---------------------------------------------------------------- abort */
