@@ -190,6 +190,11 @@ static int g_barrier(gb_comm_t *c, char *err, size_t errlen) {
     return g_allreduce(c, &one, 1, GB_COMM_SUM, err, errlen);
 }
 
+static int g_local_barrier(gb_comm_t *c, char *err, size_t errlen) {
+    gb_comm_group_t *g = grp(c);
+    return g->L > 1 ? gb_barrier_wait(g->bar, err, errlen) : 0;
+}
+
 static int g_exchange_id(gb_comm_t *c, gb_comm_make_id_fn make, void *arg, unsigned char *id,
                          size_t *len, char *err, size_t errlen) {
     gb_comm_group_t *g = grp(c);
@@ -254,6 +259,7 @@ static void g_abort(gb_comm_t *c, const char *why) {
 static const gb_comm_vtbl_t group_vtbl = {
     .allreduce = g_allreduce,
     .barrier = g_barrier,
+    .local_barrier = g_local_barrier,
     .exchange_id = g_exchange_id,
     .connect = g_connect,
     .abort = g_abort,

@@ -52,6 +52,10 @@ typedef struct gb_comm_vtbl {
                      size_t errlen);
     /* Every replica of the job has reached it. */
     int (*barrier)(gb_comm_t *c, char *err, size_t errlen);
+    /* Every replica of this process has reached it (no other node is
+     * involved): e.g. to change the process's environment while all of
+     * them are parked. */
+    int (*local_barrier)(gb_comm_t *c, char *err, size_t errlen);
     /* The job's unique id to every replica: made by `make` on global rank 0,
      * published to the other nodes through gb_dist_t.publish_id, read from
      * gb_dist_t.unique_id there, and shared among each node's replicas;
@@ -82,6 +86,9 @@ static inline int gb_comm_allreduce(gb_comm_t *c, float *buf, size_t count, gb_c
 }
 static inline int gb_comm_barrier(gb_comm_t *c, char *err, size_t errlen) {
     return c->v->barrier(c, err, errlen);
+}
+static inline int gb_comm_local_barrier(gb_comm_t *c, char *err, size_t errlen) {
+    return c->v->local_barrier(c, err, errlen);
 }
 static inline int gb_comm_exchange_id(gb_comm_t *c, gb_comm_make_id_fn make, void *arg,
                                       unsigned char *id, size_t *len, char *err, size_t errlen) {

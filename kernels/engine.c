@@ -493,8 +493,6 @@ static void run_fail(run_t *run, int d, const char *why) {
     gb_comm_group_abort(run->grp, why);
 }
 
-static double now_ms_(void);
-
 /* Every call a backend gets for one replica, on one thread. */
 static void replica_run(replica_t *r) {
     run_t *run = r->run;
@@ -524,9 +522,9 @@ static void replica_run(replica_t *r) {
     for (int i = 0; i < run->cfg.steps; i++) {
         gb_step_out_t o = {0};
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
-        double t0 = now_ms_();
+        double t0 = now_ms();
         if (ops->step(state, &o, err, sizeof(err))) goto fail;
-        double t1 = now_ms_();
+        double t1 = now_ms();
         r->ms[i] = o.ms >= 0 ? o.ms : t1 - t0;
         r->loss[i] = o.loss;
         r->loss_last = o.loss;
@@ -684,10 +682,6 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
 }
 
 /* ----------------------------------------------------------------- run */
-
-static double now_ms_(void) {
-    return now_ms();
-}
 
 int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
                  size_t errlen) {

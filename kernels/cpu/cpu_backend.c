@@ -21,6 +21,14 @@
  *   projection: DY' = conv1'(D3) (DY's buffer, free by then and as large as
  *   any block's input); DX += DY'.
  * DY and DX swap roles from block to block.
+ *
+ * The no-BN model (bn = 0): each conv is followed by its ReLU in place (or
+ * nothing), its output kept; backward takes the ReLU's gradient from it.
+ *
+ * Data parallel (a gb_comm_t in create): the gradient slab is cut into
+ * buckets (buckets.h); cbn_bwd reports each weight gradient as oneDNN has
+ * written it, a reducer thread (reducer.h) averages every complete bucket
+ * over the replicas while backward goes on, and the update waits for it.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
@@ -577,8 +585,8 @@ done:
     return rc;
 }
 
-static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
-                      gb_comm_t *comm, void **state, char *err, size_t errlen) {
+static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
+                            gb_comm_t *comm, void **state, char *err, size_t errlen) {
     *state = NULL;
     if (comm && (replica != comm->local_rank || !(cfg->bucket_mb > 0))) {
         snprintf(err, errlen, "cpu backend: replica %d with comm member %d, bucket %g MB", replica,
@@ -650,9 +658,15 @@ static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int rep
     *state = st;
     return 0;
 fail:
-    if (comm) gb_comm_abort(comm, err); /* nobody waits for a replica that is not coming */
     cpu_destroy((void **)&st);
     return -1;
+}
+
+static int cpu_create(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
+                      gb_comm_t *comm, void **state, char *err, size_t errlen) {
+    int rc = cpu_create_inner(m, cfg, replica, comm, state, err, errlen);
+    if (rc && comm) gb_comm_abort(comm, err); /* nobody waits for a replica that is not coming */
+    return rc;
 }
 
 /* canonical <-> internal for one parameter tensor */

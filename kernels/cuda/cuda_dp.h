@@ -14,6 +14,9 @@
  *            through host memory (SHM) over PCIe; without NVLink NCCL's
  *            defaults already stay on PCIe;
  *   auto   - NCCL's choice.
+ * The environment is changed by the process's replica 0 while all its
+ * replicas wait at the comm group's local barrier (setenv is not safe
+ * against other threads' getenv).
  * NCCL's INFO log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET,
  * GRAPH) goes to a file per process in a temporary directory, parsed by
  * nccl_log.h at report time: the record's interconnect and

@@ -267,6 +267,8 @@ static void test_abort(void) {
     CHECK(gb_comm_allreduce(gb_comm_group_member(g, 0), &x, 1, GB_COMM_SUM, err, sizeof(err)) ==
           -1);
     CHECKF(strstr(err, "planted"), "%s", err);
+    CHECK(gb_comm_local_barrier(gb_comm_group_member(g, 2), err, sizeof(err)) == -1);
+    CHECKF(strstr(err, "planted"), "%s", err);
     gb_comm_group_abort(g, "a second reason");
     CHECK(gb_comm_barrier(gb_comm_group_member(g, 1), err, sizeof(err)) == -1);
     CHECKF(strstr(err, "planted") && !strstr(err, "second"), "%s", err);
@@ -440,7 +442,9 @@ typedef struct node {
 
 static void *hier_member(void *arg) {
     tcase_t *t = arg;
-    t->rc = gb_comm_connect(t->c, t->err, sizeof(t->err));
+    /* the node's own replicas only: no other node takes part */
+    t->rc = gb_comm_local_barrier(t->c, t->err, sizeof(t->err));
+    if (t->rc == 0) t->rc = gb_comm_connect(t->c, t->err, sizeof(t->err));
     if (t->rc == 0) threads_member(t);
     return NULL;
 }

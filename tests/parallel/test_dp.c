@@ -185,6 +185,9 @@ static int f_allreduce(gb_comm_t *c, float *buf, size_t count, gb_comm_op_t op, 
 static int f_barrier(gb_comm_t *c, char *e, size_t elen) {
     return gb_comm_barrier(((fcomm_t *)c)->real, e, elen);
 }
+static int f_local_barrier(gb_comm_t *c, char *e, size_t elen) {
+    return gb_comm_local_barrier(((fcomm_t *)c)->real, e, elen);
+}
 static int f_exchange(gb_comm_t *c, gb_comm_make_id_fn mk, void *arg, unsigned char *id,
                       size_t *len, char *e, size_t elen) {
     return gb_comm_exchange_id(((fcomm_t *)c)->real, mk, arg, id, len, e, elen);
@@ -195,7 +198,12 @@ static int f_connect(gb_comm_t *c, char *e, size_t elen) {
 static void f_abort(gb_comm_t *c, const char *why) {
     gb_comm_abort(((fcomm_t *)c)->real, why);
 }
-static const gb_comm_vtbl_t fvtbl = {f_allreduce, f_barrier, f_exchange, f_connect, f_abort};
+static const gb_comm_vtbl_t fvtbl = {.allreduce = f_allreduce,
+                                     .barrier = f_barrier,
+                                     .local_barrier = f_local_barrier,
+                                     .exchange_id = f_exchange,
+                                     .connect = f_connect,
+                                     .abort = f_abort};
 
 typedef struct hrep {
     const gb_model_t *m;
