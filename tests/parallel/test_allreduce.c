@@ -89,8 +89,8 @@ int main(void) {
     c.fault_rank = 1;
     cJSON *o = run(&c);
     CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "valid")));
-    CHECKF(strcmp(str(o, "invalid_reason"), "wrong results at 5 of 5 sizes (the first at 4 bytes)") ==
-               0,
+    CHECKF(strcmp(str(o, "invalid_reason"),
+                  "wrong results at 5 of 5 sizes (the first at 4 bytes)") == 0,
            "%s", str(o, "invalid_reason"));
     for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "sizes")->child; e; e = e->next)
         CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(e, "ok")));
