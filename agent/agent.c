@@ -90,7 +90,7 @@ void gb_agent_config_default(gb_agent_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->connect = "tcp://127.0.0.1:5555";
     cfg->state_dir = "gpubench-agent";
-    cfg->kinds = "gemm,resnet50,sleep";
+    cfg->kinds = "allreduce,gemm,resnet50,sleep";
     cfg->worker_exe = "/proc/self/exe";
     cfg->heartbeat_ms = 1000;
     cfg->lost_after = 5;

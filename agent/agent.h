@@ -32,7 +32,7 @@ typedef struct gb_agent_config {
     const char *state_dir;  /* created if missing */
     const char *name;       /* node name; NULL: the host name */
     const char *labels;     /* "k=v,k=v" or NULL */
-    const char *kinds;      /* job kinds the worker runs: "gemm,resnet50,sleep" */
+    const char *kinds;      /* job kinds the worker runs: "allreduce,gemm,resnet50,sleep" */
     const char *worker_exe; /* "/proc/self/exe": run as `<exe> worker --job .. --out ..` */
     int heartbeat_ms;       /* 1000 until the coordinator's Welcome says otherwise */
     int lost_after;         /* 5: coordinator heartbeats missed before re-registering */

@@ -32,7 +32,11 @@ static void usage(FILE *f) {
             "  --steps N           timed steps (default %d)\n"
             "  --warmup N          untimed steps before them (default %d)\n"
             "  --threads N         CPU threads, 0 = every online core (default %d)\n"
-            "  --devices N         replicas (default %d; only 1 for now)\n"
+            "  --devices N         replicas, data parallel: GPUs, or CPU replicas splitting the\n"
+            "                      threads; --batch is per device (default %d)\n"
+            "  --bucket-mb X       gradient all-reduce bucket, MB (default %g)\n"
+            "  --interconnect I    auto, nvlink or pcie between GPUs (default %s)\n"
+            "  --no-bn             the model without batch norm (as the equivalence tests use)\n"
             "  --lr X              SGD learning rate (default %g)\n"
             "  --momentum X        SGD momentum (default %g)\n"
             "  --weight-decay X    SGD weight decay (default %g)\n"
@@ -45,8 +49,8 @@ static void usage(FILE *f) {
             "  --format F          table or json (default table)\n"
             "  -h, --help          this text\n",
             d.backend, gb_precision_name(d.precision), d.batch, d.model.image_h, d.steps, d.warmup,
-            d.threads, d.devices, (double)d.lr, (double)d.momentum, (double)d.weight_decay,
-            (unsigned long long)d.seed);
+            d.threads, d.devices, d.bucket_mb, d.interconnect, (double)d.lr, (double)d.momentum,
+            (double)d.weight_decay, (unsigned long long)d.seed);
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out) {
@@ -91,6 +95,10 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     printf("resnet50 %s %s, batch %d, %dx%d, %d threads, %d steps after %d warm-up\n",
            jstr(rec, "backend"), gb_precision_name(cfg->precision), cfg->batch, cfg->model.image_h,
            cfg->model.image_w, (int)jnum(rec, "threads"), cfg->steps, cfg->warmup);
+    if (cfg->devices > 1)
+        printf("  %-12s %d replicas (global batch %d), %s, %g buckets of %g MB\n", "parallel",
+               cfg->devices, cfg->devices * cfg->batch, jstr(rec, "interconnect"),
+               jnum(det, "buckets"), cfg->bucket_mb);
     printf("  %-12s %s\n", "device", jstr(rec, "device_model"));
     if (cJSON_GetObjectItemCaseSensitive(ver, "onednn"))
         printf("  %-12s oneDNN %s, ISA %s\n", "library", jstr(ver, "onednn"), jstr(ver, "isa"));
@@ -118,6 +126,9 @@ int cmd_train(int argc, char **argv) {
         O_WARMUP,
         O_THREADS,
         O_DEVICES,
+        O_BUCKET,
+        O_ICONN,
+        O_NOBN,
         O_LR,
         O_MOM,
         O_WD,
@@ -136,6 +147,9 @@ int cmd_train(int argc, char **argv) {
                                          {"warmup", required_argument, 0, O_WARMUP},
                                          {"threads", required_argument, 0, O_THREADS},
                                          {"devices", required_argument, 0, O_DEVICES},
+                                         {"bucket-mb", required_argument, 0, O_BUCKET},
+                                         {"interconnect", required_argument, 0, O_ICONN},
+                                         {"no-bn", no_argument, 0, O_NOBN},
                                          {"lr", required_argument, 0, O_LR},
                                          {"momentum", required_argument, 0, O_MOM},
                                          {"weight-decay", required_argument, 0, O_WD},
@@ -149,7 +163,7 @@ int cmd_train(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     gb_train_config_t cfg;
     gb_train_config_default(&cfg);
-    int json = 0, size = cfg.model.image_h;
+    int json = 0, size = cfg.model.image_h, nobn = 0;
     optind = 0; /* glibc: full re-initialization, so commands can be composed */
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -183,6 +197,19 @@ int cmd_train(int argc, char **argv) {
             break;
         case O_DEVICES:
             bad = parse_int(a, 1, 1024, &cfg.devices);
+            break;
+        case O_BUCKET: {
+            float mb;
+            bad = parse_float(a, &mb) || !(mb > 0);
+            cfg.bucket_mb = mb;
+            break;
+        }
+        case O_ICONN:
+            bad = strcmp(a, "auto") && strcmp(a, "nvlink") && strcmp(a, "pcie");
+            if (!bad) snprintf(cfg.interconnect, sizeof(cfg.interconnect), "%s", a);
+            break;
+        case O_NOBN:
+            nobn = 1;
             break;
         case O_LR:
             bad = parse_float(a, &cfg.lr) || cfg.lr < 0;
@@ -232,6 +259,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     cfg.model.image_h = cfg.model.image_w = size;
+    if (nobn) cfg.model.bn = 0;
     gb_train_result_t res;
     char err[GB_ERR_LEN];
     if (gb_train_run(&cfg, &res, err, sizeof(err)) != 0) {

@@ -17,9 +17,9 @@
 #include <string.h>
 
 enum { T_INT, T_STR, T_LABELS };
-enum { K_RESNET = 1, K_GEMM = 2, K_SLEEP = 4, K_ALL = 7 };
+enum { K_RESNET = 1, K_GEMM = 2, K_SLEEP = 4, K_ALLREDUCE = 8, K_ALL = 15 };
 
-static const char *const kinds[] = {"resnet50", "gemm", "sleep", NULL};
+static const char *const kinds[] = {"resnet50", "gemm", "sleep", "allreduce", NULL};
 static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const interconnects[] = {"auto", "nvlink", "pcie", NULL};
@@ -45,25 +45,31 @@ static const keydef_t keys[] = {
     {"backend", T_STR, 1, K_ALL, 0, 0, backends, F_STR(backend), 0, "auto"},
     {"nodes", T_STR, 1, K_ALL, 0, 0, NULL, F_STR(nodes), 0, "*"},
     {"labels", T_LABELS, 1, K_ALL, 0, 0, NULL, F_STR(labels), 0, ""},
-    {"gpus", T_INT, 1, K_RESNET | K_SLEEP, 1, 1024, NULL, F_INT(gpus), 1, NULL},
-    {"n_nodes", T_INT, 1, K_RESNET | K_SLEEP, 1, 1024, NULL, F_INT(n_nodes), 1, NULL},
+    {"gpus", T_INT, 1, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 1024, NULL, F_INT(gpus), 1, NULL},
+    {"n_nodes", T_INT, 1, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 1024, NULL, F_INT(n_nodes), 1, NULL},
     {"precision", T_STR, 1, K_RESNET, 0, 0, precisions, F_STR(precision), 0, "fp32"},
     {"batch", T_INT, 1, K_RESNET, 1, 65536, NULL, F_INT(batch), 32, NULL},
-    {"interconnect", T_STR, 1, K_RESNET, 0, 0, interconnects, F_STR(interconnect), 0, "auto"},
+    {"interconnect", T_STR, 1, K_RESNET | K_ALLREDUCE, 0, 0, interconnects, F_STR(interconnect), 0,
+     "auto"},
     {"steps", T_INT, 1, K_RESNET, 1, 1000000, NULL, F_INT(steps), 20, NULL},
-    {"warmup", T_INT, 1, K_RESNET, 0, 1000000, NULL, F_INT(warmup), 3, NULL},
+    {"bucket_mb", T_INT, 1, K_RESNET, 1, 4096, NULL, F_INT(bucket_mb), 25, NULL},
+    {"warmup", T_INT, 1, K_RESNET | K_ALLREDUCE, 0, 1000000, NULL, F_INT(warmup), 3, NULL},
     {"image_size", T_INT, 1, K_RESNET, 32, 1024, NULL, F_INT(image_size), 224, NULL},
     {"m", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(m), 2048, NULL},
     {"n", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(n), 2048, NULL},
     {"k", T_INT, 1, K_GEMM, 1, 65536, NULL, F_INT(k), 2048, NULL},
     {"reps", T_INT, 1, K_GEMM, 1, 10000, NULL, F_INT(reps), 10, NULL},
+    {"min_bytes", T_INT, 1, K_ALLREDUCE, 4, 1 << 30, NULL, F_INT(min_bytes), 8, NULL},
+    {"max_bytes", T_INT, 1, K_ALLREDUCE, 4, 1 << 30, NULL, F_INT(max_bytes), 1 << 30, NULL},
+    {"iters", T_INT, 1, K_ALLREDUCE, 1, 100000, NULL, F_INT(iters), 20, NULL},
     {"duration_ms", T_INT, 1, K_SLEEP, 0, 86400000, NULL, F_INT(duration_ms), 100, NULL},
     /* one value each */
     {"timeout_s", T_INT, 0, K_ALL, 1, 7 * 24 * 3600, NULL, F_INT(timeout_s), 0, NULL},
     {"max_attempts", T_INT, 0, K_ALL, 1, 100, NULL, F_INT(max_attempts), 0, NULL},
     {"fail", T_STR, 0, K_SLEEP, 0, 0, NULL, F_STR(fail), 0, ""},
     {"signal", T_INT, 0, K_SLEEP, 0, 64, NULL, F_INT(signal), 0, NULL},
-    {"rendezvous_s", T_INT, 0, K_RESNET | K_SLEEP, 1, 86400, NULL, F_INT(rendezvous_s), 300, NULL},
+    {"rendezvous_s", T_INT, 0, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 86400, NULL,
+     F_INT(rendezvous_s), 300, NULL},
     {"fail_rank", T_INT, 0, K_SLEEP, 0, 1023, NULL, F_INT(fail_rank), -1, NULL},
     {"fail_at", T_STR, 0, K_SLEEP, 0, 0, fail_ats, F_STR(fail_at), 0, "end"},
 };
@@ -86,7 +92,7 @@ int gb_kind_synthetic(const char *kind) {
 }
 
 const char *gb_kind_names(void) {
-    return "gemm, resnet50, sleep";
+    return "allreduce, gemm, resnet50, sleep";
 }
 
 static unsigned kind_bit(const char *kind) {
@@ -308,6 +314,7 @@ static void set_field(gb_jobdef_t *job, const keydef_t *kd, const values_t *v, i
 static int default_timeout(const gb_jobdef_t *j) {
     if (strcmp(j->kind, "resnet50") == 0) return 3600;
     if (strcmp(j->kind, "gemm") == 0) return 600;
+    if (strcmp(j->kind, "allreduce") == 0) return 1800;
     return j->duration_ms / 1000 + 60;
 }
 
@@ -320,6 +327,14 @@ static int check_job(const gb_jobdef_t *j, char *err, size_t errlen) {
     }
     if (strcmp(j->fail_at, "rendezvous") == 0 && j->n_nodes < 2) {
         gb_fmt(err, errlen, "'fail_at': 'rendezvous' needs a multi-node job (n_nodes > 1)");
+        return -1;
+    }
+    if (strcmp(j->kind, "allreduce") == 0 &&
+        (j->min_bytes % 4 || j->max_bytes % 4 || j->min_bytes > j->max_bytes)) {
+        gb_fmt(err, errlen,
+               "allreduce: 'min_bytes' %d and 'max_bytes' %d must be multiples of 4 (floats) with "
+               "min <= max",
+               j->min_bytes, j->max_bytes);
         return -1;
     }
     if (strcmp(j->kind, "gemm") == 0) {
@@ -452,16 +467,21 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                     set_field(j, &keys[i], &vals[i], idx[i]);
                 if (!(bit & K_GEMM)) j->m = j->n = j->k = j->reps = 0;
                 if (!(bit & K_RESNET)) {
-                    j->batch = j->steps = j->warmup = j->image_size = 0;
-                    j->precision[0] = j->interconnect[0] = '\0';
+                    j->batch = j->steps = j->image_size = j->bucket_mb = 0;
+                    j->precision[0] = '\0';
                 }
-                if (!(bit & (K_RESNET | K_SLEEP))) j->gpus = 1;
+                if (!(bit & (K_RESNET | K_ALLREDUCE))) {
+                    j->warmup = 0;
+                    j->interconnect[0] = '\0';
+                }
+                if (!(bit & K_ALLREDUCE)) j->min_bytes = j->max_bytes = j->iters = 0;
+                if (!(bit & (K_RESNET | K_SLEEP | K_ALLREDUCE))) j->gpus = 1;
                 if (!(bit & K_SLEEP)) {
                     j->duration_ms = 0;
                     j->fail_rank = -1;
                     j->fail_at[0] = '\0';
                 }
-                if (!(bit & (K_RESNET | K_SLEEP))) {
+                if (!(bit & (K_RESNET | K_SLEEP | K_ALLREDUCE))) {
                     j->n_nodes = 1;
                     j->rendezvous_s = 0;
                 }

@@ -24,7 +24,7 @@
 /* One job, as placement and the worker need it. Fields a kind does not use
  * keep their defaults and are left out of its JSON. */
 typedef struct gb_jobdef {
-    char kind[16];              /* resnet50 | gemm | sleep */
+    char kind[16];              /* resnet50 | gemm | allreduce | sleep */
     char backend[8];            /* auto | cpu | cuda */
     char nodes[GB_SPEC_STR];    /* glob on node name or GPU model; "*" = any */
     char labels[GB_LABELS_LEN]; /* "k=v,k=v" all of which the node must carry; "" = none */
@@ -36,9 +36,13 @@ typedef struct gb_jobdef {
     char precision[8];    /* fp32 | tf32 | fp16 | bf16 */
     char interconnect[8]; /* auto | nvlink | pcie */
     int batch;            /* per device */
+    int bucket_mb;        /* data parallel: gradient all-reduce bucket, MB */
     int steps, warmup, image_size;
     /* gemm */
     int m, n, k, reps;
+    /* allreduce (and warmup, interconnect, gpus, n_nodes) */
+    int min_bytes, max_bytes; /* message sizes doubling from min to max, multiples of 4 */
+    int iters;                /* timed all-reduces per size */
     /* sleep (control-plane test kind) */
     int duration_ms;
     char fail[GB_SPEC_STR]; /* non-empty: the worker fails with this message */
@@ -76,7 +80,7 @@ int gb_kind_known(const char *kind);
 /* 1 for kinds that exist only to test the control plane (sleep): their rows
  * are marked synthetic in the store. */
 int gb_kind_synthetic(const char *kind);
-/* "gemm, resnet50, sleep" */
+/* "allreduce, gemm, resnet50, sleep" */
 const char *gb_kind_names(void);
 
 /* Labels: parse "k=v,k2=v2" (also accepted: "" for none) into canonical form

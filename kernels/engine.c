@@ -1,15 +1,26 @@
 /* engine.c - the training driver of engine.h, the same for every backend.
  *
  * gb_train_run: check the configuration, pick the backend, build the model,
- * initialize or --load the canonical slabs, make or --data the batch, create
- * the replica (all memory allocated there), run warm-up steps, then timed
- * steps on the monotonic clock (or the backend's device timer), compute the
- * statistics and the validity rule of docs/result-record.md, --save and
- * --save-grads, and build the JSON result record. Nothing in the timed loop
- * allocates, prints or touches files.
+ * initialize or --load the canonical slabs, make or --data each replica's
+ * batch, create the replicas (all memory allocated there), run warm-up
+ * steps, then timed steps on the monotonic clock (or the backend's device
+ * timer), compute the statistics and the validity rule of
+ * docs/result-record.md, --save and --save-grads, and build the JSON result
+ * record. Nothing in the timed loop allocates, prints or touches files.
+ *
+ * Data parallel (devices > 1, or a rank of a multi-node job): one thread
+ * per replica, each calling its backend only from that thread (create,
+ * steps, report, destroy), with a gb_comm_t of one comm group (comm.h);
+ * the backend averages the gradients. The threads meet at a barrier before
+ * every step, so a step's time is the slowest replica's. Replica with
+ * global rank g trains on its own batch: the synthetic batch of seed
+ * replica_seed(seed, g), or images [g*batch, (g+1)*batch) of --data. Any
+ * replica's failure aborts the barrier and the comm group: the others stop
+ * with it and the first reason is the run's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
+#include "comm.h"
 #include "cpu_backend.h"
 #include "engine_stats.h"
 #include "safetensors.h"
@@ -19,6 +30,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,8 +223,8 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
     }
     if (im->shape[0] != batch || im->shape[2] != m->cfg.image_h || im->shape[3] != m->cfg.image_w) {
         snprintf(err, errlen,
-                 "%s: images are (%lld, 3, %lld, %lld) but the run is batch %d at %dx%d; pass "
-                 "--batch and --image-size to match",
+                 "%s: images are (%lld, 3, %lld, %lld) but the run is a global batch of %d at "
+                 "%dx%d (--batch per device x devices); pass --batch and --image-size to match",
                  path, (long long)im->shape[0], (long long)im->shape[2], (long long)im->shape[3],
                  batch, m->cfg.image_h, m->cfg.image_w);
         goto done;
@@ -377,8 +389,31 @@ static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "threads %d out of range (0 = all cores, up to 4096)", c->threads);
         return -1;
     }
-    if (c->devices != 1) {
-        snprintf(err, errlen, "devices %d: data parallel runs are not implemented yet", c->devices);
+    if (c->devices < 1 || c->devices > 1024) {
+        snprintf(err, errlen, "devices %d out of range (1..1024)", c->devices);
+        return -1;
+    }
+    if (!isfinite(c->bucket_mb) || c->bucket_mb <= 0 || c->bucket_mb > 65536) {
+        snprintf(err, errlen, "bucket size %g MB out of range (0..65536]", c->bucket_mb);
+        return -1;
+    }
+    if (strcmp(c->interconnect, "auto") != 0 && strcmp(c->interconnect, "nvlink") != 0 &&
+        strcmp(c->interconnect, "pcie") != 0) {
+        snprintf(err, errlen, "interconnect '%s' (auto, nvlink, pcie)", c->interconnect);
+        return -1;
+    }
+    if (c->dist &&
+        (c->dist->n_nodes < 2 || c->dist->rank < 0 || c->dist->rank >= c->dist->n_nodes ||
+         c->dist->world_size != c->dist->n_nodes * c->devices)) {
+        snprintf(err, errlen,
+                 "multi-node rank %d of %d node(s), world size %d, does not fit %d "
+                 "device(s) per node",
+                 c->dist->rank, c->dist->n_nodes, c->dist->world_size, c->devices);
+        return -1;
+    }
+    if ((size_t)c->batch * (size_t)c->devices * (size_t)(c->dist ? c->dist->n_nodes : 1) >
+        (size_t)INT_MAX) {
+        snprintf(err, errlen, "the global batch is too large");
         return -1;
     }
     if (!isfinite(c->lr) || c->lr < 0 || !isfinite(c->momentum) || c->momentum < 0 ||
@@ -387,6 +422,25 @@ static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
         return -1;
     }
     return 0;
+}
+
+uint64_t gb_replica_seed(uint64_t seed, int rank) {
+    if (rank == 0) return seed; /* one replica trains exactly as before */
+    /* splitmix64 of (seed, rank): unrelated streams per replica and node */
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(rank + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t gb_fnv1a64(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64-bit offset basis and prime */
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
 }
 
 /* ---------------------------------------------------------------- record */
@@ -398,16 +452,144 @@ static cJSON *num_array(const double *v, int n) {
     return a;
 }
 
-static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, const char *backend,
-                         const gb_backend_info_t *info, int threads, const gb_train_result_t *r,
-                         const double *ms, const double *loss, const char *details,
-                         size_t peak_rss) {
+/* One replica of the run: its thread, its batch, what it measured. */
+typedef struct replica {
+    struct run *run;
+    int d;    /* local index */
+    int rank; /* global rank */
+    gb_comm_t *comm;
+    float *images;
+    int32_t *labels;
+    double *ms, *loss;
+    gb_replica_report_t rep;
+    char *params_fnv, *buffers_fnv; /* hex, malloc'd */
+    float loss_last;
+    int64_t window[2]; /* CLOCK_REALTIME ms around the timed steps */
+    pthread_t th;
+    int started;
+    int rc;
+} replica_t;
+
+typedef struct run {
+    gb_train_config_t cfg; /* threads: per replica */
+    const gb_backend_ops_t *ops;
+    const gb_model_t *m;
+    float *params;        /* canonical; freed by replica 0 once every replica has it */
+    const float *buffers; /* canonical running statistics */
+    int64_t nbt;
+    int checksums; /* take the replicas' final state checksums */
+    int devices;
+    gb_barrier_t *bar;
+    gb_comm_group_t *grp;
+    float *grads; /* --save-grads: replica 0's (the average) */
+    pthread_mutex_t mu;
+    int failed;
+    char err[GB_ERR_LEN];
+} run_t;
+
+static void run_fail(run_t *run, int d, const char *why) {
+    pthread_mutex_lock(&run->mu);
+    if (!run->failed) {
+        run->failed = 1;
+        if (run->devices > 1)
+            snprintf(run->err, sizeof(run->err), "replica %d: %s", d, why);
+        else
+            snprintf(run->err, sizeof(run->err), "%s", why);
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (run->bar) gb_barrier_abort(run->bar, why);
+    gb_comm_group_abort(run->grp, why);
+}
+
+/* Every call a backend gets for one replica, on one thread. */
+static void replica_run(replica_t *r) {
+    run_t *run = r->run;
+    const gb_backend_ops_t *ops = run->ops;
+    const gb_model_t *m = run->m;
+    char err[GB_ERR_LEN] = "";
+    void *state = NULL;
+    float *params = NULL, *buffers = NULL;
+    r->rc = -1;
+    if (ops->create(m, &run->cfg, r->d, r->comm, &state, err, sizeof(err))) goto fail;
+    if (ops->set_state(state, run->params, run->buffers, run->nbt, err, sizeof(err))) goto fail;
+    /* every replica has its copy: the canonical parameters go back before
+     * the backends' memory fills in (set_batch touches it first) */
+    if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
+    if (r->d == 0) {
+        free(run->params);
+        run->params = NULL;
+    }
+    if (ops->set_batch(state, r->images, r->labels, err, sizeof(err))) goto fail;
+    free(r->images);
+    r->images = NULL;
+    for (int i = 0; i < run->cfg.warmup; i++) {
+        gb_step_out_t o;
+        if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
+        if (ops->step(state, &o, err, sizeof(err))) goto fail;
+    }
+    r->window[0] = wall_ms();
+    for (int i = 0; i < run->cfg.steps; i++) {
+        gb_step_out_t o = {0};
+        if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
+        double t0 = now_ms();
+        if (ops->step(state, &o, err, sizeof(err))) goto fail;
+        double t1 = now_ms();
+        r->ms[i] = o.ms >= 0 ? o.ms : t1 - t0;
+        r->loss[i] = o.loss;
+        r->loss_last = o.loss;
+    }
+    r->window[1] = wall_ms();
+    if (r->d == 0 && run->grads && ops->get_grads(state, run->grads, err, sizeof(err))) goto fail;
+    /* the parameters every replica ends with, as checksums (identical
+     * across replicas and nodes is the data-parallel invariant) */
+    if (run->checksums || (r->d == 0 && run->cfg.save_path)) {
+        params = malloc(m->n_params * sizeof(float));
+        buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
+        int64_t nbt = 0;
+        if (!params || !buffers) {
+            snprintf(err, sizeof(err), "out of memory");
+            goto fail;
+        }
+        if (ops->get_state(state, params, buffers, &nbt, err, sizeof(err))) goto fail;
+        char hex[17];
+        snprintf(hex, sizeof(hex), "%016llx",
+                 (unsigned long long)gb_fnv1a64(params, m->n_params * sizeof(float)));
+        r->params_fnv = strdup(hex);
+        snprintf(hex, sizeof(hex), "%016llx",
+                 (unsigned long long)gb_fnv1a64(buffers, m->n_buffers * sizeof(float)));
+        r->buffers_fnv = strdup(hex);
+        if (r->d == 0 && run->cfg.save_path &&
+            save_tensors(m, run->cfg.save_path, params, buffers, &nbt, 0, err, sizeof(err)))
+            goto fail;
+    }
+    if (ops->report(state, &r->rep, err, sizeof(err))) goto fail;
+    r->rc = 0;
+    goto done;
+fail:
+    run_fail(run, r->d, err[0] ? err : "the replica failed");
+done:
+    free(params);
+    free(buffers);
+    if (state) ops->destroy(&state);
+}
+
+static void *replica_main(void *arg) {
+    replica_run(arg);
+    return NULL;
+}
+
+static char *make_record(const run_t *run, const char *backend, const gb_backend_info_t *info,
+                         int threads, const gb_train_result_t *r, const double *ms,
+                         const double *loss, const replica_t *reps, size_t peak_rss) {
+    const gb_train_config_t *cfg = &run->cfg;
+    const gb_model_t *m = run->m;
+    int nodes = cfg->dist ? cfg->dist->n_nodes : 1, world = run->devices * nodes;
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "kind", "resnet50");
     cJSON_AddStringToObject(o, "backend", backend);
     cJSON_AddStringToObject(o, "device_model", info->device_model);
-    cJSON_AddNumberToObject(o, "n_devices", cfg->devices);
+    cJSON_AddNumberToObject(o, "n_devices", world);
     cJSON_AddStringToObject(o, "precision", gb_precision_name(cfg->precision));
     cJSON_AddBoolToObject(o, "valid", r->valid);
     if (r->valid)
@@ -421,11 +603,22 @@ static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, cons
     }
     cJSON_AddStringToObject(ver, "gpubench", GB_VERSION);
     cJSON_AddItemToObject(o, "versions", ver);
+    const char *details = reps[0].rep.details_json;
     cJSON *det = details ? cJSON_Parse(details) : NULL;
     if (!det || !cJSON_IsObject(det)) {
         cJSON_Delete(det);
         det = cJSON_CreateObject();
     }
+    /* the interconnect the backend says it really used (CUDA: from NCCL's
+     * own report); else what the replicas are: threads share memory, nodes
+     * talk over the TCP ring */
+    char ic[32];
+    const cJSON *bic = cJSON_GetObjectItemCaseSensitive(det, "interconnect");
+    if (cJSON_IsString(bic))
+        snprintf(ic, sizeof(ic), "%s", bic->valuestring);
+    else
+        snprintf(ic, sizeof(ic), "%s", world == 1 ? "none" : nodes > 1 ? "tcp" : "shm");
+    cJSON_DeleteItemFromObjectCaseSensitive(det, "interconnect");
     cJSON_AddNumberToObject(det, "peak_rss_bytes", (double)peak_rss);
     if (cfg->model.image_h != cfg->model.image_w) {
         cJSON_AddNumberToObject(det, "image_h", cfg->model.image_h);
@@ -433,9 +626,41 @@ static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, cons
     }
     cJSON_AddStringToObject(det, "data", cfg->data_path ? "file" : "synthetic");
     cJSON_AddStringToObject(det, "weights", cfg->load_path ? "file" : "init");
+    if (!m->cfg.bn) cJSON_AddBoolToObject(det, "batch_norm", 0);
+    if (world > 1) {
+        cJSON_AddNumberToObject(det, "bucket_mb", cfg->bucket_mb);
+        /* replica 0's all-reduce figures go with the other replicas' */
+        cJSON *ar = cJSON_DetachItemFromObjectCaseSensitive(det, "allreduce");
+        const cJSON *nb = cJSON_GetObjectItemCaseSensitive(ar, "buckets");
+        if (cJSON_IsNumber(nb)) cJSON_AddNumberToObject(det, "buckets", nb->valuedouble);
+        cJSON_Delete(ar);
+        cJSON_AddStringToObject(det, "batch_norm_stats", m->cfg.bn ? "per replica" : "none");
+        cJSON *ra = cJSON_AddArrayToObject(det, "replicas");
+        for (int d = 0; ra && d < run->devices; d++) {
+            const replica_t *rp = &reps[d];
+            gb_step_stats_t s;
+            cJSON *e = cJSON_CreateObject();
+            if (!e) break;
+            cJSON_AddNumberToObject(e, "replica", d);
+            cJSON_AddNumberToObject(e, "rank", rp->rank);
+            if (gb_step_stats(rp->ms, NULL, cfg->steps, &s) == 0)
+                cJSON_AddNumberToObject(e, "step_ms_median", s.median);
+            cJSON_AddNumberToObject(e, "loss_last", rp->loss_last);
+            cJSON_AddNumberToObject(e, "peak_mem_bytes", (double)rp->rep.peak_mem_bytes);
+            cJSON_AddStringToObject(e, "params_fnv", rp->params_fnv ? rp->params_fnv : "");
+            cJSON_AddStringToObject(e, "buffers_fnv", rp->buffers_fnv ? rp->buffers_fnv : "");
+            cJSON *rd = rp->rep.details_json ? cJSON_Parse(rp->rep.details_json) : NULL;
+            cJSON *rar = rd ? cJSON_DetachItemFromObjectCaseSensitive(rd, "allreduce") : NULL;
+            if (rar) cJSON_AddItemToObject(e, "allreduce", rar);
+            cJSON_Delete(rd);
+            cJSON_AddItemToArray(ra, e);
+        }
+    }
+    /* one checksum for the whole run: what every replica ended with */
+    if (reps[0].params_fnv) cJSON_AddStringToObject(det, "params_fnv", reps[0].params_fnv);
     cJSON_AddItemToObject(o, "details", det);
     cJSON_AddNumberToObject(o, "batch_per_device", cfg->batch);
-    cJSON_AddNumberToObject(o, "global_batch", (double)cfg->batch * cfg->devices);
+    cJSON_AddNumberToObject(o, "global_batch", (double)cfg->batch * world);
     cJSON_AddNumberToObject(o, "image_size", cfg->model.image_h);
     cJSON_AddNumberToObject(o, "steps", cfg->steps);
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
@@ -444,7 +669,7 @@ static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, cons
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
-    cJSON_AddStringToObject(o, "interconnect", "none");
+    cJSON_AddStringToObject(o, "interconnect", ic);
     cJSON_AddNumberToObject(o, "images_per_sec", r->images_per_sec);
     cJSON *sm = cJSON_AddObjectToObject(o, "step_ms");
     if (sm) {
@@ -476,19 +701,21 @@ static char *make_record(const gb_train_config_t *cfg, const gb_model_t *m, cons
 int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
                  size_t errlen) {
     memset(res, 0, sizeof(*res));
-    gb_train_config_t cfg = *cfg_in;
+    run_t run;
+    memset(&run, 0, sizeof(run));
+    run.cfg = *cfg_in;
+    gb_train_config_t *cfg = &run.cfg;
     gb_model_t *m = NULL;
-    float *params = NULL, *buffers = NULL, *images = NULL;
+    float *buffers = NULL, *images = NULL;
     int32_t *labels = NULL;
     double *ms = NULL, *loss = NULL;
-    void *state = NULL;
+    replica_t *reps = NULL;
     const gb_backend_ops_t *ops = NULL;
-    gb_replica_report_t rep = {0};
-    int rc = -1;
+    int rc = -1, mu_ok = 0;
     char why[GB_ERR_LEN];
 
-    if (check_config(&cfg, err, errlen)) return -1;
-    const char *bname = cfg.backend;
+    if (check_config(cfg, err, errlen)) return -1;
+    const char *bname = cfg->backend;
     gb_backend_info_t info;
     if (strcmp(bname, "auto") == 0) {
         ops = gb_backend_get("cuda", why, sizeof(why));
@@ -501,57 +728,141 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         snprintf(err, errlen, "%s backend cannot run here: %s", ops->name, why);
         return -1;
     }
-    m = gb_model_new(&cfg.model, err, errlen);
+    int D = cfg->devices, nodes = cfg->dist ? cfg->dist->n_nodes : 1;
+    int world = D * nodes, node = cfg->dist ? cfg->dist->rank : 0;
+    if (strcmp(ops->name, "cpu") == 0 && strcmp(cfg->interconnect, "auto") != 0) {
+        snprintf(err, errlen, "interconnect %s needs GPUs; CPU replicas share memory (auto)",
+                 cfg->interconnect);
+        return -1;
+    }
+    if (strcmp(ops->name, "cpu") != 0 && D > info.device_count) {
+        snprintf(err, errlen, "%d devices asked for, %d %s GPU(s) here", D, info.device_count,
+                 info.device_model);
+        return -1;
+    }
+    run.ops = ops;
+    run.devices = D;
+    m = gb_model_new(&cfg->model, err, errlen);
     if (!m) return -1;
-    size_t npix = (size_t)cfg.batch * 3 * cfg.model.image_h * cfg.model.image_w;
-    params = malloc(m->n_params * sizeof(float));
+    run.m = m;
+    int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    /* CPU replicas split the cores */
+    cfg->threads = threads / D > 0 ? threads / D : 1;
+    size_t npix = (size_t)cfg->batch * 3 * cfg->model.image_h * cfg->model.image_w;
+    run.params = malloc(m->n_params * sizeof(float));
     buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
-    images = malloc(npix * sizeof(float));
-    labels = malloc((size_t)cfg.batch * sizeof(int32_t));
-    ms = calloc((size_t)cfg.steps, sizeof(double));
-    loss = calloc((size_t)cfg.steps, sizeof(double));
-    if (!params || !buffers || !images || !labels || !ms || !loss) {
+    ms = calloc((size_t)cfg->steps, sizeof(double));
+    loss = calloc((size_t)cfg->steps, sizeof(double));
+    reps = calloc((size_t)D, sizeof(*reps));
+    run.checksums = world > 1;
+    if (!run.params || !buffers || !ms || !loss || !reps) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    int64_t nbt = 0;
-    if (cfg.load_path) {
-        if (load_weights(m, cfg.load_path, params, buffers, &nbt, err, errlen)) goto done;
-    } else {
-        gb_model_init(m, params, buffers, cfg.seed);
+    if (pthread_mutex_init(&run.mu, NULL) != 0) {
+        snprintf(err, errlen, "cannot make a mutex");
+        goto done;
     }
-    if (cfg.data_path) {
-        if (load_data(m, cfg.data_path, cfg.batch, images, labels, err, errlen)) goto done;
+    mu_ok = 1;
+    if (cfg->load_path) {
+        if (load_weights(m, cfg->load_path, run.params, buffers, &run.nbt, err, errlen)) goto done;
     } else {
-        gb_model_synth_batch(m, cfg.batch, cfg.seed, images, labels);
+        gb_model_init(m, run.params, buffers, cfg->seed);
     }
-    if (ops->create(m, &cfg, 0, NULL, &state, err, errlen)) goto done;
-    /* the canonical copies are not needed while training: each goes back
-     * as soon as the backend has it, before its arena fills in */
-    if (ops->set_state(state, params, buffers, nbt, err, errlen)) goto done;
-    free(params);
-    params = NULL;
-    if (ops->set_batch(state, images, labels, err, errlen)) goto done;
+    if (cfg->data_path) {
+        /* the file holds the global batch; each replica takes its slice */
+        size_t gb = (size_t)world * (size_t)cfg->batch;
+        images = malloc(gb * (npix / (size_t)cfg->batch) * sizeof(float));
+        labels = malloc(gb * sizeof(int32_t));
+        if (!images || !labels) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        if (load_data(m, cfg->data_path, (int)gb, images, labels, err, errlen)) goto done;
+    }
+    for (int d = 0; d < D; d++) {
+        replica_t *r = &reps[d];
+        r->run = &run;
+        r->d = d;
+        r->rank = node * D + d;
+        r->images = malloc(npix * sizeof(float));
+        r->labels = malloc((size_t)cfg->batch * sizeof(int32_t));
+        r->ms = calloc((size_t)cfg->steps, sizeof(double));
+        r->loss = calloc((size_t)cfg->steps, sizeof(double));
+        if (!r->images || !r->labels || !r->ms || !r->loss) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        if (cfg->data_path) {
+            memcpy(r->images, images + (size_t)r->rank * npix, npix * sizeof(float));
+            memcpy(r->labels, labels + (size_t)r->rank * (size_t)cfg->batch,
+                   (size_t)cfg->batch * sizeof(int32_t));
+        } else {
+            gb_model_synth_batch(m, cfg->batch, gb_replica_seed(cfg->seed, r->rank), r->images,
+                                 r->labels);
+        }
+    }
     free(images);
     images = NULL;
-
-    for (int i = 0; i < cfg.warmup; i++) {
-        gb_step_out_t o;
-        if (ops->step(state, &o, err, errlen)) goto done;
+    free(labels);
+    labels = NULL;
+    if (cfg->save_grads_path) {
+        run.grads = malloc(m->n_params * sizeof(float));
+        if (!run.grads) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
     }
-    res->timed_window_ms[0] = wall_ms();
-    for (int i = 0; i < cfg.steps; i++) {
-        gb_step_out_t o = {0};
-        double t0 = now_ms();
-        if (ops->step(state, &o, err, errlen)) goto done;
-        double t1 = now_ms();
-        ms[i] = o.ms >= 0 ? o.ms : t1 - t0;
-        loss[i] = o.loss;
+    run.buffers = buffers;
+    if (world > 1) {
+        run.grp = gb_comm_group_new(D, cfg->dist, gb_comm_timeout_ms(), err, errlen);
+        if (!run.grp) goto done;
+        for (int d = 0; d < D; d++)
+            reps[d].comm = gb_comm_group_member(run.grp, d);
     }
-    res->timed_window_ms[1] = wall_ms();
-
+    if (D > 1) {
+        run.bar = gb_barrier_new(D);
+        if (!run.bar) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        for (int d = 0; d < D; d++) {
+            if (pthread_create(&reps[d].th, NULL, replica_main, &reps[d]) != 0) {
+                run_fail(&run, d, "cannot start a replica thread");
+                break;
+            }
+            reps[d].started = 1;
+        }
+        for (int d = 0; d < D; d++)
+            if (reps[d].started) pthread_join(reps[d].th, NULL);
+    } else {
+        replica_run(&reps[0]); /* one replica: on this thread */
+    }
+    if (run.failed) {
+        snprintf(err, errlen, "%s", run.err);
+        goto done;
+    }
+    /* the timed window spans every replica's timed steps */
+    res->timed_window_ms[0] = reps[0].window[0];
+    res->timed_window_ms[1] = reps[0].window[1];
+    for (int d = 1; d < D; d++) {
+        if (reps[d].window[0] < res->timed_window_ms[0])
+            res->timed_window_ms[0] = reps[d].window[0];
+        if (reps[d].window[1] > res->timed_window_ms[1])
+            res->timed_window_ms[1] = reps[d].window[1];
+    }
+    /* a data-parallel step lasts as long as its slowest replica */
+    for (int i = 0; i < cfg->steps; i++) {
+        ms[i] = 0;
+        loss[i] = 0;
+        for (int d = 0; d < D; d++) {
+            if (reps[d].ms[i] > ms[i]) ms[i] = reps[d].ms[i];
+            loss[i] += reps[d].loss[i] / D;
+        }
+    }
     gb_step_stats_t sst;
-    if (gb_step_stats(ms, loss, cfg.steps, &sst)) {
+    if (gb_step_stats(ms, loss, cfg->steps, &sst)) {
         snprintf(err, errlen, "bad step times from the backend");
         goto done;
     }
@@ -560,53 +871,46 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     res->step_ms_min = sst.min;
     res->step_ms_max = sst.max;
     res->step_ms_mean = sst.mean;
-    res->images_per_sec = (double)cfg.batch * cfg.devices / (sst.median / 1000.0);
+    res->images_per_sec = (double)cfg->batch * world / (sst.median / 1000.0);
     res->loss_first = loss[0];
-    res->loss_last = loss[cfg.steps - 1];
+    res->loss_last = loss[cfg->steps - 1];
     res->valid = sst.valid;
     snprintf(res->invalid_reason, sizeof(res->invalid_reason), "%s", sst.invalid_reason);
-
-    if (cfg.save_grads_path) {
-        float *g = malloc(m->n_params * sizeof(float));
-        if (!g) {
-            snprintf(err, errlen, "out of memory");
-            goto done;
-        }
-        int bad = ops->get_grads(state, g, err, errlen) ||
-                  save_tensors(m, cfg.save_grads_path, g, NULL, NULL, 1, err, errlen);
-        free(g);
-        if (bad) goto done;
-    }
-    if (cfg.save_path) {
-        params = malloc(m->n_params * sizeof(float));
-        if (!params) {
-            snprintf(err, errlen, "out of memory");
-            goto done;
-        }
-        if (ops->get_state(state, params, buffers, &nbt, err, errlen) ||
-            save_tensors(m, cfg.save_path, params, buffers, &nbt, 0, err, errlen))
-            goto done;
-    }
-    if (ops->report(state, &rep, err, errlen)) goto done;
-    /* the backend's memory plus what the driver holds while the backend's
-     * memory fills in (the batch, running statistics, labels); the
-     * canonical parameters are freed before that (and come back only for
-     * --save, after the timed steps) */
-    res->peak_mem_bytes = rep.peak_mem_bytes + (m->n_buffers + npix) * sizeof(float) +
-                          (size_t)cfg.batch * sizeof(int32_t);
-    int threads = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    res->record_json = make_record(&cfg, m, ops->name, &info, threads, res, ms, loss,
-                                   rep.details_json, peak_rss_bytes());
+    if (cfg->save_grads_path &&
+        save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, err, errlen))
+        goto done;
+    /* the backends' memory plus what the driver holds while theirs fills in
+     * (running statistics, each replica's batch and labels); the canonical
+     * parameters are given to every replica before the batches, and the
+     * replicas' state checksums come after the timed steps */
+    res->peak_mem_bytes = (m->n_buffers + (size_t)D * npix) * sizeof(float) +
+                          (size_t)D * (size_t)cfg->batch * sizeof(int32_t);
+    for (int d = 0; d < D; d++)
+        res->peak_mem_bytes += reps[d].rep.peak_mem_bytes;
+    res->record_json =
+        make_record(&run, ops->name, &info, threads, res, ms, loss, reps, peak_rss_bytes());
     if (!res->record_json) {
         snprintf(err, errlen, "out of memory building the result record");
         goto done;
     }
     rc = 0;
 done:
-    if (state) ops->destroy(&state);
-    free(rep.details_json);
+    for (int d = 0; reps && d < D; d++) {
+        free(reps[d].images);
+        free(reps[d].labels);
+        free(reps[d].ms);
+        free(reps[d].loss);
+        free(reps[d].rep.details_json);
+        free(reps[d].params_fnv);
+        free(reps[d].buffers_fnv);
+    }
+    free(reps);
+    gb_barrier_destroy(&run.bar);
+    gb_comm_group_destroy(&run.grp);
+    if (mu_ok) pthread_mutex_destroy(&run.mu);
     gb_model_destroy(&m);
-    free(params);
+    free(run.grads);
+    free(run.params);
     free(buffers);
     free(images);
     free(labels);

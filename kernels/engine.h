@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_BACKEND_ABI 1
+#define GB_BACKEND_ABI 2 /* 2: the allreduce op */
 #define GB_ERR_LEN 512
 
 typedef enum {
@@ -119,9 +119,39 @@ typedef struct gb_replica_report {
     char *details_json;    /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
 } gb_replica_report_t;
 
-/* Opaque collective over the replicas of one job (threads on the CPU, NCCL on
- * GPUs); NULL for a single replica. Defined by the data-parallel work. */
+/* The collective over the replicas of one job (threads on the CPU, NCCL on
+ * GPUs; comm.h defines it); NULL for a single replica on one node. A
+ * backend given one averages the gradients of every step over the job's
+ * replicas (bit-identical on all of them) before its update. */
 typedef struct gb_comm gb_comm_t;
+
+/* The `allreduce` job kind, as nccl-tests' all_reduce_perf: float sum, in
+ * place, message sizes from min_bytes doubling up to max_bytes; per size
+ * `warmup` untimed then `iters` timed all-reduces, then a correctness check
+ * on known inputs (replica g's element i: ((7i + 3g) mod 11) - 5, so every
+ * sum is exact in f32 whatever the order). */
+typedef struct gb_allreduce_config {
+    char backend[16];      /* "cpu", "cuda" or "auto" */
+    int devices;           /* replicas (GPUs or CPU threads) per node */
+    size_t min_bytes, max_bytes; /* multiples of 4, 4 <= min <= max <= 2^34 */
+    int iters, warmup;     /* per size */
+    int threads;           /* CPU threads in all (0: every online core) */
+    char interconnect[16]; /* "auto", "nvlink", "pcie" */
+    gb_dist_t *dist;       /* as in gb_train_config_t */
+    int fault_rank;        /* tests: -1, else this global rank's check input has one wrong element */
+} gb_allreduce_config_t;
+
+/* Defaults: cpu, 1 device, 8 B to 1 GiB, 20 iterations after 3 warm-up ones. */
+void gb_allreduce_config_default(gb_allreduce_config_t *cfg);
+
+/* One message size of the sweep. */
+typedef struct gb_allreduce_size {
+    size_t bytes, count; /* count = bytes / 4 floats */
+    double time_us;      /* per all-reduce: the slowest replica's mean over the timed iterations */
+    double algbw_gbs;    /* bytes / time, 1e9 bytes/s */
+    double busbw_gbs;    /* algbw * 2 (n - 1) / n, n = the job's replicas */
+    int ok;              /* every replica's result equal to the exact sum */
+} gb_allreduce_size_t;
 
 typedef struct gb_backend_ops {
     int abi; /* GB_BACKEND_ABI */
@@ -151,6 +181,15 @@ typedef struct gb_backend_ops {
      * median of `reps` timed runs after warm-up; NULL when unsupported. */
     int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
                 char *err, size_t errlen);
+    /* One replica's part of the allreduce kind on device `replica`, called
+     * on its own thread with its comm member (never NULL): sizes[0..n)
+     * come with bytes and count set; fills time_us (already the maximum
+     * over the job), ok (over the job), and *details_json (malloc'd JSON
+     * object text or NULL: transports, the interconnect really used as
+     * "interconnect"). NULL when unsupported. */
+    int (*allreduce)(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                     gb_allreduce_size_t *sizes, int n, char **details_json, char *err,
+                     size_t errlen);
 } gb_backend_ops_t;
 
 /* The ops of backend `name` ("cpu" or "cuda"); loads libgpubench_cuda.so on
@@ -170,9 +209,25 @@ typedef struct gb_train_result {
     char *record_json; /* malloc'd result record; free with gb_train_result_free */
 } gb_train_result_t;
 
-/* Run warm-up + timed steps as configured. Returns 0 and fills `res`, or -1
- * with a reason in err. */
+/* The synthetic batch of the replica with global rank `rank` is
+ * gb_model_synth_batch(..., gb_replica_seed(seed, rank), ...); rank 0 keeps
+ * the seed itself, so one replica trains exactly as before. */
+uint64_t gb_replica_seed(uint64_t seed, int rank);
+/* FNV-1a 64 of n bytes: the replicas' parameter checksums in the record. */
+uint64_t gb_fnv1a64(const void *data, size_t n);
+
+/* Run warm-up + timed steps as configured. With devices > 1 (or a dist)
+ * one thread per replica, each on its own batch (--batch is per device;
+ * --data holds the global batch, replica g taking images [g*batch,
+ * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err. */
 int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
 void gb_train_result_free(gb_train_result_t *res);
+
+/* Run the allreduce kind: one thread per local replica through the
+ * backend's allreduce op. Returns 0 with *record_json (malloc'd: the result
+ * record of docs/result-record.md, `sizes` per message size; invalid when a
+ * check failed), or -1 with a reason in err. */
+int gb_allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
+                     size_t errlen);
 
 #endif

@@ -47,18 +47,20 @@ typedef int (*kind_fn)(const job_t *job, cJSON *rec, char *err, size_t errlen);
 static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen);
 static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen);
 static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen);
+static int run_allreduce(const job_t *job, cJSON *rec, char *err, size_t errlen);
 
 static const struct {
     const char *name;
     kind_fn run;
 } kinds[] = {
+    {"allreduce", run_allreduce},
     {"gemm", run_gemm},
     {"resnet50", run_resnet50},
     {"sleep", run_sleep},
 };
 
 const char *gb_worker_kinds(void) {
-    return "gemm,resnet50,sleep";
+    return "allreduce,gemm,resnet50,sleep";
 }
 
 int gb_worker_has_engine(void) {
@@ -229,6 +231,27 @@ static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
 
 /* ---- resnet50 ------------------------------------------------------------- */
 
+#ifdef GB_HAVE_ENGINE
+/* The engine's record is the record: move its keys over ours. */
+static int merge_record(cJSON *rec, const char *engine_json, char *err, size_t errlen) {
+    cJSON *engine_rec = engine_json ? cJSON_Parse(engine_json) : NULL;
+    if (!cJSON_IsObject(engine_rec)) {
+        cJSON_Delete(engine_rec);
+        gb_fmt(err, errlen, "the engine returned no result record");
+        return -1;
+    }
+    for (cJSON *it = engine_rec->child; it;) {
+        cJSON *next = it->next;
+        cJSON *moved = cJSON_DetachItemViaPointer(engine_rec, it);
+        cJSON_DeleteItemFromObjectCaseSensitive(rec, moved->string);
+        cJSON_AddItemToObject(rec, moved->string, moved);
+        it = next;
+    }
+    cJSON_Delete(engine_rec);
+    return 0;
+}
+#endif
+
 static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) {
 #ifdef GB_HAVE_ENGINE
     const gb_jobdef_t *d = &job->def;
@@ -244,31 +267,46 @@ static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) 
     cfg.devices = d->gpus;
     cfg.steps = d->steps;
     cfg.warmup = d->warmup;
+    cfg.bucket_mb = d->bucket_mb;
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
     cfg.dist = job->dist; /* NULL on one node */
     gb_train_result_t res;
     if (gb_train_run(&cfg, &res, err, errlen) != 0) return -1;
-    cJSON *engine_rec = res.record_json ? cJSON_Parse(res.record_json) : NULL;
+    int rc = merge_record(rec, res.record_json, err, errlen);
     gb_train_result_free(&res);
-    if (!cJSON_IsObject(engine_rec)) {
-        cJSON_Delete(engine_rec);
-        gb_fmt(err, errlen, "the engine returned no result record");
-        return -1;
-    }
-    /* the engine's record is the record: move its keys over ours */
-    for (cJSON *it = engine_rec->child; it;) {
-        cJSON *next = it->next;
-        cJSON *moved = cJSON_DetachItemViaPointer(engine_rec, it);
-        cJSON_DeleteItemFromObjectCaseSensitive(rec, moved->string);
-        cJSON_AddItemToObject(rec, moved->string, moved);
-        it = next;
-    }
-    cJSON_Delete(engine_rec);
-    return 0;
+    return rc;
 #else
     (void)job;
     (void)rec;
     gb_fmt(err, errlen, "resnet50 engine not built");
+    return -1;
+#endif
+}
+
+/* ---- allreduce ------------------------------------------------------------ */
+
+static int run_allreduce(const job_t *job, cJSON *rec, char *err, size_t errlen) {
+#ifdef GB_HAVE_ENGINE
+    const gb_jobdef_t *d = &job->def;
+    gb_allreduce_config_t cfg;
+    gb_allreduce_config_default(&cfg);
+    gb_copy(cfg.backend, sizeof cfg.backend, d->backend);
+    cfg.devices = d->gpus;
+    cfg.min_bytes = (size_t)d->min_bytes;
+    cfg.max_bytes = (size_t)d->max_bytes;
+    cfg.iters = d->iters;
+    cfg.warmup = d->warmup;
+    gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
+    cfg.dist = job->dist; /* NULL on one node */
+    char *text = NULL;
+    if (gb_allreduce_run(&cfg, &text, err, errlen) != 0) return -1;
+    int rc = merge_record(rec, text, err, errlen);
+    free(text);
+    return rc;
+#else
+    (void)job;
+    (void)rec;
+    gb_fmt(err, errlen, "allreduce: the engine is not built");
     return -1;
 #endif
 }

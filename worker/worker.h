@@ -15,7 +15,7 @@
  * 2 the job file is unusable). */
 int gb_worker_run(const char *job_path, const char *out_path);
 
-/* The kinds this build's worker runs, comma-separated ("gemm,resnet50,sleep"). */
+/* The kinds this build's worker runs, comma-separated ("allreduce,gemm,resnet50,sleep"). */
 const char *gb_worker_kinds(void);
 /* 1 when the ResNet-50 engine is built in (GB_HAVE_ENGINE). */
 int gb_worker_has_engine(void);

@@ -7,21 +7,25 @@
 #   2. the `gpu` tests (CUDA ops and whole steps against the double host twin)
 #   3. gpubench's CUDA engine (gb_cuda_bench), ResNet-50, batch 256,
 #      synthetic data on the device, per precision
-#   4. PyTorch eager (torchvision resnet50, channels_last), same batch,
+#   4. data parallelism: the same job through NCCL (--dp: a one-rank
+#      communicator on one GPU, every GPU with more), and the allreduce
+#      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU
+#   5. PyTorch eager (torchvision resnet50, channels_last), same batch,
 #      warm-up and steps, when PyTorch with CUDA is installed
-#   5. ours in bf16 once more with cuDNN's batch norm (ours is the default)
-#   6. compute-sanitizer memcheck on a short run of the whole-step test
-#   7. torch.compile (fp16, bf16, tf32), as the time left allows
-#   8. with FULL=1 and the whole tree's dependencies installed: the product
+#   6. ours in bf16 once more with cuDNN's batch norm (ours is the default)
+#   7. compute-sanitizer memcheck on a short run of the whole-step test
+#   8. torch.compile (fp16, bf16, tf32), as the time left allows
+#   9. with FULL=1 and the whole tree's dependencies installed: the product
 #      path, `gpubench train --backend cuda`, if the tree has it
-#   9. a table with the ratios; the entry for bench/gpu/RESULTS.md
+#  10. a table with the ratios; the entry for bench/gpu/RESULTS.md
 # Every section prints PASS, FAIL or SKIPPED and the script goes on past any
 # failure, keeping to BUDGET_S seconds in all (the most useful parts first).
 # Results: appended to bench/gpu/RESULTS.md here, and, when $OUT names a
 # folder (the device tool's), copied there as results.md, summary.txt and
 # logs.tgz, refreshed after every section so a killed run still leaves them.
 # Knobs: BATCH (256) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
-#        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0).
+#        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
+#        AR_MAX_BYTES (1073741824).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
@@ -33,6 +37,7 @@ PYTHON=${PYTHON:-python3}
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 JOBS=${JOBS:-$(nproc)}
 FULL=${FULL:-0}
+AR_MAX_BYTES=${AR_MAX_BYTES:-1073741824}
 RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
 LOG=$BUILD/bench
 START=$(date +%s)
@@ -147,6 +152,37 @@ if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   done
 else
   status SKIPPED "ours: gb_cuda_bench not built"
+fi
+
+section "data parallel through NCCL"
+DP_NOTE=
+if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+  # the fp16 job once more with a communicator: on one GPU a one-rank one
+  # (what NCCL and the buckets cost), on several every GPU of the machine
+  DPN=${NGPU:-1}; [ "$DPN" -ge 1 ] 2>/dev/null || DPN=1
+  if [ "$(left)" -lt 60 ]; then
+    status SKIPPED "data parallel fp16: out of time"
+  elif timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --devices "$DPN" --precision fp16 --batch "$BATCH" \
+         --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_dp_fp16.json" 2>"$LOG/ours_dp_fp16.err"; then
+    DP_IPS=$(json_field "$LOG/ours_dp_fp16.json" images_per_sec)
+    DP_NOTE="data parallel fp16 on $DPN GPU(s): $DP_IPS img/s (one GPU without NCCL: ${OURS[fp16]:-?}), interconnect $(json_field "$LOG/ours_dp_fp16.json" details.interconnect), NCCL transports $(json_field "$LOG/ours_dp_fp16.json" details.nccl_transports), $(json_field "$LOG/ours_dp_fp16.json" details.allreduce.buckets) buckets, graph $(json_field "$LOG/ours_dp_fp16.json" details.cuda_graph)"
+    status PASS "$DP_NOTE"
+  else
+    tail -5 "$LOG/ours_dp_fp16.err"
+    status FAIL "data parallel fp16 on $DPN GPU(s) (ours_dp_fp16.err)"
+  fi
+  if [ "$(left)" -lt 45 ]; then
+    status SKIPPED "allreduce: out of time"
+  elif timeout "$(slot 120 30)" "$BUILD/gb_cuda_bench" --allreduce --devices "$DPN" --min-bytes 8 \
+         --max-bytes "$AR_MAX_BYTES" --iters 20 --warmup 5 >"$LOG/allreduce.json" 2>"$LOG/allreduce.err"; then
+    AR_NOTE="allreduce on $DPN GPU(s), 8 B .. $AR_MAX_BYTES B: every size checked, peak busbw $(json_field "$LOG/allreduce.json" peak_busbw_gbs) GB/s, transports $(json_field "$LOG/allreduce.json" details.nccl_transports)"
+    status PASS "$AR_NOTE"
+  else
+    tail -5 "$LOG/allreduce.err"
+    status FAIL "allreduce on $DPN GPU(s) (allreduce.err)"
+  fi
+else
+  status SKIPPED "data parallel: gb_cuda_bench not built"
 fi
 
 section "PyTorch eager"
@@ -266,6 +302,8 @@ CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
   echo
   echo "$TABLE"
   echo
+  [ -n "$DP_NOTE" ] && { echo "$DP_NOTE."; echo; }
+  [ -n "${AR_NOTE:-}" ] && { echo "$AR_NOTE (busbw = algbw x 2(n-1)/n: 0 on one GPU)."; echo; }
   echo "Sections:"
   echo
   for s in "${SUMMARY[@]}"; do echo "- $s"; done

@@ -4,7 +4,9 @@
  * forward, softmax cross-entropy, backward, running statistics and SGD, in
  * fp32 or bf16 (f32 master weights), with every buffer allocated and touched
  * in create(). A replica's state is self-contained (its own oneDNN context,
- * arena and slabs), so several replicas can run on separate threads.
+ * arena and slabs), so several replicas can run on separate threads; given
+ * a gb_comm_t (comm.h) it averages its gradients with the other replicas'
+ * (data parallel, docs/data-parallel.md), and it runs the no-BN variant.
  *
  * The internal parameter, gradient and momentum slabs hold the tensors in
  * model order, each in its oneDNN master layout and 64-byte aligned: the

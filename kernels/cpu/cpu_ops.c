@@ -754,6 +754,37 @@ int gb_cpu_add_relu_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_add_t *op, dnnl_memory_t
     return gb_cpu_exec(ctx, &op->bwd, 3, a, err, errlen);
 }
 
+/* ------------------------------------------------------------------ relu */
+
+int gb_cpu_relu_init(gb_cpu_ctx_t *ctx, gb_cpu_relu_t *op, const dnnl_memory_desc_t *md,
+                     const char *name, char *err, size_t errlen) {
+    memset(op, 0, sizeof(*op));
+    op->md = *md;
+    dnnl_eltwise_desc_t e;
+    DNNL_CHECK(dnnl_eltwise_forward_desc_init(&e, dnnl_forward_training,
+                                              dnnl_eltwise_relu_use_dst_for_bwd, md, 0, 0),
+               name);
+    if (prim_make(ctx, &op->fwd, &e, 0, NULL, 0, name, "relu fwd", err, errlen)) return -1;
+    DNNL_CHECK(dnnl_eltwise_backward_desc_init(&e, dnnl_eltwise_relu_use_dst_for_bwd, md, md, 0, 0),
+               name);
+    if (prim_make(ctx, &op->bwd, &e, 0, op->fwd.pd, 0, name, "relu bwd", err, errlen)) return -1;
+    return 0;
+fail:
+    return -1;
+}
+
+int gb_cpu_relu_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_relu_t *op, dnnl_memory_t x, char *err,
+                    size_t errlen) {
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, x}};
+    return gb_cpu_exec(ctx, &op->fwd, 2, a, err, errlen);
+}
+
+int gb_cpu_relu_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_relu_t *op, dnnl_memory_t y, dnnl_memory_t diff,
+                    char *err, size_t errlen) {
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, diff}, {DNNL_ARG_DIFF_SRC, diff}};
+    return gb_cpu_exec(ctx, &op->bwd, 3, a, err, errlen);
+}
+
 /* --------------------------------------------------------------- pooling */
 
 int gb_cpu_pool_init(gb_cpu_ctx_t *ctx, gb_cpu_pool_t *pl, const dnnl_memory_desc_t *src_md,

@@ -216,6 +216,20 @@ int gb_cpu_add_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_add_t *op, dnnl_memory_t a, d
 int gb_cpu_add_relu_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_add_t *op, dnnl_memory_t dst,
                         dnnl_memory_t diff, char *err, size_t errlen);
 
+/* ---- ReLU alone, in place (the no-BN model variant: conv -> ReLU) ---- */
+typedef struct gb_cpu_relu {
+    dnnl_memory_desc_t md;
+    gb_cpu_prim_t fwd; /* x <- max(x, 0) */
+    gb_cpu_prim_t bwd; /* diff <- diff * (y > 0), from the output y */
+} gb_cpu_relu_t;
+
+int gb_cpu_relu_init(gb_cpu_ctx_t *ctx, gb_cpu_relu_t *op, const dnnl_memory_desc_t *md,
+                     const char *name, char *err, size_t errlen);
+int gb_cpu_relu_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_relu_t *op, dnnl_memory_t x, char *err,
+                    size_t errlen);
+int gb_cpu_relu_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_relu_t *op, dnnl_memory_t y, dnnl_memory_t diff,
+                    char *err, size_t errlen);
+
 /* ---- pooling: max (with workspace) or average (padding excluded) ---- */
 typedef struct gb_cpu_pool {
     int max;

@@ -5,7 +5,9 @@
  * Loading this library needs only the CUDA libraries on disk; a machine
  * without a driver or GPU gets -1 and "no CUDA driver/GPU" from probe and
  * create, never a crash. */
+#include "comm.h"
 #include "cuda_check.h"
+#include "cuda_dp.h"
 #include "cuda_exec.h"
 #include "cuda_math.h"
 #include "engine.h"
@@ -78,28 +80,43 @@ static int cuda_probe(gb_backend_info_t *info, char *err, size_t errlen) {
 static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
                        gb_comm_t *comm, void **state, char *err, size_t errlen) {
     *state = NULL;
-    if (comm) {
-        snprintf(err, errlen, "the CUDA backend has no data parallelism yet (issue 5)");
-        return -1;
+    gb_plan_t *p = NULL;
+    gb_exec_t *ex = NULL;
+    if (comm && replica != comm->local_rank) {
+        snprintf(err, errlen, "replica %d given comm member %d", replica, comm->local_rank);
+        goto fail;
     }
     int n = device_count(err, errlen);
-    if (n < 0) return -1;
+    if (n < 0) goto fail;
     if (replica < 0 || replica >= n) {
         snprintf(err, errlen, "GPU %d requested, %d present", replica, n);
-        return -1;
+        goto fail;
     }
     size_t esize = (cfg->precision == GB_PREC_FP16 || cfg->precision == GB_PREC_BF16) ? 2 : 4;
-    gb_plan_t *p = gb_plan_new(m, cfg->batch, esize, err, errlen);
-    if (!p) return -1;
-    gb_exec_t *ex = gb_cuda_exec_new(p, cfg, replica, err, errlen);
-    if (!ex) {
-        gb_plan_destroy(&p);
+    p = gb_plan_new(m, cfg->batch, esize, err, errlen);
+    if (!p) goto fail;
+    ex = gb_cuda_exec_new(p, cfg, replica, err, errlen);
+    if (!ex) goto fail;
+    /* data parallel: the job's communicator, after every allocation and
+     * algorithm search (it includes the job's start barrier); CUDA graphs
+     * only with one GPU in this process */
+    int graph = cfg->cuda_graph;
+    if (comm) {
+        if (gb_cuda_exec_attach_comm(ex, comm, cfg, err, errlen)) goto fail;
+        if (comm->local_size > 1) graph = 0;
+    }
+    gb_net_t *net = gb_net_new(&p, &ex, graph, cfg->seed, err, errlen);
+    if (!net) {
+        if (comm) gb_comm_abort(comm, err);
         return -1;
     }
-    gb_net_t *net = gb_net_new(&p, &ex, cfg->cuda_graph, cfg->seed, err, errlen);
-    if (!net) return -1;
     *state = net;
     return 0;
+fail:
+    if (comm) gb_comm_abort(comm, err);
+    if (ex) ex->ops->destroy(&ex);
+    gb_plan_destroy(&p);
+    return -1;
 }
 
 static int cuda_set_state(void *s, const float *params, const float *buffers, int64_t nbt,
@@ -126,6 +143,18 @@ static int cuda_report(void *s, gb_replica_report_t *rep, char *err, size_t errl
 }
 static void cuda_destroy(void **s) {
     gb_net_destroy((gb_net_t **)s);
+}
+
+static int cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                          gb_allreduce_size_t *sizes, int n, char **details, char *err,
+                          size_t errlen) {
+    int cnt = device_count(err, errlen);
+    if (cnt < 0 || replica >= cnt) {
+        if (cnt >= 0) snprintf(err, errlen, "GPU %d requested, %d present", replica, cnt);
+        if (comm) gb_comm_abort(comm, err);
+        return -1;
+    }
+    return gb_cuda_allreduce(replica, comm, cfg, sizes, n, details, err, errlen);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -257,4 +286,5 @@ __attribute__((visibility("default"))) const gb_backend_ops_t gb_cuda_backend_op
     .report = cuda_report,
     .destroy = cuda_destroy,
     .gemm = cuda_gemm,
+    .allreduce = cuda_allreduce,
 };

@@ -26,6 +26,7 @@
 #include "cuda_exec.h"
 
 #include "cuda_check.h"
+#include "cuda_dp.h"
 #include "cuda_math.h"
 #include "kernels.h"
 
@@ -110,7 +111,8 @@ typedef struct cuda_exec {
     void *allocs[MAX_ALLOCS];
     int n_allocs;
     size_t bytes_now, bytes_peak, dev_used_peak;
-    int bn_force; /* 0 default, 1 own, 2 cudnn */
+    int bn_force;     /* 0 default, 1 own, 2 cudnn */
+    gb_cuda_dp_t *dp; /* data parallel: NCCL and the gradient buckets, or NULL */
 } cuda_exec_t;
 
 #define ERR    X->base.err
@@ -350,11 +352,19 @@ fail:
     return -1;
 }
 
+static int cx_grad_done(gb_exec_t *ex, int tensor) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    return X->dp ? gb_cuda_dp_grad_done(X->dp, X->stream, tensor, ERR, ERRLEN) : 0;
+}
+
 static int cx_update(gb_exec_t *ex) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     const gb_plan_t *p = ex->plan;
     gb_scaler_state_t *sc = loss_scaler(X);
     void *gb = (char *)X->grads + X->grad_b;
+    /* the averaged gradients first: the overflow check and the update then
+     * see the same values on every replica */
+    if (X->dp && gb_cuda_dp_finish(X->dp, X->stream, ERR, ERRLEN)) return -1;
     if (sc) {
         CK_CUDA(cudaMemsetAsync(&X->scaler->found_inf, 0, sizeof(int), X->stream));
         CK_CUDA(gb_k_finite_check(X->stream, X->dt, X->grads, p->n_a, &X->scaler->found_inf));
@@ -375,6 +385,7 @@ fail:
 
 static int cx_step_begin(gb_exec_t *ex) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
+    if (X->dp) gb_cuda_dp_begin(X->dp);
     CK_CUDA(cudaSetDevice(X->device));
     CK_CUDA(cudaEventRecord(X->ev0, X->stream));
     return 0;
@@ -403,6 +414,7 @@ static int cx_step_end(gb_exec_t *ex, gb_step_out_t *out) {
 
 static int cx_capture_begin(gb_exec_t *ex) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
+    if (X->dp) gb_cuda_dp_begin(X->dp);
     CK_CUDA(cudaSetDevice(X->device));
     CK_CUDA(cudaStreamBeginCapture(X->stream, cudaStreamCaptureModeThreadLocal));
     return 0;
@@ -712,7 +724,16 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
         if (c->same_as >= 0) jputf(&j, ",\"same_as\":\"%s\"", p->convs[c->same_as].name);
         jputf(&j, "}");
     }
-    jputf(&j, "]}");
+    jputf(&j, "]");
+    if (X->dp) {
+        char *d = gb_cuda_dp_report(X->dp);
+        if (d)
+            jputf(&j, ",%s", d);
+        else
+            j.oom = 1;
+        free(d);
+    }
+    jputf(&j, "}");
     if (j.oom) {
         free(j.s);
         snprintf(ERR, ERRLEN, "out of memory writing the report");
@@ -730,6 +751,7 @@ static void cx_destroy(gb_exec_t **self_p) {
     cuda_exec_t *X = (cuda_exec_t *)*self_p;
     cudaSetDevice(X->device);
     if (X->stream) cudaStreamSynchronize(X->stream);
+    gb_cuda_dp_destroy(&X->dp);
     if (X->gexec) cudaGraphExecDestroy(X->gexec);
     if (X->graph) cudaGraphDestroy(X->graph);
     if (X->convs) {
@@ -783,6 +805,7 @@ static const gb_exec_ops_t cuda_ops = {
     .avgpool_bwd = cx_avgpool_bwd,
     .head = cx_head,
     .bn_running = cx_bn_running,
+    .grad_done = cx_grad_done,
     .update = cx_update,
     .step_end = cx_step_end,
     .capture_begin = cx_capture_begin,
@@ -1284,4 +1307,22 @@ fail:
 
 int gb_cuda_exec_graph_used(const gb_exec_t *ex) {
     return ((const cuda_exec_t *)ex)->graph_used;
+}
+
+int gb_cuda_exec_attach_comm(gb_exec_t *ex, gb_comm_t *comm, const gb_train_config_t *cfg,
+                             char *err, size_t errlen) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    if (X->dp) {
+        snprintf(err, errlen, "the executor has its communicator already");
+        return -1;
+    }
+    X->dp =
+        gb_cuda_dp_new(comm, X->device, cfg, ex->plan, X->grads, X->esz, X->grad_b, err, errlen);
+    if (!X->dp) return -1;
+    if (comm->local_size > 1 && cfg->cuda_graph)
+        snprintf(X->graph_note, sizeof(X->graph_note),
+                 "off: %d GPUs of one process share an NCCL communicator, and NCCL warns that "
+                 "capturing several per process may deadlock",
+                 comm->local_size);
+    return 0;
 }

@@ -10,6 +10,15 @@
 gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, int device, char *err,
                             size_t errlen);
 
+/* Data parallel: join the job's NCCL communicator (cuda_dp.h) through
+ * comm and average the gradients in buckets from the next step on. With
+ * several GPUs in this process the caller must not ask for graphs (the
+ * note in the report says why). 0, or -1 with a reason (the comm group is
+ * aborted). */
+struct gb_comm;
+int gb_cuda_exec_attach_comm(gb_exec_t *ex, struct gb_comm *comm, const gb_train_config_t *cfg,
+                             char *err, size_t errlen);
+
 /* 1 when the step runs as a captured CUDA graph. */
 int gb_cuda_exec_graph_used(const gb_exec_t *ex);
 

@@ -48,7 +48,10 @@ typedef struct gb_exec_ops {
     /* fc forward, softmax cross-entropy (mean), fc backward into dfeat */
     int (*head)(gb_exec_t *ex, const void *feat, void *dfeat);
     int (*bn_running)(gb_exec_t *ex); /* every BN's running statistics */
-    int (*update)(gb_exec_t *ex);     /* overflow check, SGD, loss scale */
+    /* data parallel (NULL where the executor has none): the gradient of
+     * model tensor `tensor` has been enqueued, so its bucket may go */
+    int (*grad_done)(gb_exec_t *ex, int tensor);
+    int (*update)(gb_exec_t *ex); /* overflow check, SGD, loss scale */
     int (*step_end)(gb_exec_t *ex, gb_step_out_t *out);
     /* CUDA graphs (NULL where the executor has none): capture_end returns 0
      * when an executable graph exists; replay runs and times one step. */

@@ -403,6 +403,22 @@ __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz
     }
 }
 
+__global__ void k_ar_fill(float *buf, size_t n, int rank, long long fault) {
+    GRID_STRIDE(i, n) {
+        float v = (float)((int)((i * 7 + (size_t)rank * 3) % 11) - 5);
+        if ((long long)i == fault) v += 1.0f;
+        buf[i] = v;
+    }
+}
+
+__global__ void k_ar_check(const float *buf, size_t n, gb_ar_want_t want, unsigned int *bad) {
+    unsigned int mine = 0;
+    GRID_STRIDE(i, n) {
+        if (buf[i] != want.v[i % 11]) mine++;
+    }
+    if (mine) atomicAdd(bad, mine);
+}
+
 } // namespace
 
 extern "C" {
@@ -421,6 +437,17 @@ cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, in
     size_t count = (size_t)n * 3 * h * w;
     unsigned g = grid_for(count > (size_t)n ? count : (size_t)n);
     k_synth<<<g, kThreads, 0, s>>>(images, labels, n, count, classes, seed);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_ar_fill(cudaStream_t s, float *buf, size_t n, int rank, long long fault_index) {
+    k_ar_fill<<<grid_for(n), kThreads, 0, s>>>(buf, n, rank, fault_index);
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_ar_check(cudaStream_t s, const float *buf, size_t n, gb_ar_want_t want,
+                          unsigned int *bad) {
+    k_ar_check<<<grid_for(n), kThreads, 0, s>>>(buf, n, want, bad);
     return cudaGetLastError();
 }
 

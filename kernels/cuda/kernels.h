@@ -36,6 +36,18 @@ typedef struct gb_bn_run_entry {
     float count; /* values per channel, n*h*w */
 } gb_bn_run_entry_t;
 
+/* The allreduce kind's known inputs (comm.h, gb_allreduce_input):
+ * buf[i] = ((7i + 3 rank) mod 11) - 5, plus 1 at fault_index (a planted
+ * fault for tests; -1: none). */
+cudaError_t gb_k_ar_fill(cudaStream_t s, float *buf, size_t n, int rank, long long fault_index);
+/* The check after timing: element i must equal want.v[i mod 11] (the exact
+ * sum); *bad (device) grows by the count of those that do not. */
+typedef struct gb_ar_want {
+    float v[11];
+} gb_ar_want_t;
+cudaError_t gb_k_ar_check(cudaStream_t s, const float *buf, size_t n, gb_ar_want_t want,
+                          unsigned int *bad);
+
 cudaError_t gb_k_image_to_nhwc(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst, int n,
                                int h, int w, int c_int);
 cudaError_t gb_k_synth(cudaStream_t s, float *images, int32_t *labels, int n, int h, int w,

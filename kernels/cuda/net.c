@@ -129,6 +129,19 @@ int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, 
         if (call) return -1;                                                                       \
     } while (0)
 
+/* a parameter's gradient is enqueued: data parallel executors start its
+ * bucket's all-reduce once the bucket is complete */
+#define DONE(t)                                                                                    \
+    do {                                                                                           \
+        if (o->grad_done) RUN(o->grad_done(ex, (t)));                                              \
+    } while (0)
+#define CONV_DONE(ci) DONE(p->convs[ci].tensor)
+#define BN_DONE(bi)                                                                                \
+    do {                                                                                           \
+        DONE(p->bns[bi].g.weight);                                                                 \
+        DONE(p->bns[bi].g.bias);                                                                   \
+    } while (0)
+
 int gb_net_enqueue(gb_net_t *net) {
     gb_exec_t *ex = net->ex;
     const gb_exec_ops_t *o = ex->ops;
@@ -162,22 +175,32 @@ int gb_net_enqueue(gb_net_t *net) {
     /* loss and backward */
     int gy = GY, gx = GX;
     RUN(o->head(ex, ACT(p->feat), GRAD(GA)));
+    DONE(p->m->fc_w);
+    DONE(p->m->fc_b);
     RUN(o->avgpool_bwd(ex, GRAD(GA), GRAD(gy)));
     for (int i = p->n_blocks - 1; i >= 0; i--) {
         const gb_plan_block_t *b = &p->blocks[i];
         void *dy = GRAD(gy), *dx = GRAD(gx);
         RUN(o->bn_bwd(ex, b->bn3, ACT(b->t3), ACT(b->y), dy, GRAD(GA),
                       b->down >= 0 ? GRAD(GD) : dx));
+        BN_DONE(b->bn3);
         RUN(o->conv_bwd_filter(ex, b->conv3, ACT(b->u2), GRAD(GA)));
+        CONV_DONE(b->conv3);
         RUN(o->conv_bwd_data(ex, b->conv3, GRAD(GA), GRAD(GB), 0));
         RUN(o->bn_bwd(ex, b->bn2, ACT(b->t2), ACT(b->u2), GRAD(GB), GRAD(GA), NULL));
+        BN_DONE(b->bn2);
         RUN(o->conv_bwd_filter(ex, b->conv2, ACT(b->u1), GRAD(GA)));
+        CONV_DONE(b->conv2);
         RUN(o->conv_bwd_data(ex, b->conv2, GRAD(GA), GRAD(GB), 0));
         RUN(o->bn_bwd(ex, b->bn1, ACT(b->t1), ACT(b->u1), GRAD(GB), GRAD(GA), NULL));
+        BN_DONE(b->bn1);
         RUN(o->conv_bwd_filter(ex, b->conv1, ACT(b->x), GRAD(GA)));
+        CONV_DONE(b->conv1);
         if (b->down >= 0) {
             RUN(o->bn_bwd(ex, b->bnd, ACT(b->td), ACT(b->sd), GRAD(GD), GRAD(GB), NULL));
+            BN_DONE(b->bnd);
             RUN(o->conv_bwd_filter(ex, b->down, ACT(b->x), GRAD(GB)));
+            CONV_DONE(b->down);
             RUN(o->conv_bwd_data(ex, b->down, GRAD(GB), dx, 0));
         }
         /* dx already holds the residual's share: accumulate conv1's on top */
@@ -188,7 +211,9 @@ int gb_net_enqueue(gb_net_t *net) {
     }
     RUN(o->maxpool_bwd(ex, GRAD(gy), GRAD(GA)));
     RUN(o->bn_bwd(ex, p->stem_bn, ACT(p->c0), ACT(p->a0), GRAD(GA), GRAD(GB), NULL));
+    BN_DONE(p->stem_bn);
     RUN(o->conv_bwd_filter(ex, p->stem_conv, ACT(p->x0), GRAD(GB)));
+    CONV_DONE(p->stem_conv);
 
     /* optimizer */
     RUN(o->update(ex));

@@ -60,7 +60,9 @@ static int add_bn(gb_plan_t *p, const gb_bn_t *g, const char *name, int x, int y
 
 gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size_t errlen) {
     if (!m->cfg.bn) {
-        snprintf(err, errlen, "the CUDA backend needs batch norm (model built with bn = 0)");
+        snprintf(err, errlen,
+                 "the CUDA backend needs batch norm: the no-BN variant (bn = 0) runs on the CPU "
+                 "backend only");
         return NULL;
     }
     if (n < 1) {

@@ -12,7 +12,7 @@ busy=$(submit --kind sleep --param duration_ms=800)
 case "$case" in
 malformed)     printf '{"kind": "gemm", "m": [64, 128' >"$T/spec.json"; want="spec is not valid JSON" ;;
 not_object)    printf '["gemm"]' >"$T/spec.json"; want="spec must be a JSON object" ;;
-unknown_kind)  printf '{"kind": "bert"}' >"$T/spec.json"; want="unknown job kind 'bert' (known: gemm, resnet50, sleep)" ;;
+unknown_kind)  printf '{"kind": "bert"}' >"$T/spec.json"; want="unknown job kind 'bert' (known: allreduce, gemm, resnet50, sleep)" ;;
 unknown_key)   printf '{"kind": "gemm", "sizes": [1]}' >"$T/spec.json"; want="unknown key 'sizes'" ;;
 bad_value)     printf '{"kind": "resnet50", "batch": 0}' >"$T/spec.json"; want="'batch' must be an integer in 1..65536" ;;
 too_many)      printf '{"kind": "sleep", "duration_ms": [1,2,3,4,5,6,7,8,9,10], "repeat": 1000}' >"$T/spec.json"; want="more than 1000 jobs" ;;

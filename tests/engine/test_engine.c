@@ -61,8 +61,14 @@ static void test_config_errors(void) {
     c.steps = 0;
     run_fails(&c, "steps");
     small_cfg(&c);
-    c.devices = 2;
+    c.devices = 0;
     run_fails(&c, "devices");
+    small_cfg(&c);
+    c.bucket_mb = 0;
+    run_fails(&c, "bucket");
+    small_cfg(&c);
+    snprintf(c.interconnect, sizeof(c.interconnect), "nvlink");
+    run_fails(&c, "needs GPUs");
     small_cfg(&c);
     c.lr = NAN;
     run_fails(&c, "finite");

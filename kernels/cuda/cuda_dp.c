@@ -1,0 +1,530 @@
+/* cuda_dp.c - see cuda_dp.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "cuda_dp.h"
+
+#include "buckets.h"
+#include "cuda_check.h"
+#include "kernels.h"
+#include "nccl_log.h"
+
+#include <dlfcn.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LOCAL 64 /* GPUs of one node */
+
+/* ------------------------------------------------- NVLink, through NVML */
+
+/* The few NVML entry points NVLink discovery needs, loaded with dlopen
+ * (there is no nvml.h on the build machines). Layouts mirror nvml.h
+ * byte for byte, as agent/nvml_dl.h does for the agent's inventory. */
+typedef int nvml_ret_t;
+typedef struct nvmlDevice_st *nvml_dev_t;
+typedef struct nvml_pci {
+    char bus_id_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} nvml_pci_t;
+#define NVML_LINKS       36 /* NVML 12: links per GPU; older drivers answer fewer */
+#define NVML_LINK_SWITCH 2  /* nvmlIntNvLinkDeviceType_t: an NVSwitch */
+
+/* 1: NVLink joins every pair of GPUs 0..n-1 (a direct link, or both on
+ * NVSwitches); 0: some pair has none (why names it); -1: NVML cannot tell. */
+static int nvlink_all_pairs(int n, char *why, size_t whylen) {
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(why, whylen, "NVML not loaded (%s)", e ? e : "libnvidia-ml.so.1");
+        return -1;
+    }
+    nvml_ret_t (*init)(void) = (nvml_ret_t(*)(void))dlsym(lib, "nvmlInit_v2");
+    nvml_ret_t (*shut)(void) = (nvml_ret_t(*)(void))dlsym(lib, "nvmlShutdown");
+    nvml_ret_t (*by_bus)(const char *, nvml_dev_t *) =
+        (nvml_ret_t(*)(const char *, nvml_dev_t *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    nvml_ret_t (*state)(nvml_dev_t, unsigned, int *) =
+        (nvml_ret_t(*)(nvml_dev_t, unsigned, int *))dlsym(lib, "nvmlDeviceGetNvLinkState");
+    nvml_ret_t (*remote)(nvml_dev_t, unsigned, nvml_pci_t *) = (nvml_ret_t(*)(
+        nvml_dev_t, unsigned, nvml_pci_t *))dlsym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    nvml_ret_t (*rtype)(nvml_dev_t, unsigned, int *) =
+        (nvml_ret_t(*)(nvml_dev_t, unsigned, int *))dlsym(lib,
+                                                          "nvmlDeviceGetNvLinkRemoteDeviceType");
+    int rc = -1;
+    if (!init || !shut || !by_bus || !state || !remote) {
+        snprintf(why, whylen, "NVML lacks the NVLink queries");
+        dlclose(lib);
+        return -1;
+    }
+    if (init() != 0) {
+        snprintf(why, whylen, "nvmlInit failed");
+        dlclose(lib);
+        return -1;
+    }
+    nvml_dev_t h[MAX_LOCAL];
+    unsigned dom[MAX_LOCAL], bus[MAX_LOCAL], dv[MAX_LOCAL];
+    static unsigned char adj[MAX_LOCAL][MAX_LOCAL];
+    unsigned char sw[MAX_LOCAL] = {0};
+    memset(adj, 0, sizeof(adj));
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        unsigned fn = 0;
+        if (cudaDeviceGetPCIBusId(id, sizeof(id), i) != cudaSuccess ||
+            sscanf(id, "%x:%x:%x.%x", &dom[i], &bus[i], &dv[i], &fn) != 4 ||
+            by_bus(id, &h[i]) != 0) {
+            (void)cudaGetLastError();
+            snprintf(why, whylen, "NVML does not know GPU %d", i);
+            goto done;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        for (unsigned l = 0; l < NVML_LINKS; l++) {
+            int on = 0;
+            nvml_pci_t pci;
+            if (state(h[i], l, &on) != 0 || !on) continue;
+            memset(&pci, 0, sizeof(pci));
+            if (remote(h[i], l, &pci) != 0) continue;
+            int j = -1, t = -1;
+            for (int k = 0; k < n; k++)
+                if (k != i && pci.domain == dom[k] && pci.bus == bus[k] && pci.device == dv[k])
+                    j = k;
+            if (j >= 0)
+                adj[i][j] = adj[j][i] = 1;
+            else if (!rtype || (rtype(h[i], l, &t) == 0 && t == NVML_LINK_SWITCH))
+                sw[i] = 1; /* without the type query, a far end not ours is taken for a switch */
+        }
+    }
+    rc = 1;
+    for (int i = 0; i < n && rc == 1; i++)
+        for (int j = i + 1; j < n && rc == 1; j++)
+            if (!adj[i][j] && !(sw[i] && sw[j])) {
+                snprintf(why, whylen, "GPUs %d and %d have no NVLink between them", i, j);
+                rc = 0;
+            }
+done:
+    shut();
+    dlclose(lib);
+    return rc;
+}
+
+/* ------------------------------------------- NCCL's environment, once */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int done;
+    char mode[16];
+    int nvlink;
+    int p2p_off;
+    char why[256];
+    char logdir[256];
+} g;
+
+int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char *err,
+                       size_t errlen) {
+    int rc = -1;
+    pthread_mutex_lock(&g_mu);
+    if (g.done) {
+        if (strcmp(g.mode, interconnect) != 0) {
+            snprintf(err, errlen,
+                     "this process set NCCL up for interconnect %s; NCCL reads its environment "
+                     "once, so %s needs a process of its own",
+                     g.mode, interconnect);
+            goto out;
+        }
+        *nvlink = g.nvlink;
+        rc = 0;
+        goto out;
+    }
+    if (n_local > MAX_LOCAL) {
+        snprintf(err, errlen, "%d GPUs in one process (at most %d)", n_local, MAX_LOCAL);
+        goto out;
+    }
+    g.nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, g.why, sizeof(g.why)) : 0;
+    if (n_local < 2) snprintf(g.why, sizeof(g.why), "one GPU in this process");
+    if (strcmp(interconnect, "nvlink") == 0 && n_local >= 2 && g.nvlink != 1) {
+        snprintf(err, errlen, "interconnect nvlink asked for, but %s%s",
+                 g.nvlink < 0 ? "whether NVLink joins the GPUs cannot be told: " : "", g.why);
+        goto out;
+    }
+    if (strcmp(interconnect, "pcie") == 0 && g.nvlink != 0) {
+        /* NCCL has one switch for P2P over NVLink and over PCIe: with NVLink
+         * present (or not known absent) P2P goes off entirely, and with it
+         * NVLink SHARP; the traffic goes through host memory */
+        setenv("NCCL_P2P_DISABLE", "1", 1);
+        setenv("NCCL_NVLS_ENABLE", "0", 1);
+        g.p2p_off = 1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(g.logdir)) {
+        snprintf(err, errlen, "cannot make a directory for NCCL's log under %s",
+                 tmp && tmp[0] ? tmp : "/tmp");
+        goto out;
+    }
+    char file[300];
+    snprintf(file, sizeof(file), "%s/nccl.%%h.%%p.log", g.logdir);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH", 1);
+    setenv("NCCL_DEBUG_FILE", file, 1);
+    snprintf(g.mode, sizeof(g.mode), "%s", interconnect);
+    g.done = 1;
+    *nvlink = g.nvlink;
+    rc = 0;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* What NCCL said it used: the record's interconnect and transports. */
+static void nccl_report(int world, int nvlink, const char **ic, char *transports, size_t len,
+                        int *connections) {
+    gb_nccl_report_t r;
+    char why[256];
+    gb_nccl_report_init(&r);
+    pthread_mutex_lock(&g_mu);
+    if (g.done) (void)gb_nccl_log_dir(&r, g.logdir, "nccl.", why, sizeof(why));
+    pthread_mutex_unlock(&g_mu);
+    *ic = world > 1 ? gb_nccl_interconnect(&r, nvlink == 1) : "none";
+    if (gb_nccl_transports_json(&r, transports, len) != 0) snprintf(transports, len, "[]");
+    *connections = r.connections;
+}
+
+/* gb_cuda_nccl_setup for the replicas of this process: changed by replica
+ * 0 while every replica is parked at the local barrier (setenv is not safe
+ * against another thread's getenv, and cuDNN and CUDA read theirs) */
+static int setup_parked(gb_comm_t *comm, const char *interconnect, int *nvlink, char *err,
+                        size_t errlen) {
+    int rc = 0;
+    if (gb_comm_local_barrier(comm, err, errlen)) return -1;
+    if (comm->local_rank == 0)
+        rc = gb_cuda_nccl_setup(interconnect, comm->local_size, nvlink, err, errlen);
+    if (rc) {
+        gb_comm_abort(comm, err);
+        return -1;
+    }
+    if (gb_comm_local_barrier(comm, err, errlen)) return -1;
+    return comm->local_rank == 0
+               ? 0
+               : gb_cuda_nccl_setup(interconnect, comm->local_size, nvlink, err, errlen);
+}
+
+static int make_id(void *arg, unsigned char *id, size_t *len, char *err, size_t errlen) {
+    (void)arg;
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+        return -1;
+    }
+    memcpy(id, u.internal, sizeof(u.internal));
+    *len = sizeof(u.internal);
+    return 0;
+}
+
+/* The job's communicator for this replica's GPU. */
+static int comm_init(gb_comm_t *comm, int device, ncclComm_t *out, char *err, size_t errlen) {
+#define ERR    err
+#define ERRLEN errlen
+    unsigned char id[GB_DIST_ID_MAX];
+    size_t len = 0;
+    ncclUniqueId u;
+    if (gb_comm_exchange_id(comm, make_id, NULL, id, &len, err, errlen)) return -1;
+    if (len != sizeof(u.internal)) {
+        snprintf(err, errlen, "the unique id has %zu bytes, an ncclUniqueId %zu", len,
+                 sizeof(u.internal));
+        return -1;
+    }
+    memcpy(u.internal, id, len);
+    CK_CUDA(cudaSetDevice(device));
+    CK_NCCL(ncclCommInitRank(out, comm->world, u, comm->rank));
+    return 0;
+fail:
+    return -1;
+#undef ERR
+#undef ERRLEN
+}
+
+/* ------------------------------------------------ training: the buckets */
+
+struct gb_cuda_dp {
+    gb_comm_t *comm;
+    int device;
+    const gb_plan_t *p;
+    ncclComm_t nccl;
+    cudaStream_t cs;
+    cudaEvent_t done;
+    gb_buckets_t *bk[2];
+    int *pend[2], *queued[2];
+    cudaEvent_t *ev[2];
+    char *base[2];
+    size_t esz[2];
+    ncclDataType_t dt[2];
+    double bucket_mb;
+    int nvlink;
+    char asked[16];
+};
+
+#define ERR    err
+#define ERRLEN errlen
+
+gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_t *cfg,
+                             const gb_plan_t *p, void *grads, size_t a_esize, size_t grad_b_bytes,
+                             char *err, size_t errlen) {
+    const gb_model_t *m = p->m;
+    size_t *off[2] = {NULL, NULL}, *cnt[2] = {NULL, NULL};
+    gb_cuda_dp_t *dp = calloc(1, sizeof(*dp));
+    if (!dp) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    dp->comm = comm;
+    dp->device = device;
+    dp->p = p;
+    dp->bucket_mb = cfg->bucket_mb;
+    snprintf(dp->asked, sizeof(dp->asked), "%s", cfg->interconnect);
+    if (setup_parked(comm, cfg->interconnect, &dp->nvlink, err, errlen)) goto fail;
+    if (comm_init(comm, device, &dp->nccl, err, errlen)) goto fail;
+    CK_CUDA(cudaStreamCreateWithFlags(&dp->cs, cudaStreamNonBlocking));
+    CK_CUDA(cudaEventCreateWithFlags(&dp->done, cudaEventDisableTiming));
+    dp->base[0] = grads;
+    dp->base[1] = (char *)grads + grad_b_bytes;
+    dp->esz[0] = a_esize;
+    dp->esz[1] = sizeof(float);
+    dp->dt[0] = a_esize == 4                     ? ncclFloat32
+                : cfg->precision == GB_PREC_BF16 ? ncclBfloat16
+                                                 : ncclFloat16;
+    dp->dt[1] = ncclFloat32;
+    /* every parameter's place in its group: A (convs, fc.weight), B (BN, fc.bias) */
+    for (int gi = 0; gi < 2; gi++) {
+        off[gi] = calloc((size_t)m->n_tensors, sizeof(size_t));
+        cnt[gi] = calloc((size_t)m->n_tensors, sizeof(size_t));
+        if (!off[gi] || !cnt[gi]) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+    }
+    for (int i = 0; i < p->n_convs; i++) {
+        off[0][p->convs[i].tensor] = p->convs[i].w_off;
+        cnt[0][p->convs[i].tensor] = p->convs[i].w_numel;
+    }
+    off[0][m->fc_w] = p->fc_w_off;
+    cnt[0][m->fc_w] = (size_t)m->cfg.n_classes * m->feat_c;
+    for (int i = 0; i < p->n_bns; i++) {
+        const gb_plan_bn_t *b = &p->bns[i];
+        off[1][b->g.weight] = b->gamma_off - p->n_a;
+        cnt[1][b->g.weight] = (size_t)b->g.c;
+        off[1][b->g.bias] = b->beta_off - p->n_a;
+        cnt[1][b->g.bias] = (size_t)b->g.c;
+    }
+    off[1][m->fc_b] = p->fc_b_off - p->n_a;
+    cnt[1][m->fc_b] = (size_t)m->cfg.n_classes;
+    size_t total[2] = {p->n_a, p->n_b};
+    for (int gi = 0; gi < 2; gi++) {
+        dp->bk[gi] = gb_buckets_new(off[gi], cnt[gi], m->n_tensors, total[gi],
+                                    gb_buckets_elems(cfg->bucket_mb, dp->esz[gi]), err, errlen);
+        if (!dp->bk[gi]) goto fail;
+        dp->pend[gi] = calloc(gb_buckets_pending_len(dp->bk[gi]), sizeof(int));
+        dp->queued[gi] = calloc((size_t)dp->bk[gi]->n, sizeof(int));
+        dp->ev[gi] = calloc((size_t)dp->bk[gi]->n, sizeof(cudaEvent_t));
+        if (!dp->pend[gi] || !dp->queued[gi] || !dp->ev[gi]) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        for (int b = 0; b < dp->bk[gi]->n; b++)
+            CK_CUDA(cudaEventCreateWithFlags(&dp->ev[gi][b], cudaEventDisableTiming));
+    }
+    gb_cuda_dp_begin(dp);
+    for (int gi = 0; gi < 2; gi++) {
+        free(off[gi]);
+        free(cnt[gi]);
+    }
+    return dp;
+fail:
+    for (int gi = 0; gi < 2; gi++) {
+        free(off[gi]);
+        free(cnt[gi]);
+    }
+    gb_comm_abort(comm, err);
+    gb_cuda_dp_destroy(&dp);
+    return NULL;
+}
+
+void gb_cuda_dp_begin(gb_cuda_dp_t *dp) {
+    for (int gi = 0; gi < 2; gi++) {
+        gb_buckets_reset(dp->bk[gi], dp->pend[gi]);
+        memset(dp->queued[gi], 0, (size_t)dp->bk[gi]->n * sizeof(int));
+    }
+}
+
+static int launch(gb_cuda_dp_t *dp, cudaStream_t s, int gi, int b, char *err, size_t errlen) {
+    const gb_bucket_t *bu = &dp->bk[gi]->b[b];
+    void *ptr = dp->base[gi] + bu->off * dp->esz[gi];
+    dp->queued[gi][b] = 1;
+    CK_CUDA(cudaEventRecord(dp->ev[gi][b], s));
+    CK_CUDA(cudaStreamWaitEvent(dp->cs, dp->ev[gi][b], 0));
+    CK_NCCL(ncclAllReduce(ptr, ptr, bu->count, dp->dt[gi], ncclAvg, dp->nccl, dp->cs));
+    return 0;
+fail:
+    return -1;
+}
+
+int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err, size_t errlen) {
+    const gb_model_t *m = dp->p->m;
+    if (tensor < 0 || tensor >= m->n_tensors || !m->tensors[tensor].is_param) return 0;
+    int gi = dp->p->params[tensor].group;
+    int b = gb_buckets_done(dp->bk[gi], dp->pend[gi], tensor);
+    return b >= 0 ? launch(dp, s, gi, b, err, errlen) : 0;
+}
+
+int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen) {
+    for (int gi = 0; gi < 2; gi++)
+        for (int b = 0; b < dp->bk[gi]->n; b++)
+            if (!dp->queued[gi][b] && launch(dp, s, gi, b, err, errlen)) return -1;
+    CK_CUDA(cudaEventRecord(dp->done, dp->cs));
+    CK_CUDA(cudaStreamWaitEvent(s, dp->done, 0));
+    return 0;
+fail:
+    return -1;
+}
+
+char *gb_cuda_dp_report(gb_cuda_dp_t *dp) {
+    const char *ic;
+    char tr[512];
+    int conns = 0;
+    nccl_report(dp->comm->world, dp->nvlink, &ic, tr, sizeof(tr), &conns);
+    size_t cap = 2048;
+    char *j = malloc(cap);
+    if (!j) return NULL;
+    snprintf(j, cap,
+             "\"interconnect\":\"%s\",\"interconnect_requested\":\"%s\",\"nvlink\":%s,"
+             "\"p2p_disabled\":%s,\"nccl_transports\":%s,\"nccl_connections\":%d,"
+             "\"nccl_log\":\"%s\",\"allreduce\":{\"transport\":\"nccl\",\"buckets\":%d,"
+             "\"bucket_mb\":%g,\"ranks\":%d}",
+             ic, dp->asked,
+             dp->nvlink == 1   ? "true"
+             : dp->nvlink == 0 ? "false"
+                               : "null",
+             g.p2p_off ? "true" : "false", tr, conns, g.logdir, dp->bk[0]->n + dp->bk[1]->n,
+             dp->bucket_mb, dp->comm->world);
+    return j;
+}
+
+void gb_cuda_dp_destroy(gb_cuda_dp_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_cuda_dp_t *dp = *self_p;
+    cudaSetDevice(dp->device);
+    if (dp->cs) cudaStreamSynchronize(dp->cs);
+    if (dp->nccl) ncclCommDestroy(dp->nccl);
+    for (int gi = 0; gi < 2; gi++) {
+        for (int b = 0; dp->ev[gi] && dp->bk[gi] && b < dp->bk[gi]->n; b++)
+            if (dp->ev[gi][b]) cudaEventDestroy(dp->ev[gi][b]);
+        free(dp->ev[gi]);
+        free(dp->pend[gi]);
+        free(dp->queued[gi]);
+        gb_buckets_destroy(&dp->bk[gi]);
+    }
+    if (dp->done) cudaEventDestroy(dp->done);
+    if (dp->cs) cudaStreamDestroy(dp->cs);
+    free(dp);
+    *self_p = NULL;
+}
+
+/* ------------------------------------------------- the allreduce kind */
+
+int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                      gb_allreduce_size_t *sizes, int n, char **details_json, char *err,
+                      size_t errlen) {
+    ncclComm_t nc = NULL;
+    cudaStream_t s = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float *buf = NULL, *dtime = NULL;
+    unsigned int *dbad = NULL;
+    int nvlink = 0;
+    *details_json = NULL;
+    if (!comm || replica != comm->local_rank || n < 1) {
+        snprintf(err, errlen, "cuda allreduce: replica %d needs its comm member", replica);
+        goto fail;
+    }
+    if (setup_parked(comm, cfg->interconnect, &nvlink, err, errlen)) goto fail;
+    if (comm_init(comm, replica, &nc, err, errlen)) goto fail;
+    size_t maxc = 1;
+    for (int k = 0; k < n; k++)
+        if (sizes[k].count > maxc) maxc = sizes[k].count;
+    CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK_CUDA(cudaEventCreate(&e0));
+    CK_CUDA(cudaEventCreate(&e1));
+    CK_CUDA(cudaMalloc((void **)&buf, maxc * sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dtime, sizeof(float)));
+    CK_CUDA(cudaMalloc((void **)&dbad, sizeof(unsigned int)));
+    gb_ar_want_t want;
+    for (int i = 0; i < 11; i++)
+        want.v[i] = gb_allreduce_expected(comm->world, (size_t)i);
+    for (int k = 0; k < n; k++) {
+        size_t count = sizes[k].count;
+        CK_CUDA(gb_k_ar_fill(s, buf, count, comm->rank, -1));
+        for (int w = 0; w < cfg->warmup; w++)
+            CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
+        /* every rank ready before the clock starts: a one-element all-reduce */
+        CK_NCCL(ncclAllReduce(dtime, dtime, 1, ncclFloat32, ncclSum, nc, s));
+        CK_CUDA(cudaStreamSynchronize(s));
+        CK_CUDA(cudaEventRecord(e0, s));
+        for (int it = 0; it < cfg->iters; it++)
+            CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
+        CK_CUDA(cudaEventRecord(e1, s));
+        CK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        float us = ms * 1000.0f / (float)cfg->iters;
+        CK_CUDA(cudaMemcpyAsync(dtime, &us, sizeof(us), cudaMemcpyHostToDevice, s));
+        CK_NCCL(ncclAllReduce(dtime, dtime, 1, ncclFloat32, ncclMax, nc, s));
+        CK_CUDA(cudaMemcpyAsync(&us, dtime, sizeof(us), cudaMemcpyDeviceToHost, s));
+        /* the check, after timing: known inputs, exact sums */
+        CK_CUDA(gb_k_ar_fill(s, buf, count, comm->rank,
+                             comm->rank == cfg->fault_rank ? (long long)(count / 2) : -1));
+        CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
+        CK_CUDA(cudaMemsetAsync(dbad, 0, sizeof(unsigned int), s));
+        CK_CUDA(gb_k_ar_check(s, buf, count, want, dbad));
+        CK_NCCL(ncclAllReduce(dbad, dbad, 1, ncclUint32, ncclMax, nc, s));
+        unsigned int bad = 0;
+        CK_CUDA(cudaMemcpyAsync(&bad, dbad, sizeof(bad), cudaMemcpyDeviceToHost, s));
+        CK_CUDA(cudaStreamSynchronize(s));
+        sizes[k].time_us = us;
+        sizes[k].ok = bad == 0;
+    }
+    {
+        const char *ic;
+        char tr[512];
+        int conns = 0;
+        nccl_report(comm->world, nvlink, &ic, tr, sizeof(tr), &conns);
+        char *j = malloc(1024);
+        if (j)
+            snprintf(j, 1024,
+                     "{\"transport\":\"nccl\",\"interconnect\":\"%s\",\"interconnect_requested\":"
+                     "\"%s\",\"nvlink\":%s,\"nccl_transports\":%s,\"nccl_connections\":%d}",
+                     ic, cfg->interconnect,
+                     nvlink == 1   ? "true"
+                     : nvlink == 0 ? "false"
+                                   : "null",
+                     tr, conns);
+        *details_json = j;
+    }
+    cudaFree(buf);
+    cudaFree(dtime);
+    cudaFree(dbad);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(s);
+    ncclCommDestroy(nc);
+    return 0;
+fail:
+    if (comm) gb_comm_abort(comm, err); /* the process's other replicas stop too */
+    if (buf) cudaFree(buf);
+    if (dtime) cudaFree(dtime);
+    if (dbad) cudaFree(dbad);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (s) cudaStreamDestroy(s);
+    if (nc) ncclCommAbort(nc); /* the other ranks may be inside a collective */
+    return -1;
+}

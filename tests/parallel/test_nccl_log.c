@@ -1,0 +1,193 @@
+/* test_nccl_log.c - the NCCL INFO log parser (kernels/nccl_log.h) on lines
+ * in the formats NCCL prints (2.7 to 2.28: "Channel 00 :" and bus ids in
+ * older versions, "Channel 00/0 :" and device indices later), from logs
+ * people posted with NCCL issues, and the interconnect word each log
+ * leads to. */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "nccl_log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void feed(gb_nccl_report_t *r, const char *const *lines) {
+    gb_nccl_report_init(r);
+    for (int i = 0; lines[i]; i++)
+        gb_nccl_log_line(r, lines[i], strlen(lines[i]));
+}
+
+static void check_json(const gb_nccl_report_t *r, const char *want) {
+    char buf[256];
+    CHECK(gb_nccl_transports_json(r, buf, sizeof(buf)) == 0);
+    CHECKF(strcmp(buf, want) == 0, "transports %s, want %s", buf, want);
+}
+
+/* 8 GPUs on NVSwitches (H100 HGX), 2.19+: P2P over CUMEM, NVLS */
+static const char *const hgx[] = {
+    "node1:1234:1301 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n",
+    "node1:1234:1301 [0] NCCL INFO NVLS multicast support is available on dev 0\n",
+    "node1:1234:1301 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, "
+    "type NVL/PIX, sameChannels 1\n",
+    "node1:1234:1301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n",
+    "node1:1234:1305 [4] NCCL INFO Channel 07/0 : 4[4] -> 5[5] via P2P/CUMEM\n",
+    "node1:1234:1301 [0] NCCL INFO Connected all rings\n",
+    "node1:1234:1301 [0] NCCL INFO NVLS comm 0x55a7be5601c0 headRank 0 nHeads 8 buffSize 4194304 "
+    "memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize 1610612736\n",
+    "node1:1234:1301 [0] NCCL INFO 32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p "
+    "channels, 32 p2p channels per peer\n",
+    NULL};
+
+/* 4 GPUs without NVLink, P2P over PCIe (2.7-era lines: bus ids, IPC) */
+static const char *const pcie[] = {
+    "gpu3:8811:8830 [1] NCCL INFO Pattern 4, crossNic 0, nChannels 2, speed 12.000000/12.000000, "
+    "type PHB/PIX, sameChannels 1\n",
+    "gpu3:8811:8830 [1] NCCL INFO Channel 00 : 1[3e000] -> 2[88000] via P2P/IPC\n",
+    "gpu3:8811:8830 [1] NCCL INFO Channel 01 : 1[3e000] -> 0[3d000] via P2P/IPC/read\n",
+    "gpu3:8811:8830 [1] NCCL INFO 2 coll channels, 0 nvls channels, 2 p2p channels, 2 p2p channels "
+    "per peer\n",
+    NULL};
+
+/* NCCL_P2P_DISABLE=1 on an NVLink box: shared host memory */
+static const char *const shm[] = {
+    "pod:77:90 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1\n",
+    "pod:77:90 [0] NCCL INFO NVLS multicast support is not available on dev 0\n",
+    "pod:77:90 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 2, bw 20.000000/20.000000, type "
+    "NVL/PIX, "
+    "sameChannels 1\n",
+    "pod:77:90 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n",
+    "pod:77:91 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n",
+    NULL};
+
+/* one GPU per node, two nodes over InfiniBand with GPUDirect RDMA */
+static const char *const ib[] = {
+    "h20-05:1789225:1789736 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_2:1/IB [RO]; OOB "
+    "ibs85f0:192.168.1.10<0>\n",
+    "h20-05:1789225:1789736 [0] NCCL INFO Channel 07/0 : 0[0] -> 1[0] [receive] via "
+    "NET/IB/3/GDRDMA\n",
+    "h20-05:1789225:1789736 [0] NCCL INFO Channel 01/0 : 1[0] -> 0[0] [send] via NET/IB/2/GDRDMA\n",
+    NULL};
+
+/* two nodes over TCP sockets, 2 GPUs each with direct pointers (one process) */
+static const char *const sock[] = {
+    "a:5:6 [0] NCCL INFO Using network Socket\n",
+    "a:5:6 [0] NCCL INFO Channel 00 : 2[a000] -> 3[b000] via P2P/direct pointer\n",
+    "a:5:6 [0] NCCL INFO Channel 01 : 0[6000] -> 3[b000] [send] via NET/Socket/0\n",
+    "a:5:6 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 2, speed 1.2/1.2, type SYS/SYS, "
+    "sameChannels 0\n",
+    NULL};
+
+/* a network plugin, and CollNet (SHARP) channels */
+static const char *const plugin[] = {
+    "x:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0/GDRDMA\n",
+    "x:1:2 [0] NCCL INFO 16 coll channels, 8 collnet channels, 0 nvls channels, 16 p2p channels, 2 "
+    "p2p channels per peer\n",
+    NULL};
+
+/* one GPU: nothing connects; noise that must not count */
+static const char *const one[] = {
+    "solo:9:9 [0] NCCL INFO cudaDriverVersion 12040\n",
+    "solo:9:9 [0] NCCL INFO comm 0x5600 rank 0 nranks 1 cudaDev 0 busId 1000 - Init COMPLETE\n",
+    "this line mentions via P2P/IPC but is not NCCL's\n",
+    "solo:9:9 [0] NCCL WARN Channel 00 : 0[0] -> 1[1] via P2P/IPC (a warning, not INFO)\n", NULL};
+
+int main(void) {
+    gb_nccl_report_t r;
+    feed(&r, hgx);
+    check_json(&r, "[\"P2P/CUMEM\",\"NVLS\",\"CollNet\"]");
+    CHECK(r.connections == 2 && r.nvl_paths == 1 && r.nvls_supported == 1 && r.info_lines == 8);
+    CHECK(strcmp(gb_nccl_interconnect(&r, 0), "nvlink") == 0);
+
+    feed(&r, pcie);
+    check_json(&r, "[\"P2P/IPC\"]");
+    CHECK(r.pci_paths == 1 && r.nvl_paths == 0 && r.connections == 2);
+    /* NCCL's own word wins over a wrong hint */
+    CHECK(strcmp(gb_nccl_interconnect(&r, 1), "pcie") == 0);
+
+    feed(&r, shm);
+    check_json(&r, "[\"SHM\"]");
+    CHECK(!r.nvls_supported);
+    /* P2P off: the traffic went through host memory, never NVLink, though
+     * the topology has it: the row must not say nvlink */
+    CHECK(strcmp(gb_nccl_interconnect(&r, 1), "pcie") == 0);
+
+    feed(&r, ib);
+    check_json(&r, "[\"NET/IB\"]");
+    CHECK(strcmp(gb_nccl_interconnect(&r, 0), "net") == 0);
+
+    feed(&r, sock);
+    check_json(&r, "[\"P2P/direct\",\"NET/Socket\"]");
+    CHECK(strcmp(gb_nccl_interconnect(&r, 1), "pcie") == 0); /* type SYS: not NVLink */
+
+    feed(&r, plugin);
+    check_json(&r, "[\"NET\",\"CollNet\"]");
+    CHECK(strcmp(gb_nccl_interconnect(&r, 0), "net") == 0);
+
+    feed(&r, one);
+    check_json(&r, "[]");
+    CHECK(r.connections == 0 && r.info_lines == 2);
+    CHECK(strcmp(gb_nccl_interconnect(&r, 1), "none") == 0);
+
+    /* P2P without a topology line (GRAPH not logged): the backend's hint */
+    static const char *const bare[] = {
+        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n", NULL};
+    feed(&r, bare);
+    CHECK(strcmp(gb_nccl_interconnect(&r, 1), "nvlink") == 0);
+    CHECK(strcmp(gb_nccl_interconnect(&r, 0), "pcie") == 0);
+
+    /* a line without a newline, one longer than the parser's buffer */
+    gb_nccl_report_init(&r);
+    const char *nonl = "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct";
+    gb_nccl_log_line(&r, nonl, strlen(nonl));
+    char *longl = malloc(5000);
+    CHECK(longl);
+    memset(longl, 'x', 4999);
+    longl[4999] = 0;
+    memcpy(longl, "NCCL INFO Channel 00 : ", 23);
+    gb_nccl_log_line(&r, longl, 4999);
+    check_json(&r, "[\"SHM\"]");
+
+    /* files: one, and every file of a directory with a prefix (NCCL's %p) */
+    char dir[] = "/tmp/gb_nccl_XXXXXX", path[256], err[256];
+    CHECK(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/nccl.100.log", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    for (int i = 0; ib[i]; i++)
+        fputs(ib[i], f);
+    fputs(longl, f); /* no newline, and long */
+    fputc('\n', f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/nccl.101.log", dir);
+    f = fopen(path, "w");
+    CHECK(f);
+    for (int i = 0; hgx[i]; i++)
+        fputs(hgx[i], f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/other.log", dir);
+    f = fopen(path, "w");
+    CHECK(f);
+    fputs(shm[3], f);
+    fclose(f);
+    gb_nccl_report_init(&r);
+    CHECK(gb_nccl_log_dir(&r, dir, "nccl.", err, sizeof(err)) == 2);
+    check_json(&r, "[\"P2P/CUMEM\",\"NET/IB\",\"NVLS\",\"CollNet\"]");
+    gb_nccl_report_init(&r);
+    CHECK(gb_nccl_log_file(&r, path, err, sizeof(err)) == 1);
+    check_json(&r, "[\"SHM\"]");
+    CHECK(gb_nccl_log_file(&r, "/nonexistent/nccl.log", err, sizeof(err)) == -1 &&
+          strstr(err, "/nonexistent/nccl.log"));
+    CHECK(gb_nccl_log_dir(&r, "/nonexistent", "nccl.", err, sizeof(err)) == -1);
+    char small[8];
+    feed(&r, hgx);
+    CHECK(gb_nccl_transports_json(&r, small, sizeof(small)) == -1);
+    CHECK(strcmp(gb_nccl_transport_name(GB_NT_NET_IB), "NET/IB") == 0 &&
+          strcmp(gb_nccl_transport_name(99), "?") == 0);
+    free(longl);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    printf("nccl_log: ok\n");
+    return 0;
+}
