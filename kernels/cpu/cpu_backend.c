@@ -211,13 +211,15 @@ static int build_ops(cpu_state_t *st, char *err, size_t errlen) {
     if (gb_cpu_pool_init(st->ctx, &st->avgpool, x_md, 0, m->feat_h, m->feat_w, 1, 0, "avgpool", err,
                          errlen))
         return -1;
-    /* classifier input: f32 (N, C); a (N, C, 1, 1) nChw16c tensor with C % 16
-     * == 0, or a plain one, has exactly the bytes of (N, C) row-major */
+    /* classifier input: f32 (N, C); a (N, C, 1, 1) nChw16c (AVX-512) or
+     * nChw8c (AVX2) tensor with C a multiple of the block, or a plain one,
+     * has exactly the bytes of (N, C) row-major */
     const dnnl_memory_desc_t *pmd = &st->avgpool.dst_md;
     int64_t pd4[4] = {st->n, m->feat_c, 1, 1}, pd2[2] = {st->n, m->feat_c};
-    dnnl_memory_desc_t plain4, blk4, nc;
+    dnnl_memory_desc_t plain4, blk4, blk4_8, nc;
     gb_cpu_md(&plain4, 4, pd4, dnnl_f32, dnnl_abcd);
     gb_cpu_md(&blk4, 4, pd4, dnnl_f32, dnnl_aBcd16b);
+    gb_cpu_md(&blk4_8, 4, pd4, dnnl_f32, dnnl_aBcd8b);
     gb_cpu_md(&nc, 2, pd2, dnnl_f32, dnnl_ab);
     dnnl_memory_desc_t fc_src = *pmd;
     if (st->dt != dnnl_f32) {
@@ -228,7 +230,8 @@ static int build_ops(cpu_state_t *st, char *err, size_t errlen) {
         fc_src = nc;
         st->fc_2d = 1;
     } else if (dnnl_memory_desc_equal(pmd, &plain4) ||
-               (dnnl_memory_desc_equal(pmd, &blk4) && m->feat_c % 16 == 0)) {
+               (dnnl_memory_desc_equal(pmd, &blk4) && m->feat_c % 16 == 0) ||
+               (dnnl_memory_desc_equal(pmd, &blk4_8) && m->feat_c % 8 == 0)) {
         fc_src = nc;
         st->fc_2d = 1;
     }
@@ -585,6 +588,8 @@ done:
     return rc;
 }
 
+static void warn_ref(const gb_cpu_ctx_t *ctx);
+
 static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, int replica,
                             gb_comm_t *comm, void **state, char *err, size_t errlen) {
     *state = NULL;
@@ -625,9 +630,10 @@ static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, i
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    st->ctx = gb_cpu_ctx_new(st->threads, 1, err, errlen);
+    st->ctx = gb_cpu_ctx_new(st->threads, GB_CPU_STRICT_GEMM, err, errlen);
     if (!st->ctx) goto fail;
     if (build_ops(st, err, errlen) || plan_slab(st, err, errlen)) goto fail;
+    if (st->ctx->n_ref > 0 && replica == 0) warn_ref(st->ctx);
     st->scratch_bytes = gb_cpu_ctx_scratch_need(st->ctx);
     /* pass 0 twice: the first sizes the shared gradient buffers, the second
      * measures the arena with them in place */
@@ -894,6 +900,23 @@ static int cpu_step(void *state, gb_step_out_t *out, char *err, size_t errlen) {
     return rc;
 }
 
+/* oneDNN has no jit kernel for some small shapes on some ISAs (AVX2: the
+ * 2x2 maps of a 32x32 input) and runs `ref` there: allowed, but said, here
+ * and in the record's details ("ref_prims"). */
+static void warn_ref(const gb_cpu_ctx_t *ctx) {
+    const char *first = "?";
+    for (int i = 0; i < ctx->n_prims; i++) {
+        if (strncmp(ctx->prims[i]->impl, "ref", 3) == 0) {
+            first = ctx->prims[i]->what;
+            break;
+        }
+    }
+    fprintf(stderr,
+            "cpu backend: warning: %d of %d oneDNN primitives run the slow reference "
+            "implementation on this CPU for these shapes (first: %s)\n",
+            ctx->n_ref, ctx->n_prims, first);
+}
+
 static int cpu_report(void *state, gb_replica_report_t *rep, char *err, size_t errlen) {
     cpu_state_t *st = state;
     gb_cpu_stats_t s;
@@ -909,10 +932,11 @@ static int cpu_report(void *state, gb_replica_report_t *rep, char *err, size_t e
     }
     o += (size_t)snprintf(j + o, cap - o,
                           "{\"threads\":%d,\"arena_bytes\":%zu,\"slab_bytes\":%zu,"
-                          "\"scratchpad_bytes\":%zu,\"primitives\":%d,\"winograd_convs\":%d,"
+                          "\"scratchpad_bytes\":%zu,\"primitives\":%d,\"ref_prims\":%d,"
+                          "\"winograd_convs\":%d,"
                           "\"reorders_per_step\":%d,\"conv_algo\":\"%s\",\"impls\":{",
                           st->threads, s.arena_bytes, s.slab_bytes, s.scratch_bytes, s.n_prims,
-                          s.n_winograd, s.n_reorders_per_step,
+                          st->ctx->n_ref, s.n_winograd, s.n_reorders_per_step,
                           s.n_winograd ? "winograd 3x3/1, direct elsewhere" : "direct");
     int first = 1;
     for (int i = 0; i < st->ctx->n_prims; i++) {

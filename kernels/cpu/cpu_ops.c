@@ -317,10 +317,15 @@ static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
     return s;
 }
 
-/* Is this implementation one we refuse in strict mode? */
+/* Is this a slow implementation (ref, or a gemm convolution)? */
 static int impl_is_slow(const char *impl, int is_conv) {
-    if (strncmp(impl, "ref", 3) == 0) return 1;
-    if (is_conv && strstr(impl, "gemm")) return 1;
+    return strncmp(impl, "ref", 3) == 0 || (is_conv && strstr(impl, "gemm"));
+}
+
+/* Is this implementation one the context's strictness refuses? */
+static int impl_refused(int strict, const char *impl, int is_conv) {
+    if (strict >= GB_CPU_STRICT_ALL && strncmp(impl, "ref", 3) == 0) return 1;
+    if (strict >= GB_CPU_STRICT_GEMM && is_conv && strstr(impl, "gemm")) return 1;
     return 0;
 }
 
@@ -331,7 +336,7 @@ static int prim_from_pd(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr, dnnl_primitive_des
     memset(pr, 0, sizeof(*pr));
     snprintf(pr->what, sizeof(pr->what), "%s %s", name, what);
     snprintf(pr->impl, sizeof(pr->impl), "%s", pd_impl(pd));
-    if (ctx->strict && impl_is_slow(pr->impl, is_conv)) {
+    if (impl_refused(ctx->strict, pr->impl, is_conv)) {
         snprintf(err, errlen, "%s: oneDNN chose the slow implementation '%s'", pr->what, pr->impl);
         goto fail;
     }
@@ -344,6 +349,7 @@ static int prim_from_pd(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr, dnnl_primitive_des
     DNNL_CHECK(dnnl_primitive_create(&pr->p, pd), pr->what);
     pr->pd = pd;
     ctx->prims[ctx->n_prims++] = pr;
+    if (strncmp(pr->impl, "ref", 3) == 0) ctx->n_ref++;
     return 0;
 fail:
     dnnl_primitive_desc_destroy(pd);

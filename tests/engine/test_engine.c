@@ -12,6 +12,7 @@
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
+#include <dnnl.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -333,14 +334,26 @@ static void test_resnet50_impls(void) {
     gb_train_config_t c;
     gb_train_config_default(&c);
     c.batch = 2;
-    c.model.image_h = c.model.image_w = 64;
+    /* 224: at 64 the 2x2 maps of layer4 have no AVX2 jit kernel (ref, allowed
+     * and reported); at the real size every primitive must be a fast one */
+    c.model.image_h = c.model.image_w = 224;
     c.threads = 2;
     char e[GB_ERR_LEN];
+    /* oneDNN 2.6: Winograd on AVX-512 only, bf16 with avx512_bf16 only */
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    int wino = isa >= dnnl_cpu_isa_avx512_core ? 13 : 0;
     for (int prec = 0; prec < 2; prec++) {
         c.precision = prec ? GB_PREC_BF16 : GB_PREC_FP32;
         gb_model_t *m = gb_model_new(&c.model, e, sizeof(e));
         CHECK(m);
         void *st = NULL;
+        if (prec && isa < dnnl_cpu_isa_avx512_core_bf16) {
+            CHECK(gb_cpu_backend_ops.create(m, &c, 0, NULL, &st, e, sizeof(e)) == -1);
+            CHECKF(strstr(e, "avx512_bf16"), "%s", e);
+            printf("skip: bf16 implementations (this CPU lacks avx512_bf16)\n");
+            gb_model_destroy(&m);
+            continue;
+        }
         CHECKF(gb_cpu_backend_ops.create(m, &c, 0, NULL, &st, e, sizeof(e)) == 0, "%s", e);
         gb_cpu_stats_t s;
         gb_cpu_backend_stats(st, &s);
@@ -356,12 +369,19 @@ static void test_resnet50_impls(void) {
         CHECK(gb_cpu_backend_prim(st, s.n_prims, NULL) == NULL);
         CHECK(s.n_slow == 0 && s.n_prims > 300);
         /* Winograd on the 13 3x3/1 convolutions in fp32; bf16 has none */
-        CHECKF(s.n_winograd == (prec ? 0 : 13), "winograd %d", s.n_winograd);
+        CHECKF(s.n_winograd == (prec ? 0 : wino), "winograd %d", s.n_winograd);
         /* reorders per step: one weight copy per conv for backward-data (fp32:
          * the 1x1 and strided 3x3 convs), or two per conv (bf16), plus the
          * classifier's bf16 edges */
-        CHECKF(s.n_reorders_per_step == (prec ? 53 * 2 - 1 + 2 : 53 - 13 - 1),
-               "reorders per step %d", s.n_reorders_per_step);
+        /* AVX2: the classifier's backward-data wants its weights in
+         * another layout too (one 8 MB copy) */
+        int want = prec ? 53 * 2 - 1 + 2 : 53 - wino - 1 + (isa < dnnl_cpu_isa_avx512_core);
+        if (s.n_reorders_per_step != want)
+            for (int i = 0; i < s.n_prims; i++) {
+                const char *what = gb_cpu_backend_prim(st, i, &impl);
+                if (strstr(what, "weights->")) printf("  weight copy: %s (%s)\n", what, impl);
+            }
+        CHECKF(s.n_reorders_per_step == want, "reorders per step %d", s.n_reorders_per_step);
         CHECK(s.arena_bytes > 0 && s.slab_bytes >= 3 * m->n_params * sizeof(float));
         gb_cpu_backend_ops.destroy(&st);
         CHECK(st == NULL);
@@ -405,7 +425,10 @@ int main(void) {
     test_data();
     test_resnet50_impls();
     test_loss_falls(GB_PREC_FP32);
-    test_loss_falls(GB_PREC_BF16);
+    if (dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16)
+        test_loss_falls(GB_PREC_BF16);
+    else
+        printf("skip: bf16 training (this CPU lacks avx512_bf16)\n");
     const char *files[] = {"s1.safetensors", "s2.safetensors", "g1.safetensors", "w.safetensors",
                            "d.safetensors"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
