@@ -73,6 +73,7 @@ void gb_train_config_default(gb_train_config_t *cfg) {
     cfg->weight_decay = 1e-4f;
     cfg->seed = 1;
     cfg->bucket_mb = 25.0;
+    cfg->cuda_graph = 1;
     snprintf(cfg->interconnect, sizeof(cfg->interconnect), "auto");
 }
 
@@ -309,61 +310,6 @@ static int64_t wall_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Quantile by linear interpolation between order statistics (numpy's
- * default); v sorted ascending. */
-static double quantile(const double *v, int n, double q) {
-    double pos = q * (n - 1);
-    int lo = (int)floor(pos);
-    if (lo >= n - 1) return v[n - 1];
-    double f = pos - lo;
-    return v[lo] + f * (v[lo + 1] - v[lo]);
-}
-
-int gb_step_stats(const double *ms, const double *loss, int n, gb_step_stats_t *out) {
-    memset(out, 0, sizeof(*out));
-    if (n < 1) return -1;
-    double *v = malloc((size_t)n * sizeof(double));
-    if (!v) return -1;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(ms[i]) || ms[i] < 0) {
-            free(v);
-            return -1;
-        }
-        v[i] = ms[i];
-        sum += ms[i];
-    }
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    out->median = quantile(v, n, 0.5);
-    out->p90 = quantile(v, n, 0.9);
-    out->min = v[0];
-    out->max = v[n - 1];
-    out->mean = sum / n;
-    free(v);
-    out->valid = 1;
-    for (int i = 0; loss && i < n; i++) {
-        if (!isfinite(loss[i])) {
-            out->valid = 0;
-            snprintf(out->invalid_reason, sizeof(out->invalid_reason),
-                     "loss of timed step %d is not finite", i + 1);
-            return 0;
-        }
-    }
-    if (out->p90 > (1.0 + GB_SPREAD_LIMIT) * out->median) {
-        out->valid = 0;
-        snprintf(out->invalid_reason, sizeof(out->invalid_reason),
-                 "p90 step time %.2f ms is %.0f%% above the median %.2f ms (limit %.0f%%)",
-                 out->p90, 100.0 * (out->p90 / out->median - 1.0), out->median,
-                 100.0 * GB_SPREAD_LIMIT);
-    }
-    return 0;
 }
 
 static size_t peak_rss_bytes(void) {

@@ -1,7 +1,10 @@
-/* engine_stats.h - the driver's step-time statistics and validity rule
- * (docs/result-record.md), separate so tests can feed them known samples. */
+/* engine_stats.h - step-time statistics and the validity rule
+ * (docs/result-record.md), in gb_model so that the engine driver and the
+ * worker's gemm probe share one copy and tests can feed them known samples. */
 #ifndef GB_ENGINE_STATS_H
 #define GB_ENGINE_STATS_H
+
+#include <stddef.h>
 
 /* p90 more than this fraction above the median makes a result invalid */
 #define GB_SPREAD_LIMIT 0.10
@@ -16,5 +19,10 @@ typedef struct gb_step_stats {
  * not finite or p90 > (1 + GB_SPREAD_LIMIT) x median. loss may be NULL.
  * Returns 0, or -1 when n < 1 or a time is negative or not finite. */
 int gb_step_stats(const double *ms, const double *loss, int n, gb_step_stats_t *out);
+
+/* The spread rule alone: 1 when p90 <= (1 + GB_SPREAD_LIMIT) x median (or
+ * the median is not positive), else 0 with "p90 <what> X ms is N% above the
+ * median Y ms (limit 10%)" in why. */
+int gb_spread_ok(const char *what, double median, double p90, char *why, size_t whylen);
 
 #endif

@@ -9,6 +9,7 @@
  * any difference is a wrong result. */
 #define _POSIX_C_SOURCE 200809L
 #include "gemm_cpu.h"
+#include "engine_stats.h"
 
 #include "gb_util.h"
 
@@ -33,23 +34,10 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-void gb_stats_median_p90(double *v, int n, double *median, double *p90) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    int r = (int)ceil(0.9 * n); /* nearest rank */
-    *p90 = v[(r < 1 ? 1 : r) - 1];
-}
-
 int gb_gemm_cpu(int m, int n, int k, int warmup, int reps, gb_gemm_out_t *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
     float *A = NULL, *B = NULL, *C = NULL;
-    double *sorted = NULL;
     size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
     if (posix_memalign((void **)&A, 64, na * sizeof *A) ||
         posix_memalign((void **)&B, 64, nb * sizeof *B) ||
@@ -59,8 +47,7 @@ int gb_gemm_cpu(int m, int n, int k, int warmup, int reps, gb_gemm_out_t *out, c
         goto fail;
     }
     out->ms = calloc((size_t)reps, sizeof *out->ms);
-    sorted = calloc((size_t)reps, sizeof *sorted);
-    if (!out->ms || !sorted) {
+    if (!out->ms) {
         gb_fmt(err, errlen, "out of memory");
         goto fail;
     }
@@ -105,21 +92,24 @@ int gb_gemm_cpu(int m, int n, int k, int warmup, int reps, gb_gemm_out_t *out, c
         checked++;
     }
     out->checked = checked;
-    memcpy(sorted, out->ms, (size_t)reps * sizeof *sorted);
-    gb_stats_median_p90(sorted, reps, &out->ms_median, &out->ms_p90);
-    out->ms_min = sorted[0];
-    out->ms_max = sorted[reps - 1];
+    gb_step_stats_t st;
+    if (gb_step_stats(out->ms, NULL, reps, &st) != 0) {
+        gb_fmt(err, errlen, "gemm timing: no valid samples");
+        goto fail;
+    }
+    out->ms_median = st.median;
+    out->ms_p90 = st.p90;
+    out->ms_min = st.min;
+    out->ms_max = st.max;
     out->gflops = out->ms_median > 0 ? 2.0 * m * (double)n * k / (out->ms_median * 1e6) : 0;
     free(A);
     free(B);
     free(C);
-    free(sorted);
     return 0;
 fail:
     free(A);
     free(B);
     free(C);
-    free(sorted);
     free(out->ms);
     out->ms = NULL;
     return -1;

@@ -23,7 +23,4 @@ typedef struct gb_gemm_out {
 int gb_gemm_cpu(int m, int n, int k, int warmup, int reps, gb_gemm_out_t *out, char *err,
                 size_t errlen);
 
-/* Median and p90 (nearest rank) of v[0..n-1]; v is sorted in place. */
-void gb_stats_median_p90(double *v, int n, double *median, double *p90);
-
 #endif

@@ -7,6 +7,7 @@
 #include "worker.h"
 
 #include "dist.h"
+#include "engine_stats.h"
 #include "gb_log.h"
 #include "gb_spec.h"
 #include "gb_sysinfo.h"
@@ -31,9 +32,6 @@
 #endif
 
 #define JOB_FILE_MAX (1u << 20)
-/* The spread rule of docs/result-record.md: a p90 more than 10% above the
- * median makes a measurement too noisy to quote as one figure. */
-#define SPREAD_LIMIT 1.10
 
 typedef struct job {
     uint64_t job_id;
@@ -71,6 +69,10 @@ int gb_worker_has_engine(void) {
 #endif
 }
 
+int gb_worker_cpu_bf16(void) {
+    return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+}
+
 static void add_versions(cJSON *rec) {
     cJSON *v = cJSON_AddObjectToObject(rec, "versions");
     if (!v) return;
@@ -91,10 +93,8 @@ static void add_window(cJSON *rec, int64_t start_ms, int64_t end_ms) {
 }
 
 static void add_validity(cJSON *rec, double median, double p90) {
-    if (median > 0 && p90 > SPREAD_LIMIT * median) {
-        char why[128];
-        snprintf(why, sizeof why, "p90 is %.0f%% above the median (limit %.0f%%)",
-                 (p90 / median - 1) * 100, (SPREAD_LIMIT - 1) * 100);
+    char why[256];
+    if (!gb_spread_ok("time", median, p90, why, sizeof why)) {
         cJSON_AddBoolToObject(rec, "valid", 0);
         cJSON_AddStringToObject(rec, "invalid_reason", why);
     } else {

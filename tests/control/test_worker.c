@@ -4,6 +4,7 @@
  * `test_worker CASE`. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "engine_stats.h"
 #include "gemm_cpu.h"
 #include "worker.h"
 
@@ -79,12 +80,18 @@ int main(int argc, char **argv) {
         CHECK(cJSON_IsString(cJSON_GetObjectItem(r, "device_model")));
         cJSON_Delete(r);
     } else if (strcmp(c, "gemm_stats") == 0) {
-        double v[] = {5, 1, 4, 2, 3}, med, p90;
-        gb_stats_median_p90(v, 5, &med, &p90);
-        CHECK(med == 3 && p90 == 5 && v[0] == 1); /* sorted; p90 nearest rank 5 of 5 */
-        double w[] = {4, 1, 3, 2, 10, 6, 7, 8, 9, 5};
-        gb_stats_median_p90(w, 10, &med, &p90);
-        CHECK(med == 5.5 && p90 == 9);
+        /* the gemm probe's statistics and spread rule are the engine's */
+        double v[] = {5, 1, 4, 2, 3}, w[] = {4, 1, 3, 2, 10, 6, 7, 8, 9, 5};
+        gb_step_stats_t st;
+        CHECK(gb_step_stats(v, NULL, 5, &st) == 0);
+        CHECK(st.median == 3 && fabs(st.p90 - 4.6) < 1e-12 && st.min == 1 && st.max == 5);
+        CHECK(gb_step_stats(w, NULL, 10, &st) == 0);
+        CHECK(st.median == 5.5 && fabs(st.p90 - 9.1) < 1e-12);
+        char why[256] = "";
+        CHECK(gb_spread_ok("time", 10, 11, why, sizeof why) == 1 && why[0] == 0);
+        CHECK(gb_spread_ok("time", 10, 12, why, sizeof why) == 0);
+        CHECKF(strcmp(why, "p90 time 12.00 ms is 20% above the median 10.00 ms (limit 10%)") == 0,
+               "%s", why);
         /* the exactness argument of gemm_cpu.c at its extreme: k = 4096 */
         gb_gemm_out_t g;
         char err[256];
