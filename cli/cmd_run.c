@@ -11,6 +11,7 @@
 #include "gb_log.h"
 #include "gb_util.h"
 #include "gb_wire.h"
+#include "inventory.h"
 #include "worker.h"
 
 #include <getopt.h>
@@ -20,19 +21,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ResNet-50 at batch 8 in fp32 and bf16 (about a minute on two CPU cores,
- * seconds on a GPU); until the engine is built in, the gemm probe at three
- * shapes. */
-static const char *default_spec(void) {
-    if (gb_worker_has_engine())
+/* The default sweep for this machine: ResNet-50 on every GPU alone in the
+ * precisions buyers compare (tf32, fp16, bf16; batch 256, seconds), or on the
+ * CPU at batch 8 in fp32, and bf16 where the CPU has it (about a minute on
+ * two cores); without the engine built in, the gemm probe at three shapes. */
+static const char *default_spec(int n_gpus, char *what, size_t whatlen) {
+    if (!gb_worker_has_engine()) {
+        gb_fmt(what, whatlen, "gemm, m = 512, 1024, 2048 by n = k = 2048");
+        return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
+               " \"n\": 2048, \"k\": 2048}";
+    }
+    if (n_gpus > 0) {
+        gb_fmt(what, whatlen, "ResNet-50 on one GPU in tf32, fp16 and bf16, batch 256");
+        return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"tf32\", "
+               "\"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": 256, \"steps\": 30, \"warmup\": 10}";
+    }
+    if (gb_worker_cpu_bf16()) {
+        gb_fmt(what, whatlen, "ResNet-50 on the CPU in fp32 and bf16, batch 8");
         return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"fp32\", "
-               "\"bf16\"],"
-               " \"batch\": 8, \"steps\": 10, \"warmup\": 3}";
-    return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
-           " \"n\": 2048, \"k\": 2048}";
+               "\"bf16\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3}";
+    }
+    gb_fmt(what, whatlen, "ResNet-50 on the CPU in fp32, batch 8 (bf16 needs avx512_bf16)");
+    return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"fp32\"], "
+           "\"batch\": 8, \"steps\": 10, \"warmup\": 3}";
+}
+
+static int local_gpus(void) {
+    static gb_inventory_t inv; /* large; the CLI is single-threaded here */
+    gb_inventory_collect(&inv);
+    return inv.n_gpus;
 }
 
 static void usage(FILE *out) {
+    char what[160];
+    default_spec(local_gpus(), what, sizeof what);
     fprintf(out,
             "usage: gpubench run [options]\n"
             "  a coordinator and a local agent in one process, the default sweep on this\n"
@@ -44,8 +66,7 @@ static void usage(FILE *out) {
             "  --timeout S      give up after S seconds (default 0: never)\n"
             "  --verbose        the daemons' log on stderr (default: warnings only)\n"
             "  -h, --help       this help\n",
-            gb_worker_has_engine() ? "ResNet-50 fp32 and bf16, batch 8"
-                                   : "gemm, m = 512, 1024, 2048 by n = k = 2048");
+            what);
 }
 
 typedef struct runner {
@@ -172,7 +193,9 @@ int cmd_run(int argc, char **argv) {
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
-    int r = cli_submit(control, NULL, spec ? spec : default_spec(), &sweep, &n, err, sizeof err);
+    char what[160];
+    int r = cli_submit(control, NULL, spec ? spec : default_spec(local_gpus(), what, sizeof what),
+                       &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
         goto out;

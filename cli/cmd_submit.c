@@ -26,7 +26,7 @@ static void usage(FILE *out) {
         "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
         "  --spec FILE           a JSON sweep spec ('-' reads stdin); see docs/control-plane.md\n"
         "or a spec from flags (a comma list is an axis of the Cartesian product):\n"
-        "  --kind K,...          resnet50 | gemm | sleep (required without --spec)\n"
+        "  --kind K,...          resnet50 | gemm | allreduce | sleep (required without --spec)\n"
         "  --name TEXT           sweep name (default none)\n"
         "  --backend B,...       auto | cpu | cuda (default auto)\n"
         "  --precision P,...     fp32 | tf32 | fp16 | bf16 (resnet50; default fp32)\n"
@@ -41,7 +41,8 @@ static void usage(FILE *out) {
         "  --repeat N            copies of each configuration (default 1)\n"
         "  --timeout S           per-job time limit in seconds (default per kind)\n"
         "  --max-attempts N      attempts per job (default: the coordinator's)\n"
-        "  --param KEY=V,...     any other key (gemm m, n, k, reps; sleep duration_ms;\n"
+        "  --param KEY=V,...     any other key (gemm m, n, k, reps; allreduce min_bytes,\n"
+        "                        max_bytes, iters; resnet50 bucket_mb; sleep duration_ms;\n"
         "                        n_nodes, rendezvous_s for jobs over several nodes)\n"
         "  --format F            text | json (default text: the sweep id alone)\n"
         "  -h, --help            this help\n");

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --bucket-mb X       gradient all-reduce bucket, MB (default %g)\n"
             "  --interconnect I    auto, nvlink or pcie between GPUs (default %s)\n"
             "  --no-bn             the model without batch norm (as the equivalence tests use)\n"
+            "  --no-cuda-graph     GPU: run each step eagerly instead of as one CUDA graph\n"
             "  --lr X              SGD learning rate (default %g)\n"
             "  --momentum X        SGD momentum (default %g)\n"
             "  --weight-decay X    SGD weight decay (default %g)\n"
@@ -129,6 +130,7 @@ int cmd_train(int argc, char **argv) {
         O_BUCKET,
         O_ICONN,
         O_NOBN,
+        O_NOGRAPH,
         O_LR,
         O_MOM,
         O_WD,
@@ -150,6 +152,7 @@ int cmd_train(int argc, char **argv) {
                                          {"bucket-mb", required_argument, 0, O_BUCKET},
                                          {"interconnect", required_argument, 0, O_ICONN},
                                          {"no-bn", no_argument, 0, O_NOBN},
+                                         {"no-cuda-graph", no_argument, 0, O_NOGRAPH},
                                          {"lr", required_argument, 0, O_LR},
                                          {"momentum", required_argument, 0, O_MOM},
                                          {"weight-decay", required_argument, 0, O_WD},
@@ -210,6 +213,9 @@ int cmd_train(int argc, char **argv) {
             break;
         case O_NOBN:
             nobn = 1;
+            break;
+        case O_NOGRAPH:
+            cfg.cuda_graph = 0;
             break;
         case O_LR:
             bad = parse_float(a, &cfg.lr) || cfg.lr < 0;

@@ -20,4 +20,7 @@ const char *gb_worker_kinds(void);
 /* 1 when the ResNet-50 engine is built in (GB_HAVE_ENGINE). */
 int gb_worker_has_engine(void);
 
+/* 1 when the CPU backend can train in bf16 here (oneDNN sees avx512_bf16). */
+int gb_worker_cpu_bf16(void);
+
 #endif

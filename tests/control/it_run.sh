@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpubench run: coordinator + local agent + a sweep, results table, exit 0.
-#   default  the default sweep (ResNet-50 fp32 + bf16 at batch 8 with the
-#            engine: about a minute on two cores; label slow)
+#   default  the default sweep (ResNet-50 fp32 at batch 8 with the engine, and
+#            bf16 where the CPU has avx512_bf16: about a minute on two
+#            cores; label slow)
 #   spec     --spec with a small sweep, twice on one store: the second run
 #            reuses the store and the node, and prints only its own sweep
 source "$(dirname "$0")/lib.sh" "$1" "$2"

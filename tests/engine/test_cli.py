@@ -25,7 +25,8 @@ p = run("-h")
 check(p.returncode == 0, "-h exits 0")
 for opt in ["--backend", "--precision", "--batch", "--image-size", "--steps", "--warmup",
             "--threads", "--devices", "--lr", "--momentum", "--weight-decay", "--seed", "--load",
-            "--data", "--save", "--save-grads", "--format"]:
+            "--data", "--save", "--save-grads", "--format", "--no-cuda-graph", "--interconnect",
+            "--bucket-mb", "--no-bn"]:
     check(opt in p.stdout, "-h lists " + opt)
 check("(default 32)" in p.stdout and "(default 224)" in p.stdout, "-h shows defaults")
 
@@ -47,6 +48,13 @@ rec = json.loads(p.stdout)
 check(rec["kind"] == "resnet50" and rec["batch_per_device"] == 2 and rec["steps"] == 2,
       "json record fields")
 check(len(rec["loss_samples"]) == 2 and rec["images_per_sec"] > 0, "json samples")
+# a ref implementation is never hidden: counted in the record, warned about
+nref = rec["details"]["ref_prims"]
+check(isinstance(nref, int) and (nref == 0) == ("reference implementation" not in p.stderr),
+      "ref primitives %r counted and warned about: %s" % (nref, p.stderr))
+
+p = run(*SMALL, "--no-cuda-graph", "--format", "json")
+check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2, "--no-cuda-graph (no-op on the CPU)")
 
 p = run(*SMALL)
 check(p.returncode == 0 and "img/s" in p.stdout and "oneDNN" in p.stdout and "peak RSS" in p.stdout,
