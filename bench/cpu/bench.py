@@ -134,8 +134,9 @@ def main():
         f.write(table + "\n")
         load1 = os.getloadavg()
         f.write("\nLoad average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "
-                "%.2f: above ~0.3 something else was running and the figures carry its noise.\n"
-                % (load0 + load1))
+                "%.2f. The benchmark itself keeps about %d runnable threads, so a start above ~0.3 "
+                "or an end well above %d means something else ran, and the figures carry its "
+                "noise.\n" % (load0 + load1 + (a.threads, a.threads)))
     print("\nwrote " + a.out)
 
 
