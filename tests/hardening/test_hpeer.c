@@ -97,8 +97,15 @@ static void send_hello(void *s, const char *id) {
     send_env(s, &env);
 }
 
-static void expect_reject(void *s, int code, const char *word) {
+/* skip_hb: a peer holding a registered agent's routing id (ZMQ_ROUTER_HANDOVER)
+ * also gets the coordinator's periodic heartbeats to that id; those are
+ * not the reply */
+static void expect_reject_skip(void *s, int code, const char *word, int skip_hb) {
     Gb__Envelope *env = recv_env(s, 5000);
+    while (skip_hb && env && env->body_case == GB__ENVELOPE__BODY_HEARTBEAT) {
+        gb_wire_free(&env);
+        env = recv_env(s, 5000);
+    }
     CHECKF(env, "no reply within 5 s (expected a %s reject)", gb_wire_reject_name(code));
     CHECKF(env->body_case == GB__ENVELOPE__BODY_REJECT, "got %s, expected a reject",
            gb_wire_body_name(env->body_case));
@@ -107,6 +114,10 @@ static void expect_reject(void *s, int code, const char *word) {
            gb_wire_reject_name(env->reject->code), gb_wire_reject_name(code));
     CHECKF(strstr(env->reject->reason, word), "reason '%s' lacks '%s'", env->reject->reason, word);
     gb_wire_free(&env);
+}
+
+static void expect_reject(void *s, int code, const char *word) {
+    expect_reject_skip(s, code, word, 0);
 }
 
 static void sleep_ms(int ms) {
@@ -191,14 +202,14 @@ int main(int argc, char **argv) {
         CHECK(argc == 5 && have_keys);
         void *a = peer(listen, argv[4], 0);
         send_hello(a, argv[4]);
-        expect_reject(a, GB__REJECT_CODE__REJECT_DENIED, "registered with another key");
+        expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "registered with another key", 1);
         Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
         Gb__Envelope env = GB__ENVELOPE__INIT;
         env.seq = 2;
         env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
         env.heartbeat = &hb;
         send_env(a, &env);
-        expect_reject(a, GB__REJECT_CODE__REJECT_DENIED, "another key");
+        expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "another key", 1);
         zmq_close(a);
     } else {
         CHECKF(0, "unknown case %s", c);
