@@ -3089,6 +3089,26 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
     }
 }
 
+/* A clean stop: no agent is connected to a coordinator that is gone, so the
+ * store says so (v_nodes.state); a restart would mark them the same way. */
+static void mark_disconnected(gb_coord_t *c) {
+    char now[32];
+    now_iso(now, sizeof now);
+    int n = 0;
+    for (size_t i = 0; i < c->n_agents; i++)
+        n += c->agent_list[i]->state == A_CONNECTED;
+    if (n == 0 || c->store_failed || gb_store_begin(c->store) != 0) return;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->state == A_CONNECTED) gb_store_node_state(c->store, a->id, "disconnected", now);
+    }
+    if (gb_store_commit(c->store) != 0) {
+        gb_warn("cannot mark %d agent(s) disconnected in the store: %s", n,
+                gb_store_errmsg(c->store));
+        gb_store_rollback(c->store);
+    }
+}
+
 /* SIGHUP: read the authorized keys again. New handshakes and every
  * message from now on are checked against the new list. */
 static void reload_keys(gb_coord_t *c) {
@@ -3184,6 +3204,7 @@ int gb_coord_run(gb_coord_t *c) {
         if (c->fatal) return -1;
     }
     flush(c);
+    mark_disconnected(c);
     gb_info("coordinator stopping");
     return 0;
 }

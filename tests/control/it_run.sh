@@ -25,6 +25,8 @@ check "second run" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" --format csv
 eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
 eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
 eq "the local node was reused" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM nodes")" 1
+eq "a stopped coordinator leaves its node disconnected" \
+    "$(sqlite3 "$T/run.db" "SELECT state FROM v_nodes")" disconnected
 printf '{"kind": "sleep", "fail": "on purpose", "duration_ms": 1}' >"$T/failing.json"
 "$GB" run --db "$T/run.db" --spec "$T/failing.json" >"$T/out3.txt" 2>>"$T/run.log"
 eq "a failed job makes run exit 1" "$?" 1
