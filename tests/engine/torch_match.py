@@ -138,7 +138,6 @@ def condition(model, x, rel_window=0.05):
     m.train()
     owners = relu_bns(model)          # BNs of the original model
     calls = {k: 0 for k in owners}
-    by_id = {id(mod): mod for mod in m.modules()}
     margins = []
 
     def pre(mod, inputs):
@@ -176,7 +175,6 @@ def condition(model, x, rel_window=0.05):
         m(x.double())
     for h in hooks:
         h.remove()
-    del by_id
     return min(margins)
 
 
