@@ -21,8 +21,9 @@
 # Every section prints PASS, FAIL or SKIPPED and the script goes on past any
 # failure, keeping to BUDGET_S seconds in all (the most useful parts first).
 # Results: appended to bench/gpu/RESULTS.md here, and, when $OUT names a
-# folder (the device tool's), copied there as results.md, summary.txt and
-# logs.tgz, refreshed after every section so a killed run still leaves them.
+# folder (the device tool's), copied there as results.md (at the end),
+# summary.txt and logs.tgz (refreshed after every section, so a killed run
+# still leaves them).
 # Knobs: BATCH (256) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824).
@@ -86,17 +87,21 @@ echo "GPU: ${GPU:-none} x${NGPU} (sm_${CAP:-?}), driver ${DRIVER:-none}, nvcc ${
 # the Python wheels PyTorch brings (site-packages/nvidia/{cudnn,nccl}).
 SITES=$("$PYTHON" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 prefix_of() { # header library-glob: the install prefix holding both, or nothing
-  local h d
-  for h in $(find /usr/local/cuda/include /usr/include $SITES -maxdepth 5 -name "$1" 2>/dev/null); do
+  local h d l
+  for h in $(find -H /usr/local/cuda/include /usr/include $SITES -maxdepth 5 -name "$1" 2>/dev/null); do
     d=$(dirname "$(dirname "$h")")
-    if ls "$d"/lib/$2 "$d"/lib64/$2 "$d"/lib/x86_64-linux-gnu/$2 /usr/lib/x86_64-linux-gnu/$2 >/dev/null 2>&1; then
-      echo "$d"; return 0
-    fi
+    # any one of these (ls of all four fails when one is missing)
+    for l in "$d"/lib/$2 "$d"/lib64/$2 "$d"/lib/x86_64-linux-gnu/$2 /usr/lib/x86_64-linux-gnu/$2; do
+      [ -e "$l" ] && { echo "$d"; return 0; }
+    done
   done
 }
 CUDNN_ROOT=$(prefix_of cudnn.h 'libcudnn.so*')
 NCCL_ROOT=$(prefix_of nccl.h 'libnccl.so*')
 echo "cuDNN: ${CUDNN_ROOT:-not found}; NCCL: ${NCCL_ROOT:-not found}"
+# PyTorch runs with the environment it came with: these folders (with CUDA's
+# own cuBLAS/cudart when cuDNN sits next to CUDA) must not replace its wheels'
+TORCH_LDP=${LD_LIBRARY_PATH:-}
 for d in "$CUDNN_ROOT" "$NCCL_ROOT"; do
   [ -n "$d" ] && export LD_LIBRARY_PATH="$d/lib:$d/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
@@ -187,14 +192,14 @@ fi
 
 section "PyTorch eager"
 TORCH_OK=0
-if ! "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+if ! LD_LIBRARY_PATH=$TORCH_LDP "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
 else
   TORCH_OK=1
-  TORCH_V=$("$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
+  TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
   for p in $PRECS; do
     if [ "$(left)" -lt 45 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    if timeout "$(slot 150 30)" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
+    if timeout "$(slot 150 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
          --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
       TORCH_E[$p]=$(json_field "$LOG/torch_eager_$p.json" images_per_sec)
       status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
@@ -243,7 +248,7 @@ if [ "$TORCH_OK" = 1 ]; then
   # a minute or two per precision: the AMP ones first
   for p in fp16 bf16 tf32; do
     if [ "$(left)" -lt 150 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
-    if timeout "$(slot 300 20)" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
+    if timeout "$(slot 300 20)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
          --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_compile_$p.json" 2>"$LOG/torch_compile_$p.err"; then
       TORCH_C[$p]=$(json_field "$LOG/torch_compile_$p.json" images_per_sec)
       status PASS "torch.compile $p: ${TORCH_C[$p]} img/s"
