@@ -519,12 +519,13 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
     return 0;
 fail:
     if (comm) gb_comm_abort(comm, err); /* the process's other replicas stop too */
+    /* first: cudaFree waits for the device, which may be stuck in a collective */
+    if (nc) ncclCommAbort(nc); /* the other ranks may be inside a collective */
     if (buf) cudaFree(buf);
     if (dtime) cudaFree(dtime);
     if (dbad) cudaFree(dbad);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     if (s) cudaStreamDestroy(s);
-    if (nc) ncclCommAbort(nc); /* the other ranks may be inside a collective */
     return -1;
 }

@@ -474,6 +474,8 @@ static int cx_load_params(gb_exec_t *ex, const float *master, const float *buffe
                             cudaMemcpyHostToDevice, X->stream));
     if (X->wcopy != (void *)X->master)
         CK_CUDA(gb_k_cast_from_f32(X->stream, X->dt, X->master, X->wcopy, p->n_a));
+    /* new parameters restart the momentum, as the CPU engine's set_state */
+    CK_CUDA(cudaMemsetAsync(X->momentum, 0, (p->n_a + p->n_b) * sizeof(float), X->stream));
     CK_CUDA(cudaMemcpyAsync(X->buffers, buffers, p->m->n_buffers * sizeof(float),
                             cudaMemcpyHostToDevice, X->stream));
     CK_CUDA(cudaStreamSynchronize(X->stream));
@@ -751,9 +753,11 @@ static void cx_destroy(gb_exec_t **self_p) {
     cuda_exec_t *X = (cuda_exec_t *)*self_p;
     cudaSetDevice(X->device);
     if (X->stream) cudaStreamSynchronize(X->stream);
-    gb_cuda_dp_destroy(&X->dp);
+    /* graphs before the communicator: NCCL waits, when its last communicator
+     * goes, for every graph that captured its collectives to be destroyed */
     if (X->gexec) cudaGraphExecDestroy(X->gexec);
     if (X->graph) cudaGraphDestroy(X->graph);
+    gb_cuda_dp_destroy(&X->dp);
     if (X->convs) {
         for (int i = 0; i < X->base.plan->n_convs; i++) {
             cconv_t *c = &X->convs[i];
@@ -1042,7 +1046,9 @@ static int setup_bn(cuda_exec_t *X, int i) {
         }
     }
     cudnnActivationDescriptor_t act = pb->relu ? X->relu : NULL;
-    cudnnTensorDescriptor_t zd = pb->z >= 0 ? b->xd : NULL, yd = pb->relu ? b->xd : NULL;
+    /* yDesc is given to the size query even without an activation, as
+     * PyTorch, XLA and Paddle do; the call itself gets NULL then */
+    cudnnTensorDescriptor_t zd = pb->z >= 0 ? b->xd : NULL, yd = b->xd;
     s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(X->dnn, BN_MODE, b->ops, b->xd, zd,
                                                                  b->xd, b->pd, act, &b->wsfwd);
     if (s == CUDNN_STATUS_SUCCESS)
@@ -1072,6 +1078,7 @@ static int probe_bns(cuda_exec_t *X) {
         if (cx_bn_fwd(&X->base, i, x, z, y) || cx_bn_bwd(&X->base, i, x, y, dy, dx, dz)) {
             bn_own(b, "cuDNN declined: %.80s", ERR);
             ERR[0] = 0;
+            (void)cudaGetLastError(); /* a failed launch inside cuDNN is not ours */
         }
     }
     CK_CUDA(cudaStreamSynchronize(X->stream));

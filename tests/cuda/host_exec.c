@@ -111,6 +111,7 @@ static int hx_load_params(gb_exec_t *ex, const float *master, const float *buffe
         h->w[i] = master[i];
     for (size_t i = 0; i < ex->plan->m->n_buffers; i++)
         h->buffers[i] = buffers[i];
+    h->updates = 0; /* new parameters restart the momentum, as in the CPU engine */
     return 0;
 }
 

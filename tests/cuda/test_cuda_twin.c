@@ -63,12 +63,20 @@ static void random_state(const gb_model_t *m, uint64_t seed, float *params, floa
 
 static void twin_train(const gb_model_t *m, const gb_train_config_t *cfg, const float *params,
                        const float *buffers, const float *images, const int32_t *labels,
-                       const gb_exec_ops_t *override, twin_run_t *out) {
+                       const gb_exec_ops_t *override, int reload, twin_run_t *out) {
     const gb_backend_ops_t *ops = &gb_twin_backend_ops;
     char err[GB_ERR_LEN];
     void *st = NULL;
     CHECKF(ops->create(m, cfg, 0, NULL, &st, err, sizeof(err)) == 0, "%s", err);
     if (override) gb_net_exec(st)->ops = override;
+    if (reload) {
+        /* train a step first: loading the state again must restart the
+         * momentum, so what follows matches a fresh torch run */
+        gb_step_out_t so;
+        CHECKF(ops->set_state(st, params, buffers, 0, err, sizeof(err)) == 0, "%s", err);
+        CHECKF(ops->set_batch(st, images, labels, err, sizeof(err)) == 0, "%s", err);
+        CHECKF(ops->step(st, &so, err, sizeof(err)) == 0, "%s", err);
+    }
     CHECKF(ops->set_state(st, params, buffers, 0, err, sizeof(err)) == 0, "%s", err);
     CHECKF(ops->set_batch(st, images, labels, err, sizeof(err)) == 0, "%s", err);
     for (int s = 0; s < out->steps; s++) {
@@ -193,6 +201,8 @@ static int bwd_data_no_acc(gb_exec_t *ex, int ci, const void *dy, void *dx, int 
     return real_bwd_data(ex, ci, dy, dx, 0);
 }
 
+/* inject: 0 plain, 1 a wiring fault that must be caught, 2 the state loaded
+ * again after a step (must change nothing) */
 static void run_case(int image, const int layers[4], int w0, int classes, int batch, int steps,
                      int inject) {
     gb_model_t *m = tiny_model(image, layers, w0, classes);
@@ -222,7 +232,7 @@ static void run_case(int image, const int layers[4], int w0, int classes, int ba
 
     twin_run_t tw = {.steps = steps};
     const gb_exec_ops_t *ovr = NULL;
-    if (inject) {
+    if (inject == 1) {
         /* take the host twin's own table and break one op */
         void *st = NULL;
         char err[GB_ERR_LEN];
@@ -233,9 +243,9 @@ static void run_case(int image, const int layers[4], int w0, int classes, int ba
         broken.conv_bwd_data = bwd_data_no_acc;
         ovr = &broken;
     }
-    twin_train(m, &cfg, params, buffers, images, labels, ovr, &tw);
+    twin_train(m, &cfg, params, buffers, images, labels, ovr, inject == 2, &tw);
     int bad = compare_run(m, &tw, loss, grads, pa, ba, params, 0);
-    if (inject) {
+    if (inject == 1) {
         CHECKF(bad > 0, "a dropped residual gradient went unnoticed");
         fprintf(stderr, "injected fault caught: %d tensors differ\n", bad);
     } else {
@@ -268,5 +278,7 @@ int main(void) {
     run_case(37, l1111, 4, 7, 2, 1, 0);
     /* the comparison fails on a wiring fault */
     run_case(32, l2211, 8, 10, 3, 1, 1);
+    /* a second set_state restarts the momentum (two steps after it) */
+    run_case(32, l1111, 8, 10, 3, 2, 2);
     return 0;
 }
