@@ -26,7 +26,9 @@
 # still leaves them).
 # Knobs: BATCH (256) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
-#        AR_MAX_BYTES (1073741824).
+#        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
+#        ours dp torch cudnnbn sanitizer compile; e.g. a second call with
+#        SKIP="tests ours dp torch" runs what the first one had no time for).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
@@ -54,6 +56,11 @@ pack() {
   [ -n "$RESULT_DIR" ] || return 0
   cp "$LOG/summary.txt" "$RESULT_DIR/summary.txt" 2>/dev/null
   tar -czf "$RESULT_DIR/logs.tgz" -C "$LOG" . 2>/dev/null
+  return 0
+}
+# is section $1 wanted (not named in SKIP)?
+want() {
+  case " ${SKIP:-} " in *" $1 "*) status SKIPPED "$1: named in SKIP"; return 1 ;; esac
   return 0
 }
 status() { SUMMARY+=("$(printf '%-8s %s' "$1" "$2")"); printf '[%s] %s\n' "$1" "$2"; pack; }
@@ -123,7 +130,8 @@ else
 fi
 
 section "gpu tests"
-if [ "$BUILD_OK" = 1 ]; then
+if ! want tests; then :
+elif [ "$BUILD_OK" = 1 ]; then
   if timeout "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --output-on-failure >"$LOG/gpu_tests.log" 2>&1 \
      && timeout 60 ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
@@ -143,7 +151,8 @@ PRECS="fp16 bf16 tf32 fp32"
 declare -A OURS TORCH_E TORCH_C
 
 section "gpubench (ours): gb_cuda_bench"
-if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+if ! want ours; then :
+elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   for p in $PRECS; do
     if [ "$(left)" -lt 60 ]; then status SKIPPED "ours $p: out of time"; continue; fi
     if timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --precision "$p" --batch "$BATCH" --image-size 224 \
@@ -161,7 +170,8 @@ fi
 
 section "data parallel through NCCL"
 DP_NOTE=
-if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+if ! want dp; then :
+elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   # the fp16 job once more with a communicator: on one GPU a one-rank one
   # (what NCCL and the buckets cost), on several every GPU of the machine
   DPN=${NGPU:-1}; [ "$DPN" -ge 1 ] 2>/dev/null || DPN=1
@@ -197,7 +207,7 @@ if ! LD_LIBRARY_PATH=$TORCH_LDP "$PYTHON" -c 'import torch, torchvision, sys; sy
 else
   TORCH_OK=1
   TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
-  for p in $PRECS; do
+  want torch && for p in $PRECS; do
     if [ "$(left)" -lt 45 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
     if timeout "$(slot 150 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
          --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
@@ -212,7 +222,8 @@ fi
 
 section "gpubench bf16 with cuDNN's batch norm"
 # bf16 runs our batch-norm kernels by default; this says what cuDNN's would give
-if [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+if ! want cudnnbn; then :
+elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
   status SKIPPED "ours bf16/cudnn-BN: gb_cuda_bench not built"
 elif [ "$(left)" -lt 150 ]; then
   status SKIPPED "ours bf16/cudnn-BN: out of time"
@@ -225,7 +236,8 @@ fi
 
 section "compute-sanitizer"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-if [ -z "$CS" ]; then
+if ! want sanitizer; then :
+elif [ -z "$CS" ]; then
   status SKIPPED "compute-sanitizer not installed"
 elif [ ! -x "$BUILD/tests/cuda/test_cuda_step" ]; then
   status SKIPPED "compute-sanitizer: test_cuda_step not built"
@@ -244,7 +256,8 @@ else
 fi
 
 section "torch.compile"
-if [ "$TORCH_OK" = 1 ]; then
+if ! want compile; then :
+elif [ "$TORCH_OK" = 1 ]; then
   # a minute or two per precision: the AMP ones first
   for p in fp16 bf16 tf32; do
     if [ "$(left)" -lt 150 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
@@ -313,7 +326,8 @@ CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
   echo
   for s in "${SUMMARY[@]}"; do echo "- $s"; done
 } >"$LOG/results.md"
-cat "$LOG/results.md" >>"$ROOT/bench/gpu/RESULTS.md"
+# only figures from a GPU go into the record
+[ -n "$GPU" ] && cat "$LOG/results.md" >>"$ROOT/bench/gpu/RESULTS.md"
 [ -n "$RESULT_DIR" ] && cp "$LOG/results.md" "$RESULT_DIR/results.md"
 pack
 
