@@ -906,7 +906,7 @@ static int cpu_step(void *state, gb_step_out_t *out, char *err, size_t errlen) {
 static void warn_ref(const gb_cpu_ctx_t *ctx) {
     const char *first = "?";
     for (int i = 0; i < ctx->n_prims; i++) {
-        if (strncmp(ctx->prims[i]->impl, "ref", 3) == 0) {
+        if (ctx->prims[i]->ref) {
             first = ctx->prims[i]->what;
             break;
         }
@@ -976,8 +976,7 @@ void gb_cpu_backend_stats(void *state, gb_cpu_stats_t *out) {
     for (int i = 0; i < st->ctx->n_prims; i++) {
         const gb_cpu_prim_t *p = st->ctx->prims[i];
         int conv = strstr(p->what, " fwd") && strstr(p->what, "conv") && !strstr(p->what, "bn");
-        if (strncmp(p->impl, "ref", 3) == 0 || (strstr(p->what, "conv") && strstr(p->impl, "gemm")))
-            out->n_slow++;
+        out->n_slow += p->slow;
         if (conv && strstr(p->impl, "wino")) out->n_winograd++;
     }
     out->n_reorders_per_step = st->n_reorders;

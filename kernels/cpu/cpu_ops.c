@@ -317,14 +317,18 @@ static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
     return s;
 }
 
+static int impl_is_ref(const char *impl) {
+    return strncmp(impl, "ref", 3) == 0;
+}
+
 /* Is this a slow implementation (ref, or a gemm convolution)? */
 static int impl_is_slow(const char *impl, int is_conv) {
-    return strncmp(impl, "ref", 3) == 0 || (is_conv && strstr(impl, "gemm"));
+    return impl_is_ref(impl) || (is_conv && strstr(impl, "gemm"));
 }
 
 /* Is this implementation one the context's strictness refuses? */
 static int impl_refused(int strict, const char *impl, int is_conv) {
-    if (strict >= GB_CPU_STRICT_ALL && strncmp(impl, "ref", 3) == 0) return 1;
+    if (strict >= GB_CPU_STRICT_ALL && impl_is_ref(impl)) return 1;
     if (strict >= GB_CPU_STRICT_GEMM && is_conv && strstr(impl, "gemm")) return 1;
     return 0;
 }
@@ -349,7 +353,9 @@ static int prim_from_pd(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr, dnnl_primitive_des
     DNNL_CHECK(dnnl_primitive_create(&pr->p, pd), pr->what);
     pr->pd = pd;
     ctx->prims[ctx->n_prims++] = pr;
-    if (strncmp(pr->impl, "ref", 3) == 0) ctx->n_ref++;
+    pr->ref = impl_is_ref(pr->impl);
+    pr->slow = impl_is_slow(pr->impl, is_conv);
+    ctx->n_ref += pr->ref;
     return 0;
 fail:
     dnnl_primitive_desc_destroy(pd);

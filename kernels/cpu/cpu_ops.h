@@ -51,6 +51,8 @@ typedef struct gb_cpu_prim {
     dnnl_memory_t scratch; /* into the context's shared scratchpad; NULL when empty */
     char what[64];         /* "layer1.0.conv2 bwd_w" */
     char impl[64];         /* oneDNN implementation, e.g. "jit:avx512_core" */
+    int ref;               /* impl is a `ref` one */
+    int slow;              /* ref, or a gemm convolution */
 } gb_cpu_prim_t;
 
 enum {
