@@ -1036,6 +1036,23 @@ static const char *status_name(Gb__ResultStatus s) {
     }
 }
 
+/* The stored result's columns from a parsed record (strings point into rec). */
+static void result_from_record(gb_store_result_t *sr, const gb_record_t *rec) {
+    sr->backend = rec->backend;
+    sr->device_model = rec->device_model;
+    sr->precision = rec->precision;
+    sr->invalid_reason = rec->invalid_reason;
+    sr->n_devices = rec->n_devices;
+    sr->images_per_sec = rec->images_per_sec;
+    sr->step_ms_median = rec->step_ms_median;
+    sr->step_ms_p90 = rec->step_ms_p90;
+    sr->gflops = rec->gflops;
+    sr->valid = rec->valid;
+    sr->step_ms = rec->step_ms;
+    sr->loss = rec->loss;
+    sr->n_samples = rec->n_samples;
+}
+
 /* Acknowledge a result once the turn is committed (an agent deletes it
  * from its spool on the acknowledgement, so it must be on disk first). */
 static void ack_after_commit(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
@@ -1141,21 +1158,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         gb_iso8601((int64_t)r->finished_at_ms, finished, sizeof finished);
         sr.finished_at = finished;
     }
-    if (have_rec) {
-        sr.backend = rec.backend;
-        sr.device_model = rec.device_model;
-        sr.precision = rec.precision;
-        sr.invalid_reason = rec.invalid_reason;
-        sr.n_devices = rec.n_devices;
-        sr.images_per_sec = rec.images_per_sec;
-        sr.step_ms_median = rec.step_ms_median;
-        sr.step_ms_p90 = rec.step_ms_p90;
-        sr.gflops = rec.gflops;
-        sr.valid = rec.valid;
-        sr.step_ms = rec.step_ms;
-        sr.loss = rec.loss;
-        sr.n_samples = rec.n_samples;
-    }
+    if (have_rec) result_from_record(&sr, &rec);
     int inserted = 0;
     int rc = gb_store_result_insert(c->store, &sr, now, &inserted);
     if (have_rec) gb_record_free(&rec);
@@ -1352,21 +1355,7 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *err
         .started_at = sv.started_at,
         .finished_at = sv.finished_at,
     };
-    if (have_rec) {
-        sr.backend = rec.backend;
-        sr.device_model = rec.device_model;
-        sr.precision = rec.precision;
-        sr.invalid_reason = rec.invalid_reason;
-        sr.n_devices = rec.n_devices;
-        sr.images_per_sec = rec.images_per_sec;
-        sr.step_ms_median = rec.step_ms_median;
-        sr.step_ms_p90 = rec.step_ms_p90;
-        sr.gflops = rec.gflops;
-        sr.valid = rec.valid;
-        sr.step_ms = rec.step_ms;
-        sr.loss = rec.loss;
-        sr.n_samples = rec.n_samples;
-    }
+    if (have_rec) result_from_record(&sr, &rec);
     char now[32];
     int inserted = 0;
     now_iso(now, sizeof now);
