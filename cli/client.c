@@ -13,6 +13,43 @@
 #include <time.h>
 #include <unistd.h>
 
+void cli_conn_init(cli_conn_t *c) {
+    memset(c, 0, sizeof *c);
+    c->control = cli_control_default();
+}
+
+int cli_conn_opt(cli_conn_t *c, int opt, const char *arg) {
+    switch (opt) {
+    case CLI_OPT_CONTROL:
+        c->control = arg;
+        return 1;
+    case CLI_OPT_KEY:
+        c->key = arg;
+        return 1;
+    case CLI_OPT_SERVER_KEY:
+        c->server_key = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int cli_conn_keys(const char *cmd, cli_conn_t *c) {
+    return cli_curve_setup(cmd, c->key, c->server_key, &c->keys, &c->curve);
+}
+
+int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want,
+                     Gb__Envelope **rep) {
+    char err[512];
+    *rep = NULL;
+    if (cli_conn_keys(cmd, c) != 0) return 1;
+    int rc = gb_request_ex(c->control, c->curve, env, GB_REQUEST_MS, rep, err, sizeof err);
+    if (rc == 0 && (int)(*rep)->body_case == want) return 0;
+    fprintf(stderr, "gpubench %s: %s\n", cmd, rc == 0 ? "unexpected reply" : err);
+    gb_wire_free(rep);
+    return 1;
+}
+
 int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
                uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;

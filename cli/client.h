@@ -5,14 +5,44 @@
 #define GB_CLI_CLIENT_H
 
 #include "gb_curve.h"
+#include "gb_wire.h"
 #include "output.h"
 
+#include <getopt.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Every call takes the control endpoint and the CURVE keys to reach it with
  * (NULL: plaintext). */
+
+/* --control, --key and --server-key, which every command that talks to the
+ * control endpoint takes: put CLI_CONN_OPTIONS in its getopt table and let
+ * cli_conn_opt see each option first. */
+enum { CLI_OPT_CONTROL = 3001, CLI_OPT_KEY, CLI_OPT_SERVER_KEY };
+// clang-format off
+#define CLI_CONN_OPTIONS                                                                           \
+    {"control", required_argument, 0, CLI_OPT_CONTROL},                                            \
+    {"key", required_argument, 0, CLI_OPT_KEY},                                                    \
+    {"server-key", required_argument, 0, CLI_OPT_SERVER_KEY}
+// clang-format on
+
+typedef struct cli_conn {
+    const char *control;            /* default cli_control_default() */
+    const char *key, *server_key;   /* NULL: $GB_KEY, $GB_SERVER_KEY */
+    gb_curve_client_t keys;         /* loaded by cli_conn_keys */
+    const gb_curve_client_t *curve; /* &keys with keys, NULL without */
+} cli_conn_t;
+
+void cli_conn_init(cli_conn_t *c);
+/* 1 when opt is one of CLI_CONN_OPTIONS (its value kept), 0 otherwise. */
+int cli_conn_opt(cli_conn_t *c, int opt, const char *arg);
+/* Load the keys; 0, or -1 with the reason printed as "gpubench CMD: ...". */
+int cli_conn_keys(const char *cmd, cli_conn_t *c);
+/* Keys, then one request whose reply must have body `want`: 0 with *rep
+ * (gb_wire_free it), or 1 with the reason printed as "gpubench CMD: ...". */
+int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want,
+                     Gb__Envelope **rep);
 
 /* Submit a spec. 0 with the sweep id; 1 when the coordinator rejected it
  * (reason in err); -1 when it could not be reached. */

@@ -1,10 +1,9 @@
 /* cmd_cancel.c - `gpubench cancel SWEEP [--job ID]`. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
-#include "gb_curve.h"
+#include "client.h"
 #include "commands.h"
 #include "gb_util.h"
-#include "gb_zmq.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -21,30 +20,18 @@ static void usage(FILE *out) {
 }
 
 int cmd_cancel(int argc, char **argv) {
-    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+    static const struct option opts[] = {CLI_CONN_OPTIONS,
                                          {"job", required_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *control = cli_control_default();
-    const char *key_path = NULL, *server_key_path = NULL;
-    gb_curve_client_t keys;
-    const gb_curve_client_t *curve = NULL;
+    cli_conn_t conn;
+    cli_conn_init(&conn);
     long job = 0, sweep = 0;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
-        case 'c':
-            control = optarg;
-            break;
-        case 1001:
-            key_path = optarg;
-            break;
-        case 1002:
-            server_key_path = optarg;
-            break;
         case 'j':
             if (cli_long("cancel", "--job", optarg, 1, 0x7fffffffffffL, &job)) return 2;
             break;
@@ -66,14 +53,8 @@ int cmd_cancel(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
     env.cancel_request = &rq;
     Gb__Envelope *rep = NULL;
-    char err[512];
-    if (cli_curve_setup("cancel", key_path, server_key_path, &keys, &curve) != 0) return 1;
-    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
-    if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_CANCEL_REPLY) {
-        fprintf(stderr, "gpubench cancel: %s\n", rc == 0 ? "unexpected reply" : err);
-        gb_wire_free(&rep);
+    if (cli_conn_request("cancel", &conn, &env, GB__ENVELOPE__BODY_CANCEL_REPLY, &rep) != 0)
         return 1;
-    }
     printf("sweep %ld: %u queued job(s) cancelled, %u running job(s) stopping\n", sweep,
            rep->cancel_reply->cancelled, rep->cancel_reply->stopping);
     gb_wire_free(&rep);

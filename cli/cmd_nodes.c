@@ -1,10 +1,9 @@
 /* cmd_nodes.c - `gpubench nodes`: every agent the coordinator knows. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
-#include "gb_curve.h"
+#include "client.h"
 #include "commands.h"
 #include "gb_util.h"
-#include "gb_zmq.h"
 #include "output.h"
 #include "topo.h"
 
@@ -26,33 +25,21 @@ static void usage(FILE *out) {
 }
 
 int cmd_nodes(int argc, char **argv) {
-    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+    static const struct option opts[] = {CLI_CONN_OPTIONS,
                                          {"format", required_argument, 0, 'f'},
                                          {"topo", no_argument, 0, 't'},
                                          {"db", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *control = cli_control_default();
     const char *db = GB_DEFAULT_DB;
-    const char *key_path = NULL, *server_key_path = NULL;
-    gb_curve_client_t keys;
-    const gb_curve_client_t *curve = NULL;
+    cli_conn_t conn;
+    cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
     int opt, topo = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
-        case 'c':
-            control = optarg;
-            break;
-        case 1001:
-            key_path = optarg;
-            break;
-        case 1002:
-            server_key_path = optarg;
-            break;
         case 't':
             topo = 1;
             break;
@@ -82,14 +69,7 @@ int cmd_nodes(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_NODES;
     env.nodes = &rq;
     Gb__Envelope *rep = NULL;
-    char err[512];
-    if (cli_curve_setup("nodes", key_path, server_key_path, &keys, &curve) != 0) return 1;
-    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
-    if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_NODES_REPLY) {
-        fprintf(stderr, "gpubench nodes: %s\n", rc == 0 ? "unexpected reply" : err);
-        gb_wire_free(&rep);
-        return 1;
-    }
+    if (cli_conn_request("nodes", &conn, &env, GB__ENVELOPE__BODY_NODES_REPLY, &rep) != 0) return 1;
     static const char *const cols[] = {"node",      "agent_id", "state",     "cpu_model",  "n_gpus",
                                        "gpu_model", "labels",   "last_seen", "running_job"};
     gb_table_t *t = gb_table_new(9, cols);

@@ -1,10 +1,9 @@
 /* cmd_status.c - `gpubench status [SWEEP]`: sweeps and their job counts. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
-#include "gb_curve.h"
+#include "client.h"
 #include "commands.h"
 #include "gb_util.h"
-#include "gb_zmq.h"
 #include "output.h"
 
 #include <getopt.h>
@@ -20,31 +19,19 @@ static void usage(FILE *out) {
 }
 
 int cmd_status(int argc, char **argv) {
-    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+    static const struct option opts[] = {CLI_CONN_OPTIONS,
                                          {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *control = cli_control_default();
-    const char *key_path = NULL, *server_key_path = NULL;
-    gb_curve_client_t keys;
-    const gb_curve_client_t *curve = NULL;
+    cli_conn_t conn;
+    cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
     long sweep = 0;
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
-        case 'c':
-            control = optarg;
-            break;
-        case 1001:
-            key_path = optarg;
-            break;
-        case 1002:
-            server_key_path = optarg;
-            break;
         case 'f':
             if (gb_format_parse(optarg, &fmt))
                 return cli_usage_error("status", "--format is table, csv or json");
@@ -67,14 +54,8 @@ int cmd_status(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_STATUS;
     env.status = &rq;
     Gb__Envelope *rep = NULL;
-    char err[512];
-    if (cli_curve_setup("status", key_path, server_key_path, &keys, &curve) != 0) return 1;
-    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
-    if (rc != 0 || rep->body_case != GB__ENVELOPE__BODY_STATUS_REPLY) {
-        fprintf(stderr, "gpubench status: %s\n", rc == 0 ? "unexpected reply" : err);
-        gb_wire_free(&rep);
+    if (cli_conn_request("status", &conn, &env, GB__ENVELOPE__BODY_STATUS_REPLY, &rep) != 0)
         return 1;
-    }
     static const char *const cols[] = {"sweep_id", "name", "state",  "total",     "queued",
                                        "running",  "done", "failed", "cancelled", "created_at"};
     gb_table_t *t = gb_table_new(10, cols);

@@ -3,7 +3,6 @@
  * validates the spec; its reason for a rejection is printed as it is. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
-#include "gb_curve.h"
 #include "client.h"
 #include "commands.h"
 #include "gb_spec.h"
@@ -104,12 +103,9 @@ int cmd_submit(int argc, char **argv) {
         O_TIMEOUT,
         O_ATTEMPTS,
         O_PARAM,
-        O_FORMAT,
-        O_CONTROL
+        O_FORMAT
     };
-    static const struct option opts[] = {{"control", required_argument, 0, O_CONTROL},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+    static const struct option opts[] = {CLI_CONN_OPTIONS,
                                          {"spec", required_argument, 0, O_SPEC},
                                          {"kind", required_argument, 0, O_KIND},
                                          {"name", required_argument, 0, O_NAME},
@@ -130,27 +126,18 @@ int cmd_submit(int argc, char **argv) {
                                          {"format", required_argument, 0, O_FORMAT},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *control = cli_control_default(), *spec_file = NULL, *format = "text";
-    const char *key_path = NULL, *server_key_path = NULL;
-    gb_curve_client_t keys;
-    const gb_curve_client_t *curve = NULL;
+    const char *spec_file = NULL, *format = "text";
+    cli_conn_t conn;
+    cli_conn_init(&conn);
     cJSON *spec = cJSON_CreateObject();
     int flags = 0, rc = 2, opt;
     char *text = NULL;
     if (!spec) return 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_conn_opt(&conn, opt, optarg)) continue;
         int r = 0;
         switch (opt) {
-        case O_CONTROL:
-            control = optarg;
-            break;
-        case 1001:
-            key_path = optarg;
-            break;
-        case 1002:
-            server_key_path = optarg;
-            break;
         case O_SPEC:
             spec_file = optarg;
             break;
@@ -281,11 +268,11 @@ int cmd_submit(int argc, char **argv) {
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
-    if (cli_curve_setup("submit", key_path, server_key_path, &keys, &curve) != 0) {
+    if (cli_conn_keys("submit", &conn) != 0) {
         rc = 1;
         goto out;
     }
-    int r = cli_submit(control, curve, text, &sweep, &n, err, sizeof err);
+    int r = cli_submit(conn.control, conn.curve, text, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
         rc = 1;

@@ -1,7 +1,6 @@
 /* cmd_wait.c - `gpubench wait SWEEP`: block until the sweep ends. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
-#include "gb_curve.h"
 #include "client.h"
 #include "commands.h"
 
@@ -22,33 +21,21 @@ static void usage(FILE *out) {
 }
 
 int cmd_wait(int argc, char **argv) {
-    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+    static const struct option opts[] = {CLI_CONN_OPTIONS,
                                          {"timeout", required_argument, 0, 't'},
                                          {"interval-ms", required_argument, 0, 'i'},
                                          {"progress", no_argument, 0, 'p'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *control = cli_control_default();
-    const char *key_path = NULL, *server_key_path = NULL;
-    gb_curve_client_t keys;
-    const gb_curve_client_t *curve = NULL;
+    cli_conn_t conn;
+    cli_conn_init(&conn);
     long timeout = 0, interval = 500, sweep = 0;
     int progress = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
-        case 'c':
-            control = optarg;
-            break;
-        case 1001:
-            key_path = optarg;
-            break;
-        case 1002:
-            server_key_path = optarg;
-            break;
         case 't':
             if (cli_long("wait", "--timeout", optarg, 0, 100L * 24 * 3600, &timeout)) return 2;
             break;
@@ -71,8 +58,9 @@ int cmd_wait(int argc, char **argv) {
     }
     if (optind != argc - 1) return cli_usage_error("wait", "give one sweep id");
     if (cli_long("wait", "SWEEP", argv[optind], 1, 0x7fffffffL, &sweep)) return 2;
-    if (cli_curve_setup("wait", key_path, server_key_path, &keys, &curve) != 0) return 1;
+    if (cli_conn_keys("wait", &conn) != 0) return 1;
     atomic_int stop = 0;
     cli_stop_on_signals(&stop);
-    return cli_wait(control, curve, (uint64_t)sweep, (int)timeout, (int)interval, progress, &stop);
+    return cli_wait(conn.control, conn.curve, (uint64_t)sweep, (int)timeout, (int)interval,
+                    progress, &stop);
 }
