@@ -153,6 +153,7 @@ int cmd_coordinator(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");
     gb_log_set_component("coord");
+    gb_heap_keep();
     atomic_int stop = 0, reload = 0;
     cfg.stop = &stop;
     cfg.reload = &reload;

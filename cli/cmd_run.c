@@ -159,6 +159,7 @@ int cmd_run(int argc, char **argv) {
     pthread_t tc, ta;
     int have_tc = 0, have_ta = 0;
 
+    gb_heap_keep(); /* this process hosts a coordinator */
     gb_coord_config_t cc;
     gb_coord_config_default(&cc);
     cc.listen = "tcp://127.0.0.1:*";

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,4 +203,10 @@ int gb_random_hex(char *out, size_t n, char *err, size_t errlen) {
         sprintf(out + 2 * i, "%02x", bytes[i]);
     out[2 * n] = '\0';
     return 0;
+}
+
+void gb_heap_keep(void) {
+    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    (void)mallopt(M_TOP_PAD, 16 << 20);
+    (void)mallopt(M_MMAP_THRESHOLD, 64 << 20);
 }
