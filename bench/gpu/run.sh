@@ -77,6 +77,16 @@ v=d
 for k in sys.argv[2].split("."): v=v.get(k) if isinstance(v,dict) else None
 print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
 
+# clocks, power, temperature and clock-event reasons into $1 (newer drivers
+# name the last field clocks_event_reasons, older ones clocks_throttle_reasons)
+gpu_state() {
+  local f
+  for f in clocks_event_reasons.active clocks_throttle_reasons.active; do
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,$f --format=csv >"$1" 2>&1 && return 0
+  done
+  return 0
+}
+
 section "machine"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
@@ -112,8 +122,7 @@ TORCH_LDP=${LD_LIBRARY_PATH:-}
 for d in "$CUDNN_ROOT" "$NCCL_ROOT"; do
   [ -n "$d" ] && export LD_LIBRARY_PATH="$d/lib:$d/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-  --format=csv >"$LOG/gpu_state_before.csv" 2>&1
+gpu_state "$LOG/gpu_state_before.csv"
 
 section "build"
 BUILD_OK=0
@@ -297,8 +306,7 @@ else
 fi
 
 section "table"
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-  --format=csv >"$LOG/gpu_state_after.csv" 2>&1
+gpu_state "$LOG/gpu_state_after.csv"
 ratio() { [ -n "$1" ] && [ -n "$2" ] && "$PYTHON" -c "print('%.2f' % ($1/$2))" 2>/dev/null || echo "-"; }
 num() { [ -n "$1" ] && "$PYTHON" -c "print('%.0f' % $1)" 2>/dev/null || echo "-"; }
 TABLE=$(
