@@ -108,6 +108,10 @@ typedef struct cuda_exec {
     cudaGraphExec_t gexec;
     int graph_used;
     char graph_note[256];
+    long steps_done;
+    /* cuDNN's persistent batch norm may flag a numerical problem only
+     * through cudnnQueryRuntimeError: the first one seen, or "" */
+    char bn_runtime[128];
     void *allocs[MAX_ALLOCS];
     int n_allocs;
     size_t bytes_now, bytes_peak, dev_used_peak;
@@ -393,6 +397,25 @@ fail:
     return -1;
 }
 
+/* After a finished step (the stream is idle): has cuDNN flagged a runtime
+ * error (CUDNN_BATCHNORM_SPATIAL_PERSISTENT documents range limits that it
+ * reports only this way)? The first one is kept for the report. */
+static void check_bn_runtime(cuda_exec_t *X) {
+    if (X->bn_runtime[0]) return;
+    int cudnn_bns = 0;
+    for (int i = 0; i < X->base.plan->n_bns; i++)
+        cudnn_bns += !X->bns[i].own;
+    if (!cudnn_bns) return;
+    cudnnStatus_t rs = CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t q = cudnnQueryRuntimeError(X->dnn, &rs, CUDNN_ERRQUERY_NONBLOCKING, NULL);
+    if (q != CUDNN_STATUS_SUCCESS)
+        snprintf(X->bn_runtime, sizeof(X->bn_runtime), "query failed: %s", cudnnGetErrorString(q));
+    else if (rs != CUDNN_STATUS_SUCCESS)
+        snprintf(X->bn_runtime, sizeof(X->bn_runtime), "%s, first seen after step %ld",
+                 cudnnGetErrorString(rs), X->steps_done);
+    if (X->bn_runtime[0]) fprintf(stderr, "cuda backend: cuDNN runtime error: %s\n", X->bn_runtime);
+}
+
 static int finish_step(cuda_exec_t *X, gb_step_out_t *out) {
     float ms = 0.0f;
     CK_CUDA(cudaEventRecord(X->ev1, X->stream));
@@ -402,6 +425,8 @@ static int finish_step(cuda_exec_t *X, gb_step_out_t *out) {
     out->ms = ms;
     out->loss = X->host_out->loss;
     out->skipped = X->prec == GB_PREC_FP16 ? X->host_out->found_inf != 0 : 0;
+    X->steps_done++;
+    check_bn_runtime(X);
     sample_device_use(X);
     return 0;
 fail:
@@ -695,7 +720,11 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
     jstr(&j, X->graph_note);
     jputf(&j, ",\"workspace_bytes\":%zu,\"allocated_bytes\":%zu,\"device_used_peak_bytes\":%zu",
           X->ws_bytes, X->bytes_peak, X->dev_used_peak);
-    jputf(&j, ",\"loss_scale\":%g", (double)X->host_out->scale);
+    jputf(&j, ",\"loss_scale\":%g,\"cudnn_runtime_error\":", (double)X->host_out->scale);
+    if (X->bn_runtime[0])
+        jstr(&j, X->bn_runtime);
+    else
+        jputf(&j, "null");
     jputf(&j, ",\"batchnorm\":{\"cudnn\":%d,\"own\":%d,\"layers\":[", p->n_bns - own, own);
     for (int i = 0; i < p->n_bns; i++) {
         jputf(&j, "%s{\"name\":", i ? "," : "");
