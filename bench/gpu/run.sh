@@ -167,6 +167,8 @@ elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
     if timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --precision "$p" --batch "$BATCH" --image-size 224 \
          --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$p.json" 2>"$LOG/ours_$p.err"; then
       OURS[$p]=$(json_field "$LOG/ours_$p.json" images_per_sec)
+      RTE=$(json_field "$LOG/ours_$p.json" details.cudnn_runtime_error)
+      [ -n "$RTE" ] && status FAIL "ours $p: cuDNN runtime error: $RTE"
       status PASS "ours $p: ${OURS[$p]} img/s, median $(json_field "$LOG/ours_$p.json" step_ms.median) ms, graph $(json_field "$LOG/ours_$p.json" details.cuda_graph), BN cuDNN/own $(json_field "$LOG/ours_$p.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_$p.json" details.batchnorm.own), skipped $(json_field "$LOG/ours_$p.json" skipped_steps), setup $(json_field "$LOG/ours_$p.json" setup_s) s"
     else
       tail -5 "$LOG/ours_$p.err"
