@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Milliseconds on CLOCK_MONOTONIC (for timers and intervals). */
 /* Keep freed heap memory in the process (glibc: no trimming of the heap top,
  * large blocks from the heap rather than their own mappings) for a
  * long-running daemon whose allocations come and go every message: on VMs
@@ -19,6 +18,7 @@
  * SQLite's per-statement allocations). */
 void gb_heap_keep(void);
 
+/* Milliseconds on CLOCK_MONOTONIC (for timers and intervals). */
 int64_t gb_mono_ms(void);
 /* Microseconds on CLOCK_MONOTONIC (for timing what the daemons do). */
 int64_t gb_mono_us(void);
