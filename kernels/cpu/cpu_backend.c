@@ -977,7 +977,8 @@ void gb_cpu_backend_stats(void *state, gb_cpu_stats_t *out) {
         const gb_cpu_prim_t *p = st->ctx->prims[i];
         int conv = strstr(p->what, " fwd") && strstr(p->what, "conv") && !strstr(p->what, "bn");
         out->n_slow += p->slow;
-        if (conv && strstr(p->impl, "wino")) out->n_winograd++;
+        if ((conv || strncmp(p->impl, "gpubench:", 9) == 0) && strstr(p->impl, "wino"))
+            out->n_winograd++;
     }
     out->n_reorders_per_step = st->n_reorders;
     out->arena_bytes = st->arena_bytes - 3 * st->slab_bytes - st->scratch_bytes;

@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu_ops.h"
+#include "wino.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -333,6 +334,22 @@ static int impl_refused(int strict, const char *impl, int is_conv) {
     return 0;
 }
 
+/* Destroy a primitive made here and take it off the context's list. */
+static void prim_drop(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr) {
+    for (int i = 0; i < ctx->n_prims; i++) {
+        if (ctx->prims[i] != pr) continue;
+        memmove(&ctx->prims[i], &ctx->prims[i + 1],
+                (size_t)(ctx->n_prims - i - 1) * sizeof(*ctx->prims));
+        ctx->n_prims--;
+        ctx->n_ref -= pr->ref;
+        break;
+    }
+    if (pr->scratch) dnnl_memory_destroy(pr->scratch);
+    if (pr->p) dnnl_primitive_destroy(pr->p);
+    if (pr->pd) dnnl_primitive_desc_destroy(pr->pd);
+    memset(pr, 0, sizeof(*pr));
+}
+
 /* Take ownership of pd, check it, create the primitive and register it. On
  * failure pd is destroyed. */
 static int prim_from_pd(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr, dnnl_primitive_desc_t pd, int is_conv,
@@ -477,6 +494,57 @@ static int weight_copies(gb_cpu_ctx_t *ctx, const char *name, const dnnl_memory_
     return 0;
 }
 
+/* Which passes of a 3x3/1 convolution our Winograd takes (wino.h): every one
+ * whose formats are the ones it reads (nChw8c, OIhw8i8o: oneDNN's AVX2
+ * choice), on a CPU with AVX2 and FMA, minus what GB_CPU_WINO leaves out.
+ * oneDNN's primitives for those passes were made first (they fixed the
+ * formats) and are dropped here. */
+static int own_wino_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const char *name, char *err,
+                         size_t errlen) {
+    const gb_cpu_conv_shape_t *s = &cv->s;
+    if (cv->dt != dnnl_f32 || s->kh != 3 || s->kw != 3 || s->stride != 1 || s->pad != 1 ||
+        s->c % 8 || s->k % 8 || cv->oh != s->ih || cv->ow != s->iw || !gb_wino_cpu_ok())
+        return 0;
+    dnnl_memory_desc_t a, b, w;
+    int64_t sd[4] = {s->n, s->c, s->ih, s->iw}, dd[4] = {s->n, s->k, cv->oh, cv->ow},
+            wd[4] = {s->k, s->c, 3, 3};
+    gb_cpu_md(&a, 4, sd, dnnl_f32, dnnl_nChw8c);
+    gb_cpu_md(&b, 4, dd, dnnl_f32, dnnl_nChw8c);
+    gb_cpu_md(&w, 4, wd, dnnl_f32, dnnl_OIhw8i8o);
+    if (!md_eq(&cv->src_md, &a) || !md_eq(&cv->dst_md, &b)) return 0;
+    const char *env = getenv("GB_CPU_WINO");
+    const char *passes = env && *env ? env : "fwd,bwd_data,bwd_weights";
+    int fwd = strstr(passes, "fwd") != NULL, bwd_w = strstr(passes, "bwd_weights") != NULL;
+    int bwd_d = cv->has_bwd_data && strstr(passes, "bwd_data") != NULL;
+    if (!md_eq(&cv->w_md, &w)) {
+        /* oneDNN's backward weights chose another master layout (its `ref`
+         * kernel does on AVX2 for 2x2 maps): ours can set it only when every
+         * pass is ours */
+        if (!(fwd && bwd_w && (bwd_d || !cv->has_bwd_data))) return 0;
+        cv->w_md = w;
+    }
+    cv->own_fwd = fwd;
+    cv->own_bwd_d = bwd_d;
+    cv->own_bwd_w = bwd_w;
+    if (!cv->own_fwd && !cv->own_bwd_d && !cv->own_bwd_w) return 0;
+    if (cv->own_fwd) prim_drop(ctx, &cv->fwd);
+    if (cv->own_bwd_d) prim_drop(ctx, &cv->bwd_d);
+    if (cv->own_bwd_w) prim_drop(ctx, &cv->bwd_w);
+    gb_cpu_prim_t *pr = &cv->wino;
+    memset(pr, 0, sizeof(*pr));
+    snprintf(pr->what, sizeof(pr->what), "%s conv wino%s%s%s", name, cv->own_fwd ? " fwd" : "",
+             cv->own_bwd_d ? " bwd_data" : "", cv->own_bwd_w ? " bwd_weights" : "");
+    snprintf(pr->impl, sizeof(pr->impl), "gpubench:wino_4x3:avx2");
+    int64_t sf[1] = {(int64_t)gb_wino_scratch_floats(s->n, s->c, s->k, s->ih, s->iw)};
+    gb_cpu_md(&pr->scratch_md, 1, sf, dnnl_f32, dnnl_a);
+    if (grow((void **)&ctx->prims, &ctx->cap_prims, ctx->n_prims, sizeof(*ctx->prims))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ctx->prims[ctx->n_prims++] = pr;
+    return 0;
+}
+
 int gb_cpu_conv_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const gb_cpu_conv_shape_t *s,
                      const dnnl_memory_desc_t *src_in, dnnl_data_type_t dt, int bwd_data,
                      int winograd, const char *name, char *err, size_t errlen) {
@@ -577,15 +645,40 @@ int gb_cpu_conv_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const gb_cpu_conv_sha
         }
         cv->wbwd_md = *q_md(&cv->bwd_d, dnnl_query_weights_md, 0);
     }
-    return weight_copies(ctx, name, &cv->w_md, &cv->wfwd_md, &cv->wbwd_md, bwd_data,
-                         &cv->wfwd_is_master, &cv->wbwd_is_master, &cv->wbwd_is_fwd, &cv->to_fwd,
-                         &cv->to_bwd, err, errlen);
+    if (winograd && !cv->winograd && own_wino_init(ctx, cv, name, err, errlen)) return -1;
+    /* our Winograd's weights are made by gb_wino_weights, not by a reorder */
+    if (weight_copies(ctx, name, &cv->w_md, cv->own_fwd ? &cv->w_md : &cv->wfwd_md, &cv->wbwd_md,
+                      bwd_data && !cv->own_bwd_d, &cv->wfwd_is_master, &cv->wbwd_is_master,
+                      &cv->wbwd_is_fwd, &cv->to_fwd, &cv->to_bwd, err, errlen))
+        return -1;
+    dnnl_memory_desc_t u_md;
+    int64_t ud[1] = {(int64_t)gb_wino_u_floats(s->c, s->k)};
+    gb_cpu_md(&u_md, 1, ud, dnnl_f32, dnnl_a);
+    if (cv->own_fwd) {
+        cv->wfwd_md = u_md;
+        cv->wfwd_is_master = 0;
+    }
+    if (cv->own_bwd_d) {
+        cv->wbwd_md = u_md;
+        cv->wbwd_is_master = cv->wbwd_is_fwd = 0;
+    }
+    return 0;
 fail:
     return -1;
 }
 
+static float *mem_ptr(dnnl_memory_t m) {
+    void *p = NULL;
+    dnnl_memory_get_data_handle(m, &p);
+    return p;
+}
+
 int gb_cpu_conv_weights_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
                             dnnl_memory_t wfwd, char *err, size_t errlen) {
+    if (cv->own_fwd) {
+        gb_wino_weights(mem_ptr(w), cv->s.k, cv->s.c, 0, mem_ptr(wfwd), ctx->threads);
+        return 0;
+    }
     if (cv->wfwd_is_master) return 0;
     return gb_cpu_reorder(ctx, &cv->to_fwd, w, wfwd, err, errlen);
 }
@@ -593,6 +686,10 @@ int gb_cpu_conv_weights_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_mem
 int gb_cpu_conv_weights_bwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t w,
                             dnnl_memory_t wbwd, char *err, size_t errlen) {
     if (!cv->has_bwd_data || cv->wbwd_is_master) return 0;
+    if (cv->own_bwd_d) {
+        gb_wino_weights(mem_ptr(w), cv->s.k, cv->s.c, 1, mem_ptr(wbwd), ctx->threads);
+        return 0;
+    }
     /* the forward copy may be gone (copies can share one buffer): remake it */
     return gb_cpu_reorder(ctx, cv->wbwd_is_fwd ? &cv->to_fwd : &cv->to_bwd, w, wbwd, err, errlen);
 }
@@ -606,12 +703,22 @@ int gb_cpu_conv_weights(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_
 
 int gb_cpu_conv_fwd(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t src,
                     dnnl_memory_t wfwd, dnnl_memory_t dst, char *err, size_t errlen) {
+    if (cv->own_fwd) {
+        gb_wino_fwd(mem_ptr(src), mem_ptr(wfwd), mem_ptr(dst), cv->s.n, cv->s.c, cv->s.k, cv->s.ih,
+                    cv->s.iw, mem_ptr(cv->wino.scratch), ctx->threads);
+        return 0;
+    }
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wfwd}, {DNNL_ARG_DST, dst}};
     return gb_cpu_exec(ctx, &cv->fwd, 3, a, err, errlen);
 }
 
 int gb_cpu_conv_bwd_data(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t diff_dst,
                          dnnl_memory_t wbwd, dnnl_memory_t diff_src, char *err, size_t errlen) {
+    if (cv->own_bwd_d) {
+        gb_wino_bwd_data(mem_ptr(diff_dst), mem_ptr(wbwd), mem_ptr(diff_src), cv->s.n, cv->s.c,
+                         cv->s.k, cv->s.ih, cv->s.iw, mem_ptr(cv->wino.scratch), ctx->threads);
+        return 0;
+    }
     dnnl_exec_arg_t a[] = {
         {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wbwd}, {DNNL_ARG_DIFF_SRC, diff_src}};
     return gb_cpu_exec(ctx, &cv->bwd_d, 3, a, err, errlen);
@@ -620,6 +727,11 @@ int gb_cpu_conv_bwd_data(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory
 int gb_cpu_conv_bwd_weights(gb_cpu_ctx_t *ctx, const gb_cpu_conv_t *cv, dnnl_memory_t src,
                             dnnl_memory_t diff_dst, dnnl_memory_t diff_w, char *err,
                             size_t errlen) {
+    if (cv->own_bwd_w) {
+        gb_wino_bwd_weights(mem_ptr(src), mem_ptr(diff_dst), mem_ptr(diff_w), cv->s.n, cv->s.c,
+                            cv->s.k, cv->s.ih, cv->s.iw, mem_ptr(cv->wino.scratch), ctx->threads);
+        return 0;
+    }
     dnnl_exec_arg_t a[] = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
     return gb_cpu_exec(ctx, &cv->bwd_w, 3, a, err, errlen);

@@ -149,12 +149,20 @@ typedef struct gb_cpu_conv {
     int wbwd_is_master;                /* backward-data reads the master weights directly */
     int wbwd_is_fwd;                   /* backward-data reads the forward copy */
     gb_cpu_prim_t fwd, bwd_d, bwd_w, to_fwd, to_bwd; /* to_*: master -> copy reorders */
+    /* Passes run by our AVX2 Winograd (wino.h) instead of oneDNN: its
+     * transformed weights are the wfwd/wbwd copies (1-D, 36*c*k floats), and
+     * `wino` (no primitive) holds its scratchpad in the context's list. */
+    int own_fwd, own_bwd_d, own_bwd_w;
+    gb_cpu_prim_t wino;
 } gb_cpu_conv_t;
 
 /* Output spatial size by PyTorch's rule floor((i + 2p - k) / s) + 1. */
 int gb_cpu_out_size(int in, int k, int stride, int pad);
 
-/* src_md: the producer's descriptor (NULL: let oneDNN choose). */
+/* src_md: the producer's descriptor (NULL: let oneDNN choose). winograd:
+ * oneDNN's Winograd where it has one (AVX-512), else ours (AVX2, 3x3/1 pad 1
+ * f32 with nChw8c activations) for the passes GB_CPU_WINO lists
+ * ("fwd,bwd_data,bwd_weights" by default; "none"). */
 int gb_cpu_conv_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const gb_cpu_conv_shape_t *s,
                      const dnnl_memory_desc_t *src_md, dnnl_data_type_t dt, int bwd_data,
                      int winograd, const char *name, char *err, size_t errlen);

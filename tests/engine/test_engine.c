@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "cpu_backend.h"
+#include "wino.h"
 #include "engine.h"
 #include "engine_stats.h"
 #include "safetensors.h"
@@ -334,7 +335,7 @@ static void test_resnet50_impls(void) {
     gb_train_config_t c;
     gb_train_config_default(&c);
     c.batch = 2;
-    /* oneDNN 2.6: Winograd on AVX-512 only, bf16 with avx512_bf16 only */
+    /* oneDNN 2.6: bf16 with avx512_bf16 only */
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     /* AVX-512 runs every primitive of the 64x64 net with jit kernels; on
      * AVX2 the 2x2 maps of layer4 there have none (ref, allowed and
@@ -343,7 +344,8 @@ static void test_resnet50_impls(void) {
     c.model.image_h = c.model.image_w = isa >= dnnl_cpu_isa_avx512_core ? 64 : 224;
     c.threads = 2;
     char e[GB_ERR_LEN];
-    int wino = isa >= dnnl_cpu_isa_avx512_core ? 13 : 0;
+    /* Winograd: oneDNN's on AVX-512, ours (wino.h) on AVX2 */
+    int wino = isa >= dnnl_cpu_isa_avx512_core || gb_wino_cpu_ok() ? 13 : 0;
     for (int prec = 0; prec < 2; prec++) {
         c.precision = prec ? GB_PREC_BF16 : GB_PREC_FP32;
         gb_model_t *m = gb_model_new(&c.model, e, sizeof(e));
@@ -408,7 +410,10 @@ static void test_loss_falls(gb_precision_t prec) {
     c.steps = 50;
     c.warmup = 0;
     c.threads = 2;
-    c.lr = 0.05f;
+    /* lr 0.01: with batch norm over 4 images of 32x32, lr 0.02 and up is
+     * chaotic (the loss jumps between 0 and 10; rounding-level differences,
+     * direct against Winograd, end it anywhere) */
+    c.lr = 0.01f;
     gb_train_result_t r;
     run_ok(&c, &r);
     /* from ~ln(1000) = 6.9 for random labels; memorizing 4 images drives it
