@@ -494,6 +494,36 @@ static int weight_copies(gb_cpu_ctx_t *ctx, const char *name, const dnnl_memory_
     return 0;
 }
 
+/* GB_CPU_WINO: a comma-separated list of fwd, bwd_data, bwd_weights, or
+ * none; unset or empty means all three. A misspelt pass is an error, not a
+ * silent A/B run of something else. */
+static int wino_passes(int *fwd, int *bwd_d, int *bwd_w, char *err, size_t errlen) {
+    const char *env = getenv("GB_CPU_WINO");
+    *fwd = *bwd_d = *bwd_w = 1;
+    if (!env || !*env) return 0;
+    *fwd = *bwd_d = *bwd_w = 0;
+    const char *p = env;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == 3 && strncmp(p, "fwd", 3) == 0)
+            *fwd = 1;
+        else if (n == 8 && strncmp(p, "bwd_data", 8) == 0)
+            *bwd_d = 1;
+        else if (n == 11 && strncmp(p, "bwd_weights", 11) == 0)
+            *bwd_w = 1;
+        else if (!(n == 4 && strncmp(p, "none", 4) == 0)) {
+            snprintf(err, errlen,
+                     "GB_CPU_WINO=%s: unknown pass '%.*s' (a comma-separated list of fwd, "
+                     "bwd_data, bwd_weights, or none)",
+                     env, (int)n, p);
+            return -1;
+        }
+        p += n;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
 /* Which passes of a 3x3/1 convolution our Winograd takes (wino.h): every one
  * whose formats are the ones it reads (nChw8c, OIhw8i8o: oneDNN's AVX2
  * choice), on a CPU with AVX2 and FMA, minus what GB_CPU_WINO leaves out.
@@ -512,10 +542,9 @@ static int own_wino_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const char *name,
     gb_cpu_md(&b, 4, dd, dnnl_f32, dnnl_nChw8c);
     gb_cpu_md(&w, 4, wd, dnnl_f32, dnnl_OIhw8i8o);
     if (!md_eq(&cv->src_md, &a) || !md_eq(&cv->dst_md, &b)) return 0;
-    const char *env = getenv("GB_CPU_WINO");
-    const char *passes = env && *env ? env : "fwd,bwd_data,bwd_weights";
-    int fwd = strstr(passes, "fwd") != NULL, bwd_w = strstr(passes, "bwd_weights") != NULL;
-    int bwd_d = cv->has_bwd_data && strstr(passes, "bwd_data") != NULL;
+    int fwd, bwd_d, bwd_w;
+    if (wino_passes(&fwd, &bwd_d, &bwd_w, err, errlen)) return -1;
+    bwd_d = bwd_d && cv->has_bwd_data;
     if (!md_eq(&cv->w_md, &w)) {
         /* oneDNN's backward weights chose another master layout (its `ref`
          * kernel does on AVX2 for 2x2 maps): ours can set it only when every

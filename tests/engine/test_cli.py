@@ -4,6 +4,7 @@ every option with its default, bad values are usage errors (exit 2), a failed
 run exits 1 with the reason on stderr, and --format json prints exactly the
 result record on stdout. Usage: test_cli.py GPUBENCH"""
 import json
+import os
 import subprocess
 import sys
 
@@ -52,6 +53,20 @@ check(len(rec["loss_samples"]) == 2 and rec["images_per_sec"] > 0, "json samples
 nref = rec["details"]["ref_prims"]
 check(isinstance(nref, int) and (nref == 0) == ("reference implementation" not in p.stderr),
       "ref primitives %r counted and warned about: %s" % (nref, p.stderr))
+
+# GB_CPU_WINO picks our AVX2 Winograd's passes; a misspelt one is an error
+# (on an AVX-512 CPU oneDNN's Winograd runs and the variable is never read)
+if json.loads(p.stdout)["versions"]["isa"] == "avx2":
+    for val, ok in (("none", True), ("fwd,bwd_weights", True), ("fwd,bwd_dat", False)):
+        q = subprocess.run([exe, "train", *SMALL, "--format", "json"], capture_output=True,
+                           text=True, env=dict(os.environ, GB_CPU_WINO=val))
+        check((q.returncode == 0) == ok, "GB_CPU_WINO=%s: rc %d %s" % (val, q.returncode, q.stderr))
+        if not ok:
+            check("bwd_dat'" in q.stderr, "GB_CPU_WINO error names the pass: " + q.stderr)
+        else:
+            impls = json.loads(q.stdout)["details"]["impls"]
+            check(("gpubench:wino_4x3:avx2" in impls) == (val != "none"),
+                  "GB_CPU_WINO=%s: impls %r" % (val, impls))
 
 p = run(*SMALL, "--no-cuda-graph", "--format", "json")
 check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2, "--no-cuda-graph (no-op on the CPU)")
