@@ -100,23 +100,29 @@ static inline void gt6(const v8 x[6], v8 y[3]) {
 
 /* ---- tile transforms ---- */
 
-/* One 6x6 input tile of one channel block at (y0, x0) (may stick out: zeros)
- * -> B^T d B, stored at v + j * js for j = 0..35. plane: (h, w, 8). */
-static inline void in_tile(const float *plane, int h, int w, int y0, int x0, float *v, size_t js) {
-    v8 d[6][6], t[6][6], col[6], r[6];
+/* The s x s tile of one channel block at (y0, x0) of plane (h, w, 8), with
+ * zeros where it sticks out, into d (row-major). */
+static inline void load_tile(const float *plane, int h, int w, int y0, int x0, int s, v8 *d) {
     const v8 z = _mm256_setzero_ps();
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < s; i++) {
         int y = y0 + i;
-        for (int j = 0; j < 6; j++) {
+        for (int j = 0; j < s; j++) {
             int x = x0 + j;
-            d[i][j] = (y >= 0 && y < h && x >= 0 && x < w)
-                          ? _mm256_loadu_ps(plane + ((size_t)y * (size_t)w + (size_t)x) * 8)
-                          : z;
+            d[i * s + j] = (y >= 0 && y < h && x >= 0 && x < w)
+                               ? _mm256_loadu_ps(plane + ((size_t)y * (size_t)w + (size_t)x) * 8)
+                               : z;
         }
     }
+}
+
+/* One 6x6 input tile at (y0, x0) -> B^T d B, stored at v + j * js for
+ * j = 0..35. */
+static inline void in_tile(const float *plane, int h, int w, int y0, int x0, float *v, size_t js) {
+    v8 d[36], t[6][6], col[6], r[6];
+    load_tile(plane, h, w, y0, x0, 6, d);
     for (int j = 0; j < 6; j++) {
         for (int i = 0; i < 6; i++)
-            col[i] = d[i][j];
+            col[i] = d[i * 6 + j];
         bt6(col, r);
         for (int i = 0; i < 6; i++)
             t[i][j] = r[i];
@@ -128,22 +134,13 @@ static inline void in_tile(const float *plane, int h, int w, int y0, int x0, flo
     }
 }
 
-/* The 4x4 output-gradient tile at (y0, x0) (zeros past the edge) -> A dy A^T. */
+/* One 4x4 output-gradient tile at (y0, x0) -> A dy A^T, stored the same way. */
 static inline void dy_tile(const float *plane, int h, int w, int y0, int x0, float *v, size_t js) {
-    v8 d[4][4], t[6][4], col[4], r[6];
-    const v8 z = _mm256_setzero_ps();
-    for (int i = 0; i < 4; i++) {
-        int y = y0 + i;
-        for (int j = 0; j < 4; j++) {
-            int x = x0 + j;
-            d[i][j] = (y < h && x < w)
-                          ? _mm256_loadu_ps(plane + ((size_t)y * (size_t)w + (size_t)x) * 8)
-                          : z;
-        }
-    }
+    v8 d[16], t[6][4], col[4], r[6];
+    load_tile(plane, h, w, y0, x0, 4, d);
     for (int j = 0; j < 4; j++) {
         for (int i = 0; i < 4; i++)
-            col[i] = d[i][j];
+            col[i] = d[i * 4 + j];
         a4(col, r);
         for (int i = 0; i < 6; i++)
             t[i][j] = r[i];
@@ -177,9 +174,10 @@ static inline void out_tile(const float *m, size_t js, float *plane, int h, int 
 
 /* ---- passes ---- */
 
-/* src (n, c, h, w) nChw8c -> v [36][T][c] */
-static void input_transform(const float *src, int n, int c, int h, int w, float *v, int threads) {
-    int th = tiles(h), tw = tiles(w), cb = c / 8;
+/* src (n, c, h, w) nChw8c -> v [36][T][c]: the 6x6 input tiles (B^T d B),
+ * or with dy the 4x4 output-gradient tiles (A dy A^T) */
+static void to_tiles(const float *src, int n, int c, int h, int w, int dy, float *v, int threads) {
+    int th = tiles(h), tw = tiles(w), cb = c / 8, off = dy ? 0 : -1;
     size_t T = (size_t)n * (size_t)th * (size_t)tw, js = T * (size_t)c;
     int64_t rows = (int64_t)n * cb * th;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -187,23 +185,11 @@ static void input_transform(const float *src, int n, int c, int h, int w, float 
         int ty = (int)(r % th), b = (int)((r / th) % cb), img = (int)(r / th / cb);
         const float *plane = src + ((size_t)img * (size_t)cb + (size_t)b) * (size_t)h * w * 8;
         for (int tx = 0; tx < tw; tx++) {
-            size_t t = ((size_t)img * th + ty) * tw + tx;
-            in_tile(plane, h, w, ty * 4 - 1, tx * 4 - 1, v + t * c + (size_t)b * 8, js);
-        }
-    }
-}
-
-static void dy_transform(const float *dy, int n, int k, int h, int w, float *v, int threads) {
-    int th = tiles(h), tw = tiles(w), kb = k / 8;
-    size_t T = (size_t)n * (size_t)th * (size_t)tw, js = T * (size_t)k;
-    int64_t rows = (int64_t)n * kb * th;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        int ty = (int)(r % th), b = (int)((r / th) % kb), img = (int)(r / th / kb);
-        const float *plane = dy + ((size_t)img * (size_t)kb + (size_t)b) * (size_t)h * w * 8;
-        for (int tx = 0; tx < tw; tx++) {
-            size_t t = ((size_t)img * th + ty) * tw + tx;
-            dy_tile(plane, h, w, ty * 4, tx * 4, v + t * k + (size_t)b * 8, js);
+            float *vt = v + (((size_t)img * th + ty) * tw + tx) * c + (size_t)b * 8;
+            if (dy)
+                dy_tile(plane, h, w, ty * 4, tx * 4, vt, js);
+            else
+                in_tile(plane, h, w, ty * 4 + off, tx * 4 + off, vt, js);
         }
     }
 }
@@ -275,7 +261,7 @@ static void conv(const float *in, const float *u, int trans, float *out, int n, 
                  int h, int w, float *scratch, int threads) {
     size_t T = (size_t)n * (size_t)tiles(h) * (size_t)tiles(w);
     float *v = scratch, *m = scratch + 36 * T * (size_t)ci;
-    input_transform(in, n, ci, h, w, v, threads);
+    to_tiles(in, n, ci, h, w, 0, v, threads);
     gemm36('N', trans ? 'T' : 'N', (int64_t)T, co, ci, v, ci, T * (size_t)ci, u, trans ? ci : co,
            (size_t)ci * (size_t)co, m, co, T * (size_t)co, threads);
     output_transform(m, n, co, h, w, out, threads);
@@ -295,8 +281,8 @@ void gb_wino_bwd_weights(const float *src, const float *diff_dst, float *diff_w,
                          int k, int h, int w, float *scratch, int threads) {
     size_t T = (size_t)n * (size_t)tiles(h) * (size_t)tiles(w);
     float *vx = scratch, *vy = vx + 36 * T * (size_t)c, *p = vy + 36 * T * (size_t)k;
-    input_transform(src, n, c, h, w, vx, threads);
-    dy_transform(diff_dst, n, k, h, w, vy, threads);
+    to_tiles(src, n, c, h, w, 0, vx, threads);
+    to_tiles(diff_dst, n, k, h, w, 1, vy, threads);
     /* P_j (c x k) = Vx_j^T Vy_j, summed over every tile of every image */
     gemm36('T', 'N', c, k, (int64_t)T, vx, c, T * (size_t)c, vy, k, T * (size_t)k, p, k,
            (size_t)c * (size_t)k, threads);
