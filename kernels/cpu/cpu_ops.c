@@ -334,6 +334,14 @@ static int impl_refused(int strict, const char *impl, int is_conv) {
     return 0;
 }
 
+/* Room for one more primitive in the context's list. */
+static int prim_room(gb_cpu_ctx_t *ctx, char *err, size_t errlen) {
+    if (grow((void **)&ctx->prims, &ctx->cap_prims, ctx->n_prims, sizeof(*ctx->prims)) == 0)
+        return 0;
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
 /* Destroy a primitive made here and take it off the context's list. */
 static void prim_drop(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr) {
     for (int i = 0; i < ctx->n_prims; i++) {
@@ -363,10 +371,7 @@ static int prim_from_pd(gb_cpu_ctx_t *ctx, gb_cpu_prim_t *pr, dnnl_primitive_des
     }
     const dnnl_memory_desc_t *sm = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (sm) pr->scratch_md = *sm;
-    if (grow((void **)&ctx->prims, &ctx->cap_prims, ctx->n_prims, sizeof(*ctx->prims))) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
+    if (prim_room(ctx, err, errlen)) goto fail;
     DNNL_CHECK(dnnl_primitive_create(&pr->p, pd), pr->what);
     pr->pd = pd;
     ctx->prims[ctx->n_prims++] = pr;
@@ -566,10 +571,7 @@ static int own_wino_init(gb_cpu_ctx_t *ctx, gb_cpu_conv_t *cv, const char *name,
     snprintf(pr->impl, sizeof(pr->impl), "gpubench:wino_4x3:avx2");
     int64_t sf[1] = {(int64_t)gb_wino_scratch_floats(s->n, s->c, s->k, s->ih, s->iw)};
     gb_cpu_md(&pr->scratch_md, 1, sf, dnnl_f32, dnnl_a);
-    if (grow((void **)&ctx->prims, &ctx->cap_prims, ctx->n_prims, sizeof(*ctx->prims))) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (prim_room(ctx, err, errlen)) return -1;
     ctx->prims[ctx->n_prims++] = pr;
     return 0;
 }

@@ -100,6 +100,24 @@ static inline void gt6(const v8 x[6], v8 y[3]) {
 
 /* ---- tile transforms ---- */
 
+/* y = F x F^T, a separable 2-D transform: x is ni x ni and y no x no, both
+ * row-major; f takes ni values to no. Always inlined, so f is a direct,
+ * inlined call at every use. */
+typedef void (*tr1d_fn)(const v8 *x, v8 *y);
+static inline __attribute__((always_inline)) void tr2d(tr1d_fn f, int ni, int no, const v8 *x,
+                                                       v8 *y) {
+    v8 t[36], col[6], r[6];
+    for (int j = 0; j < ni; j++) {
+        for (int i = 0; i < ni; i++)
+            col[i] = x[i * ni + j];
+        f(col, r);
+        for (int i = 0; i < no; i++)
+            t[i * ni + j] = r[i];
+    }
+    for (int i = 0; i < no; i++)
+        f(t + i * ni, y + i * no);
+}
+
 /* The s x s tile of one channel block at (y0, x0) of plane (h, w, 8), with
  * zeros where it sticks out, into d (row-major). */
 static inline void load_tile(const float *plane, int h, int w, int y0, int x0, int s, v8 *d) {
@@ -115,69 +133,12 @@ static inline void load_tile(const float *plane, int h, int w, int y0, int x0, i
     }
 }
 
-/* One 6x6 input tile at (y0, x0) -> B^T d B, stored at v + j * js for
- * j = 0..35. */
-static inline void in_tile(const float *plane, int h, int w, int y0, int x0, float *v, size_t js) {
-    v8 d[36], t[6][6], col[6], r[6];
-    load_tile(plane, h, w, y0, x0, 6, d);
-    for (int j = 0; j < 6; j++) {
-        for (int i = 0; i < 6; i++)
-            col[i] = d[i * 6 + j];
-        bt6(col, r);
-        for (int i = 0; i < 6; i++)
-            t[i][j] = r[i];
-    }
-    for (int i = 0; i < 6; i++) {
-        bt6(t[i], r);
-        for (int j = 0; j < 6; j++)
-            _mm256_storeu_ps(v + (size_t)(i * 6 + j) * js, r[j]);
-    }
-}
-
-/* One 4x4 output-gradient tile at (y0, x0) -> A dy A^T, stored the same way. */
-static inline void dy_tile(const float *plane, int h, int w, int y0, int x0, float *v, size_t js) {
-    v8 d[16], t[6][4], col[4], r[6];
-    load_tile(plane, h, w, y0, x0, 4, d);
-    for (int j = 0; j < 4; j++) {
-        for (int i = 0; i < 4; i++)
-            col[i] = d[i * 4 + j];
-        a4(col, r);
-        for (int i = 0; i < 6; i++)
-            t[i][j] = r[i];
-    }
-    for (int i = 0; i < 6; i++) {
-        a4(t[i], r);
-        for (int j = 0; j < 6; j++)
-            _mm256_storeu_ps(v + (size_t)(i * 6 + j) * js, r[j]);
-    }
-}
-
-/* m (36 points at m + j * js) -> A^T m A, the 4x4 outputs at (y0, x0) that
- * fall inside (h, w). */
-static inline void out_tile(const float *m, size_t js, float *plane, int h, int w, int y0, int x0) {
-    v8 t[4][6], col[6], r[4];
-    for (int j = 0; j < 6; j++) {
-        for (int i = 0; i < 6; i++)
-            col[i] = _mm256_loadu_ps(m + (size_t)(i * 6 + j) * js);
-        at6(col, r);
-        for (int i = 0; i < 4; i++)
-            t[i][j] = r[i];
-    }
-    for (int i = 0; i < 4; i++) {
-        int y = y0 + i;
-        if (y >= h) break;
-        at6(t[i], r);
-        for (int j = 0; j < 4 && x0 + j < w; j++)
-            _mm256_storeu_ps(plane + ((size_t)y * (size_t)w + (size_t)(x0 + j)) * 8, r[j]);
-    }
-}
-
 /* ---- passes ---- */
 
 /* src (n, c, h, w) nChw8c -> v [36][T][c]: the 6x6 input tiles (B^T d B),
  * or with dy the 4x4 output-gradient tiles (A dy A^T) */
 static void to_tiles(const float *src, int n, int c, int h, int w, int dy, float *v, int threads) {
-    int th = tiles(h), tw = tiles(w), cb = c / 8, off = dy ? 0 : -1;
+    int th = tiles(h), tw = tiles(w), cb = c / 8;
     size_t T = (size_t)n * (size_t)th * (size_t)tw, js = T * (size_t)c;
     int64_t rows = (int64_t)n * cb * th;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -186,10 +147,16 @@ static void to_tiles(const float *src, int n, int c, int h, int w, int dy, float
         const float *plane = src + ((size_t)img * (size_t)cb + (size_t)b) * (size_t)h * w * 8;
         for (int tx = 0; tx < tw; tx++) {
             float *vt = v + (((size_t)img * th + ty) * tw + tx) * c + (size_t)b * 8;
-            if (dy)
-                dy_tile(plane, h, w, ty * 4, tx * 4, vt, js);
-            else
-                in_tile(plane, h, w, ty * 4 + off, tx * 4 + off, vt, js);
+            v8 d[36], y[36];
+            if (dy) {
+                load_tile(plane, h, w, ty * 4, tx * 4, 4, d);
+                tr2d(a4, 4, 6, d, y);
+            } else {
+                load_tile(plane, h, w, ty * 4 - 1, tx * 4 - 1, 6, d);
+                tr2d(bt6, 6, 6, d, y);
+            }
+            for (int j = 0; j < 36; j++)
+                _mm256_storeu_ps(vt + (size_t)j * js, y[j]);
         }
     }
 }
@@ -204,8 +171,17 @@ static void output_transform(const float *m, int n, int k, int h, int w, float *
         int ty = (int)(r % th), b = (int)((r / th) % kb), img = (int)(r / th / kb);
         float *plane = dst + ((size_t)img * (size_t)kb + (size_t)b) * (size_t)h * w * 8;
         for (int tx = 0; tx < tw; tx++) {
-            size_t t = ((size_t)img * th + ty) * tw + tx;
-            out_tile(m + t * k + (size_t)b * 8, js, plane, h, w, ty * 4, tx * 4);
+            /* A^T m A; only the outputs inside (h, w) are written */
+            const float *mt = m + (((size_t)img * th + ty) * tw + tx) * k + (size_t)b * 8;
+            v8 x[36], y[16];
+            for (int j = 0; j < 36; j++)
+                x[j] = _mm256_loadu_ps(mt + (size_t)j * js);
+            tr2d(at6, 6, 4, x, y);
+            for (int i = 0; i < 4 && ty * 4 + i < h; i++)
+                for (int j = 0; j < 4 && tx * 4 + j < w; j++)
+                    _mm256_storeu_ps(
+                        plane + ((size_t)(ty * 4 + i) * (size_t)w + (size_t)(tx * 4 + j)) * 8,
+                        y[i * 4 + j]);
         }
     }
 }
@@ -222,25 +198,15 @@ void gb_wino_weights(const float *w, int k, int c, int flip, float *u, int threa
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t p = 0; p < pairs; p++) {
         int ob = (int)(p % kb), i = (int)(p / kb); /* neighbours write neighbours */
-        v8 g[3][3], t[6][3], col[3], r[6];
+        v8 g[9], y[36];
         for (int kh = 0; kh < 3; kh++)
             for (int kw = 0; kw < 3; kw++)
-                g[kh][kw] = flip ? _mm256_loadu_ps(w + w_off(ob, i, c, 2 - kh, 2 - kw))
-                                 : _mm256_loadu_ps(w + w_off(ob, i, c, kh, kw));
-        for (int j = 0; j < 3; j++) {
-            for (int a = 0; a < 3; a++)
-                col[a] = g[a][j];
-            g3(col, r);
-            for (int a = 0; a < 6; a++)
-                t[a][j] = r[a];
-        }
-        for (int a = 0; a < 6; a++) {
-            g3(t[a], r);
-            for (int b = 0; b < 6; b++)
-                _mm256_storeu_ps(u + ((size_t)(a * 6 + b) * (size_t)c + (size_t)i) * (size_t)k +
-                                     (size_t)ob * 8,
-                                 r[b]);
-        }
+                g[kh * 3 + kw] = flip ? _mm256_loadu_ps(w + w_off(ob, i, c, 2 - kh, 2 - kw))
+                                      : _mm256_loadu_ps(w + w_off(ob, i, c, kh, kw));
+        tr2d(g3, 3, 6, g, y);
+        for (int j = 0; j < 36; j++)
+            _mm256_storeu_ps(u + ((size_t)j * (size_t)c + (size_t)i) * (size_t)k + (size_t)ob * 8,
+                             y[j]);
     }
 }
 
@@ -291,22 +257,13 @@ void gb_wino_bwd_weights(const float *src, const float *diff_dst, float *diff_w,
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t q = 0; q < pairs; q++) {
         int ob = (int)(q % kb), i = (int)(q / kb);
-        v8 x[6][6], t[3][6], col[6], r[3];
-        for (int a = 0; a < 6; a++)
-            for (int b = 0; b < 6; b++)
-                x[a][b] = _mm256_loadu_ps(
-                    p + ((size_t)(a * 6 + b) * (size_t)c + (size_t)i) * (size_t)k + (size_t)ob * 8);
-        for (int b = 0; b < 6; b++) {
-            for (int a = 0; a < 6; a++)
-                col[a] = x[a][b];
-            gt6(col, r);
-            for (int a = 0; a < 3; a++)
-                t[a][b] = r[a];
-        }
-        for (int a = 0; a < 3; a++) {
-            gt6(t[a], r);
+        v8 x[36], y[9];
+        for (int j = 0; j < 36; j++)
+            x[j] = _mm256_loadu_ps(p + ((size_t)j * (size_t)c + (size_t)i) * (size_t)k +
+                                   (size_t)ob * 8);
+        tr2d(gt6, 6, 3, x, y);
+        for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++)
-                _mm256_storeu_ps(diff_w + w_off(ob, i, c, a, b), r[b]);
-        }
+                _mm256_storeu_ps(diff_w + w_off(ob, i, c, a, b), y[a * 3 + b]);
     }
 }

@@ -36,6 +36,19 @@ static size_t wblk(int c, int o, int i, int kh, int kw) {
            (size_t)(o % 8);
 }
 
+/* random plain (n, c, h, w) values, their nChw8c copy, and where each went */
+static void fill(float *plain, float *blocked, size_t *idx, int n, int c, int h, int w) {
+    for (int img = 0; img < n; img++)
+        for (int ch = 0; ch < c; ch++)
+            for (int yy = 0; yy < h; yy++)
+                for (int xx = 0; xx < w; xx++) {
+                    size_t p = (((size_t)img * c + ch) * h + yy) * w + xx;
+                    plain[p] = frand();
+                    idx[p] = blk(c, h, w, img, ch, yy, xx);
+                    blocked[idx[p]] = plain[p];
+                }
+}
+
 /* relative L2 error of got (blocked by idx) against ref (plain, double) */
 static double rel_l2(const double *ref, const float *got, size_t count, const size_t *idx) {
     double num = 0, den = 0;
@@ -59,24 +72,8 @@ static int check_shape(int n, int c, int k, int h, int w, int plant) {
            *wi = malloc(ws * sizeof(size_t));
     CHECK(x && dy && wt && xb && dyb && wb && yb && dxb && dwb && u && scr && y && dx && dw && xi &&
           yi && wi);
-    for (int img = 0; img < n; img++)
-        for (int ch = 0; ch < c; ch++)
-            for (int yy = 0; yy < h; yy++)
-                for (int xx = 0; xx < w; xx++) {
-                    size_t p = (((size_t)img * c + ch) * h + yy) * w + xx;
-                    x[p] = frand();
-                    xi[p] = blk(c, h, w, img, ch, yy, xx);
-                    xb[xi[p]] = x[p];
-                }
-    for (int img = 0; img < n; img++)
-        for (int ch = 0; ch < k; ch++)
-            for (int yy = 0; yy < h; yy++)
-                for (int xx = 0; xx < w; xx++) {
-                    size_t p = (((size_t)img * k + ch) * h + yy) * w + xx;
-                    dy[p] = frand();
-                    yi[p] = blk(k, h, w, img, ch, yy, xx);
-                    dyb[yi[p]] = dy[p];
-                }
+    fill(x, xb, xi, n, c, h, w);
+    fill(dy, dyb, yi, n, k, h, w);
     for (int o = 0; o < k; o++)
         for (int i = 0; i < c; i++)
             for (int a = 0; a < 9; a++) {
