@@ -14,7 +14,15 @@
 /* $GB_CONTROL, or GB_DEFAULT_CONTROL. */
 const char *cli_control_default(void);
 
-/* The options every command that talks to the control endpoint takes. */
+/* --key and --server-key, which every command that talks to the
+ * coordinator (control or agent endpoint) takes: CLI_KEY_OPTIONS in its
+ * getopt table, CLI_KEY_HELP in its usage, the values to cli_curve_setup. */
+enum { CLI_OPT_CONTROL = 3001, CLI_OPT_KEY, CLI_OPT_SERVER_KEY };
+// clang-format off
+#define CLI_KEY_OPTIONS                                                                            \
+    {"key", required_argument, 0, CLI_OPT_KEY},                                                    \
+    {"server-key", required_argument, 0, CLI_OPT_SERVER_KEY}
+// clang-format on
 #define CLI_KEY_HELP                                                                               \
     "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"          \
     "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"

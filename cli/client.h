@@ -4,6 +4,7 @@
 #ifndef GB_CLI_CLIENT_H
 #define GB_CLI_CLIENT_H
 
+#include "cli_util.h"
 #include "gb_curve.h"
 #include "gb_wire.h"
 #include "output.h"
@@ -19,12 +20,10 @@
 /* --control, --key and --server-key, which every command that talks to the
  * control endpoint takes: put CLI_CONN_OPTIONS in its getopt table and let
  * cli_conn_opt see each option first. */
-enum { CLI_OPT_CONTROL = 3001, CLI_OPT_KEY, CLI_OPT_SERVER_KEY };
 // clang-format off
 #define CLI_CONN_OPTIONS                                                                           \
     {"control", required_argument, 0, CLI_OPT_CONTROL},                                            \
-    {"key", required_argument, 0, CLI_OPT_KEY},                                                    \
-    {"server-key", required_argument, 0, CLI_OPT_SERVER_KEY}
+    CLI_KEY_OPTIONS
 // clang-format on
 
 typedef struct cli_conn {

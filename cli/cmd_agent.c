@@ -38,9 +38,8 @@ static void usage(FILE *out) {
         "  --slots N           jobs run at once (default 1: benchmarks do not share a node)\n"
         "  --heartbeat-ms N    heartbeat interval until the coordinator sets it (default 1000)\n"
         "  --lost-after N      coordinator heartbeats missed before registering again (default 5)\n"
-        "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default 2000)\n"
-        "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"
-        "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
+        "  --kill-grace-ms N   SIGTERM to SIGKILL for a timed-out or cancelled job (default "
+        "2000)\n" CLI_KEY_HELP
         "  --telemetry-ms N    GPU (NVML) and CPU telemetry interval while a job runs; 0 off\n"
         "                      (default 100)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
@@ -57,8 +56,7 @@ int cmd_agent(int argc, char **argv) {
                                          {"heartbeat-ms", required_argument, 0, 'H'},
                                          {"lost-after", required_argument, 0, 'L'},
                                          {"kill-grace-ms", required_argument, 0, 'k'},
-                                         {"key", required_argument, 0, 1001},
-                                         {"server-key", required_argument, 0, 1002},
+                                         CLI_KEY_OPTIONS,
                                          {"telemetry-ms", required_argument, 0, 'T'},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
@@ -112,10 +110,10 @@ int cmd_agent(int argc, char **argv) {
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;
             break;
-        case 1001:
+        case CLI_OPT_KEY:
             key_path = optarg;
             break;
-        case 1002:
+        case CLI_OPT_SERVER_KEY:
             server_key_path = optarg;
             break;
         case 'h':
