@@ -856,10 +856,15 @@ static int same_shape(const gb_plan_conv_t *a, const gb_plan_conv_t *b) {
 }
 
 /* fp32 keeps to FMA math and leaves out the reduced-accuracy algorithms, so
- * "fp32" means fp32 arithmetic throughout. */
+ * "fp32" means fp32 arithmetic throughout. Find may return results under
+ * another math type than the descriptor's; fp32 data (tf32) never takes
+ * CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which would run it in fp16. */
+static int other_ok(const cuda_exec_t *X, cudnnMathType_t m) {
+    return !(X->cdt == CUDNN_DATA_FLOAT && m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
 static int fwd_ok(const cuda_exec_t *X, const cudnnConvolutionFwdAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
-    if (X->prec != GB_PREC_FP32) return 1;
+    if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
     return r->mathType == CUDNN_FMA_MATH && r->algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
            r->algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
            r->algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
@@ -867,13 +872,13 @@ static int fwd_ok(const cuda_exec_t *X, const cudnnConvolutionFwdAlgoPerf_t *r, 
 }
 static int bd_ok(const cuda_exec_t *X, const cudnnConvolutionBwdDataAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
-    if (X->prec != GB_PREC_FP32) return 1;
+    if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
     return r->mathType == CUDNN_FMA_MATH && (r->algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
 }
 static int bf_ok(const cuda_exec_t *X, const cudnnConvolutionBwdFilterAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
-    if (X->prec != GB_PREC_FP32) return 1;
+    if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
     return r->mathType == CUDNN_FMA_MATH && (r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);
@@ -1314,8 +1319,9 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         int rc = 0;
         for (int i = 0; i < p->n_convs && rc == 0; i++)
             rc = find_conv(X, i, sws, sws_bytes);
-        cudaFree(sws);
+        cudaError_t fe = cudaFree(sws); /* where an error Find left would show */
         if (rc) goto fail;
+        CK_CUDA(fe);
         for (int i = 0; i < p->n_convs; i++) {
             const cconv_t *c = &X->convs[i];
             size_t w = c->wsfwd > c->wsbd ? c->wsfwd : c->wsbd;
