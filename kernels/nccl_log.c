@@ -66,19 +66,21 @@ void gb_nccl_log_line(gb_nccl_report_t *r, const char *line, size_t len) {
     if (!s) return;
     r->info_lines++;
     s += 9;
+    /* connections: "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM", and CollNet's
+     * own "CollNet 00/0 : 0 [send] via COLLNET/..." ("Coll 00 :" before) */
     const char *via = strstr(s, " via ");
-    if (via && strstr(s, "Channel")) {
-        int t = classify(via + 5);
+    int t = via ? classify(via + 5) : -1;
+    if (via && (strstr(s, "Channel") || t == GB_NT_COLLNET)) {
         if (t >= 0) {
             r->transports |= 1u << t;
             r->connections++;
         }
         return;
     }
+    /* "N coll channels, N collnet channels, ..." says nothing about CollNet:
+     * NCCL 2.19+ prints the ring channel count in both places */
     int n = channels_of(s, "nvls");
     if (n > 0) r->transports |= 1u << GB_NT_NVLS;
-    n = channels_of(s, "collnet");
-    if (n > 0) r->transports |= 1u << GB_NT_COLLNET;
     if (strstr(s, "NVLS comm 0x")) r->transports |= 1u << GB_NT_NVLS;
     if (strstr(s, "NVLS multicast support is available")) r->nvls_supported = 1;
     const char *ty = strstr(s, ", type ");
