@@ -10,9 +10,11 @@
  *   host:12:34 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct
  *   host:12:34 [0] NCCL INFO Channel 07/0 : 0[0] -> 2[0] [receive] via NET/IB/3/GDRDMA
  *   host:12:34 [0] NCCL INFO Channel 01/0 : 0[0] -> 2[0] [send] via NET/Socket/0
+ *   host:12:34 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA
  * plus the channel summary ("16 coll channels, 16 collnet channels, 16 nvls
- * channels, 32 p2p channels, ..."; an NVLS communicator also logs "NVLS
- * comm 0x... headRank ..."), and the topology search ("Pattern 4, crossNic
+ * channels, 32 p2p channels, ...": only its nvls count means something,
+ * NCCL 2.19+ prints the ring count as the collnet one; an NVLS
+ * communicator also logs "NVLS comm 0x... headRank ..."), and the topology search ("Pattern 4, crossNic
  * 0, nChannels 4, bw 24.000000/24.000000, type NVL/PIX, sameChannels 0":
  * the path type inside the node, then to the network; NVL is NVLink).
  * Transports are named as the log names them: P2P/IPC, P2P/CUMEM,
