@@ -1,9 +1,11 @@
 /* test_cuda_dp.c (GPU, label gpu) - the NCCL path of the CUDA backend:
  *   - one GPU, a one-rank communicator: three training steps (the step
- *     captured in a CUDA graph from the second, NCCL inside it) end with
- *     the same bits as without a communicator (an average over one rank is
- *     the value itself), per precision; the report names the transport and
- *     says interconnect "none" (nothing to connect);
+ *     captured in a CUDA graph from the second, NCCL inside it) end where
+ *     they end without a communicator (an average over one rank is the
+ *     value itself; within the step tolerance, as each run picks its own
+ *     cuDNN algorithms; the same bits are reported when they are), per
+ *     precision; the report names the transport and says interconnect
+ *     "none" (nothing to connect);
  *   - the allreduce op on one GPU: every size checked, and a planted fault
  *     (one wrong input element) caught;
  *   - NCCL's environment is set once per process: another interconnect
@@ -16,6 +18,7 @@
 #include "cuda_dp.h"
 #include "gpu_common.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -63,6 +66,17 @@ out:
     return NULL;
 }
 
+/* ||a - ref|| / ||ref||, in double; NaN anywhere makes it NaN (fails) */
+static double rel_l2f(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+}
+
 static void one_gpu(gb_precision_t prec) {
     gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
     gb_train_config_t cfg;
@@ -82,17 +96,27 @@ static void one_gpu(gb_precision_t prec) {
     rep_t b = {m, &cfg, gb_comm_group_member(g, 0), 0, params, buffers, p1, g1, NULL, 0, ""};
     train(&b);
     CHECKF(b.rc == 0, "%s with NCCL: %s", gb_prec_str(prec), b.err);
-    CHECKF(memcmp(p0, p1, m->n_params * sizeof(float)) == 0,
-           "%s: weights after %d steps differ with a one-rank communicator", gb_prec_str(prec),
-           STEPS);
-    CHECK(memcmp(g0, g1, m->n_params * sizeof(float)) == 0);
+    /* The two runs make their own cudnnFind, which may pick other
+     * algorithms, and some (backward ALGO_0, atomics) are not bitwise
+     * reproducible anyway: the same bits are reported, not required. A
+     * broken NCCL path (a bucket averaged with garbage, the update racing the
+     * all-reduce, a graph that lost a node) is far outside a step's
+     * tolerance. */
+    int same = memcmp(p0, p1, m->n_params * sizeof(float)) == 0 &&
+               memcmp(g0, g1, m->n_params * sizeof(float)) == 0;
+    double ep = rel_l2f(p1, p0, m->n_params), eg = rel_l2f(g1, g0, m->n_params);
+    CHECKF(ep <= gb_step_tol(prec) && eg <= gb_step_tol(prec),
+           "%s: after %d steps with a one-rank communicator: weights rel %.3e, gradients rel "
+           "%.3e (tol %.1e)",
+           gb_prec_str(prec), STEPS, ep, eg, gb_step_tol(prec));
     CHECKF(strstr(b.details, "\"interconnect\":\"none\"") &&
                strstr(b.details, "\"transport\":\"nccl\"") &&
                strstr(b.details, "\"nccl_transports\":[]"),
            "%s", b.details);
     CHECKF(strstr(b.details, "\"cuda_graph\":true"), "one GPU per process captures: %s", b.details);
-    printf("%s: one-rank NCCL, %d steps, bit-identical to no communicator\n", gb_prec_str(prec),
-           STEPS);
+    printf("%s: one-rank NCCL, %d steps: %s (weights rel %.2e, gradients rel %.2e)\n",
+           gb_prec_str(prec), STEPS, same ? "bit-identical to no communicator" : "within tolerance",
+           ep, eg);
     free(a.details);
     free(b.details);
     gb_comm_group_destroy(&g);
