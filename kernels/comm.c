@@ -85,6 +85,14 @@ void gb_barrier_abort(gb_barrier_t *b, const char *why) {
     pthread_mutex_unlock(&b->mu);
 }
 
+int gb_barrier_aborted(gb_barrier_t *b, char *why, size_t whylen) {
+    pthread_mutex_lock(&b->mu);
+    int a = b->aborted;
+    if (a && why) snprintf(why, whylen, "%s", b->why);
+    pthread_mutex_unlock(&b->mu);
+    return a;
+}
+
 void gb_barrier_destroy(gb_barrier_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_barrier_t *b = *self_p;
@@ -256,6 +264,10 @@ static void g_abort(gb_comm_t *c, const char *why) {
     gb_comm_group_abort(grp(c), why);
 }
 
+static int g_aborted(gb_comm_t *c, char *why, size_t whylen) {
+    return gb_barrier_aborted(grp(c)->bar, why, whylen);
+}
+
 static const gb_comm_vtbl_t group_vtbl = {
     .allreduce = g_allreduce,
     .barrier = g_barrier,
@@ -263,6 +275,7 @@ static const gb_comm_vtbl_t group_vtbl = {
     .exchange_id = g_exchange_id,
     .connect = g_connect,
     .abort = g_abort,
+    .aborted = g_aborted,
 };
 
 gb_comm_group_t *gb_comm_group_new(int local_size, gb_dist_t *dist, int timeout_ms, char *err,

@@ -69,6 +69,10 @@ typedef struct gb_comm_vtbl {
     int (*connect)(gb_comm_t *c, char *err, size_t errlen);
     /* Fail every pending and later call of this process's replicas. */
     void (*abort)(gb_comm_t *c, const char *why);
+    /* 1 with the first reason in why once the group is aborted, else 0:
+     * for a replica that waits on something the group cannot wake (a GPU
+     * collective) and polls instead. NULL: never aborted. */
+    int (*aborted)(gb_comm_t *c, char *why, size_t whylen);
 } gb_comm_vtbl_t;
 
 struct gb_comm {
@@ -99,6 +103,9 @@ static inline int gb_comm_connect(gb_comm_t *c, char *err, size_t errlen) {
 }
 static inline void gb_comm_abort(gb_comm_t *c, const char *why) {
     c->v->abort(c, why);
+}
+static inline int gb_comm_aborted(gb_comm_t *c, char *why, size_t whylen) {
+    return c->v->aborted ? c->v->aborted(c, why, whylen) : 0;
 }
 
 /* ---- the allreduce kind's known inputs (engine.h), shared by backends ---- */
@@ -146,6 +153,8 @@ gb_barrier_t *gb_barrier_new(int n);
 /* 0 when all n arrived, -1 (err: the reason) once aborted. */
 int gb_barrier_wait(gb_barrier_t *b, char *err, size_t errlen);
 void gb_barrier_abort(gb_barrier_t *b, const char *why);
+/* 1 with the reason in why once aborted, else 0. */
+int gb_barrier_aborted(gb_barrier_t *b, char *why, size_t whylen);
 void gb_barrier_destroy(gb_barrier_t **self_p);
 
 #endif

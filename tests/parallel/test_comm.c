@@ -248,6 +248,7 @@ static void test_abort(void) {
     char err[GB_ERR_LEN];
     gb_comm_group_t *g = gb_comm_group_new(3, NULL, 0, err, sizeof(err));
     CHECK(g);
+    CHECK(gb_comm_aborted(gb_comm_group_member(g, 0), NULL, 0) == 0);
     abort_case_t a[3] = {{0}};
     pthread_t th[3];
     for (int d = 0; d < 3; d++) {
@@ -262,6 +263,10 @@ static void test_abort(void) {
         CHECKF(strstr(a[d].err, "replica 2 ran out of memory"), "%s", a[d].err);
         CHECK(a[d].t < 5.0);
     }
+    /* the query a replica waiting on a GPU polls: aborted, first reason */
+    char why[GB_ERR_LEN] = "";
+    CHECK(gb_comm_aborted(gb_comm_group_member(g, 1), why, sizeof(why)) == 1);
+    CHECKF(strstr(why, "replica 2 ran out of memory"), "%s", why);
     /* later calls fail at once with the first reason */
     float x = 1;
     CHECK(gb_comm_allreduce(gb_comm_group_member(g, 0), &x, 1, GB_COMM_SUM, err, sizeof(err)) ==
@@ -277,7 +282,9 @@ static void test_abort(void) {
     gb_barrier_t *b = gb_barrier_new(1);
     CHECK(b && gb_barrier_wait(b, err, sizeof(err)) == 0 &&
           gb_barrier_wait(b, err, sizeof(err)) == 0);
+    CHECK(gb_barrier_aborted(b, why, sizeof(why)) == 0);
     gb_barrier_abort(b, NULL);
+    CHECK(gb_barrier_aborted(b, why, sizeof(why)) == 1 && strcmp(why, "aborted") == 0);
     CHECK(gb_barrier_wait(b, err, sizeof(err)) == -1 && strcmp(err, "aborted") == 0);
     gb_barrier_destroy(&b);
     CHECK(b == NULL && gb_barrier_new(0) == NULL);
