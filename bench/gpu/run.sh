@@ -53,6 +53,9 @@ left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 section() { printf '\n=== %s (%ss left) ===\n' "$1" "$(left)"; }
 pack() {
   printf '%s\n' "${SUMMARY[@]}" >"$LOG/summary.txt"
+  # NCCL's own logs (its WARN lines say why a call failed): kernels/cuda
+  # sends them to a gb-nccl-* folder of the temporary directory
+  mkdir -p "$LOG/nccl" 2>/dev/null && cp -r "${TMPDIR:-/tmp}"/gb-nccl-* "$LOG/nccl/" 2>/dev/null
   [ -n "$RESULT_DIR" ] || return 0
   cp "$LOG/summary.txt" "$RESULT_DIR/summary.txt" 2>/dev/null
   tar -czf "$RESULT_DIR/logs.tgz" -C "$LOG" . 2>/dev/null
@@ -91,7 +94,7 @@ section "machine"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l) # GPUs, not MIG lines
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_V=$("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 ARCHS=${ARCHS:-${CAP:+${CAP}-real}}
@@ -122,17 +125,32 @@ TORCH_LDP=${LD_LIBRARY_PATH:-}
 for d in "$CUDNN_ROOT" "$NCCL_ROOT"; do
   [ -n "$d" ] && export LD_LIBRARY_PATH="$d/lib:$d/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
+# CUDA's own libraries (cudart, cuBLAS): CMake leaves no RUNPATH to the
+# toolkit's folders (it counts them as the compiler's own), so the loader
+# must find them; last, so cuDNN and NCCL above keep their place
+CUDA_TK=$(dirname "$(dirname "$NVCC")")
+for d in "$CUDA_TK/lib64" "$CUDA_TK/lib" "$CUDA_TK/targets/x86_64-linux/lib"; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+# one machine: NCCL's bootstrap stays on the loopback interface (a VM may
+# have no other, or one that is down)
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+# make, or else ninja (the device image lists ninja and CMake)
+GEN=()
+command -v make >/dev/null 2>&1 || { command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja); }
 gpu_state "$LOG/gpu_state_before.csv"
 
 section "build"
 BUILD_OK=0
-if timeout "$(slot 300)" cmake -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
      -DCMAKE_CUDA_COMPILER="$NVCC" "-DGB_CUDA_ARCHS=$ARCHS" \
      ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
      >"$LOG/cmake.log" 2>&1 &&
    timeout "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >"$LOG/build.log" 2>&1; then
   BUILD_OK=1
   status PASS "build ($(grep -o 'GPU build): .*' "$LOG/cmake.log" | head -1 | cut -c13-), $(( $(date +%s) - START )) s"
+  MISSING=$(ldd "$BUILD/gb_cuda_bench" "$BUILD"/cuda/libgpubench_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
+  [ -n "$MISSING" ] && status FAIL "unresolved libraries (ldd): $MISSING"
 else
   tail -30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
   status FAIL "build (logs: cmake.log, build.log)"
@@ -141,7 +159,7 @@ fi
 section "gpu tests"
 if ! want tests; then :
 elif [ "$BUILD_OK" = 1 ]; then
-  if timeout "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --output-on-failure >"$LOG/gpu_tests.log" 2>&1 \
+  if timeout "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --timeout 150 --output-on-failure >"$LOG/gpu_tests.log" 2>&1 \
      && timeout 60 ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"

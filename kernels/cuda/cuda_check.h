@@ -61,7 +61,10 @@ static inline void gb_cuda_errf(char *err, size_t errlen, const char *file, int 
     do {                                                                                           \
         ncclResult_t r_ = (call);                                                                  \
         if (r_ != ncclSuccess) {                                                                   \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s", ncclGetErrorString(r_));    \
+            const char *l_ = ncclGetLastError(NULL); /* NCCL's detail, or "" */                    \
+            int d_ = l_ != NULL && l_[0] != 0;                                                     \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s%s%s", ncclGetErrorString(r_), \
+                         d_ ? ": " : "", d_ ? l_ : "");                                            \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)

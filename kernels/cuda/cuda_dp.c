@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_LOCAL 64 /* GPUs of one node */
 
@@ -245,6 +246,43 @@ fail:
 #undef ERRLEN
 }
 
+/* ------------------------------------- waiting on work with collectives */
+
+/* Wait until `ev` (or, with ev NULL, stream s) has completed, without
+ * blocking in the driver: a collective whose peer is gone never ends, and
+ * nothing would wake a thread blocked in cudaEventSynchronize. So poll the
+ * work, NCCL's asynchronous error on nc, and comm's group (another replica
+ * of this process failed). 0 when the work is done; -1 with the reason
+ * otherwise (the caller aborts nc: ncclCommAbort ends its kernels). */
+static int nccl_poll(gb_comm_t *comm, ncclComm_t nc, cudaStream_t s, cudaEvent_t ev, char *err,
+                     size_t errlen) {
+    for (long spin = 0;; spin++) {
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
+        if (e == cudaSuccess) return 0;
+        if (e != cudaErrorNotReady) {
+            snprintf(err, errlen, "waiting for the step's collectives: %s (%s)",
+                     cudaGetErrorString(e), cudaGetErrorName(e));
+            return -1;
+        }
+        ncclResult_t ar = ncclSuccess;
+        if (nc && ncclCommGetAsyncError(nc, &ar) == ncclSuccess && ar != ncclSuccess &&
+            ar != ncclInProgress) {
+            const char *l = ncclGetLastError(nc);
+            snprintf(err, errlen, "NCCL failed asynchronously: %s%s%s", ncclGetErrorString(ar),
+                     l && l[0] ? ": " : "", l && l[0] ? l : "");
+            return -1;
+        }
+        if (comm && gb_comm_aborted(comm, err, errlen)) return -1;
+        /* spin briefly (a step's end is near once it is waited on), then
+         * sleep 20 us a round: the device's time is measured with events,
+         * so this costs it nothing but a slightly later next launch */
+        if (spin > 200) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 /* ------------------------------------------------ training: the buckets */
 
 struct gb_cuda_dp {
@@ -264,6 +302,24 @@ struct gb_cuda_dp {
     int nvlink;
     char asked[16];
 };
+
+static void dp_abort(gb_cuda_dp_t *dp) {
+    if (!dp->nccl) return;
+    cudaSetDevice(dp->device);
+    ncclCommAbort(dp->nccl); /* its kernels end; the streams drain */
+    dp->nccl = NULL;
+}
+
+int gb_cuda_dp_wait(gb_cuda_dp_t *dp, cudaEvent_t ev, char *err, size_t errlen) {
+    if (nccl_poll(dp->comm, dp->nccl, NULL, ev, err, errlen) == 0) return 0;
+    gb_comm_abort(dp->comm, err); /* the process's other replicas stop too */
+    dp_abort(dp);
+    return -1;
+}
+
+void gb_cuda_dp_stop_if_failed(gb_cuda_dp_t *dp) {
+    if (dp && gb_comm_aborted(dp->comm, NULL, 0)) dp_abort(dp);
+}
 
 #define ERR    err
 #define ERRLEN errlen
@@ -414,6 +470,9 @@ void gb_cuda_dp_destroy(gb_cuda_dp_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_cuda_dp_t *dp = *self_p;
     cudaSetDevice(dp->device);
+    /* after a failure anywhere in the group a collective may never end:
+     * abort the communicator before waiting on its stream */
+    gb_cuda_dp_stop_if_failed(dp);
     if (dp->cs) cudaStreamSynchronize(dp->cs);
     if (dp->nccl) ncclCommDestroy(dp->nccl);
     for (int gi = 0; gi < 2; gi++) {
@@ -467,12 +526,12 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
             CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
         /* every rank ready before the clock starts: a one-element all-reduce */
         CK_NCCL(ncclAllReduce(dtime, dtime, 1, ncclFloat32, ncclSum, nc, s));
-        CK_CUDA(cudaStreamSynchronize(s));
+        if (nccl_poll(comm, nc, s, NULL, err, errlen)) goto fail;
         CK_CUDA(cudaEventRecord(e0, s));
         for (int it = 0; it < cfg->iters; it++)
             CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
         CK_CUDA(cudaEventRecord(e1, s));
-        CK_CUDA(cudaEventSynchronize(e1));
+        if (nccl_poll(comm, nc, NULL, e1, err, errlen)) goto fail;
         float ms = 0;
         CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         float us = ms * 1000.0f / (float)cfg->iters;
@@ -488,7 +547,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         CK_NCCL(ncclAllReduce(dbad, dbad, 1, ncclUint32, ncclMax, nc, s));
         unsigned int bad = 0;
         CK_CUDA(cudaMemcpyAsync(&bad, dbad, sizeof(bad), cudaMemcpyDeviceToHost, s));
-        CK_CUDA(cudaStreamSynchronize(s));
+        if (nccl_poll(comm, nc, s, NULL, err, errlen)) goto fail;
         sizes[k].time_us = us;
         sizes[k].ok = bad == 0;
     }

@@ -64,6 +64,16 @@ void gb_cuda_dp_begin(gb_cuda_dp_t *dp);
 int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err, size_t errlen);
 /* Every bucket enqueued, and `s` waits for the all-reduces. */
 int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen);
+/* Wait for `ev` (recorded after a step's collectives) by polling, so that a
+ * collective that cannot end (a peer died, NCCL failed, another replica of
+ * this process failed and aborted the group) ends the wait: then the group
+ * is aborted with the reason and this communicator too (its kernels end),
+ * and -1. 0 once ev has completed. */
+int gb_cuda_dp_wait(gb_cuda_dp_t *dp, cudaEvent_t ev, char *err, size_t errlen);
+/* When the group has been aborted (a replica failed), ncclCommAbort on this
+ * replica's communicator, so that no collective is left that never ends
+ * (before anything waits on the streams); a no-op otherwise. */
+void gb_cuda_dp_stop_if_failed(gb_cuda_dp_t *dp);
 /* JSON members (no braces) for the report: interconnect, nccl_transports,
  * the all-reduce figures; malloc'd, NULL when out of memory. */
 char *gb_cuda_dp_report(gb_cuda_dp_t *dp);

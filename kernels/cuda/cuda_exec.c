@@ -419,7 +419,12 @@ static void check_bn_runtime(cuda_exec_t *X) {
 static int finish_step(cuda_exec_t *X, gb_step_out_t *out) {
     float ms = 0.0f;
     CK_CUDA(cudaEventRecord(X->ev1, X->stream));
-    CK_CUDA(cudaEventSynchronize(X->ev1));
+    if (X->dp) {
+        /* polled: a collective whose peer failed must not hang the step */
+        if (gb_cuda_dp_wait(X->dp, X->ev1, ERR, ERRLEN)) return -1;
+    } else {
+        CK_CUDA(cudaEventSynchronize(X->ev1));
+    }
     CK_CUDA(cudaEventElapsedTime(&ms, X->ev0, X->ev1));
     CK_CUDA(cudaGetLastError());
     out->ms = ms;
@@ -781,6 +786,9 @@ static void cx_destroy(gb_exec_t **self_p) {
     if (!self_p || !*self_p) return;
     cuda_exec_t *X = (cuda_exec_t *)*self_p;
     cudaSetDevice(X->device);
+    /* a group that failed may have left collectives that never end on this
+     * stream: abort the communicator first (no-op otherwise) */
+    if (X->dp) gb_cuda_dp_stop_if_failed(X->dp);
     if (X->stream) cudaStreamSynchronize(X->stream);
     /* graphs before the communicator: NCCL waits, when its last communicator
      * goes, for every graph that captured its collectives to be destroyed */
