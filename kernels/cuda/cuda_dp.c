@@ -30,6 +30,7 @@ typedef struct nvml_pci {
     char bus_id[32];
 } nvml_pci_t;
 #define NVML_LINKS       36 /* NVML 12: links per GPU; older drivers answer fewer */
+#define NVML_LINK_GPU    0  /* nvmlIntNvLinkDeviceType_t: a GPU */
 #define NVML_LINK_SWITCH 2  /* nvmlIntNvLinkDeviceType_t: an NVSwitch */
 
 /* 1: NVLink joins every pair of GPUs 0..n-1 (a direct link, or both on
@@ -84,16 +85,24 @@ static int nvlink_all_pairs(int n, char *why, size_t whylen) {
             int on = 0;
             nvml_pci_t pci;
             if (state(h[i], l, &on) != 0 || !on) continue;
+            /* as the agent's inventory reads it (agent/inventory.c): the far
+             * end's type first; a switch needs no PCI id */
+            int t = -1, typed = rtype && rtype(h[i], l, &t) == 0;
+            if (typed && t == NVML_LINK_SWITCH) {
+                sw[i] = 1;
+                continue;
+            }
+            if (typed && t != NVML_LINK_GPU) continue; /* a CPU, or unknown */
             memset(&pci, 0, sizeof(pci));
             if (remote(h[i], l, &pci) != 0) continue;
-            int j = -1, t = -1;
+            int j = -1;
             for (int k = 0; k < n; k++)
                 if (k != i && pci.domain == dom[k] && pci.bus == bus[k] && pci.device == dv[k])
                     j = k;
             if (j >= 0)
                 adj[i][j] = adj[j][i] = 1;
-            else if (!rtype || (rtype(h[i], l, &t) == 0 && t == NVML_LINK_SWITCH))
-                sw[i] = 1; /* without the type query, a far end not ours is taken for a switch */
+            else if (!typed)
+                sw[i] = 1; /* without the type, a far end not ours is taken for a switch */
         }
     }
     rc = 1;
