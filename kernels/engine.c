@@ -42,21 +42,6 @@
 #define GB_VERSION "0.0.0"
 #endif
 
-static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16"};
-
-const char *gb_precision_name(gb_precision_t p) {
-    return (unsigned)p < 4 ? prec_names[p] : "?";
-}
-
-int gb_precision_parse(const char *s, gb_precision_t *out) {
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(s, prec_names[i]) == 0) {
-            *out = (gb_precision_t)i;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 void gb_train_config_default(gb_train_config_t *cfg) {
     memset(cfg, 0, sizeof(*cfg));

@@ -132,6 +132,14 @@ CUDA_TK=$(dirname "$(dirname "$NVCC")")
 for d in "$CUDA_TK/lib64" "$CUDA_TK/lib" "$CUDA_TK/targets/x86_64-linux/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
+# oneDNN for the CPU engine, which test_cuda_step then compares the CUDA
+# backend with: GB_DNNL_ROOT, or .gpu-deps/dnnl carried from a machine that
+# has it (bench/gpu/carry_dnnl.sh); without it the comparison is with the
+# double host twin only
+DNNL_ROOT=${GB_DNNL_ROOT:-}
+[ -z "$DNNL_ROOT" ] && [ -d "$ROOT/.gpu-deps/dnnl/lib" ] && DNNL_ROOT=$ROOT/.gpu-deps/dnnl
+[ -n "$DNNL_ROOT" ] && export LD_LIBRARY_PATH="$DNNL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "oneDNN for the CPU engine: ${DNNL_ROOT:-from the system, if there}"
 # one machine: NCCL's bootstrap stays on the loopback interface (a VM may
 # have no other, or one that is down)
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
@@ -145,6 +153,7 @@ BUILD_OK=0
 if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
      -DCMAKE_CUDA_COMPILER="$NVCC" "-DGB_CUDA_ARCHS=$ARCHS" \
      ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
+     ${DNNL_ROOT:+-DGB_DNNL_ROOT=$DNNL_ROOT} \
      >"$LOG/cmake.log" 2>&1 &&
    timeout "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >"$LOG/build.log" 2>&1; then
   BUILD_OK=1
@@ -164,7 +173,11 @@ elif [ "$BUILD_OK" = 1 ]; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
     else
-      status PASS "gpu tests (ops and whole steps vs the double host twin)"
+      if grep -q "CPU engine on oneDNN" "$LOG/cmake.log"; then
+        status PASS "gpu tests (ops and whole steps vs the double host twin, and vs the CPU engine)"
+      else
+        status PASS "gpu tests (ops and whole steps vs the double host twin; no oneDNN here, so not vs the CPU engine: bench/gpu/carry_dnnl.sh)"
+      fi
     fi
   else
     grep -E "FAIL|CHECK failed|Error|error|Timeout" "$LOG/gpu_tests.log" | head -40
