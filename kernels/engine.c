@@ -42,7 +42,6 @@
 #define GB_VERSION "0.0.0"
 #endif
 
-
 void gb_train_config_default(gb_train_config_t *cfg) {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->backend, sizeof(cfg->backend), "cpu");

@@ -86,8 +86,7 @@ static const char *const plugin[] = {
     "x:1:2 [0] NCCL INFO 16 coll channels, 16 collnet channels, 0 nvls channels, 16 p2p channels, "
     "2 p2p channels per peer\n",
     "x:1:2 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA\n",
-    "x:1:2 [0] NCCL INFO Coll 01 : 0 [receive] via COLLNET/SHARP/1\n",
-    NULL};
+    "x:1:2 [0] NCCL INFO Coll 01 : 0 [receive] via COLLNET/SHARP/1\n", NULL};
 
 /* one GPU: nothing connects; noise that must not count */
 static const char *const one[] = {
