@@ -158,7 +158,7 @@ if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -D
    timeout "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >"$LOG/build.log" 2>&1; then
   BUILD_OK=1
   status PASS "build ($(grep -o 'GPU build): .*' "$LOG/cmake.log" | head -1 | cut -c13-), $(( $(date +%s) - START )) s"
-  MISSING=$(ldd "$BUILD/gb_cuda_bench" "$BUILD"/cuda/libgpubench_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
+  MISSING=$(ldd "$BUILD/gb_cuda_bench" "$BUILD"/lib/libgpubench_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
   [ -n "$MISSING" ] && status FAIL "unresolved libraries (ldd): $MISSING"
 else
   tail -30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
@@ -327,7 +327,7 @@ elif timeout "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Rel
        "-DGB_CUDA_ARCHS=$ARCHS" ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
        >"$LOG/full_cmake.log" 2>&1 && timeout "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" >"$LOG/full_build.log" 2>&1; then
   GPUBENCH=$(find "$BUILD-full" -name gpubench -type f -perm -u+x 2>/dev/null | head -1)
-  if GB_CUDA_LIB="$BUILD-full/kernels/cuda/libgpubench_cuda.so" timeout "$(slot 150 20)" "$GPUBENCH" train \
+  if GB_CUDA_LIB="$BUILD-full/lib/libgpubench_cuda.so" timeout "$(slot 150 20)" "$GPUBENCH" train \
        --backend cuda --precision fp16 --batch "$BATCH" --image-size 224 --steps "$STEPS" --warmup "$WARMUP" \
        --format json >"$LOG/train_fp16.json" 2>"$LOG/train_fp16.err"; then
     status PASS "gpubench train fp16: $(json_field "$LOG/train_fp16.json" images_per_sec) img/s"

@@ -68,6 +68,19 @@ if json.loads(p.stdout)["versions"]["isa"] == "avx2":
             check(("gpubench:wino_4x3:avx2" in impls) == (val != "none"),
                   "GB_CPU_WINO=%s: impls %r" % (val, impls))
 
+# --backend cuda from the build tree, no GB_CUDA_LIB: bin/../lib holds the
+# library (where an installed gpubench has it); on a machine without a GPU
+# the library loads and says so, it is never "not available"
+lib = os.path.join(os.path.dirname(exe), "..", "lib", "libgpubench_cuda.so")
+if os.path.exists(lib):
+    env = {k: v for k, v in os.environ.items() if k != "GB_CUDA_LIB"}
+    q = subprocess.run([exe, "train", "--backend", "cuda", *SMALL], capture_output=True, text=True,
+                       env=env)
+    check("looked for libgpubench_cuda.so" not in q.stderr,
+          "the build tree's gpubench finds its CUDA library: " + q.stderr)
+    if q.returncode != 0:
+        check("cuda" in q.stderr.lower(), "--backend cuda without a GPU says why: " + q.stderr)
+
 p = run(*SMALL, "--no-cuda-graph", "--format", "json")
 check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2, "--no-cuda-graph (no-op on the CPU)")
 
