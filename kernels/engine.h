@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_BACKEND_ABI 2 /* 2: the allreduce op */
-#define GB_ERR_LEN 512
+#define GB_BACKEND_ABI 3 /* 2: the allreduce op; 3: gemm's timed window */
+#define GB_ERR_LEN     512
 
 typedef enum {
     GB_PREC_FP32 = 0, /* fp32 everywhere (TF32 off on GPUs) */
@@ -75,23 +75,23 @@ typedef struct gb_dist {
 } gb_dist_t;
 
 typedef struct gb_train_config {
-    char backend[16];      /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
+    char backend[16]; /* "cpu", "cuda" or "auto" (cuda when a GPU is usable) */
     gb_precision_t precision;
-    gb_model_config_t model; /* ResNet-50 at image_size by default */
-    int batch;             /* per device (replica), as in every published table */
-    int devices;           /* replicas: GPUs, or CPU replicas splitting the cores */
-    int steps, warmup;     /* timed steps, untimed warm-up steps */
-    int threads;           /* CPU threads in all (0: every online core) */
+    gb_model_config_t model;          /* ResNet-50 at image_size by default */
+    int batch;                        /* per device (replica), as in every published table */
+    int devices;                      /* replicas: GPUs, or CPU replicas splitting the cores */
+    int steps, warmup;                /* timed steps, untimed warm-up steps */
+    int threads;                      /* CPU threads in all (0: every online core) */
     float lr, momentum, weight_decay; /* torch.optim.SGD semantics */
-    uint64_t seed;         /* weights (unless --load) and synthetic data */
-    double bucket_mb;      /* gradient all-reduce bucket size (data parallel) */
-    char interconnect[16]; /* "auto", "nvlink", "pcie" (multi-GPU) */
-    const char *load_path;       /* safetensors with parameters and running stats, or NULL */
-    const char *data_path;       /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
-    const char *save_path;       /* safetensors of parameters + buffers after the run, or NULL */
+    uint64_t seed;                    /* weights (unless --load) and synthetic data */
+    double bucket_mb;                 /* gradient all-reduce bucket size (data parallel) */
+    char interconnect[16];            /* "auto", "nvlink", "pcie" (multi-GPU) */
+    const char *load_path;            /* safetensors with parameters and running stats, or NULL */
+    const char *data_path; /* safetensors with images (N,3,H,W) f32, labels (N) i64, or NULL */
+    const char *save_path; /* safetensors of parameters + buffers after the run, or NULL */
     const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
-    int cuda_graph;        /* 1: capture the step in a CUDA graph where possible */
-    gb_dist_t *dist;       /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
+    int cuda_graph;              /* 1: capture the step in a CUDA graph where possible */
+    gb_dist_t *dist;             /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
 } gb_train_config_t;
 
 /* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3
@@ -100,10 +100,10 @@ void gb_train_config_default(gb_train_config_t *cfg);
 
 /* What one step of one replica reports. */
 typedef struct gb_step_out {
-    float loss;      /* mean cross-entropy over this replica's batch (before loss scaling) */
-    double ms;       /* device-timed step time (CUDA events); < 0 when the backend has no
-                        device timer and the driver's wall clock is used */
-    int skipped;     /* 1 when fp16 loss scaling found an overflow and skipped the update */
+    float loss;  /* mean cross-entropy over this replica's batch (before loss scaling) */
+    double ms;   /* device-timed step time (CUDA events); < 0 when the backend has no
+                    device timer and the driver's wall clock is used */
+    int skipped; /* 1 when fp16 loss scaling found an overflow and skipped the update */
 } gb_step_out_t;
 
 /* Backend facts for the result record. Strings are NUL-terminated. */
@@ -116,7 +116,7 @@ typedef struct gb_backend_info {
 /* Per-replica report after the run. */
 typedef struct gb_replica_report {
     size_t peak_mem_bytes; /* device memory peak (GPU) or bytes the backend allocated (CPU) */
-    char *details_json;    /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
+    char *details_json; /* malloc'd JSON object text (algorithms, impls), or NULL; driver frees */
 } gb_replica_report_t;
 
 /* The collective over the replicas of one job (threads on the CPU, NCCL on
@@ -131,14 +131,14 @@ typedef struct gb_comm gb_comm_t;
  * on known inputs (replica g's element i: ((7i + 3g) mod 11) - 5, so every
  * sum is exact in f32 whatever the order). */
 typedef struct gb_allreduce_config {
-    char backend[16];      /* "cpu", "cuda" or "auto" */
-    int devices;           /* replicas (GPUs or CPU threads) per node */
+    char backend[16];            /* "cpu", "cuda" or "auto" */
+    int devices;                 /* replicas (GPUs or CPU threads) per node */
     size_t min_bytes, max_bytes; /* multiples of 4, 4 <= min <= max <= 2^34 */
-    int iters, warmup;     /* per size */
-    int threads;           /* CPU threads in all (0: every online core) */
-    char interconnect[16]; /* "auto", "nvlink", "pcie" */
-    gb_dist_t *dist;       /* as in gb_train_config_t */
-    int fault_rank;        /* tests: -1, else this global rank's check input has one wrong element */
+    int iters, warmup;           /* per size */
+    int threads;                 /* CPU threads in all (0: every online core) */
+    char interconnect[16];       /* "auto", "nvlink", "pcie" */
+    gb_dist_t *dist;             /* as in gb_train_config_t */
+    int fault_rank; /* tests: -1, else this global rank's check input has one wrong element */
 } gb_allreduce_config_t;
 
 /* Defaults: cpu, 1 device, 8 B to 1 GiB, 20 iterations after 3 warm-up ones. */
@@ -164,8 +164,8 @@ typedef struct gb_backend_ops {
     int (*create)(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
                   void **state, char *err, size_t errlen);
     /* Canonical slabs in and out; nbt is num_batches_tracked. */
-    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt,
-                     char *err, size_t errlen);
+    int (*set_state)(void *state, const float *params, const float *buffers, int64_t nbt, char *err,
+                     size_t errlen);
     int (*get_state)(void *state, float *params, float *buffers, int64_t *nbt, char *err,
                      size_t errlen);
     /* Gradients of the last step (after averaging over replicas), canonical. */
@@ -178,9 +178,12 @@ typedef struct gb_backend_ops {
     int (*report)(void *state, gb_replica_report_t *rep, char *err, size_t errlen);
     void (*destroy)(void **state);
     /* Single-precision GEMM throughput probe C = A*B (m x k times k x n),
-     * median of `reps` timed runs after warm-up; NULL when unsupported. */
+     * median of `reps` timed runs after warm-up; window_ms (may be NULL):
+     * wall-clock ms (CLOCK_REALTIME) at the start of the first timed run
+     * and the end of the last, the window telemetry is judged over (not the
+     * set-up, the upload or the warm-up); NULL when unsupported. */
     int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
-                char *err, size_t errlen);
+                int64_t window_ms[2], char *err, size_t errlen);
     /* One replica's part of the allreduce kind on device `replica`, called
      * on its own thread with its comm member (never NULL): sizes[0..n)
      * come with bytes and count set; fills time_us (already the maximum
@@ -199,14 +202,14 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
 
 /* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
 typedef struct gb_train_result {
-    double images_per_sec;   /* global batch / median step time */
+    double images_per_sec; /* global batch / median step time */
     double step_ms_median, step_ms_p90, step_ms_min, step_ms_max, step_ms_mean;
     double loss_first, loss_last; /* first and last timed step (warm-up excluded) */
     size_t peak_mem_bytes;
     int valid;
     char invalid_reason[256];
     int64_t timed_window_ms[2]; /* CLOCK_REALTIME ms: start, end of the timed steps */
-    char *record_json; /* malloc'd result record; free with gb_train_result_free */
+    char *record_json;          /* malloc'd result record; free with gb_train_result_free */
 } gb_train_result_t;
 
 /* The synthetic batch of the replica with global rank `rank` is
