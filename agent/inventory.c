@@ -90,6 +90,7 @@ int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
     SYM(DeviceGetTopologyCommonAncestor, "nvmlDeviceGetTopologyCommonAncestor", 0);
     SYM(DeviceGetClockInfo, "nvmlDeviceGetClockInfo", 0);
     SYM(DeviceGetPowerUsage, "nvmlDeviceGetPowerUsage", 0);
+    SYM(DeviceGetFieldValues, "nvmlDeviceGetFieldValues", 0);
     SYM(DeviceGetTemperature, "nvmlDeviceGetTemperature", 0);
     SYM(DeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates", 0);
     SYM(DeviceGetCurrentClocksEventReasons, "nvmlDeviceGetCurrentClocksEventReasons", 0);

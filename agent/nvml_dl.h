@@ -100,6 +100,30 @@ typedef struct nvmlUtilization_st {
     unsigned int memory; /* % of it device memory was read or written */
 } nvmlUtilization_t;
 
+/* Field values (nvmlDeviceGetFieldValues): the one read here is the power
+ * now; nvmlDeviceGetPowerUsage is a 1-second average on Ampere (but GA100)
+ * and newer, which lags a step's power by about a second. */
+#define NVML_FI_DEV_POWER_INSTANT 186 /* mW, "current GPU power", every architecture */
+typedef int nvmlValueType_t;          /* enum nvmlValueType_enum */
+typedef union nvmlValue_st {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+typedef struct nvmlFieldValue_st {
+    unsigned int fieldId; /* set by the caller */
+    unsigned int scopeId; /* 0 */
+    long long timestamp;  /* us since 1970 */
+    long long latencyUsec;
+    nvmlValueType_t valueType;
+    nvmlReturn_t nvmlReturn; /* this field's own result */
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
 /* nvmlClocksEventReasons (the bits of nvmlDeviceGetCurrentClocksEventReasons;
  * nvml.h kept the older nvmlClocksThrottleReason* names as aliases of the
  * same values). */
@@ -144,6 +168,7 @@ typedef struct gb_nvml {
     /* telemetry, all optional */
     nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, nvmlClockType_t type, unsigned int *clock);
     nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int *power); /* mW */
+    nvmlReturn_t (*DeviceGetFieldValues)(nvmlDevice_t, int valuesCount, nvmlFieldValue_t *values);
     nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, nvmlTemperatureSensors_t sensorType,
                                          unsigned int *temp);
     nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *utilization);

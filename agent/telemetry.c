@@ -222,7 +222,16 @@ static void sample_gpus(gb_sampler_t *s) {
             x.mem_mhz = v;
             x.have |= GB_TM_HAVE_MEM;
         }
-        if (nv->DeviceGetPowerUsage && nv->DeviceGetPowerUsage(d, &v) == NVML_SUCCESS) {
+        /* the power now (a field value), else nvmlDeviceGetPowerUsage: a
+         * 1-second average on Ampere and newer, late by about a second */
+        nvmlFieldValue_t fv;
+        memset(&fv, 0, sizeof fv);
+        fv.fieldId = NVML_FI_DEV_POWER_INSTANT;
+        if (nv->DeviceGetFieldValues && nv->DeviceGetFieldValues(d, 1, &fv) == NVML_SUCCESS &&
+            fv.nvmlReturn == NVML_SUCCESS) {
+            x.power_mw = fv.value.uiVal;
+            x.have |= GB_TM_HAVE_POWER;
+        } else if (nv->DeviceGetPowerUsage && nv->DeviceGetPowerUsage(d, &v) == NVML_SUCCESS) {
             x.power_mw = v;
             x.have |= GB_TM_HAVE_POWER;
         }

@@ -24,14 +24,18 @@
  *
  * AT is "+N" (ms after this process first called nvmlInit_v2) or a Unix
  * time in ms; GPU an index or "*". From AT on, the GPU reads the values the
- * line names (the others stay as they were): sm, mem (MHz), power (W),
- * temp (C), util (%), used (MiB), reasons (the clocks-event bits, 0x..
- * allowed), limit (the enforced power limit, W), default (the default
- * limit, W). Lines apply in file order; '#' starts a comment. Without a
- * script: 1980 / 2619 MHz, 300 W of 700 W (default 700), 40 C, 0 %, 0 MiB,
- * no reasons. $GB_FAKE_NVML_DELAY_MS makes every SM clock query take that
- * long (a hung driver). Built with FAKE_NO_EVENT_REASONS it lacks
- * nvmlDeviceGetCurrentClocksEventReasons, as drivers before the rename do. */
+ * line names (the others stay as they were): sm, mem (MHz), power (W, the
+ * power now: NVML_FI_DEV_POWER_INSTANT), avg (W, what
+ * nvmlDeviceGetPowerUsage gives, a 1-second average on newer GPUs; default:
+ * the power now), temp (C), util (%), used (MiB), reasons (the
+ * clocks-event bits, 0x.. allowed), limit (the enforced power limit, W),
+ * default (the default limit, W). Lines apply in file order; '#' starts a
+ * comment. Without a script: 1980 / 2619 MHz, 300 W of 700 W (default
+ * 700), 40 C, 0 %, 0 MiB, no reasons. $GB_FAKE_NVML_DELAY_MS makes every SM
+ * clock query take that long (a hung driver). Built with
+ * FAKE_NO_EVENT_REASONS it is an older driver: it lacks
+ * nvmlDeviceGetCurrentClocksEventReasons (as drivers before the rename do)
+ * and nvmlDeviceGetFieldValues. */
 #define _POSIX_C_SOURCE 200809L
 #include "nvml_dl.h"
 
@@ -114,9 +118,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) 
 }
 /* ---- scripted telemetry ---------------------------------------------------- */
 
-enum { K_SM, K_MEM, K_POWER, K_TEMP, K_UTIL, K_USED, K_REASONS, K_LIMIT, K_DEFAULT, K_N };
-static const char *const keys[K_N] = {"sm",   "mem",     "power", "temp",   "util",
-                                      "used", "reasons", "limit", "default"};
+enum { K_SM, K_MEM, K_POWER, K_TEMP, K_UTIL, K_USED, K_REASONS, K_LIMIT, K_DEFAULT, K_AVG, K_N };
+static const char *const keys[K_N] = {"sm",   "mem",     "power", "temp",    "util",
+                                      "used", "reasons", "limit", "default", "avg"};
 #define MAX_LINES 256
 static struct line {
     int rel; /* AT was +N */
@@ -160,7 +164,7 @@ static void script_load(void) {
 
 /* What GPU `gpu` reads now for key k. */
 static double reading(int gpu, int k) {
-    static const double defaults[K_N] = {1980, 2619, 300, 40, 0, 0, 0, 700, 700};
+    static const double defaults[K_N] = {1980, 2619, 300, 40, 0, 0, 0, 700, 700, -1};
     pthread_once(&script_once, script_load);
     pthread_mutex_lock(&base_mu);
     int64_t base = base_ms;
@@ -198,10 +202,27 @@ EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type,
     }
     return NVML_ERROR_NOT_SUPPORTED;
 }
+/* the 1-second average a newer GPU gives here: `avg` when the script sets
+ * it, else the power now */
 EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw) {
-    *mw = (unsigned)(reading(d->idx, K_POWER) * 1000 + 0.5);
+    double avg = reading(d->idx, K_AVG);
+    *mw = (unsigned)((avg >= 0 ? avg : reading(d->idx, K_POWER)) * 1000 + 0.5);
     return NVML_SUCCESS;
 }
+#ifndef FAKE_NO_EVENT_REASONS
+/* the power now (NVML_FI_DEV_POWER_INSTANT); other fields are unsupported */
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v) {
+    for (int i = 0; i < n; i++) {
+        v[i].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        v[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (v[i].fieldId == NVML_FI_DEV_POWER_INSTANT) {
+            v[i].value.uiVal = (unsigned)(reading(d->idx, K_POWER) * 1000 + 0.5);
+            v[i].nvmlReturn = NVML_SUCCESS;
+        }
+    }
+    return NVML_SUCCESS;
+}
+#endif
 EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned *mw) {
     *mw = (unsigned)(reading(d->idx, K_LIMIT) * 1000 + 0.5);
     return NVML_SUCCESS;

@@ -669,7 +669,10 @@ static void t_sampler_interval(void) {
 static void t_sampler_script(void) {
     int64_t now = gb_wall_ms();
     char text[256];
-    snprintf(text, sizeof text, "0 * sm=1980 reasons=0\n%lld 0 sm=1100 power=699 reasons=0x20\n",
+    /* avg: what nvmlDeviceGetPowerUsage says; the sampler reads the power
+     * now (NVML_FI_DEV_POWER_INSTANT) where the driver has it */
+    snprintf(text, sizeof text,
+             "0 * sm=1980 reasons=0 avg=250\n%lld 0 sm=1100 power=699 reasons=0x20\n",
              (long long)(now + 400));
     write_script(text);
     gb_telemetry_t *t = hub(20, 5000);
@@ -682,7 +685,7 @@ static void t_sampler_script(void) {
     for (size_t i = 0; i < d.n_gpu; i++) {
         const gb_tm_gpu_sample_t *x = &d.gpu[i];
         if (x->t_ms < now + 400) {
-            CHECK(x->sm_mhz == 1980 && x->reasons == 0);
+            CHECK(x->sm_mhz == 1980 && x->reasons == 0 && x->power_mw == 300000); /* not avg */
             before++;
         } else {
             CHECK(x->sm_mhz == 1100 && x->reasons == 0x20 && x->power_mw == 699000);
@@ -707,9 +710,10 @@ static void t_sampler_script(void) {
 }
 
 /* A driver without nvmlDeviceGetCurrentClocksEventReasons: the reasons come
- * from the older query. */
+ * from the older query; without nvmlDeviceGetFieldValues the power is
+ * nvmlDeviceGetPowerUsage's (the average). */
 static void t_sampler_fallback(void) {
-    write_script("0 * reasons=0x88\n");
+    write_script("0 * reasons=0x88 power=650 avg=420\n");
     gb_telemetry_t *t = hub(20, 5000);
     gb_sampler_t *s = start_gpus(t, 1);
     sleep_ms(100);
@@ -717,8 +721,10 @@ static void t_sampler_fallback(void) {
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECK(d.n_gpu >= 1);
-    for (size_t i = 0; i < d.n_gpu; i++)
+    for (size_t i = 0; i < d.n_gpu; i++) {
         CHECK((d.gpu[i].have & GB_TM_HAVE_REASONS) && d.gpu[i].reasons == 0x88);
+        CHECK((d.gpu[i].have & GB_TM_HAVE_POWER) && d.gpu[i].power_mw == 420000);
+    }
     gb_sampler_destroy(&s);
     gb_telemetry_destroy(&t);
 }
