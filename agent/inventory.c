@@ -104,6 +104,57 @@ static int same_bus(const char *a, const char *b) {
     return strcasecmp(a, b) == 0;
 }
 
+/* Only the GPUs CUDA_VISIBLE_DEVICES leaves to this agent's jobs, as CUDA
+ * reads it: indices or GPU UUIDs (a unique prefix, "GPU-" included), in
+ * that order, up to the first entry that names none (or names one twice);
+ * empty hides every GPU. The workers run with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+ * so CUDA's indices are NVML's. MIG names are left alone: the inventory
+ * lists whole GPUs. Job GPU i is then NVML GPU keep[i], as the telemetry
+ * maps it (gb_tm_gpu_indices). */
+static void visible_only(gb_inventory_t *inv, nvmlDevice_t *dev) {
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd || strstr(cvd, "MIG-")) return;
+    int keep[GB_INV_MAX_GPUS], n = 0;
+    const char *p = cvd;
+    while (*p && n < inv->n_gpus) {
+        size_t len = strcspn(p, ",");
+        char tok[128];
+        gb_fmt(tok, sizeof tok, "%.*s", (int)(len < sizeof tok ? len : sizeof tok - 1), p);
+        int idx = -1;
+        char *end = NULL;
+        long v = strtol(tok, &end, 10);
+        if (tok[0] >= '0' && tok[0] <= '9' && *end == '\0') {
+            if (v < inv->n_gpus) idx = (int)v;
+        } else if (strncmp(tok, "GPU-", 4) == 0) {
+            for (int g = 0; g < inv->n_gpus; g++)
+                if (strncmp(inv->gpus[g].uuid, tok, strlen(tok)) == 0) {
+                    if (idx >= 0) { /* not unique */
+                        idx = -1;
+                        break;
+                    }
+                    idx = g;
+                }
+        }
+        for (int k = 0; k < n && idx >= 0; k++)
+            if (keep[k] == idx) idx = -1;
+        if (idx < 0) break;
+        keep[n++] = idx;
+        p += len;
+        if (*p == ',') p++;
+    }
+    gb_gpu_info_t g2[GB_INV_MAX_GPUS];
+    nvmlDevice_t d2[GB_INV_MAX_GPUS];
+    for (int i = 0; i < n; i++) {
+        g2[i] = inv->gpus[keep[i]];
+        d2[i] = dev[keep[i]];
+    }
+    for (int i = 0; i < n; i++) {
+        inv->gpus[i] = g2[i];
+        dev[i] = d2[i];
+    }
+    inv->n_gpus = n;
+}
+
 static void nvml_collect(gb_inventory_t *inv) {
     gb_nvml_t nv;
     char why[256];
@@ -167,6 +218,7 @@ static void nvml_collect(gb_inventory_t *inv) {
             gb_copy(g->pci_bus_id, sizeof g->pci_bus_id, pci.busId);
         inv->n_gpus++;
     }
+    visible_only(inv, dev);
     /* Link matrix: count active NVLinks from each GPU to each peer GPU (by
      * the remote PCI bus id) and to NVSwitches; two GPUs both on NVSwitches
      * reach each other over min(their switch lanes), as nvidia-smi counts

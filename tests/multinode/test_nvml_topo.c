@@ -2,7 +2,8 @@
  * through NVML, here a stand-in library (fake_nvml.c) describing machines
  * this CI box is not: NVLink lanes to peers and through NVSwitches, links
  * to a CPU left out, inactive links skipped, drivers without the remote
- * device type query, and every PCIe topology level mapped to its path.
+ * device type query, and every PCIe topology level mapped to its path;
+ * with CUDA_VISIBLE_DEVICES, only the GPUs it leaves, in its order.
  *
  *   test_nvml_topo LIBFAKENVML CASE */
 #define _POSIX_C_SOURCE 200809L
@@ -45,8 +46,38 @@ int main(int argc, char **argv) {
     CHECKF(argc == 3, "usage: test_nvml_topo LIBFAKENVML CASE");
     const char *c = argv[2];
     setenv("GB_NVML_LIB", argv[1], 1);
-    setenv("GB_FAKE_NVML", c, 1);
+    /* visible_*: the switch machine seen through CUDA_VISIBLE_DEVICES */
+    static const char *const vis[][2] = {{"visible", "2,0"},
+                                         {"visible_uuid", "GPU-fake-3,GPU-fake-1"},
+                                         {"visible_bad", "1,7,0"},
+                                         {"visible_none", ""}};
+    const char *cvd = NULL;
+    for (size_t i = 0; i < sizeof vis / sizeof vis[0]; i++)
+        if (strcmp(c, vis[i][0]) == 0) cvd = vis[i][1];
+    setenv("GB_FAKE_NVML", cvd ? "switch" : c, 1);
+    if (cvd)
+        setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
+    else
+        unsetenv("CUDA_VISIBLE_DEVICES");
     gb_inventory_collect(&inv);
+    if (cvd) {
+        CHECKF(inv.nvml_error[0] == '\0', "%s", inv.nvml_error);
+        const char *want[3] = {NULL, NULL, NULL};
+        if (strcmp(c, "visible") == 0) want[0] = "GPU-fake-2", want[1] = "GPU-fake-0";
+        if (strcmp(c, "visible_uuid") == 0) want[0] = "GPU-fake-3", want[1] = "GPU-fake-1";
+        /* CUDA stops at the first entry that names no GPU */
+        if (strcmp(c, "visible_bad") == 0) want[0] = "GPU-fake-1";
+        int n = 0;
+        while (want[n])
+            n++;
+        CHECKF(inv.n_gpus == n, "%s: %d GPUs, want %d", c, inv.n_gpus, n);
+        for (int i = 0; i < n; i++)
+            CHECKF(strcmp(inv.gpus[i].uuid, want[i]) == 0, "%s: GPU %d is %s", c, i,
+                   inv.gpus[i].uuid);
+        CHECK(inv.n_links == n * (n - 1) / 2);
+        if (n == 2) CHECK(link_of(0, 1)->nvlink_lanes == 18);
+        return 0;
+    }
     if (strcmp(c, "noinit") == 0) {
         CHECK(inv.n_gpus == 0 && inv.n_links == 0);
         CHECKF(strstr(inv.nvml_error, "nvmlInit: Driver Not Loaded"), "%s", inv.nvml_error);
