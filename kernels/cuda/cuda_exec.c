@@ -112,6 +112,7 @@ typedef struct cuda_exec {
     /* cuDNN's persistent batch norm may flag a numerical problem only
      * through cudnnQueryRuntimeError: the first one seen, or "" */
     char bn_runtime[128];
+    int n_cudnn_bns; /* layers on cuDNN's batch norm, counted after probe_bns */
     void *allocs[MAX_ALLOCS];
     int n_allocs;
     size_t bytes_now, bytes_peak, dev_used_peak;
@@ -401,11 +402,7 @@ fail:
  * error (CUDNN_BATCHNORM_SPATIAL_PERSISTENT documents range limits that it
  * reports only this way)? The first one is kept for the report. */
 static void check_bn_runtime(cuda_exec_t *X) {
-    if (X->bn_runtime[0]) return;
-    int cudnn_bns = 0;
-    for (int i = 0; i < X->base.plan->n_bns; i++)
-        cudnn_bns += !X->bns[i].own;
-    if (!cudnn_bns) return;
+    if (X->bn_runtime[0] || !X->n_cudnn_bns) return;
     cudnnStatus_t rs = CUDNN_STATUS_SUCCESS;
     cudnnStatus_t q = cudnnQueryRuntimeError(X->dnn, &rs, CUDNN_ERRQUERY_NONBLOCKING, NULL);
     if (q != CUDNN_STATUS_SUCCESS)
@@ -1340,6 +1337,8 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (dalloc(X, &X->ws, ws_need)) goto fail;
     }
     if (probe_bns(X)) goto fail;
+    for (int i = 0; i < p->n_bns; i++)
+        X->n_cudnn_bns += !X->bns[i].own;
     /* the search and the probes wrote into the buffers: start clean */
     CK_CUDA(cudaMemsetAsync(X->base.arena, 0, p->arena_bytes, X->stream));
     CK_CUDA(cudaMemsetAsync(X->wcopy, 0, p->n_a * X->esz, X->stream));
