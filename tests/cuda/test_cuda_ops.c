@@ -44,6 +44,32 @@ static void fill(pair_t *P, void *cu, void *hx, size_t n, double scale) {
     free(v);
 }
 
+/* dy zeroed wherever the two sides' ReLU masks disagree (y > 0 on one side
+ * only: rounding put a value near 0 on both sides of it), on both sides:
+ * there the two correct backward passes differ by all of dy, not by
+ * rounding, which would swamp the comparison of dx. */
+static void mask_agree(pair_t *P, const void *yc, const void *yh, void *dyc, void *dyh, size_t n) {
+    double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double)),
+           *d = malloc(n * sizeof(double));
+    CHECK(a && b && d);
+    CHECKF(P->cu->ops->act_read(P->cu, yc, a, n) == 0, "%s", P->cu->err);
+    CHECK(P->hx->ops->act_read(P->hx, yh, b, n) == 0);
+    CHECKF(P->cu->ops->act_read(P->cu, dyc, d, n) == 0, "%s", P->cu->err);
+    size_t flips = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((a[i] > 0) != (b[i] > 0)) {
+            d[i] = 0;
+            flips++;
+        }
+    if (flips) {
+        CHECKF(P->cu->ops->act_write(P->cu, dyc, d, n) == 0, "%s", P->cu->err);
+        CHECK(P->hx->ops->act_write(P->hx, dyh, d, n) == 0);
+    }
+    free(a);
+    free(b);
+    free(d);
+}
+
 /* cu / cu_scale against hx: cu_scale is the loss scale an fp16 gradient
  * that came through the loss carries (1 elsewhere) */
 static void cmp_scaled(pair_t *P, const char *what, const char *name, const void *cu,
@@ -197,6 +223,7 @@ static void run(gb_precision_t prec, const char *bn_impl) {
         void *dzc = b->z >= 0 ? gb_exec_grad(P.cu, 2) : NULL;
         void *dzh = b->z >= 0 ? gb_exec_grad(P.hx, 2) : NULL;
         fill(&P, dyc, dyh, n, 1.0);
+        if (b->relu) mask_agree(&P, yc, yh, dyc, dyh, n);
         RUN2(&P, P.cu->ops->bn_bwd(P.cu, i, xc, yc, dyc, dxc, dzc),
              P.hx->ops->bn_bwd(P.hx, i, xh, yh, dyh, dxh, dzh));
         /* dx of BN subtracts means: relative to its (smaller) norm the

@@ -12,6 +12,7 @@
 #include "host_exec.h"
 #include "rng.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 extern const gb_backend_ops_t gb_cuda_backend_ops;
@@ -81,16 +82,54 @@ static void free_run(run_t *r) {
     free(r->details);
 }
 
+/* One tensor's relative L2 error (Inf with a non-finite value); over its
+ * bound the worst pairs are printed. */
+typedef struct errs {
+    double *e;
+    int n, worst;
+    char worst_name[GB_NAME_LEN + 64];
+} errs_t;
+
+static void one(errs_t *E, const char *nm, const double *x, const double *y, size_t n,
+                double bound) {
+    gb_cmp_t c;
+    gb_cmp_f64(x, y, n, 0.0, bound, &c);
+    double e = c.n_nonfinite ? INFINITY : c.rel_l2;
+    if (e > bound) {
+        fprintf(stderr, "  over  %-40s rel_l2 %.3e (bound %.1e)%s\n", nm, e, bound,
+                c.n_nonfinite ? ", not finite" : "");
+        gb_cmp_print(stderr, "        ", &c);
+    }
+    if (E->n == 0 || e > E->e[E->worst]) {
+        E->worst = E->n;
+        snprintf(E->worst_name, sizeof(E->worst_name), "%s", nm);
+    }
+    E->e[E->n++] = e;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every tensor of run a against ref (loss per step, gradients, the update
+ * each parameter took, buffers). fp32 (lenient 0): every tensor within tol.
+ * tf32/fp16/bf16 (lenient 1): the median tensor within tol and every one
+ * within 4 tol: a rounding-level difference can flip a ReLU mask (or a max
+ * pool's argmax) between the two runs, which moves a few tensors by more
+ * than rounding, while a wiring, graph or loss-scale fault moves most of
+ * them by 0.5 or more. One line per run gives the margins either way. */
 static int compare(const char *tag, const gb_model_t *m, const run_t *a, const run_t *ref,
-                   const float *before, int steps, double tol) {
-    int bad = 0;
+                   const float *before, int steps, double tol, int lenient) {
     size_t big = m->n_params > m->n_buffers ? m->n_params : m->n_buffers;
     double *x = malloc(big * 8), *y = malloc(big * 8);
-    CHECK(x && y);
+    errs_t E = {malloc(((size_t)steps + 2 * (size_t)m->n_tensors) * sizeof(double)), 0, 0, ""};
+    CHECK(x && y && E.e);
+    double bound = lenient ? 4 * tol : tol;
     char nm[GB_NAME_LEN + 64];
     for (int s = 0; s < steps; s++) {
-        snprintf(nm, sizeof(nm), "%s loss[%d]", tag, s);
-        bad += !gb_close(nm, &a->loss[s], &ref->loss[s], 1, tol, 1);
+        snprintf(nm, sizeof(nm), "loss[%d]", s);
+        one(&E, nm, &a->loss[s], &ref->loss[s], 1, bound);
     }
     for (int t = 0; t < m->n_tensors; t++) {
         const gb_tensor_info_t *ti = &m->tensors[t];
@@ -99,25 +138,35 @@ static int compare(const char *tag, const gb_model_t *m, const run_t *a, const r
                 x[i] = a->grads[ti->offset + i];
                 y[i] = ref->grads[ti->offset + i];
             }
-            snprintf(nm, sizeof(nm), "%s grad %s", tag, ti->name);
-            bad += !gb_close(nm, x, y, ti->numel, tol, 0);
+            snprintf(nm, sizeof(nm), "grad %s", ti->name);
+            one(&E, nm, x, y, ti->numel, bound);
             for (size_t i = 0; i < ti->numel; i++) {
                 x[i] = (double)a->params[ti->offset + i] - before[ti->offset + i];
                 y[i] = (double)ref->params[ti->offset + i] - before[ti->offset + i];
             }
-            snprintf(nm, sizeof(nm), "%s update %s", tag, ti->name);
-            bad += !gb_close(nm, x, y, ti->numel, tol, 0);
+            snprintf(nm, sizeof(nm), "update %s", ti->name);
+            one(&E, nm, x, y, ti->numel, bound);
         } else {
             for (size_t i = 0; i < ti->numel; i++) {
                 x[i] = a->buffers[ti->offset + i];
                 y[i] = ref->buffers[ti->offset + i];
             }
-            snprintf(nm, sizeof(nm), "%s buffer %s", tag, ti->name);
-            bad += !gb_close(nm, x, y, ti->numel, tol, 0);
+            snprintf(nm, sizeof(nm), "buffer %s", ti->name);
+            one(&E, nm, x, y, ti->numel, bound);
         }
     }
+    double worst = E.e[E.worst];
+    int over = 0;
+    for (int i = 0; i < E.n; i++)
+        over += !(E.e[i] <= bound); /* NaN and Inf count */
+    qsort(E.e, (size_t)E.n, sizeof(double), cmp_double);
+    double median = E.e[E.n / 2];
+    int bad = over + (lenient && !(median <= tol));
+    printf("%s: %d tensors, median rel %.2e, worst %.2e (%s); tol %.1e%s: %s\n", tag, E.n, median,
+           worst, E.worst_name, tol, lenient ? " median, 4x worst" : " each", bad ? "FAIL" : "ok");
     free(x);
     free(y);
+    free(E.e);
     return bad;
 }
 
@@ -138,7 +187,7 @@ int main(void) {
     gb_model_synth_batch(m, BATCH, 3, images, labels);
 
     gb_train_config_t tcfg;
-    gb_gpu_cfg(&tcfg, m, GB_PREC_FP32, BATCH);
+    gb_gpu_step_cfg(&tcfg, m, GB_PREC_FP32, BATCH);
     run_t ref = {0};
     train(tw, m, &tcfg, params, buffers, images, labels, STEPS, &ref);
 
@@ -148,20 +197,21 @@ int main(void) {
     setenv("GB_CUDA_LOSS_SCALE", "64", 1);
     const char *impls[2] = {"cudnn", "own"};
     /* GB_TEST_QUICK=1 (compute-sanitizer runs): one precision per BN impl */
-    int quick = getenv("GB_TEST_QUICK") != NULL;
+    int quick = gb_test_quick();
     for (int b = 0; b < 2; b++)
         for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++) {
             if (quick && p != (b == 0 ? GB_PREC_FP16 : GB_PREC_FP32)) continue;
             setenv("GB_CUDA_BN", impls[b], 1);
             gb_train_config_t cfg;
-            gb_gpu_cfg(&cfg, m, (gb_precision_t)p, BATCH);
+            gb_gpu_step_cfg(&cfg, m, (gb_precision_t)p, BATCH);
             run_t r = {0};
             train(cu, m, &cfg, params, buffers, images, labels, STEPS, &r);
             for (int s = 0; s < STEPS; s++)
                 CHECKF(!r.skipped[s], "step %d skipped", s);
             char tag[32];
             snprintf(tag, sizeof(tag), "%s/%s", impls[b], gb_prec_str((gb_precision_t)p));
-            int bad = compare(tag, m, &r, &ref, params, STEPS, gb_step_tol((gb_precision_t)p));
+            int bad = compare(tag, m, &r, &ref, params, STEPS, gb_step_tol((gb_precision_t)p),
+                              p != GB_PREC_FP32);
             printf("%s: %d tensors off; %.400s\n", tag, bad, r.details);
             failures += bad;
             /* steps 2 and 3 ran as a captured graph */
@@ -174,19 +224,27 @@ int main(void) {
     unsetenv("GB_CUDA_BN");
 
 #ifdef GB_HAVE_CPU_BACKEND
-    {
+    if (!quick) {
         run_t c = {0}, g = {0};
         gb_train_config_t cfg;
-        gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
+        gb_gpu_step_cfg(&cfg, m, GB_PREC_FP32, BATCH);
         snprintf(cfg.backend, sizeof(cfg.backend), "cpu");
         cfg.threads = 2;
-        train(&gb_cpu_backend_ops, m, &cfg, params, buffers, images, labels, STEPS, &c);
-        snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
-        train(cu, m, &cfg, params, buffers, images, labels, STEPS, &g);
-        /* two fp32 engines: each within 1e-4 of double, so 2e-4 apart */
-        failures += compare("cuda-vs-cpu fp32", m, &g, &c, params, STEPS, 2e-4);
-        free_run(&c);
-        free_run(&g);
+        /* the CPU engine may refuse this host's CPU (a slow kernel it will
+         * not run): then the comparison is skipped, saying why */
+        void *st = NULL;
+        if (gb_cpu_backend_ops.create(m, &cfg, 0, NULL, &st, err, sizeof(err)) != 0) {
+            printf("cuda-vs-cpu fp32: skipped: the CPU engine: %s\n", err);
+        } else {
+            gb_cpu_backend_ops.destroy(&st);
+            train(&gb_cpu_backend_ops, m, &cfg, params, buffers, images, labels, STEPS, &c);
+            snprintf(cfg.backend, sizeof(cfg.backend), "cuda");
+            train(cu, m, &cfg, params, buffers, images, labels, STEPS, &g);
+            /* two fp32 engines: each within 1e-4 of double, so 2e-4 apart */
+            failures += compare("cuda-vs-cpu fp32", m, &g, &c, params, STEPS, 2e-4, 0);
+            free_run(&c);
+            free_run(&g);
+        }
     }
 #endif
 
@@ -212,10 +270,10 @@ int main(void) {
     {
         run_t a = {0}, r = {0};
         gb_train_config_t cfg;
-        gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
+        gb_gpu_step_cfg(&cfg, m, GB_PREC_FP32, BATCH);
         train(cu, m, &cfg, params, buffers, NULL, NULL, 1, &a);
         train(tw, m, &cfg, params, buffers, NULL, NULL, 1, &r);
-        failures += compare("synthetic fp32", m, &a, &r, params, 1, gb_step_tol(GB_PREC_FP32));
+        failures += compare("synthetic fp32", m, &a, &r, params, 1, gb_step_tol(GB_PREC_FP32), 0);
         free_run(&a);
         free_run(&r);
     }
@@ -228,10 +286,12 @@ int main(void) {
               strstr(err, "at least 2"));
         gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
         CHECK(cu->create(m, &cfg, 99, NULL, &st, err, sizeof(err)) == -1 && strstr(err, "GPU 99"));
-        CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == 0);
-        int32_t badl[BATCH] = {0, 1, CLASSES, 2};
-        CHECK(cu->set_batch(st, images, badl, err, sizeof(err)) == -1 && strstr(err, "label"));
-        cu->destroy(&st);
+        if (!quick) { /* (a whole creation, long under compute-sanitizer) */
+            CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == 0);
+            int32_t badl[BATCH] = {0, 1, CLASSES, 2};
+            CHECK(cu->set_batch(st, images, badl, err, sizeof(err)) == -1 && strstr(err, "label"));
+            cu->destroy(&st);
+        }
     }
     /* the matrix-rate probe */
     {
