@@ -289,13 +289,6 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* CLOCK_REALTIME ms, for the timed window the agent's telemetry is cut to. */
-static int64_t wall_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static size_t peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -457,7 +450,7 @@ static void replica_run(replica_t *r) {
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
         if (ops->step(state, &o, err, sizeof(err))) goto fail;
     }
-    r->window[0] = wall_ms();
+    r->window[0] = gb_engine_wall_ms();
     for (int i = 0; i < run->cfg.steps; i++) {
         gb_step_out_t o = {0};
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
@@ -468,7 +461,7 @@ static void replica_run(replica_t *r) {
         r->loss[i] = o.loss;
         r->loss_last = o.loss;
     }
-    r->window[1] = wall_ms();
+    r->window[1] = gb_engine_wall_ms();
     if (r->d == 0 && run->grads && ops->get_grads(state, run->grads, err, sizeof(err))) goto fail;
     /* the parameters every replica ends with, as checksums (identical
      * across replicas and nodes is the data-parallel invariant) */

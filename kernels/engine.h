@@ -39,6 +39,9 @@ typedef enum {
 /* "fp32" "tf32" "fp16" "bf16"; parse returns -1 on an unknown name. */
 const char *gb_precision_name(gb_precision_t p);
 int gb_precision_parse(const char *s, gb_precision_t *out);
+/* CLOCK_REALTIME ms: the clock of timed windows (the agent's telemetry is
+ * cut to them). */
+int64_t gb_engine_wall_ms(void);
 
 /* Multi-node data parallelism: coordinator-relayed. A job over n_nodes
  * agents runs one worker per node (a *rank*), each driving `devices`

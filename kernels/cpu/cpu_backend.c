@@ -1030,12 +1030,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int64_t wall_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
                     int64_t window_ms[2], char *err, size_t errlen) {
     (void)device;
@@ -1058,7 +1052,7 @@ static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median
     memset(c, 0, (size_t)m * n * sizeof(float));
     /* row-major, as oneDNN's sgemm is */
     for (int r = -2; r < reps; r++) { /* two untimed warm-up runs */
-        if (r == 0 && window_ms) window_ms[0] = wall_ms();
+        if (r == 0 && window_ms) window_ms[0] = gb_engine_wall_ms();
         double t0 = now_ms();
         dnnl_status_t s = dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         double t1 = now_ms();
@@ -1068,7 +1062,7 @@ static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median
         }
         if (r >= 0) t[r] = t1 - t0;
     }
-    if (window_ms) window_ms[1] = wall_ms();
+    if (window_ms) window_ms[1] = gb_engine_wall_ms();
     /* spot check one element against a double dot product */
     {
         int i = m / 2, jj = n / 3;

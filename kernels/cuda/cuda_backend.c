@@ -5,7 +5,6 @@
  * Loading this library needs only the CUDA libraries on disk; a machine
  * without a driver or GPU gets -1 and "no CUDA driver/GPU" from probe and
  * create, never a crash. */
-#define _POSIX_C_SOURCE 200809L
 #include "comm.h"
 #include "cuda_check.h"
 #include "cuda_dp.h"
@@ -21,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define ERR    err
 #define ERRLEN errlen
@@ -169,12 +167,6 @@ static int cmp_double(const void *a, const void *b) {
  * event-timed runs after 3 warm-up runs, then a check of 16 elements
  * against double dot products (|err| <= 2 k 2^-24 sum|a b|, the fp32
  * accumulation bound). */
-static int64_t wall_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
                      int64_t window_ms[2], char *err, size_t errlen) {
     float *hA = NULL, *hB = NULL, *dA = NULL, *dB = NULL, *dC = NULL;
@@ -222,7 +214,8 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     CK_BLAS(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
     const float one = 1.0f, zero = 0.0f;
     for (int r = -3; r < reps; r++) {
-        if (r == 0 && window_ms) window_ms[0] = wall_ms(); /* the GPU is warm and busy now */
+        if (r == 0 && window_ms)
+            window_ms[0] = gb_engine_wall_ms(); /* the GPU is warm and busy now */
         CK_CUDA(cudaEventRecord(e0, st));
         CK_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, CUDA_R_32F, m, dB,
                              CUDA_R_32F, k, &zero, dC, CUDA_R_32F, m, CUBLAS_COMPUTE_32F_PEDANTIC,
@@ -233,7 +226,7 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
         CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         if (r >= 0) times[r] = ms;
     }
-    if (window_ms) window_ms[1] = wall_ms();
+    if (window_ms) window_ms[1] = gb_engine_wall_ms();
     qsort(times, (size_t)reps, sizeof(double), cmp_double);
     *ms_median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
     *gflops = 2.0 * m * n * (double)k / (*ms_median * 1e6);

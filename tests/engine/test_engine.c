@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static char err[GB_ERR_LEN];
@@ -42,12 +41,6 @@ static void small_cfg(gb_train_config_t *c) {
     c->steps = 3;
     c->warmup = 1;
     c->threads = 2;
-}
-
-static int64_t gb_test_wall_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 static void run_ok(const gb_train_config_t *c, gb_train_result_t *r) {
@@ -400,12 +393,12 @@ static void test_resnet50_impls(void) {
     }
     /* gemm probe */
     double ms, gf;
-    int64_t win[2] = {0, 0}, before = gb_test_wall_ms();
+    int64_t win[2] = {0, 0}, before = gb_engine_wall_ms();
     CHECKF(gb_cpu_backend_ops.gemm(0, 256, 256, 256, 5, &ms, &gf, win, e, sizeof(e)) == 0, "%s", e);
     CHECK(ms > 0 && gf > 1);
     /* the timed window: inside the call, after its set-up, at least 5 runs long */
     /* (3 of the 5 timed runs take at least the median) */
-    CHECKF(win[0] >= before && win[1] <= gb_test_wall_ms() && win[0] <= win[1] &&
+    CHECKF(win[0] >= before && win[1] <= gb_engine_wall_ms() && win[0] <= win[1] &&
                win[1] - win[0] >= (int64_t)(3 * ms) - 1,
            "window %lld..%lld, call from %lld, median %.3f ms", (long long)win[0],
            (long long)win[1], (long long)before, ms);
