@@ -80,13 +80,16 @@ static double rel_l2f(const float *a, const float *ref, size_t n) {
 static void one_gpu(gb_precision_t prec) {
     gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
     gb_train_config_t cfg;
-    gb_gpu_cfg(&cfg, m, prec, BATCH);
+    /* as test_cuda_step: lr 1e-3, weight decay 1, a conditioned state (at lr
+     * 0.1 from torchvision-like batch norm, two fp32 runs that differ only
+     * in rounding part after a flipped ReLU mask: gpu_common.h) */
+    gb_gpu_step_cfg(&cfg, m, prec, BATCH);
     cfg.bucket_mb = 0.01; /* several buckets on the tiny model */
     float *params = malloc(m->n_params * sizeof(float)), *buffers = malloc(m->n_buffers * 4 + 4);
     float *p0 = malloc(m->n_params * 4), *g0 = malloc(m->n_params * 4);
     float *p1 = malloc(m->n_params * 4), *g1 = malloc(m->n_params * 4);
     CHECK(params && buffers && p0 && g0 && p1 && g1);
-    gb_model_init(m, params, buffers, cfg.seed);
+    gb_gpu_conditioned_state(m, params, buffers, 21);
     char err[GB_ERR_LEN];
     rep_t a = {m, &cfg, NULL, 0, params, buffers, p0, g0, NULL, 0, ""};
     train(&a);
@@ -105,10 +108,11 @@ static void one_gpu(gb_precision_t prec) {
     int same = memcmp(p0, p1, m->n_params * sizeof(float)) == 0 &&
                memcmp(g0, g1, m->n_params * sizeof(float)) == 0;
     double ep = rel_l2f(p1, p0, m->n_params), eg = rel_l2f(g1, g0, m->n_params);
-    CHECKF(ep <= gb_step_tol(prec) && eg <= gb_step_tol(prec),
+    /* all parameters as one vector: held to the every-tensor bound */
+    CHECKF(ep <= gb_step_worst(prec) && eg <= gb_step_worst(prec),
            "%s: after %d steps with a one-rank communicator: weights rel %.3e, gradients rel "
            "%.3e (tol %.1e)",
-           gb_prec_str(prec), STEPS, ep, eg, gb_step_tol(prec));
+           gb_prec_str(prec), STEPS, ep, eg, gb_step_worst(prec));
     CHECKF(strstr(b.details, "\"interconnect\":\"none\"") &&
                strstr(b.details, "\"transport\":\"nccl\"") &&
                strstr(b.details, "\"nccl_transports\":[]"),
