@@ -6,7 +6,7 @@
  * residual add), max and average pool both ways, the classifier head (loss,
  * fc gradients, feature gradient), the running statistics, and SGD.
  * Inputs are written to the GPU first and read back, so both sides start
- * from the same (rounded) values. Tolerances: gpu_common.h.
+ * from the same (rounded) values. Tolerances: step_rule.h.
  * The host twin computes each op with kernels/ref's reference ops (double,
  * NCHW; proven by finite differences and against PyTorch), so this compares
  * the GPU with the reference ops in the GPU's own layouts and sequence. */
