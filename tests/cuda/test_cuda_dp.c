@@ -82,7 +82,7 @@ static void one_gpu(gb_precision_t prec) {
     gb_train_config_t cfg;
     /* as test_cuda_step: lr 1e-3, weight decay 1, a conditioned state (at lr
      * 0.1 from torchvision-like batch norm, two fp32 runs that differ only
-     * in rounding part after a flipped ReLU mask: gpu_common.h) */
+     * in rounding part after a flipped ReLU mask: step_rule.h) */
     gb_gpu_step_cfg(&cfg, m, prec, BATCH);
     cfg.bucket_mb = 0.01; /* several buckets on the tiny model */
     float *params = malloc(m->n_params * sizeof(float)), *buffers = malloc(m->n_buffers * 4 + 4);
