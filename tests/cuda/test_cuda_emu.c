@@ -1,0 +1,545 @@
+/* test_cuda_emu.c (CPU, CI) - the CUDA backend's own kernels (kernels.cu)
+ * run on the CPU emulator (emu/cuda_emu.h) through their C launchers, each
+ * against a plain loop written here from the op's definition: the indexing
+ * (NHWC, grid-stride loops, partial blocks, odd sizes, channel counts that
+ * are not a multiple of 32), the reductions (warp shuffles of the softmax,
+ * the batch-norm row chunks and their merge, the block reduction of the
+ * mean loss) and the launch shapes (the emulator refuses a launch a GPU
+ * would refuse). The per-element math (cuda_math.h) is test_cuda_math's;
+ * here it is reused where a result must match bit for bit. Every dtype the
+ * launchers dispatch on is run. What the emulator cannot show (races, memory
+ * coalescing, speed) is for the GPU run (docs/engine-cuda.md). */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "cuda_math.h"
+#include "kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const gb_kdtype_t DT[3] = {GB_KDT_F32, GB_KDT_F16, GB_KDT_BF16};
+static const char *DTN[3] = {"f32", "f16", "bf16"};
+
+static uint64_t g_state = 0x1234567u;
+static double urand(void) { /* [0, 1) */
+    g_state = g_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(g_state >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void) {
+    double u = urand(), v = urand();
+    return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
+}
+
+/* values as the dtype stores them: round to dt, back to float */
+static float q(gb_kdtype_t dt, float v) {
+    if (dt == GB_KDT_F16) return gb_half_to_float(gb_float_to_half(v));
+    if (dt == GB_KDT_BF16) return gb_bf16_to_float(gb_float_to_bf16(v));
+    return v;
+}
+/* host float array <-> dt buffer, converted here (test_casts proves the
+ * cast kernels do the same) */
+static void *to_dt(gb_kdtype_t dt, const float *src, size_t n) {
+    void *d = malloc(n * 4 + 4);
+    CHECK(d);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == GB_KDT_F32)
+            ((float *)d)[i] = src[i];
+        else
+            ((uint16_t *)d)[i] =
+                dt == GB_KDT_F16 ? gb_float_to_half(src[i]) : gb_float_to_bf16(src[i]);
+    }
+    return d;
+}
+static float *from_dt(gb_kdtype_t dt, const void *src, size_t n) {
+    float *f = malloc(n * 4 + 4);
+    CHECK(f);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == GB_KDT_F32)
+            f[i] = ((const float *)src)[i];
+        else {
+            uint16_t h = ((const uint16_t *)src)[i];
+            f[i] = dt == GB_KDT_F16 ? gb_half_to_float(h) : gb_bf16_to_float(h);
+        }
+    }
+    return f;
+}
+static float *randv(size_t n, float scale) {
+    float *v = malloc(n * 4 + 4);
+    CHECK(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = scale * nrand();
+    return v;
+}
+
+/* |a - b| <= atol + rtol |b| everywhere; reports the first miss */
+static int close_all(const char *what, const float *a, const double *b, size_t n, double rtol,
+                     double atol) {
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= atol + rtol * fabs(b[i]))) {
+            fprintf(stderr, "%s: [%zu] got %.9g want %.9g\n", what, i, a[i], b[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_casts(void) {
+    size_t n = 70001; /* 274 blocks of 256, the last partial */
+    float *v = randv(n, 3.0f);
+    v[5] = 70000.0f; /* over fp16's range: inf */
+    v[6] = 1e-8f;    /* fp16 subnormal */
+    v[7] = NAN;
+    for (int d = 0; d < 3; d++) {
+        void *b = malloc(n * 4), *h = to_dt(DT[d], v, n);
+        float *r = malloc(n * 4);
+        CHECK(b && r);
+        CHECK(gb_k_cast_from_f32(NULL, DT[d], v, b, n) == cudaSuccess);
+        /* the same bits as our host rounding, NaN's payload aside */
+        float *hb = from_dt(DT[d], b, n), *hh = from_dt(DT[d], h, n);
+        for (size_t i = 0; i < n; i++)
+            CHECKF(memcmp(&hb[i], &hh[i], 4) == 0 || (isnan(hb[i]) && isnan(hh[i])),
+                   "%s cast from f32 [%zu]", DTN[d], i);
+        free(hb);
+        free(hh);
+        CHECK(gb_k_cast_to_f32(NULL, DT[d], b, r, n) == cudaSuccess);
+        for (size_t i = 0; i < n; i++) {
+            float want = q(DT[d], v[i]);
+            CHECKF(memcmp(&r[i], &want, 4) == 0 || (isnan(r[i]) && isnan(want)),
+                   "%s cast [%zu]: %g vs %g", DTN[d], i, r[i], want);
+        }
+        free(b);
+        free(h);
+        free(r);
+    }
+    free(v);
+}
+
+static void test_image_to_nhwc(void) {
+    int n = 3, h = 7, w = 5;
+    float *src = randv((size_t)n * 3 * h * w, 1.0f);
+    for (int ci = 3; ci <= 4; ci++) /* 4: the stem's channel pad */
+        for (int d = 0; d < 3; d++) {
+            size_t total = (size_t)n * h * w * ci;
+            void *dst = malloc(total * 4);
+            CHECK(gb_k_image_to_nhwc(NULL, DT[d], src, dst, n, h, w, ci) == cudaSuccess);
+            float *r = from_dt(DT[d], dst, total);
+            for (int b = 0; b < n; b++)
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++)
+                        for (int c = 0; c < ci; c++) {
+                            float want = c < 3 ? src[(((size_t)b * 3 + c) * h + y) * w + x] : 0;
+                            float got = r[(((size_t)b * h + y) * w + x) * ci + c];
+                            CHECKF(got == q(DT[d], want), "nhwc %s c_int %d (%d,%d,%d,%d)", DTN[d],
+                                   ci, b, y, x, c);
+                        }
+            free(dst);
+            free(r);
+        }
+    free(src);
+}
+
+static void test_synth_fill(void) {
+    int n = 5, h = 9, w = 11, classes = 7;
+    size_t count = (size_t)n * 3 * h * w;
+    float *img = malloc(count * 4);
+    int32_t lab[5];
+    CHECK(img);
+    CHECK(gb_k_synth(NULL, img, lab, n, h, w, classes, 42) == cudaSuccess);
+    for (size_t i = 0; i < count; i++)
+        CHECK(img[i] == gb_synth_normal(42, i));
+    for (int i = 0; i < n; i++)
+        CHECK(lab[i] == gb_synth_label(42, (uint64_t)i, classes) && lab[i] >= 0 &&
+              lab[i] < classes);
+    /* 1x1 images: the grid sized by the pixels still covers every label */
+    int32_t many[600];
+    float *px = malloc(600 * 3 * 4);
+    CHECK(px);
+    CHECK(gb_k_synth(NULL, px, many, 600, 1, 1, 1000, 9) == cudaSuccess);
+    free(px);
+    for (int i = 0; i < 600; i++)
+        CHECK(many[i] == gb_synth_label(9, (uint64_t)i, 1000));
+    for (int d = 0; d < 3; d++) {
+        void *b = malloc(count * 4);
+        CHECK(gb_k_fill_normal(NULL, DT[d], b, count, 7, 0.5f) == cudaSuccess);
+        float *r = from_dt(DT[d], b, count);
+        for (size_t i = 0; i < count; i++)
+            CHECK(r[i] == q(DT[d], 0.5f * gb_synth_normal(7, i)));
+        free(b);
+        free(r);
+    }
+    free(img);
+}
+
+/* max pool against a plain scan (first strict maximum in row-major window
+ * order, NaN wins), then its backward against a scatter of dy */
+static void test_maxpool(void) {
+    struct {
+        int n, ih, iw, c, k, s, p;
+    } cs[] = {{2, 9, 7, 5, 3, 2, 1}, {1, 8, 8, 33, 3, 2, 1}, {3, 5, 6, 4, 2, 2, 0}};
+    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++) {
+        int n = cs[t].n, ih = cs[t].ih, iw = cs[t].iw, c = cs[t].c, k = cs[t].k, s = cs[t].s,
+            p = cs[t].p;
+        int oh = (ih + 2 * p - k) / s + 1, ow = (iw + 2 * p - k) / s + 1;
+        size_t ni = (size_t)n * ih * iw * c, no = (size_t)n * oh * ow * c;
+        float *x = randv(ni, 1.0f);
+        for (size_t i = 0; i < ni; i += 7)
+            x[i] = x[i / 2]; /* ties */
+        float *dy = randv(no, 1.0f);
+        for (int d = 0; d < 3; d++) {
+            void *xb = to_dt(DT[d], x, ni), *yb = malloc(no * 4), *dyb = to_dt(DT[d], dy, no);
+            void *dxb = malloc(ni * 4);
+            uint8_t *arg = malloc(no);
+            CHECK(gb_k_maxpool_fwd(NULL, DT[d], xb, yb, arg, n, ih, iw, c, oh, ow, k, s, p) ==
+                  cudaSuccess);
+            CHECK(gb_k_maxpool_bwd(NULL, DT[d], dyb, arg, dxb, n, ih, iw, c, oh, ow, k, s, p) ==
+                  cudaSuccess);
+            float *y = from_dt(DT[d], yb, no), *dx = from_dt(DT[d], dxb, ni);
+            double *want_dx = calloc(ni, sizeof(double));
+            CHECK(want_dx);
+            for (int b = 0; b < n; b++)
+                for (int oy = 0; oy < oh; oy++)
+                    for (int ox = 0; ox < ow; ox++)
+                        for (int ch = 0; ch < c; ch++) {
+                            float best = 0;
+                            long at = -1;
+                            for (int r = 0; r < k; r++)
+                                for (int qq = 0; qq < k; qq++) {
+                                    int iy = oy * s - p + r, ix = ox * s - p + qq;
+                                    if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;
+                                    long i = (((long)b * ih + iy) * iw + ix) * c + ch;
+                                    float v = q(DT[d], x[i]);
+                                    if (at < 0 || v > best) best = v, at = i;
+                                }
+                            size_t o = (((size_t)b * oh + oy) * ow + ox) * c + ch;
+                            CHECKF(y[o] == best, "maxpool %s case %zu out %zu", DTN[d], t, o);
+                            want_dx[at] += q(DT[d], dy[o]);
+                        }
+            char what[64];
+            snprintf(what, sizeof(what), "maxpool bwd %s case %zu", DTN[d], t);
+            CHECK(close_all(what, dx, want_dx, ni, d ? 1e-2 : 1e-6, 1e-6));
+            free(xb), free(yb), free(dyb), free(dxb), free(arg), free(y), free(dx), free(want_dx);
+        }
+        free(x);
+        free(dy);
+    }
+}
+
+static void test_avgpool(void) {
+    int n = 3, hw = 49, c = 37;
+    float *x = randv((size_t)n * hw * c, 1.0f), *dy = randv((size_t)n * c, 1.0f);
+    for (int d = 0; d < 3; d++) {
+        void *xb = to_dt(DT[d], x, (size_t)n * hw * c), *yb = malloc((size_t)n * c * 4);
+        void *dyb = to_dt(DT[d], dy, (size_t)n * c), *dxb = malloc((size_t)n * hw * c * 4);
+        CHECK(gb_k_avgpool_fwd(NULL, DT[d], xb, yb, n, hw, c) == cudaSuccess);
+        CHECK(gb_k_avgpool_bwd(NULL, DT[d], dyb, dxb, n, hw, c) == cudaSuccess);
+        float *y = from_dt(DT[d], yb, (size_t)n * c), *dx = from_dt(DT[d], dxb, (size_t)n * hw * c);
+        double *wy = malloc((size_t)n * c * 8), *wdx = malloc((size_t)n * hw * c * 8);
+        CHECK(wy && wdx);
+        for (int b = 0; b < n; b++)
+            for (int ch = 0; ch < c; ch++) {
+                double acc = 0;
+                for (int j = 0; j < hw; j++)
+                    acc += q(DT[d], x[((size_t)b * hw + j) * c + ch]);
+                wy[b * c + ch] = acc / hw;
+                for (int j = 0; j < hw; j++)
+                    wdx[((size_t)b * hw + j) * c + ch] = q(DT[d], dy[b * c + ch]) / hw;
+            }
+        double rt = d ? 1e-2 : 1e-5;
+        CHECK(close_all("avgpool fwd", y, wy, (size_t)n * c, rt, 1e-6));
+        CHECK(close_all("avgpool bwd", dx, wdx, (size_t)n * hw * c, rt, 1e-7));
+        free(xb), free(yb), free(dyb), free(dxb), free(y), free(dx), free(wy), free(wdx);
+    }
+    free(x);
+    free(dy);
+}
+
+/* softmax cross-entropy: one warp per row; k below, at and over 32 lanes,
+ * rows that leave part of the last block idle */
+static void test_softmax_ce(void) {
+    int shapes[][2] = {{13, 10}, {9, 32}, {5, 1000}, {1, 1}};
+    for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+        int n = shapes[t][0], k = shapes[t][1];
+        float *z = randv((size_t)n * k, 3.0f), *bias = randv((size_t)k, 1.0f);
+        int32_t *lab = malloc((size_t)n * 4);
+        CHECK(lab);
+        for (int i = 0; i < n; i++)
+            lab[i] = (int32_t)(urand() * k);
+        gb_scaler_state_t sc = {.scale = 64.0f};
+        for (int d = 0; d < 3; d++)
+            for (int with_scaler = 0; with_scaler < 2; with_scaler++) {
+                float *dl = malloc((size_t)n * k * 4), *loss = malloc((size_t)n * 4);
+                void *dldt = malloc((size_t)n * k * 4);
+                CHECK(gb_k_softmax_ce(NULL, DT[d], z, bias, lab, n, k, with_scaler ? &sc : NULL, dl,
+                                      dldt, loss) == cudaSuccess);
+                float *dlr = from_dt(DT[d], dldt, (size_t)n * k);
+                double f = (with_scaler ? 64.0 : 1.0) / n;
+                for (int i = 0; i < n; i++) {
+                    double m = -INFINITY, s = 0;
+                    for (int j = 0; j < k; j++)
+                        m = fmax(m, (double)z[i * k + j] + bias[j]);
+                    for (int j = 0; j < k; j++)
+                        s += exp((double)z[i * k + j] + bias[j] - m);
+                    double want_loss = m + log(s) - ((double)z[i * k + lab[i]] + bias[lab[i]]);
+                    CHECKF(fabs(loss[i] - want_loss) <= 1e-5 * (1 + fabs(want_loss)),
+                           "ce loss n %d k %d row %d: %g vs %g", n, k, i, loss[i], want_loss);
+                    for (int j = 0; j < k; j++) {
+                        double g =
+                            (exp((double)z[i * k + j] + bias[j] - m) / s - (j == lab[i])) * f;
+                        size_t o = (size_t)i * k + j;
+                        CHECKF(fabs(dl[o] - g) <= 1e-6 * f + 1e-5 * fabs(g),
+                               "ce grad n %d k %d [%d,%d]: %g vs %g", n, k, i, j, dl[o], g);
+                        CHECKF(dlr[o] == q(DT[d], dl[o]), "ce grad %s copy", DTN[d]);
+                    }
+                }
+                /* the mean loss: one block's tree over n rows */
+                float mean = -1;
+                CHECK(gb_k_loss_mean(NULL, loss, n, &mean) == cudaSuccess);
+                double acc = 0;
+                for (int i = 0; i < n; i++)
+                    acc += loss[i];
+                CHECKF(fabs(mean - acc / n) <= 1e-6 * (1 + fabs(acc / n)), "loss mean");
+                free(dl), free(loss), free(dldt), free(dlr);
+            }
+        free(z), free(bias), free(lab);
+    }
+    /* a mean over more rows than threads */
+    int n = 1001;
+    float *rl = randv((size_t)n, 1.0f), mean = 0;
+    double acc = 0;
+    for (int i = 0; i < n; i++)
+        acc += rl[i];
+    CHECK(gb_k_loss_mean(NULL, rl, n, &mean) == cudaSuccess);
+    CHECKF(fabs(mean - acc / n) <= 1e-6, "loss mean over %d: %g vs %g", n, mean, acc / n);
+    free(rl);
+}
+
+static void test_colsum(void) {
+    int n = 17, k = 1000;
+    float *a = randv((size_t)n * k, 1.0f), *out = malloc((size_t)k * 4);
+    CHECK(out);
+    CHECK(gb_k_colsum(NULL, a, n, k, out) == cudaSuccess);
+    for (int j = 0; j < k; j++) {
+        double acc = 0;
+        for (int i = 0; i < n; i++)
+            acc += a[(size_t)i * k + j];
+        CHECKF(out[j] == (float)acc, "colsum [%d]", j);
+    }
+    free(a);
+    free(out);
+}
+
+static void test_bn_running(void) {
+    int cs[3] = {300, 7, 64};
+    float *mean[3], *inv[3], *rm[3], *rv[3], *erm[3], *erv[3];
+    gb_bn_run_entry_t tab[3];
+    for (int e = 0; e < 3; e++) {
+        mean[e] = randv(cs[e], 1.0f), inv[e] = randv(cs[e], 0.2f);
+        rm[e] = randv(cs[e], 1.0f), rv[e] = randv(cs[e], 0.1f);
+        erm[e] = malloc(cs[e] * 4), erv[e] = malloc(cs[e] * 4);
+        for (int i = 0; i < cs[e]; i++) {
+            inv[e][i] = 1.0f + fabsf(inv[e][i]);
+            rv[e][i] = 1.0f + fabsf(rv[e][i]);
+            erm[e][i] = rm[e][i], erv[e][i] = rv[e][i];
+            gb_bn_running(&erm[e][i], &erv[e][i], mean[e][i], inv[e][i], 1e-5f, 98.0f, 0.1f);
+        }
+        tab[e] = (gb_bn_run_entry_t){mean[e], inv[e], rm[e], rv[e], cs[e], 98.0f};
+    }
+    CHECK(gb_k_bn_running(NULL, tab, 3, 300, 1e-5f, 0.1f) == cudaSuccess);
+    for (int e = 0; e < 3; e++) {
+        CHECK(memcmp(rm[e], erm[e], cs[e] * 4) == 0 && memcmp(rv[e], erv[e], cs[e] * 4) == 0);
+        free(mean[e]), free(inv[e]), free(rm[e]), free(rv[e]), free(erm[e]), free(erv[e]);
+    }
+}
+
+static void test_finite_sgd_scaler(void) {
+    size_t n = 5000;
+    float *v = randv(n, 1.0f);
+    for (int d = 0; d < 3; d++) {
+        int found = 0;
+        void *b = to_dt(DT[d], v, n);
+        CHECK(gb_k_finite_check(NULL, DT[d], b, n, &found) == cudaSuccess && found == 0);
+        free(b);
+        float keep = v[n - 3];
+        v[n - 3] = d == 1 ? 1e6f : INFINITY; /* 1e6: finite in fp32, inf in fp16 */
+        b = to_dt(DT[d], v, n);
+        CHECK(gb_k_finite_check(NULL, DT[d], b, n, &found) == cudaSuccess && found == 1);
+        free(b);
+        v[n - 3] = NAN;
+        b = to_dt(DT[d], v, n);
+        found = 0;
+        CHECK(gb_k_finite_check(NULL, DT[d], b, n, &found) == cudaSuccess && found == 1);
+        free(b);
+        v[n - 3] = keep;
+    }
+    /* SGD: every element as gb_sgd_elem, with and without the scaler and
+     * the weight copy; skipped when the scaler found an inf */
+    size_t m = 4099;
+    float *w0 = randv(m, 1.0f), *b0 = randv(m, 0.1f), *g = randv(m, 64.0f);
+    for (int gd = 0; gd < 3; gd++)
+        for (int cd = -1; cd < 3; cd++)
+            for (int scaled = 0; scaled < 2; scaled++) {
+                float *w = malloc(m * 4), *bf = malloc(m * 4);
+                memcpy(w, w0, m * 4);
+                memcpy(bf, b0, m * 4);
+                void *gb = to_dt(DT[gd], g, m), *wc = cd >= 0 ? malloc(m * 4) : NULL;
+                gb_scaler_state_t sc = {.scale = 64.0f};
+                CHECK(gb_k_sgd(NULL, DT[gd], w, bf, gb, wc, cd >= 0 ? DT[cd] : GB_KDT_F32, m, 0.1f,
+                               0.9f, 1e-4f, scaled ? &sc : NULL) == cudaSuccess);
+                float *wcr = cd >= 0 ? from_dt(DT[cd], wc, m) : NULL;
+                for (size_t i = 0; i < m; i++) {
+                    float eb = b0[i];
+                    float ew = gb_sgd_elem(w0[i], &eb, q(DT[gd], g[i]), 0.1f, 0.9f, 1e-4f,
+                                           scaled ? 1.0f / 64.0f : 1.0f);
+                    CHECKF(w[i] == ew && bf[i] == eb, "sgd g %s copy %d scaled %d [%zu]", DTN[gd],
+                           cd, scaled, i);
+                    if (wcr) CHECK(wcr[i] == q(DT[cd], ew));
+                }
+                if (scaled) { /* found_inf: nothing moves */
+                    sc.found_inf = 1;
+                    memcpy(w, w0, m * 4);
+                    CHECK(gb_k_sgd(NULL, DT[gd], w, bf, gb, wc, cd >= 0 ? DT[cd] : GB_KDT_F32, m,
+                                   0.1f, 0.9f, 1e-4f, &sc) == cudaSuccess);
+                    CHECK(memcmp(w, w0, m * 4) == 0);
+                }
+                free(w), free(bf), free(gb), free(wc), free(wcr);
+            }
+    /* the scaler: as the host rule, one thread */
+    gb_scaler_state_t s = {.scale = 1024.0f, .tracker = 5, .found_inf = 1};
+    float es = 1024.0f;
+    int et = 5;
+    gb_scaler_update(&es, &et, 1, GB_SCALER_INTERVAL);
+    CHECK(gb_k_scaler_update(NULL, &s) == cudaSuccess);
+    CHECK(s.used_scale == 1024.0f && s.scale == es && s.tracker == et);
+    free(v), free(w0), free(b0), free(g);
+}
+
+/* our NHWC batch norm, forward and backward, against double: row counts
+ * not divisible by the chunking, channels not a multiple of 32 */
+static void test_bn(void) {
+    struct {
+        long m;
+        int c, rchunks;
+    } cs[] = {{1000, 40, 3}, {37, 7, 1}, {600, 64, 16}, {5, 33, 8}};
+    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++) {
+        long m = cs[t].m;
+        int c = cs[t].c, rc = cs[t].rchunks;
+        size_t nn = (size_t)m * c;
+        float *x = randv(nn, 2.0f), *z = randv(nn, 1.0f), *dy = randv(nn, 1.0f);
+        for (size_t i = 0; i < nn; i++)
+            x[i] += 5.0f; /* a mean far from 0: the shifted moments matter */
+        float *gamma = randv(c, 1.0f), *beta = randv(c, 1.0f);
+        for (int d = 0; d < 3; d++)
+            for (int relu = 0; relu < 2; relu++) {
+                void *xb = to_dt(DT[d], x, nn), *zb = to_dt(DT[d], z, nn), *yb = malloc(nn * 4);
+                void *dyb = to_dt(DT[d], dy, nn), *dxb = malloc(nn * 4), *dzb = malloc(nn * 4);
+                float *part = malloc((size_t)rc * c * 3 * 4), *smean = malloc(c * 4);
+                float *sinv = malloc(c * 4), *coef = malloc(3 * (size_t)c * 4);
+                float *dg = malloc(c * 4), *db = malloc(c * 4);
+                CHECK(gb_k_bn_fwd_stats(NULL, DT[d], xb, m, c, rc, part) == cudaSuccess);
+                CHECK(gb_k_bn_fwd_finalize(NULL, part, rc, c, gamma, beta, 1e-5f, smean, sinv,
+                                           coef) == cudaSuccess);
+                CHECK(gb_k_bn_fwd_apply(NULL, DT[d], xb, relu ? zb : NULL, yb, m, c, coef, relu) ==
+                      cudaSuccess);
+                CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, smean, rc, part) ==
+                      cudaSuccess);
+                CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
+                      cudaSuccess);
+                CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, yb, dyb, dxb, relu ? dzb : NULL, m, c,
+                                        relu, smean, coef) == cudaSuccess);
+                float *y = from_dt(DT[d], yb, nn), *dx = from_dt(DT[d], dxb, nn);
+                float *dz = relu ? from_dt(DT[d], dzb, nn) : NULL;
+                double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
+                for (int ch = 0; ch < c; ch++) {
+                    double s = 0, s2 = 0;
+                    for (long r = 0; r < m; r++)
+                        s += q(DT[d], x[r * c + ch]);
+                    double mu = s / m;
+                    for (long r = 0; r < m; r++) {
+                        double e = q(DT[d], x[r * c + ch]) - mu;
+                        s2 += e * e;
+                    }
+                    double inv = 1.0 / sqrt(s2 / m + 1e-5);
+                    CHECKF(fabs(smean[ch] - mu) <= 1e-5 * (1 + fabs(mu)) &&
+                               fabs(sinv[ch] - inv) <= 1e-5 * inv,
+                           "bn stats %s case %zu ch %d: mean %g/%g invstd %g/%g", DTN[d], t, ch,
+                           smean[ch], mu, sinv[ch], inv);
+                    /* forward output; then the backward through our y's mask */
+                    double sg = 0, sgx = 0;
+                    for (long r = 0; r < m; r++) {
+                        size_t i = (size_t)r * c + ch;
+                        double xh = (q(DT[d], x[i]) - mu) * inv;
+                        double v = gamma[ch] * xh + beta[ch] + (relu ? q(DT[d], z[i]) : 0.0);
+                        if (relu && v < 0) v = 0;
+                        CHECKF(fabs(y[i] - v) <= rt * (1 + fabs(v)),
+                               "bn y %s case %zu [%zu]: %g/%g", DTN[d], t, i, y[i], v);
+                        double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
+                        sg += gg;
+                        sgx += gg * xh;
+                    }
+                    CHECKF(fabs(db[ch] - sg) <= rt * (1 + fabs(sg)) &&
+                               fabs(dg[ch] - sgx) <= rt * (1 + fabs(sgx)),
+                           "bn dgamma/dbeta %s case %zu ch %d: %g/%g %g/%g", DTN[d], t, ch, dg[ch],
+                           sgx, db[ch], sg);
+                    for (long r = 0; r < m; r++) {
+                        size_t i = (size_t)r * c + ch;
+                        double xh = (q(DT[d], x[i]) - mu) * inv;
+                        double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
+                        double want = gamma[ch] * inv * (gg - sg / m - xh * sgx / m);
+                        CHECKF(fabs(dx[i] - want) <= rt * (1 + fabs(want)),
+                               "bn dx %s case %zu [%zu]: %g/%g", DTN[d], t, i, dx[i], want);
+                        if (dz) CHECK(dz[i] == q(DT[d], (float)gg));
+                    }
+                }
+                free(xb), free(zb), free(yb), free(dyb), free(dxb), free(dzb), free(part);
+                free(smean), free(sinv), free(coef), free(dg), free(db), free(y), free(dx),
+                    free(dz);
+            }
+        free(x), free(z), free(dy), free(gamma), free(beta);
+    }
+}
+
+static void test_allreduce_kernels(void) {
+    size_t n = 1000;
+    float *b = malloc(n * 4);
+    CHECK(b);
+    gb_ar_want_t want;
+    for (int j = 0; j < 11; j++)
+        want.v[j] = (float)((int)((j * 7 + 3) % 11) - 5); /* rank 1: element j mod 11 */
+    unsigned bad = 0;
+    CHECK(gb_k_ar_fill(NULL, b, n, 1, -1) == cudaSuccess);
+    for (size_t i = 0; i < n; i++)
+        CHECK(b[i] == (float)((int)((i * 7 + 3) % 11) - 5));
+    /* i*7 mod 11 repeats with period 11 in i: want.v[i mod 11] */
+    CHECK(gb_k_ar_check(NULL, b, n, want, &bad) == cudaSuccess && bad == 0);
+    CHECK(gb_k_ar_fill(NULL, b, n, 1, 777) == cudaSuccess);
+    CHECK(gb_k_ar_check(NULL, b, n, want, &bad) == cudaSuccess && bad == 1);
+    free(b);
+}
+
+/* a launch a GPU would refuse is refused here too, with the error
+ * cudaGetLastError reports: 70000 rows chunks is over grid.y's 65535 */
+static void test_launch_limits(void) {
+    float x[64] = {0}, part[3 * 32];
+    CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 64, 1, 70000, part) ==
+          cudaErrorInvalidConfiguration);
+    CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 64, 1, 1, part) == cudaSuccess);
+}
+
+int main(void) {
+    test_casts();
+    test_image_to_nhwc();
+    test_synth_fill();
+    test_maxpool();
+    test_avgpool();
+    test_softmax_ce();
+    test_colsum();
+    test_bn_running();
+    test_finite_sgd_scaler();
+    test_bn();
+    test_allreduce_kernels();
+    test_launch_limits();
+    printf("test_cuda_emu: every kernel of kernels.cu matches its plain loop\n");
+    return 0;
+}
