@@ -23,9 +23,11 @@
  *     completes before it returns);
  *   - emu_translate.py also plants faults in the kernels, each switched on
  *     at run time by GB_EMU_MUTANT=k, so the test shows that it fails.
- * Threads of a block run in order between barriers, so a race a GPU might
- * expose can go unseen here: the emulator proves indexing, not the absence
- * of races (compute-sanitizer's racecheck on a GPU does that). */
+ * Threads of a block run in order between barriers (first to last, or last
+ * to first with GB_EMU_ORDER=reverse: a race between threads of one barrier
+ * phase usually shows as a different result in one of the two orders), so
+ * the emulator finds many races but proves none absent (compute-sanitizer's
+ * racecheck on a GPU does that). */
 #ifndef GB_CUDA_EMU_H
 #define GB_CUDA_EMU_H
 
@@ -108,6 +110,19 @@ inline int mutant() {
     return m;
 }
 
+/* GB_EMU_ORDER=reverse runs a block's threads last to first between
+ * barriers: a kernel whose threads read what others write in the same
+ * barrier phase (a race on a GPU) gives another result in one of the two
+ * orders, so test_cuda_emu runs in both. */
+inline int reverse_order() {
+    static int r = -1;
+    if (r < 0) {
+        const char *e = getenv("GB_EMU_ORDER");
+        r = e && strcmp(e, "reverse") == 0;
+    }
+    return r;
+}
+
 inline void trampoline() {
     w().body();
     w().cur->state = DONE;
@@ -144,12 +159,15 @@ inline void run_block() {
         makecontext(&f.ctx, trampoline, 0);
     }
     W.or_acc = 0;
+    int rev = reverse_order();
     for (;;) {
-        for (unsigned i = 0; i < nt; i++)
+        for (unsigned j = 0; j < nt; j++) {
+            unsigned i = rev ? nt - 1 - j : j;
             if (W.f[i].state == READY) {
                 W.cur = &W.f[i];
                 swapcontext(&W.main, &W.f[i].ctx);
             }
+        }
         unsigned live = 0, at_block = 0, released = 0;
         for (unsigned i = 0; i < nt; i++) {
             live += W.f[i].state != DONE;
