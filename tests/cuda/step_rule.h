@@ -222,7 +222,7 @@ static inline void gb_rule_free(gb_rule_run_t *r) {
 
 /* One tensor's relative L2 error ||x - y|| / max(||y||, floor) (Inf with a
  * non-finite value); over its bound the worst pairs are printed. floor is 0
- * except for batch-norm bias gradients (see compare). */
+ * except for batch-norm bias gradients (see gb_step_rule). */
 typedef struct gb_rule_errs {
     double *e;
     int n, worst;

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "cuda_math.h"
 #include "kernels.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,15 +22,7 @@
 static const gb_kdtype_t DT[3] = {GB_KDT_F32, GB_KDT_F16, GB_KDT_BF16};
 static const char *DTN[3] = {"f32", "f16", "bf16"};
 
-static uint64_t g_state = 0x1234567u;
-static double urand(void) { /* [0, 1) */
-    g_state = g_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(g_state >> 11) * (1.0 / 9007199254740992.0);
-}
-static float nrand(void) {
-    double u = urand(), v = urand();
-    return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
-}
+static gb_rng_t g_rng; /* seeded in main */
 
 /* values as the dtype stores them: round to dt, back to float */
 static float q(gb_kdtype_t dt, float v) {
@@ -68,7 +61,7 @@ static float *randv(size_t n, float scale) {
     float *v = malloc(n * 4 + 4);
     CHECK(v);
     for (size_t i = 0; i < n; i++)
-        v[i] = scale * nrand();
+        v[i] = scale * (float)gb_rng_normal(&g_rng);
     return v;
 }
 
@@ -265,7 +258,7 @@ static void test_softmax_ce(void) {
         int32_t *lab = malloc((size_t)n * 4);
         CHECK(lab);
         for (int i = 0; i < n; i++)
-            lab[i] = (int32_t)(urand() * k);
+            lab[i] = (int32_t)(gb_rng_uniform(&g_rng) * k);
         gb_scaler_state_t sc = {.scale = 64.0f};
         for (int d = 0; d < 3; d++)
             for (int with_scaler = 0; with_scaler < 2; with_scaler++) {
@@ -528,6 +521,7 @@ static void test_launch_limits(void) {
 }
 
 int main(void) {
+    gb_rng_seed(&g_rng, 0x1234567u);
     test_casts();
     test_image_to_nhwc();
     test_synth_fill();
