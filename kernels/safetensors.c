@@ -1,15 +1,19 @@
 /* safetensors.c - the safetensors reader and writer (see safetensors.h).
  * cJSON parses the header; every number and offset is checked here. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, and POSIX 2008 */
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -255,7 +259,11 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, char *err, size_t e
         }
         int d = cJSON_IsString(dt) ? gb_st_dtype_parse(dt->valuestring) : -1;
         if (d < 0) {
-            snprintf(err, errlen, "tensor '%s': unknown dtype", name);
+            if (cJSON_IsString(dt))
+                snprintf(err, errlen, "tensor '%s': dtype %.32s is not one this reader knows", name,
+                         dt->valuestring);
+            else
+                snprintf(err, errlen, "tensor '%s': dtype is not a string", name);
             goto fail;
         }
         gb_st_tensor_t *t = &st->t[st->n];
@@ -377,16 +385,61 @@ gb_st_t *gb_st_parse(const void *bytes, size_t len, char *err, size_t errlen) {
     return parse_owned(copy, len, err, errlen);
 }
 
+/* What a path that is not a regular file is, for the messages. */
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a pipe or FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    return "not a regular file";
+}
+
+/* The first bytes of what people pass instead: torch.save writes a zip
+ * archive (PyTorch >= 1.6) or a bare pickle (older, or
+ * _use_new_zipfile_serialization=False). */
+static const char *not_safetensors_hint(const unsigned char *b, size_t n) {
+    if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0)
+        return " (it is a zip archive: a torch.save checkpoint? write safetensors with "
+               "safetensors.torch.save_file)";
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return " (it is a Python pickle: a torch.save checkpoint? write safetensors with "
+               "safetensors.torch.save_file)";
+    return "";
+}
+
 gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+     * below like every other file that is not a regular one */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: is %s; give a safetensors file on disk", path,
+                 file_kind(sb.st_mode));
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     unsigned char *buf = NULL;
-    if (fseeko(f, 0, SEEK_END) != 0) goto io;
-    off_t sz = ftello(f);
-    if (sz < 0 || fseeko(f, 0, SEEK_SET) != 0) goto io;
+    off_t sz = sb.st_size;
+    if (sz < 0 || (uintmax_t)sz > (uintmax_t)SIZE_MAX - 1) {
+        fclose(f);
+        snprintf(err, errlen, "%s: too large (%lld bytes)", path, (long long)sz);
+        return NULL;
+    }
     buf = malloc((size_t)sz ? (size_t)sz : 1);
     if (!buf) {
         fclose(f);
@@ -396,11 +449,12 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     if (sz && fread(buf, 1, (size_t)sz, f) != (size_t)sz) goto io;
     fclose(f);
     char why[400];
+    const char *hint = not_safetensors_hint(buf, (size_t)sz);
     gb_st_t *st = parse_owned(buf, (size_t)sz, why, sizeof(why));
-    if (!st) snprintf(err, errlen, "%s: %s", path, why);
+    if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
     return st;
 io:
-    snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+    snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
     free(buf);
     fclose(f);
     return NULL;
@@ -626,16 +680,15 @@ int gb_st_writer_write(gb_st_writer_t *w, const char *path, char *err, size_t er
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    char tmp[4096];
-    int tn = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    if (tn < 0 || (size_t)tn >= sizeof(tmp)) {
+    char real[PATH_MAX], tmp[PATH_MAX + 32];
+    if (gb_st_target(path, real, sizeof(real), err, errlen)) {
         free(h.p);
-        snprintf(err, errlen, "path too long");
         return -1;
     }
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", real, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        snprintf(err, errlen, "%s: cannot create a file beside it: %s", path, strerror(errno));
         free(h.p);
         return -1;
     }
@@ -646,18 +699,83 @@ int gb_st_writer_write(gb_st_writer_t *w, const char *path, char *err, size_t er
     int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(h.p, 1, h.n, f) != h.n;
     for (int i = 0; i < w->n && !bad; i++)
         if (w->e[i].nbytes && fwrite(w->e[i].data, 1, w->e[i].nbytes, f) != w->e[i].nbytes) bad = 1;
-    if (fflush(f) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
+    /* on disk before the rename, so a crash leaves the old file or the
+     * whole new one, never a short one */
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
+    int werr = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        werr = errno;
+    }
     free(h.p);
     if (bad) {
-        snprintf(err, errlen, "%s: write error: %s", tmp, strerror(errno));
+        snprintf(err, errlen, "%s: write error: %s (the file is unchanged)", path, strerror(werr));
         unlink(tmp);
         return -1;
     }
-    if (rename(tmp, path) != 0) {
+    if (rename(tmp, real) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+/* The file a save to `path` replaces: a symbolic link is followed (the
+ * link stays, its target gets the new contents), anything that exists and
+ * is not a regular file is refused (the write is a new file renamed into
+ * place, which would replace a device or FIFO with a regular file), and the
+ * directory must take a new file. */
+int gb_st_target(const char *path, char *real, size_t reallen, char *err, size_t errlen) {
+    struct stat sb;
+    const char *use = path;
+    char *r = NULL;
+    if (!path || !*path) {
+        snprintf(err, errlen, "empty file name");
+        return -1;
+    }
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        r = realpath(path, NULL);
+        if (!r) {
+            snprintf(err, errlen, "%s: a symbolic link whose target cannot be reached: %s", path,
+                     strerror(errno));
+            return -1;
+        }
+        use = r;
+    }
+    int rc = -1;
+    if (stat(use, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: is %s; give the name of a file to write", path,
+                 file_kind(sb.st_mode));
+        goto done;
+    }
+    if (strlen(use) >= reallen || strlen(use) + 32 > PATH_MAX) {
+        snprintf(err, errlen, "%s: path too long", path);
+        goto done;
+    }
+    snprintf(real, reallen, "%s", use);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", use);
+    const char *d = dirname(dir);
+    if (stat(d, &sb) != 0) {
+        snprintf(err, errlen, "%s: directory %s: %s", path, d, strerror(errno));
+        goto done;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: %s is not a directory", path, d);
+        goto done;
+    }
+    if (access(d, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "%s: cannot write in directory %s: %s", path, d, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    free(r);
+    return rc;
+}
+
+int gb_st_check_writable(const char *path, char *err, size_t errlen) {
+    char real[PATH_MAX];
+    return gb_st_target(path, real, sizeof(real), err, errlen);
 }

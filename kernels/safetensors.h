@@ -79,6 +79,15 @@ int gb_st_writer_add(gb_st_writer_t *w, const char *name, gb_st_dtype_t dtype, i
                      const int64_t *shape, const void *data, char *err, size_t errlen);
 int gb_st_writer_meta(gb_st_writer_t *w, const char *key, const char *value, char *err,
                       size_t errlen);
+/* Write to a new file beside the target, fsync, rename it into place (a
+ * symbolic link keeps pointing at the new contents); the old file stays
+ * whole on any failure. */
 int gb_st_writer_write(gb_st_writer_t *w, const char *path, char *err, size_t errlen);
+/* Could a file be saved at `path`? 0, or -1 with the reason: the directory
+ * is missing or not writable, the path is a directory, device or FIFO, or a
+ * dangling symbolic link. Check before hours of work, not after. */
+int gb_st_check_writable(const char *path, char *err, size_t errlen);
+/* The file a save replaces (symbolic links followed) into real. */
+int gb_st_target(const char *path, char *real, size_t reallen, char *err, size_t errlen);
 
 #endif

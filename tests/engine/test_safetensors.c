@@ -2,14 +2,22 @@
  * the format) produce and rejects every malformed file with a reason: short
  * files, lying header lengths, non-JSON, bad UTF-8, unknown dtypes and fields,
  * bad shapes and offsets, size mismatches, gaps, overlaps, trailing bytes,
- * duplicate names. */
-#define _POSIX_C_SOURCE 200809L
+ * duplicate names; and the files around them: directories, FIFOs (without
+ * hanging), torch.save checkpoints named as such, saves through a symbolic
+ * link (the link stays), saves refused over a FIFO or a directory, a save
+ * cut short by a full disk (RLIMIT_FSIZE) that leaves the old file whole. */
+#define _XOPEN_SOURCE 700
 #include "check.h"
 #include "safetensors.h"
 
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char err[512];
@@ -84,7 +92,7 @@ static void test_parse_bad(void) {
     reject("{\"__metadata__\":[]}", 0, "__metadata__");
     /* the entries */
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "needs dtype");
-    reject("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype");
+    reject("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype F33");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
            "unknown");
     reject("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
@@ -159,7 +167,99 @@ static void test_roundtrip(void) {
     CHECK(gb_st_dtype_size(GB_ST_F64) == 8 && gb_st_dtype_name(GB_ST_NDTYPES) == NULL);
 }
 
+static void write_small(const char *path, float v, int expect_ok) {
+    float a[4] = {v, v, v, v};
+    int64_t sh[1] = {4};
+    gb_st_writer_t *w = gb_st_writer_new();
+    CHECK(w && gb_st_writer_add(w, "a", GB_ST_F32, 1, sh, a, err, sizeof(err)) == 0);
+    int rc = gb_st_writer_write(w, path, err, sizeof(err));
+    CHECKF(expect_ok ? rc == 0 : rc == -1, "write %s: rc %d (%s)", path, rc, err);
+    gb_st_writer_destroy(&w);
+}
+
+static float first_value(const char *path) {
+    gb_st_t *st = gb_st_open(path, err, sizeof(err));
+    CHECKF(st, "%s", err);
+    float v = NAN;
+    const gb_st_tensor_t *t = st ? gb_st_find(st, "a") : NULL;
+    if (t) memcpy(&v, t->data, sizeof(v));
+    gb_st_close(&st);
+    return v;
+}
+
+/* no PATH.tmp.* left in dir */
+static int leftovers(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_files(void) {
+    char dir[] = "/tmp/gb_stf_XXXXXX", p[256], q[256];
+    CHECK(mkdtemp(dir));
+    /* reading what is not a regular file */
+    CHECK(gb_st_open(dir, err, sizeof(err)) == NULL && strstr(err, "is a directory"));
+    snprintf(p, sizeof(p), "%s/fifo", dir);
+    CHECK(mkfifo(p, 0600) == 0);
+    /* no writer: a blocking open would hang here */
+    CHECKF(gb_st_open(p, err, sizeof(err)) == NULL && strstr(err, "pipe or FIFO"), "%s", err);
+    /* ... and saving over it is refused, the FIFO stays */
+    write_small(p, 1, 0);
+    CHECKF(strstr(err, "pipe or FIFO"), "%s", err);
+    struct stat sb;
+    CHECK(lstat(p, &sb) == 0 && S_ISFIFO(sb.st_mode));
+    unlink(p);
+    write_small(dir, 1, 0);
+    CHECK(strstr(err, "is a directory"));
+    /* a torch.save checkpoint (zip, or a bare pickle) is named as such */
+    snprintf(p, sizeof(p), "%s/w.pt", dir);
+    const char *heads[2] = {"PK\x03\x04 torch zip archive......", "\x80\x02 an old pickle....."};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(p, "wb");
+        CHECK(f && fwrite(heads[i], 1, 30, f) == 30 && fclose(f) == 0);
+        CHECKF(gb_st_open(p, err, sizeof(err)) == NULL && strstr(err, "torch.save"), "%s", err);
+    }
+    unlink(p);
+    /* a save through a symbolic link writes its target; the link stays */
+    snprintf(p, sizeof(p), "%s/target.safetensors", dir);
+    snprintf(q, sizeof(q), "%s/link.safetensors", dir);
+    write_small(p, 1, 1);
+    CHECK(symlink("target.safetensors", q) == 0);
+    write_small(q, 2, 1);
+    CHECK(lstat(q, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(first_value(p) == 2 && first_value(q) == 2);
+    CHECK(gb_st_check_writable(q, err, sizeof(err)) == 0);
+    unlink(p);
+    /* a dangling link is refused up front */
+    CHECK(gb_st_check_writable(q, err, sizeof(err)) == -1 && strstr(err, "symbolic link"));
+    unlink(q);
+    snprintf(q, sizeof(q), "%s/missing/x.safetensors", dir);
+    CHECK(gb_st_check_writable(q, err, sizeof(err)) == -1 && strstr(err, "missing") &&
+          strstr(err, "No such file"));
+    /* a disk that fills up mid-write (RLIMIT_FSIZE stands in for it): an
+     * error naming the file, the old contents whole, no temporary left */
+    write_small(p, 3, 1);
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 64; /* the header alone is longer */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    write_small(p, 4, 0);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, prev);
+    CHECKF(strstr(err, p) && strstr(err, "unchanged"), "%s", err);
+    CHECK(first_value(p) == 3 && leftovers(dir) == 0);
+    unlink(p);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
+    test_files();
     test_parse_good();
     test_parse_bad();
     test_roundtrip();
