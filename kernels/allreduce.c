@@ -137,7 +137,9 @@ int gb_allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char 
         if (b > cfg->max_bytes / 2) break;
     }
     rep_t *reps = calloc((size_t)D, sizeof(*reps));
-    gb_comm_group_t *grp = gb_comm_group_new(D, cfg->dist, gb_comm_timeout_ms(), err, errlen);
+    int tmo;
+    if (gb_comm_timeout_ms(&tmo, err, errlen)) return -1;
+    gb_comm_group_t *grp = gb_comm_group_new(D, cfg->dist, tmo, err, errlen);
     cJSON *o = NULL;
     int rc = -1;
     if (!reps || !grp) {

@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "ring.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -323,12 +324,22 @@ oom:
     return NULL;
 }
 
-int gb_comm_timeout_ms(void) {
+int gb_comm_timeout_ms(int *ms, char *err, size_t errlen) {
     const char *e = getenv("GB_COMM_TIMEOUT_MS");
+    *ms = 0;
     if (!e || !e[0]) return 0;
     char *end = NULL;
+    errno = 0;
     long v = strtol(e, &end, 10);
-    return end && !*end && v >= 1 && v <= 86400000 ? (int)v : 0;
+    if (errno || end == e || *end || v < 1 || v > 86400000) {
+        snprintf(err, errlen,
+                 "GB_COMM_TIMEOUT_MS=%.40s: a whole number of milliseconds, 1..86400000 (unset: "
+                 "600000)",
+                 e);
+        return -1;
+    }
+    *ms = (int)v;
+    return 0;
 }
 
 gb_comm_t *gb_comm_group_member(gb_comm_group_t *g, int local_rank) {

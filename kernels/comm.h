@@ -133,9 +133,10 @@ typedef struct gb_comm_group gb_comm_group_t;
  * process's own threads end only by success or abort. NULL on failure. */
 gb_comm_group_t *gb_comm_group_new(int local_size, gb_dist_t *dist, int timeout_ms, char *err,
                                    size_t errlen);
-/* $GB_COMM_TIMEOUT_MS when it is a whole number of 1..86400000 ms, else 0
- * (the group's default, 600 s): how long a node waits on another. */
-int gb_comm_timeout_ms(void);
+/* How long a node waits on another: $GB_COMM_TIMEOUT_MS, a whole number of
+ * 1..86400000 ms, into *ms (0, the group's default of 600 s, when unset or
+ * empty). -1 with a reason when it is set to anything else. */
+int gb_comm_timeout_ms(int *ms, char *err, size_t errlen);
 /* Replica local_rank's comm (owned by the group). */
 gb_comm_t *gb_comm_group_member(gb_comm_group_t *g, int local_rank);
 /* Abort every member (see above); the first reason is kept. */

@@ -146,6 +146,11 @@ static int cbn_init(cpu_state_t *st, cbn_t *c, const gb_conv_t *mc, const gb_bn_
      * 2x direct here at ~1e-6 relative error (docs/engine-cpu.md);
      * GB_CPU_CONV_ALGO=direct turns it off for A/B runs. */
     const char *algo = getenv("GB_CPU_CONV_ALGO");
+    if (algo && algo[0] && strcmp(algo, "direct") != 0 && strcmp(algo, "auto") != 0) {
+        /* a typo must not quietly measure the default */
+        snprintf(err, errlen, "GB_CPU_CONV_ALGO=%.40s: 'direct', or 'auto' (the default)", algo);
+        return -1;
+    }
     int wino = st->dt == dnnl_f32 && mc->kh == 3 && mc->kw == 3 && mc->stride == 1 &&
                !(algo && strcmp(algo, "direct") == 0);
     if (gb_cpu_conv_init(st->ctx, &c->conv, &s, src_md, st->dt, bwd_data, wino, name, err, errlen))
@@ -598,13 +603,24 @@ static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, i
                  comm->local_rank, cfg->bucket_mb);
         return -1;
     }
+    int has_bf16 = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
     if (cfg->precision != GB_PREC_FP32 && cfg->precision != GB_PREC_BF16) {
-        snprintf(err, errlen, "cpu backend: precision %s is not available on the CPU (fp32, bf16)",
-                 gb_precision_name(cfg->precision));
+        snprintf(err, errlen,
+                 "cpu backend: precision %s is a GPU precision; the CPU runs fp32, and bf16 "
+                 "where it has avx512_bf16 (this one %s)",
+                 gb_precision_name(cfg->precision), has_bf16 ? "has" : "does not");
         return -1;
     }
-    if (cfg->precision == GB_PREC_BF16 &&
-        dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core_bf16) {
+    if (m->cfg.image_h < 5 || m->cfg.image_w < 5) {
+        /* the stem's output would be 2x2 or less, which oneDNN runs only with
+         * its gemm convolution, which this engine refuses as a slow path */
+        snprintf(err, errlen,
+                 "cpu backend: images of at least 5x5 (this run: %dx%d); below that oneDNN has "
+                 "only its slow gemm convolution for the stem",
+                 m->cfg.image_h, m->cfg.image_w);
+        return -1;
+    }
+    if (cfg->precision == GB_PREC_BF16 && !has_bf16) {
         snprintf(err, errlen, "cpu backend: bf16 needs avx512_bf16, which this CPU lacks");
         return -1;
     }

@@ -206,14 +206,21 @@ static void test_threads(void) {
     gb_comm_group_destroy(&g); /* no-op on NULL */
     CHECK(!gb_comm_group_new(0, NULL, 0, err, sizeof(err)) && strstr(err, "replicas"));
     /* the wait on other nodes, from the environment */
+    int tmo = -1;
     unsetenv("GB_COMM_TIMEOUT_MS");
-    CHECK(gb_comm_timeout_ms() == 0);
+    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 0);
+    setenv("GB_COMM_TIMEOUT_MS", "", 1);
+    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 0);
     setenv("GB_COMM_TIMEOUT_MS", "1500", 1);
-    CHECK(gb_comm_timeout_ms() == 1500);
-    const char *bad[] = {"0", "-5", "12ms", "", "86400001"};
-    for (int i = 0; i < 5; i++) {
+    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 1500);
+    /* a typo is an error, not a silent 600 s */
+    const char *bad[] = {"0", "-5", "12ms", "abc", "86400001", "99999999999999999999"};
+    for (int i = 0; i < 6; i++) {
         setenv("GB_COMM_TIMEOUT_MS", bad[i], 1);
-        CHECKF(gb_comm_timeout_ms() == 0, "'%s'", bad[i]);
+        err[0] = 0;
+        CHECKF(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == -1 &&
+                   strstr(err, "GB_COMM_TIMEOUT_MS") && strstr(err, bad[i]),
+               "'%s': %s", bad[i], err);
     }
     unsetenv("GB_COMM_TIMEOUT_MS");
 }
