@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     gb_train_config_t d;
@@ -93,14 +94,23 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     cJSON *rec = cJSON_Parse(r->record_json);
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(rec, "versions");
     const cJSON *det = cJSON_GetObjectItemCaseSensitive(rec, "details");
-    printf("resnet50 %s %s, batch %d, %dx%d, %d threads, %d steps after %d warm-up\n",
+    printf("resnet50 %s %s, batch %d, %dx%d, %d threads, %d step%s after %d warm-up\n",
            jstr(rec, "backend"), gb_precision_name(cfg->precision), cfg->batch, cfg->model.image_h,
-           cfg->model.image_w, (int)jnum(rec, "threads"), cfg->steps, cfg->warmup);
-    if (cfg->devices > 1)
-        printf("  %-12s %d replicas (global batch %d), %s, %g buckets of %g MB\n", "parallel",
+           cfg->model.image_w, (int)jnum(rec, "threads"), cfg->steps, cfg->steps == 1 ? "" : "s",
+           cfg->warmup);
+    if (cfg->devices > 1) {
+        printf("  %-12s %d replicas (global batch %d), %s, %g buckets of %g MB", "parallel",
                cfg->devices, cfg->devices * cfg->batch, jstr(rec, "interconnect"),
                jnum(det, "buckets"), cfg->bucket_mb);
+        if (isfinite(jnum(det, "threads")))
+            printf(", %d thread%s each", (int)jnum(det, "threads"),
+                   (int)jnum(det, "threads") == 1 ? "" : "s");
+        printf("\n");
+    }
     printf("  %-12s %s\n", "device", jstr(rec, "device_model"));
+    if (!cfg->model.bn) printf("  %-12s without batch norm (--no-bn)\n", "model");
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(det, "conv_algo")))
+        printf("  %-12s %s\n", "convolution", jstr(det, "conv_algo"));
     if (cJSON_GetObjectItemCaseSensitive(ver, "onednn"))
         printf("  %-12s oneDNN %s, ISA %s\n", "library", jstr(ver, "onednn"), jstr(ver, "isa"));
     printf("  %-12s %.2f img/s  (%.3f TFLOP/s)\n", "throughput", r->images_per_sec,
@@ -115,6 +125,32 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     printf(" peak RSS\n");
     printf("  %-12s %s%s\n", "valid", r->valid ? "yes" : "no: ", r->valid ? "" : r->invalid_reason);
     cJSON_Delete(rec);
+}
+
+/* What option i (in the order of the enum below) takes, for the message. */
+static const char *accepted(int i) {
+    static const char *const what[] = {"cpu, cuda or auto",
+                                       "fp32, tf32, fp16 or bf16",
+                                       "1..65536",
+                                       "1..4096",
+                                       "1..1000000",
+                                       "0..1000000",
+                                       "0..4096, 0 = all cores",
+                                       "1..1024",
+                                       "MB, above 0, up to 65536",
+                                       "auto, nvlink or pcie",
+                                       "",
+                                       "",
+                                       "a number >= 0",
+                                       "a number >= 0",
+                                       "a number >= 0",
+                                       "a whole number >= 0",
+                                       "",
+                                       "",
+                                       "",
+                                       "",
+                                       "table or json"};
+    return i >= 0 && i < (int)(sizeof(what) / sizeof(what[0])) && what[i][0] ? what[i] : "?";
 }
 
 int cmd_train(int argc, char **argv) {
@@ -203,7 +239,7 @@ int cmd_train(int argc, char **argv) {
             break;
         case O_BUCKET: {
             float mb;
-            bad = parse_float(a, &mb) || !(mb > 0);
+            bad = parse_float(a, &mb) || !(mb > 0) || mb > 65536;
             cfg.bucket_mb = mb;
             break;
         }
@@ -255,8 +291,8 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "gpubench train: bad value '%s' for --%s\n", a,
-                    opts[c - O_BACKEND].name);
+            fprintf(stderr, "gpubench train: bad value '%s' for --%s (%s)\n", a,
+                    opts[c - O_BACKEND].name, accepted(c - O_BACKEND));
             return 2;
         }
     }
@@ -268,14 +304,50 @@ int cmd_train(int argc, char **argv) {
     if (nobn) cfg.model.bn = 0;
     gb_train_result_t res;
     char err[GB_ERR_LEN];
-    if (gb_train_run(&cfg, &res, err, sizeof(err)) != 0) {
-        fprintf(stderr, "gpubench train: %s\n", err);
-        return 1;
+    /* with --format json stdout carries the record alone: whatever else
+     * writes to it while the engine runs (ONEDNN_VERBOSE's trace, say) goes
+     * to stderr instead */
+    FILE *out = stdout;
+    if (json) {
+        fflush(stdout);
+        int keep = dup(STDOUT_FILENO);
+        if (keep >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0) {
+            out = fdopen(keep, "w");
+            if (!out) {
+                dup2(keep, STDOUT_FILENO);
+                close(keep);
+                out = stdout;
+            }
+        } else if (keep >= 0) {
+            close(keep);
+        }
     }
-    if (json)
-        printf("%s\n", res.record_json);
-    else
-        print_table(&cfg, &res);
+    int rc = gb_train_run(&cfg, &res, err, sizeof(err)) != 0;
+    if (cfg.devices > 1 && res.record_json && strstr(res.record_json, "\"backend\":\"cpu\"")) {
+        long t = cfg.threads > 0 ? cfg.threads : sysconf(_SC_NPROCESSORS_ONLN);
+        if (t > 0 && t < cfg.devices)
+            fprintf(stderr,
+                    "gpubench train: note: %ld thread(s) for %d replicas: each replica still "
+                    "runs one, %d in all\n",
+                    t, cfg.devices, cfg.devices);
+        else if (t > 0 && t % cfg.devices)
+            fprintf(stderr,
+                    "gpubench train: note: %ld threads do not split evenly over %d replicas: "
+                    "%ld each, %ld left idle\n",
+                    t, cfg.devices, t / cfg.devices, t % cfg.devices);
+    }
+    if (res.record_json) { /* measured (even when a save failed after it) */
+        if (json)
+            fprintf(out, "%s\n", res.record_json);
+        else
+            print_table(&cfg, &res);
+    }
+    int werr = (out != stdout && fclose(out) != 0) | (fflush(stdout) != 0);
+    if (werr && !rc) {
+        snprintf(err, sizeof(err), "cannot write the result: %s", strerror(errno));
+        rc = 1;
+    }
+    if (rc) fprintf(stderr, "gpubench train: %s\n", err);
     gb_train_result_free(&res);
-    return 0;
+    return rc;
 }

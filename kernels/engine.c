@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +123,14 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
 
 /* ---------------------------------------------------------- file I/O */
 
+/* "2,3,7,7" (a scalar: "") */
+static void shape_str(const gb_st_tensor_t *t, char *s, size_t n) {
+    size_t o = 0;
+    s[0] = 0;
+    for (int d = 0; d < t->ndim && o < n; d++)
+        o += (size_t)snprintf(s + o, n - o, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+}
+
 static int load_weights(const gb_model_t *m, const char *path, float *params, float *buffers,
                         int64_t *nbt, char *err, size_t errlen) {
     gb_st_t *st = gb_st_open(path, err, errlen);
@@ -132,7 +141,12 @@ static int load_weights(const gb_model_t *m, const char *path, float *params, fl
         const gb_tensor_info_t *ti = &m->tensors[i];
         const gb_st_tensor_t *t = gb_st_find(st, ti->name);
         if (!t) {
-            snprintf(err, errlen, "%s: tensor '%s' is missing", path, ti->name);
+            char alt[GB_NAME_LEN + 16];
+            snprintf(alt, sizeof(alt), "module.%s", ti->name);
+            snprintf(err, errlen, "%s: tensor '%s' is missing%s", path, ti->name,
+                     gb_st_find(st, alt) ? " (the file has 'module.' names, as DataParallel and "
+                                           "DistributedDataParallel save them: strip the prefix)"
+                                         : "");
             goto done;
         }
         int same = t->dtype == GB_ST_F32 && t->ndim == ti->ndim;
@@ -154,6 +168,14 @@ static int load_weights(const gb_model_t *m, const char *path, float *params, fl
         }
         float *dst = (ti->is_param ? params : buffers) + ti->offset;
         memcpy(dst, t->data, ti->numel * sizeof(float));
+        for (size_t k = 0; k < ti->numel; k++)
+            if (!isfinite(dst[k])) {
+                /* a NaN can vanish in a ReLU or max pool and leave the loss
+                 * finite: such a run would look valid */
+                snprintf(err, errlen, "%s: tensor '%s' element %zu is %s", path, ti->name, k,
+                         isnan(dst[k]) ? "NaN" : "infinite");
+                goto done;
+            }
         used++;
     }
     /* the rest must be num_batches_tracked of a BN layer the model has */
@@ -203,7 +225,10 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
         goto done;
     }
     if (im->dtype != GB_ST_F32 || im->ndim != 4 || im->shape[1] != 3) {
-        snprintf(err, errlen, "%s: 'images' must be F32 (N, 3, H, W)", path);
+        char got[96];
+        shape_str(im, got, sizeof(got));
+        snprintf(err, errlen, "%s: 'images' is %s (%s); it must be F32 (N, 3, H, W), NCHW", path,
+                 gb_st_dtype_name(im->dtype), got);
         goto done;
     }
     if (im->shape[0] != batch || im->shape[2] != m->cfg.image_h || im->shape[3] != m->cfg.image_w) {
@@ -216,7 +241,10 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
     }
     if ((lb->dtype != GB_ST_I64 && lb->dtype != GB_ST_I32) || lb->ndim != 1 ||
         lb->shape[0] != batch) {
-        snprintf(err, errlen, "%s: 'labels' must be I64 (or I32) of shape (%d)", path, batch);
+        char got[96];
+        shape_str(lb, got, sizeof(got));
+        snprintf(err, errlen, "%s: 'labels' is %s (%s); it must be I64 (or I32) of shape (%d)",
+                 path, gb_st_dtype_name(lb->dtype), got, batch);
         goto done;
     }
     memcpy(images, im->data, im->nbytes);
@@ -238,7 +266,10 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
     }
     for (size_t i = 0; i < im->numel; i++) {
         if (!isfinite(images[i])) {
-            snprintf(err, errlen, "%s: image value %zu is not finite", path, i);
+            size_t hw = (size_t)m->cfg.image_h * (size_t)m->cfg.image_w, px = i % hw;
+            snprintf(err, errlen, "%s: images[%zu, %zu, %zu, %zu] is %s", path, i / (3 * hw),
+                     i / hw % 3, px / (size_t)m->cfg.image_w, px % (size_t)m->cfg.image_w,
+                     isnan(images[i]) ? "NaN" : "infinite");
             goto done;
         }
     }
@@ -295,6 +326,30 @@ static size_t peak_rss_bytes(void) {
     return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
 }
 
+/* --save and --save-grads: writable now, not after the run, and not the
+ * same file (the second write would replace the first). */
+static int check_save_paths(const gb_train_config_t *c, char *err, size_t errlen) {
+    char a[PATH_MAX] = "", b[PATH_MAX] = "", why[GB_ERR_LEN];
+    if (c->save_path && gb_st_target(c->save_path, a, sizeof(a), why, sizeof(why))) {
+        snprintf(err, errlen, "--save %s", why);
+        return -1;
+    }
+    if (c->save_grads_path && gb_st_target(c->save_grads_path, b, sizeof(b), why, sizeof(why))) {
+        snprintf(err, errlen, "--save-grads %s", why);
+        return -1;
+    }
+    if (a[0] && b[0]) {
+        struct stat sa, sb;
+        int same = strcmp(a, b) == 0 || (stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+                                         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+        if (same) {
+            snprintf(err, errlen, "--save and --save-grads name the same file (%s)", c->save_path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
     if (c->batch < 1 || c->batch > 65536) {
         snprintf(err, errlen, "batch %d out of range (1..65536)", c->batch);
@@ -339,6 +394,7 @@ static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "the global batch is too large");
         return -1;
     }
+    if (check_save_paths(c, err, errlen)) return -1;
     if (!isfinite(c->lr) || c->lr < 0 || !isfinite(c->momentum) || c->momentum < 0 ||
         !isfinite(c->weight_decay) || c->weight_decay < 0) {
         snprintf(err, errlen, "lr, momentum and weight decay must be finite and >= 0");
@@ -405,6 +461,9 @@ typedef struct run {
     gb_barrier_t *bar;
     gb_comm_group_t *grp;
     float *grads; /* --save-grads: replica 0's (the average) */
+    /* --save: replica 0's final state, written once the result is made */
+    float *final_params, *final_buffers;
+    int64_t final_nbt;
     pthread_mutex_t mu;
     int failed;
     char err[GB_ERR_LEN];
@@ -481,9 +540,12 @@ static void replica_run(replica_t *r) {
         snprintf(hex, sizeof(hex), "%016llx",
                  (unsigned long long)gb_fnv1a64(buffers, m->n_buffers * sizeof(float)));
         r->buffers_fnv = strdup(hex);
-        if (r->d == 0 && run->cfg.save_path &&
-            save_tensors(m, run->cfg.save_path, params, buffers, &nbt, 0, err, sizeof(err)))
-            goto fail;
+        if (r->d == 0 && run->cfg.save_path) {
+            run->final_params = params;
+            run->final_buffers = buffers;
+            run->final_nbt = nbt;
+            params = buffers = NULL;
+        }
     }
     if (ops->report(state, &r->rep, err, sizeof(err))) goto fail;
     r->rc = 0;
@@ -739,7 +801,9 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     }
     run.buffers = buffers;
     if (world > 1) {
-        run.grp = gb_comm_group_new(D, cfg->dist, gb_comm_timeout_ms(), err, errlen);
+        int tmo;
+        if (gb_comm_timeout_ms(&tmo, err, errlen)) goto done;
+        run.grp = gb_comm_group_new(D, cfg->dist, tmo, err, errlen);
         if (!run.grp) goto done;
         for (int d = 0; d < D; d++)
             reps[d].comm = gb_comm_group_member(run.grp, d);
@@ -799,9 +863,6 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     res->loss_last = loss[cfg->steps - 1];
     res->valid = sst.valid;
     snprintf(res->invalid_reason, sizeof(res->invalid_reason), "%s", sst.invalid_reason);
-    if (cfg->save_grads_path &&
-        save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, err, errlen))
-        goto done;
     /* the backends' memory plus what the driver holds while theirs fills in
      * (running statistics, each replica's batch and labels); the canonical
      * parameters are given to every replica before the batches, and the
@@ -814,6 +875,18 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
         make_record(&run, ops->name, &info, threads, res, ms, loss, reps, peak_rss_bytes());
     if (!res->record_json) {
         snprintf(err, errlen, "out of memory building the result record");
+        goto done;
+    }
+    /* the files last: a write that fails still leaves the measured result
+     * with the caller (record_json stays set) */
+    if (cfg->save_path && save_tensors(m, cfg->save_path, run.final_params, run.final_buffers,
+                                       &run.final_nbt, 0, err, errlen)) {
+        rc = -2;
+        goto done;
+    }
+    if (cfg->save_grads_path &&
+        save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, err, errlen)) {
+        rc = -2;
         goto done;
     }
     rc = 0;
@@ -833,14 +906,16 @@ done:
     if (mu_ok) pthread_mutex_destroy(&run.mu);
     gb_model_destroy(&m);
     free(run.grads);
+    free(run.final_params);
+    free(run.final_buffers);
     free(run.params);
     free(buffers);
     free(images);
     free(labels);
     free(ms);
     free(loss);
-    if (rc != 0) gb_train_result_free(res);
-    return rc;
+    if (rc == -1) gb_train_result_free(res);
+    return rc < 0 ? -1 : 0;
 }
 
 void gb_train_result_free(gb_train_result_t *res) {

@@ -225,7 +225,10 @@ uint64_t gb_fnv1a64(const void *data, size_t n);
 /* Run warm-up + timed steps as configured. With devices > 1 (or a dist)
  * one thread per replica, each on its own batch (--batch is per device;
  * --data holds the global batch, replica g taking images [g*batch,
- * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err. */
+ * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err.
+ * The save paths are checked before the model is built; should a save still
+ * fail at the end, -1 comes with the measured result in `res` (record_json
+ * set), so callers call gb_train_result_free either way. */
 int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
 void gb_train_result_free(gb_train_result_t *res);
 

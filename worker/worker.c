@@ -274,7 +274,10 @@ static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) 
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
     cfg.dist = job->dist; /* NULL on one node */
     gb_train_result_t res;
-    if (gb_train_run(&cfg, &res, err, errlen) != 0) return -1;
+    if (gb_train_run(&cfg, &res, err, errlen) != 0) {
+        gb_train_result_free(&res);
+        return -1;
+    }
     int rc = merge_record(rec, res.record_json, err, errlen);
     gb_train_result_free(&res);
     return rc;

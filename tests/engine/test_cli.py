@@ -2,11 +2,16 @@
 """test_cli.py - `gpubench train` as a person and a script use it: -h lists
 every option with its default, bad values are usage errors (exit 2), a failed
 run exits 1 with the reason on stderr, and --format json prints exactly the
-result record on stdout. Usage: test_cli.py GPUBENCH"""
+result record on stdout (even with ONEDNN_VERBOSE's trace, which goes to
+stderr), a save that fails after the run still prints the result and exits 1.
+Usage: test_cli.py GPUBENCH"""
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
+import tempfile
 
 exe = sys.argv[1]
 SMALL = ["--batch", "2", "--image-size", "32", "--steps", "2", "--warmup", "0", "--threads", "2"]
@@ -33,7 +38,7 @@ check("(default 32)" in p.stdout and "(default 224)" in p.stdout, "-h shows defa
 
 for bad in (["--batch", "0"], ["--batch", "x"], ["--lr", "nan"], ["--format", "csv"],
             ["--precision", "fp8"], ["--backend", "tpu"], ["--steps", "-1"], ["--seed", "-3"],
-            ["--nope"], ["extra"]):
+            ["--nope"], ["extra"], ["--bucket-mb", "1e30"], ["--image-size", "5000"]):
     p = run(*bad)
     check(p.returncode == 2, "%s is a usage error (got %d)" % (bad, p.returncode))
     check(p.stdout == "" and p.stderr != "", "%s: message on stderr only" % bad)
@@ -80,6 +85,33 @@ if os.path.exists(lib):
           "the build tree's gpubench finds its CUDA library: " + q.stderr)
     if q.returncode != 0:
         check("cuda" in q.stderr.lower(), "--backend cuda without a GPU says why: " + q.stderr)
+
+# oneDNN writes its trace to stdout: with --format json it goes to stderr,
+# and stdout stays the record alone
+q = subprocess.run([exe, "train", *SMALL, "--format", "json"], capture_output=True, text=True,
+                   env=dict(os.environ, ONEDNN_VERBOSE="1"))
+check(q.returncode == 0 and json.loads(q.stdout)["steps"] == 2, "json with ONEDNN_VERBOSE")
+check("onednn_verbose" in q.stderr, "ONEDNN_VERBOSE's trace on stderr")
+
+with tempfile.TemporaryDirectory() as d:
+    # a bad save path is refused before the run, naming the path the user gave
+    q = run(*SMALL, "--save", os.path.join(d, "no", "w.safetensors"))
+    check(q.returncode == 1 and os.path.join(d, "no") in q.stderr and ".tmp." not in q.stderr
+          and q.stdout == "", "missing save directory: " + q.stderr)
+    # a disk that fills up while saving (RLIMIT_FSIZE): the result is printed
+    # all the same, the error follows, exit 1
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, resource.RLIM_INFINITY))
+    save = os.path.join(d, "w.safetensors")
+    for fmt in ("table", "json"):
+        q = subprocess.run([exe, "train", *SMALL, "--save", save, "--format", fmt],
+                           capture_output=True, text=True, preexec_fn=small_files)
+        check(q.returncode == 1 and "write error" in q.stderr and save in q.stderr,
+              "full disk: rc %d %s" % (q.returncode, q.stderr))
+        check(("img/s" in q.stdout) if fmt == "table" else json.loads(q.stdout)["steps"] == 2,
+              "full disk: the %s result still printed: %r" % (fmt, q.stdout[:200]))
+        check(not os.path.exists(save) and os.listdir(d) == [], "no partial file: %r" % os.listdir(d))
 
 p = run(*SMALL, "--no-cuda-graph", "--format", "json")
 check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2, "--no-cuda-graph (no-op on the CPU)")

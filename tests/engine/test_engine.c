@@ -3,7 +3,10 @@
  * trips, --data, every way a weights or data file can be wrong, the
  * statistics and validity rule, the backend's implementation check, and
  * training itself: the loss on one small batch falls to near zero in 50 steps
- * (fp32 and bf16). Files live in a fresh temporary directory. */
+ * (fp32 and bf16); the files' failure paths: NaN weights, DataParallel names,
+ * save paths refused before the run, a save that fails after it keeping the
+ * measured result; typos in GB_CPU_CONV_ALGO; images too small for the CPU.
+ * Files live in a fresh temporary directory. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "cpu_backend.h"
@@ -16,7 +19,9 @@
 #include <dnnl.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,7 +84,7 @@ static void test_config_errors(void) {
     run_fails(&c, "unknown backend");
     small_cfg(&c);
     c.precision = GB_PREC_FP16;
-    run_fails(&c, "not available on the CPU");
+    run_fails(&c, "is a GPU precision");
     small_cfg(&c);
     c.model.image_h = c.model.image_w = 0;
     run_fails(&c, "image size");
@@ -307,9 +312,9 @@ static void test_data(void) {
     write_data(d, 4, 32, 32, GB_ST_I64, 1, 0);
     run_fails(&c, "outside [0, 10)");
     write_data(d, 4, 32, 32, GB_ST_I64, 0, 1);
-    run_fails(&c, "not finite");
+    run_fails(&c, "is NaN");
     write_data(d, 4, 32, 32, GB_ST_F32, 0, 0);
-    run_fails(&c, "'labels' must be I64");
+    run_fails(&c, "it must be I64");
 }
 
 static void test_stats(void) {
@@ -430,8 +435,92 @@ static void test_loss_falls(gb_precision_t prec) {
     gb_train_result_free(&r);
 }
 
+static void test_file_failures(void) {
+    gb_train_config_t c;
+    gb_train_result_t r;
+    char wf[256], s1[256], s2[256];
+    path_of(wf, sizeof(wf), "w.safetensors");
+    path_of(s1, sizeof(s1), "s1.safetensors");
+    path_of(s2, sizeof(s2), "s2.safetensors");
+    small_cfg(&c);
+    gb_model_t *m = gb_model_new(&c.model, err, sizeof(err));
+    CHECKF(m, "%s", err);
+    float *p = malloc(m->n_params * sizeof(float)), *b = malloc(m->n_buffers * sizeof(float));
+    CHECK(p && b);
+    gb_model_init(m, p, b, 5);
+    /* a NaN weight can vanish in a ReLU and leave the loss finite */
+    p[m->tensors[0].offset + 3] = NAN;
+    write_weights(m, p, b, wf, NULL, NULL, 0);
+    c.load_path = wf;
+    run_fails(&c, "conv1.weight' element 3 is NaN");
+    gb_model_init(m, p, b, 5);
+    /* names saved from a DataParallel model */
+    gb_st_writer_t *w = gb_st_writer_new();
+    char(*names)[GB_NAME_LEN + 8] = malloc((size_t)m->n_tensors * sizeof(*names));
+    CHECK(w && names);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gb_tensor_info_t *t = &m->tensors[i];
+        int64_t sh[4];
+        for (int d = 0; d < t->ndim; d++)
+            sh[d] = t->shape[d];
+        snprintf(names[i], sizeof(names[i]), "module.%s", t->name);
+        CHECK(gb_st_writer_add(w, names[i], GB_ST_F32, t->ndim, sh,
+                               (t->is_param ? p : b) + t->offset, err, sizeof(err)) == 0);
+    }
+    CHECK(gb_st_writer_write(w, wf, err, sizeof(err)) == 0);
+    gb_st_writer_destroy(&w);
+    free(names);
+    run_fails(&c, "strip the prefix");
+    unlink(wf);
+    /* save paths: refused before anything runs */
+    small_cfg(&c);
+    c.save_path = "/nonexistent-dir/x.safetensors";
+    run_fails(&c, "--save /nonexistent-dir/x.safetensors: directory /nonexistent-dir");
+    small_cfg(&c);
+    c.save_grads_path = dir; /* a directory */
+    run_fails(&c, "--save-grads");
+    small_cfg(&c);
+    c.save_path = c.save_grads_path = s1;
+    run_fails(&c, "same file");
+    /* a save that fails after the run (a full disk; RLIMIT_FSIZE stands in):
+     * -1 with the reason, and the measured result still there */
+    small_cfg(&c);
+    c.save_path = s2;
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = 4096; /* the parameters are far larger */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    int rc = gb_train_run(&c, &r, err, sizeof(err));
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, prev);
+    CHECKF(rc == -1 && strstr(err, s2) && strstr(err, "write error"), "rc %d: %s", rc, err);
+    CHECK(r.record_json && strstr(r.record_json, "\"images_per_sec\"") && r.images_per_sec > 0);
+    gb_train_result_free(&r);
+    CHECK(access(s2, F_OK) != 0); /* no half file */
+    /* a misspelt algorithm must not quietly measure the default */
+    small_cfg(&c);
+    setenv("GB_CPU_CONV_ALGO", "drect", 1);
+    run_fails(&c, "GB_CPU_CONV_ALGO=drect");
+    setenv("GB_CPU_CONV_ALGO", "direct", 1);
+    run_ok(&c, &r);
+    CHECK(strstr(r.record_json, "\"winograd_convs\":0"));
+    gb_train_result_free(&r);
+    unsetenv("GB_CPU_CONV_ALGO");
+    /* below 5x5 the stem has only oneDNN's gemm convolution */
+    small_cfg(&c);
+    c.model.image_h = c.model.image_w = 4;
+    c.model.bn = 0;
+    run_fails(&c, "at least 5x5");
+    free(p);
+    free(b);
+    gb_model_destroy(&m);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
+    test_file_failures();
     test_stats();
     test_config_errors();
     test_record();
