@@ -563,6 +563,17 @@ static void *replica_main(void *arg) {
     return NULL;
 }
 
+/* The shortest decimal that reads back as the same float: --lr 0.1 is
+ * stored as 0.1, not as the double 0.10000000149011612 of the float. */
+static double float_as_typed(float f) {
+    char b[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(b, sizeof(b), "%.*g", p, (double)f);
+        if ((float)strtod(b, NULL) == f) return strtod(b, NULL);
+    }
+    return (double)f;
+}
+
 static char *make_record(const run_t *run, const char *backend, const gb_backend_info_t *info,
                          int threads, const gb_train_result_t *r, const double *ms,
                          const double *loss, const replica_t *reps, size_t peak_rss) {
@@ -650,9 +661,9 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
     cJSON_AddNumberToObject(o, "steps", cfg->steps);
     cJSON_AddNumberToObject(o, "warmup", cfg->warmup);
     cJSON_AddNumberToObject(o, "threads", threads);
-    cJSON_AddNumberToObject(o, "lr", cfg->lr);
-    cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
-    cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
+    cJSON_AddNumberToObject(o, "lr", float_as_typed(cfg->lr));
+    cJSON_AddNumberToObject(o, "momentum", float_as_typed(cfg->momentum));
+    cJSON_AddNumberToObject(o, "weight_decay", float_as_typed(cfg->weight_decay));
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddStringToObject(o, "interconnect", ic);
     cJSON_AddNumberToObject(o, "images_per_sec", r->images_per_sec);

@@ -54,6 +54,9 @@ rec = json.loads(p.stdout)
 check(rec["kind"] == "resnet50" and rec["batch_per_device"] == 2 and rec["steps"] == 2,
       "json record fields")
 check(len(rec["loss_samples"]) == 2 and rec["images_per_sec"] > 0, "json samples")
+# the hyperparameters as typed, not as a float widened to double
+check((rec["lr"], rec["momentum"], rec["weight_decay"]) == (0.1, 0.9, 1e-4),
+      "lr/momentum/weight_decay as typed: %r" % ((rec["lr"], rec["momentum"], rec["weight_decay"]),))
 # a ref implementation is never hidden: counted in the record, warned about
 nref = rec["details"]["ref_prims"]
 check(isinstance(nref, int) and (nref == 0) == ("reference implementation" not in p.stderr),
