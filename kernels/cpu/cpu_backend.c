@@ -164,7 +164,7 @@ static int cbn_init(cpu_state_t *st, cbn_t *c, const gb_conv_t *mc, const gb_bn_
     if (c->has_bn && c->bn.count <= 1.0) {
         snprintf(err, errlen,
                  "%s: batch norm over one value per channel (batch %d, %dx%d); torch refuses it "
-                 "in training",
+                 "in training too: use a batch of 2 or more, or images of at least 33x33",
                  name, st->n, mc->oh, mc->ow);
         return -1;
     }
