@@ -43,7 +43,11 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <zmq.h>
 
@@ -129,6 +133,7 @@ typedef struct outmsg {
 
 struct gb_coord {
     gb_coord_config_t cfg;
+    int db_lock; /* fd of the store file, flock'ed: one coordinator per store; -1 */
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -2780,6 +2785,24 @@ static void raise_fd_limit(void) {
     }
 }
 
+/* Does a process accept connections on ipc://PATH now? (A socket file
+ * left by one that died refuses them.) */
+static int ipc_in_use(const char *ep) {
+    if (strncmp(ep, "ipc://", 6) != 0) return 0;
+    const char *path = ep + 6;
+    struct sockaddr_un a;
+    if (!path[0] || path[0] == '@' || strcmp(path, "*") == 0 || strlen(path) >= sizeof a.sun_path)
+        return 0;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, path, strlen(path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int up = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return up;
+}
+
 static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out, size_t outlen,
                          char *err, size_t errlen) {
     void *s = zmq_socket(c->ctx, ZMQ_ROUTER);
@@ -2806,14 +2829,54 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (ipc_in_use(ep)) {
+        /* libzmq would unlink the other's socket file and bind anyway,
+         * leaving that process unreachable */
+        gb_fmt(err, errlen, "cannot bind %s: another process is listening there", ep);
+        zmq_close(s);
+        return NULL;
+    }
     if (zmq_bind(s, ep) != 0) {
-        gb_fmt(err, errlen, "cannot bind %s: %s", ep, zmq_strerror(errno));
+        int e = errno;
+        gb_fmt(err, errlen, "cannot bind %s: %s%s", ep, zmq_strerror(e),
+               e == ENODEV ? " (a tcp:// host must be an IP address such as 127.0.0.1 or an "
+                             "interface name; not a host name)"
+                           : "");
         zmq_close(s);
         return NULL;
     }
     size_t len = outlen;
     if (zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, out, &len) != 0) gb_copy(out, outlen, ep);
     return s;
+}
+
+/* One coordinator per store: two would hand out the same queued jobs and
+ * store their results twice. An flock on the store file itself (SQLite
+ * uses POSIX record locks, which flock does not touch), held for the
+ * coordinator's life; readers (the sqlite3 shell, `gpubench results`) take
+ * none. */
+static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
+    const char *p = c->cfg.db_path;
+    if (!p || !p[0] || strcmp(p, ":memory:") == 0 || strncmp(p, "file:", 5) == 0) return 0;
+    c->db_lock = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c->db_lock < 0) {
+        gb_fmt(err, errlen, "cannot open %s: %s", p, strerror(errno));
+        return -1;
+    }
+    if (flock(c->db_lock, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(c->db_lock);
+        c->db_lock = -1;
+        if (e == EWOULDBLOCK)
+            gb_fmt(err, errlen,
+                   "store %s is in use by another coordinator (a daemon or a `gpubench run`): "
+                   "one coordinator per store",
+                   p);
+        else
+            gb_fmt(err, errlen, "cannot lock %s: %s", p, strerror(e));
+        return -1;
+    }
+    return 0;
 }
 
 gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen) {
@@ -2854,6 +2917,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     c->cfg = *cfg;
+    c->db_lock = -1;
     c->started_ms = gb_mono_ms();
     c->agents = gb_map_new();
     c->jobs = gb_map_new();
@@ -2864,6 +2928,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         goto err;
     }
     if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
+    if (lock_store(c, err, errlen) != 0) goto err;
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
     if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||
@@ -2962,6 +3027,9 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     if (c->ctx) zmq_ctx_term(c->ctx);
     if (c->jobs) gb_map_each(c->jobs, free_job, NULL);
     if (c->sweeps) gb_map_each(c->sweeps, free_value, NULL);
+    /* after every SQLite connection to the file is closed: closing any fd of
+     * a file drops the process's POSIX locks on it, SQLite's included */
+    if (c->db_lock >= 0) close(c->db_lock);
     for (size_t i = 0; i < c->n_agents; i++)
         free(c->agent_list[i]);
     gb_map_destroy(&c->agents);

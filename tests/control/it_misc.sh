@@ -11,6 +11,30 @@ state_dir_lock)
     "$GB" agent --connect "$LISTEN" --state-dir "$T/a1" --name twin >"$T/twin.log" 2>&1 && fail "a second agent on the same state dir started"
     contains "says why" "$T/twin.log" "is in use by another agent"
     ;;
+store_lock)
+    # one coordinator per store: a second would hand out the same jobs
+    start_coord
+    timeout 10 "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" >"$T/twin.log" 2>&1 && fail "a second coordinator on the same store started"
+    contains "says why" "$T/twin.log" "is in use by another coordinator"
+    # readers take no lock
+    check "sqlite3 reads the store meanwhile" q "SELECT count(*) FROM nodes" >/dev/null
+    check "gpubench results reads it meanwhile" "$GB" results --db "$T/gb.db" >/dev/null
+    # once the first stops, the store is free again
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    LISTEN= CONTROL= start_coord
+    ;;
+ipc_in_use)
+    # libzmq unlinks a live ipc socket file and binds anyway; we refuse
+    LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
+    timeout 10 "$GB" coordinator --listen "ipc://$T/ag" --control "ipc://$T/ctl2" --db "$T/other.db" >"$T/twin.log" 2>&1 && fail "a second coordinator took over a live ipc endpoint"
+    contains "says why" "$T/twin.log" "another process is listening there"
+    check "the first still answers" "$GB" status --control "ipc://$T/ctl" >/dev/null
+    # a socket file left by a coordinator that was killed is reused
+    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    [ -S "$T/ag" ] || fail "expected the dead coordinator's socket file"
+    LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
+    check "the new one answers" "$GB" status --control "ipc://$T/ctl" >/dev/null
+    ;;
 insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
