@@ -72,6 +72,29 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
     return rc;
 }
 
+int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
+               uint64_t job_id, uint32_t *cancelled, uint32_t *stopping, char *err, size_t errlen) {
+    Gb__CancelRequest rq = GB__CANCEL_REQUEST__INIT;
+    rq.sweep_id = sweep_id;
+    rq.job_id = job_id;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = (uint64_t)gb_wall_ms();
+    env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
+    env.cancel_request = &rq;
+    Gb__Envelope *rep = NULL;
+    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, errlen);
+    if (rc == 0 && rep->body_case != GB__ENVELOPE__BODY_CANCEL_REPLY) {
+        gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name(rep->body_case));
+        rc = -1;
+    }
+    if (rc == 0) {
+        if (cancelled) *cancelled = rep->cancel_reply->cancelled;
+        if (stopping) *stopping = rep->cancel_reply->stopping;
+    }
+    gb_wire_free(&rep);
+    return rc;
+}
+
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -84,20 +107,22 @@ static void draw(const Gb__SweepStatus *s, int final) {
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\rsweep %" PRIu64 " [%s] %u/%u  running %u  queued %u  failed %u%s",
-            s->sweep_id, bar, ended, s->total, s->running, s->queued, s->failed, final ? "\n" : "");
+    fprintf(stderr,
+            "\rsweep %" PRIu64 " [%s] %u/%u  running %u  queued %u  failed %u  cancelled %u%s",
+            s->sweep_id, bar, ended, s->total, s->running, s->queued, s->failed, s->cancelled,
+            final ? "\n" : "");
     fflush(stderr);
 }
 
-int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id, int timeout_s,
-             int interval_ms, int progress, atomic_int *stop) {
+int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
+             uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop) {
     int tty = progress > 0 || (progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
     int warned = 0;
     for (;;) {
         if (stop && atomic_load(stop)) {
             if (tty) fputc('\n', stderr);
-            fprintf(stderr, "gpubench wait: interrupted\n");
+            fprintf(stderr, "gpubench %s: interrupted\n", cmd);
             return 1;
         }
         Gb__StatusRequest rq = GB__STATUS_REQUEST__INIT;
@@ -114,11 +139,11 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
         } else if (rc == 1) {
             int code = rep->reject->code;
             gb_wire_free(&rep);
-            fprintf(stderr, "gpubench wait: %s\n", err);
+            fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             if (code == GB__REJECT_CODE__REJECT_NOT_FOUND) return 2;
             if (code == GB__REJECT_CODE__REJECT_DENIED) return 1;
         } else if (rc < 0) {
-            if (!warned) fprintf(stderr, "gpubench wait: %s; still waiting\n", err);
+            if (!warned) fprintf(stderr, "gpubench %s: %s; still waiting\n", cmd, err);
             warned = 1;
         } else if (rep->body_case == GB__ENVELOPE__BODY_STATUS_REPLY &&
                    rep->status_reply->n_sweeps == 1) {
@@ -130,9 +155,8 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
                 int ok = strcmp(s->state, "done") == 0;
                 if (!ok)
                     fprintf(stderr,
-                            "gpubench wait: sweep %" PRIu64
-                            " %s: %u done, %u failed, %u cancelled\n",
-                            sweep_id, s->state, s->done, s->failed, s->cancelled);
+                            "gpubench %s: sweep %" PRIu64 " %s: %u done, %u failed, %u cancelled\n",
+                            cmd, sweep_id, s->state, s->done, s->failed, s->cancelled);
                 gb_wire_free(&rep);
                 return ok ? 0 : 1;
             }
@@ -140,8 +164,8 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
         gb_wire_free(&rep);
         if (deadline && gb_mono_ms() > deadline) {
             if (tty) fputc('\n', stderr);
-            fprintf(stderr, "gpubench wait: sweep %" PRIu64 " not finished after %d s\n", sweep_id,
-                    timeout_s);
+            fprintf(stderr, "gpubench %s: sweep %" PRIu64 " not finished after %d s\n", cmd,
+                    sweep_id, timeout_s);
             return 1;
         }
         sleep_ms(interval_ms);

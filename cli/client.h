@@ -50,10 +50,17 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
 
 /* Block until the sweep ends; a progress line on stderr when it is a
  * terminal (or always with progress > 0). Rides out coordinator restarts.
- * Returns the exit status: 0 all done, 1 some failed or were cancelled or
- * the wait timed out (timeout_s > 0) or was stopped, 2 no such sweep. */
-int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id, int timeout_s,
-             int interval_ms, int progress, atomic_int *stop);
+ * Messages start "gpubench CMD:". Returns the exit status: 0 all done, 1
+ * some failed or were cancelled or the wait timed out (timeout_s > 0) or
+ * was stopped, 2 no such sweep. */
+int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
+             uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop);
+
+/* Cancel a sweep's queued jobs and stop its running ones (job_id 0), or
+ * one job of it. 0 with the counts; 1 rejected (reason in err, e.g. no such
+ * sweep or job); -1 unreachable. */
+int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
+               uint64_t job_id, uint32_t *cancelled, uint32_t *stopping, char *err, size_t errlen);
 
 /* Print v_results of db (one sweep, or all with sweep_id 0); the table
  * format shows the main columns, csv/json every column. Returns the exit

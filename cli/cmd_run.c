@@ -89,6 +89,25 @@ static void *agent_thread(void *arg) {
     return NULL;
 }
 
+/* The wait ended without the sweep (timeout, Ctrl-C) or with it failed:
+ * an unfinished sweep must not stay "running" in the store, where the next
+ * `gpubench run` on it would take its jobs up again. Cancel it and give the
+ * agent a moment to stop what runs. */
+static int stop_sweep(const char *control, uint64_t sweep, int interrupted) {
+    char err[512];
+    uint32_t queued = 0, running = 0;
+    if (cli_cancel(control, NULL, sweep, 0, &queued, &running, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench run: cannot cancel sweep %" PRIu64 ": %s\n", sweep, err);
+        return -1;
+    }
+    if (queued + running == 0) return 0; /* it had ended (some jobs failed) */
+    fprintf(stderr,
+            "gpubench run: %s: sweep %" PRIu64 " cancelled (%u queued, %u running stopped)\n",
+            interrupted ? "interrupted" : "timed out", sweep, queued, running);
+    cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
                                          {"spec", required_argument, 0, 's'},
@@ -152,7 +171,9 @@ int cmd_run(int argc, char **argv) {
         }
         state_dir = dir;
     }
-    atomic_int stop = 0;
+    /* stop: a signal (the user's); daemons: the embedded coordinator and
+     * agent, stopped only once an unfinished sweep has been cancelled */
+    atomic_int stop = 0, daemons = 0;
     cli_stop_on_signals(&stop);
     int rc = 1;
     runner_t rc_coord = {0}, rc_agent = {0};
@@ -165,7 +186,7 @@ int cmd_run(int argc, char **argv) {
     cc.listen = "tcp://127.0.0.1:*";
     cc.control = "tcp://127.0.0.1:*";
     cc.db_path = db;
-    cc.stop = &stop;
+    cc.stop = &daemons;
     rc_coord.coord = gb_coord_new(&cc, err, sizeof err);
     if (!rc_coord.coord) {
         fprintf(stderr, "gpubench run: coordinator: %s\n", err);
@@ -178,7 +199,7 @@ int cmd_run(int argc, char **argv) {
     ac.connect = gb_coord_listen_endpoint(rc_coord.coord);
     ac.state_dir = state_dir;
     ac.kinds = gb_worker_kinds();
-    ac.stop = &stop;
+    ac.stop = &daemons;
     rc_agent.agent = gb_agent_new(&ac, err, sizeof err);
     if (!rc_agent.agent) {
         fprintf(stderr, "gpubench run: agent: %s\n", err);
@@ -202,8 +223,9 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
-    rc = cli_wait(control, NULL, sweep, (int)timeout, 200, 0, &stop);
-    atomic_store(&stop, 1);
+    rc = cli_wait("run", control, NULL, sweep, (int)timeout, 200, 0, &stop);
+    if (rc != 0 && stop_sweep(control, sweep, atomic_load(&stop)) != 0) rc = 1;
+    atomic_store(&daemons, 1);
     if (have_ta) pthread_join(ta, NULL);
     if (have_tc) pthread_join(tc, NULL);
     have_ta = have_tc = 0;
@@ -211,7 +233,7 @@ int cmd_run(int argc, char **argv) {
     gb_coord_destroy(&rc_coord.coord);
     if (cli_print_results(db, sweep, fmt) != 0) rc = 1;
 out:
-    atomic_store(&stop, 1);
+    atomic_store(&daemons, 1);
     if (have_ta) pthread_join(ta, NULL);
     if (have_tc) pthread_join(tc, NULL);
     gb_agent_destroy(&rc_agent.agent);

@@ -61,6 +61,6 @@ int cmd_wait(int argc, char **argv) {
     if (cli_conn_keys("wait", &conn) != 0) return 1;
     atomic_int stop = 0;
     cli_stop_on_signals(&stop);
-    return cli_wait(conn.control, conn.curve, (uint64_t)sweep, (int)timeout, (int)interval,
+    return cli_wait("wait", conn.control, conn.curve, (uint64_t)sweep, (int)timeout, (int)interval,
                     progress, &stop);
 }

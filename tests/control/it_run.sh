@@ -4,7 +4,9 @@
 #            bf16 where the CPU has avx512_bf16: about a minute on two
 #            cores; label slow)
 #   spec     --spec with a small sweep, twice on one store: the second run
-#            reuses the store and the node, and prints only its own sweep
+#            reuses the store and the node, and prints only its own sweep;
+#            a run cut short (--timeout, then SIGINT) cancels its sweep, and
+#            the next run on the store does not take the old job up again
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
@@ -31,6 +33,25 @@ printf '{"kind": "sleep", "fail": "on purpose", "duration_ms": 1}' >"$T/failing.
 "$GB" run --db "$T/run.db" --spec "$T/failing.json" >"$T/out3.txt" 2>>"$T/run.log"
 eq "a failed job makes run exit 1" "$?" 1
 contains "and shows why" "$T/out3.txt" "on purpose"
+printf '{"kind": "sleep", "duration_ms": 30000}' >"$T/long.json"
+"$GB" run --db "$T/cut.db" --spec "$T/long.json" --timeout 2 >/dev/null 2>"$T/cut.log"
+eq "a timed-out run exits 1" "$?" 1
+contains "and says what it did" "$T/cut.log" "timed out: sweep 1 cancelled (0 queued, 1 running stopped)"
+eq "the sweep is not left running" "$(sqlite3 "$T/cut.db" "SELECT state FROM sweeps")" cancelled
+eq "nor its job" "$(sqlite3 "$T/cut.db" "SELECT state FROM jobs")" cancelled
+"$GB" run --db "$T/cut.db" --spec "$T/long.json" >/dev/null 2>"$T/cut2.log" &
+RUN_PID=$!
+PIDS+=("$RUN_PID")
+for _ in $(seq 100); do
+    [ "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
+    sleep 0.1
+done
+kill -INT "$RUN_PID"
+wait "$RUN_PID"
+eq "an interrupted run exits 1" "$?" 1
+contains "says so" "$T/cut2.log" "interrupted: sweep 2 cancelled"
+eq "both sweeps cancelled, none running" "$(sqlite3 "$T/cut.db" "SELECT group_concat(state) FROM sweeps")" "cancelled,cancelled"
+eq "the first sweep's job ran once" "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
 printf '{"kind": "bert"}' >"$T/bad.json"
 "$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
 eq "a bad spec makes run exit 1" "$?" 1
