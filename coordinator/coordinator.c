@@ -2217,6 +2217,24 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
                env->seq, "cancel", n < 0 ? gb_store_errmsg(c->store) : why);
         return;
     }
+    if (rq->job_id) {
+        /* a mistyped job id must not read as a successful cancel */
+        const cjob_t *j = gb_map_get_u64(c->jobs, rq->job_id);
+        char why[160];
+        if (j && j->sweep_id != rq->sweep_id)
+            gb_fmt(why, sizeof why, "job %" PRIu64 " belongs to sweep %" PRIu64 ", not %" PRIu64,
+                   rq->job_id, j->sweep_id, rq->sweep_id);
+        else if (!j)
+            gb_fmt(why, sizeof why,
+                   "no queued or running job %" PRIu64 " in sweep %" PRIu64
+                   " (no such job, or it has ended)",
+                   rq->job_id, rq->sweep_id);
+        if (!j || j->sweep_id != rq->sweep_id) {
+            reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_NOT_FOUND,
+                   env->seq, "cancel", why);
+            return;
+        }
+    }
     cancel_ctx_t x = {.sweep_id = rq->sweep_id, .job_id = rq->job_id};
     gb_map_each(c->jobs, cancel_collect, &x);
     if (x.n) qsort(x.hits, x.n, sizeof *x.hits, cmp_job_id);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpubench cancel: queued jobs end as cancelled at once, the running one is
-# stopped on its agent and ends as cancelled; wait exits non-zero.
+# stopped on its agent and ends as cancelled; wait exits non-zero; a job id
+# of another sweep, or none, is refused.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 start_coord
@@ -8,13 +9,22 @@ start_agent a1
 wait_nodes 1
 sweep=$(submit --kind sleep --param duration_ms=20000 --repeat 3)
 wait_running "$sweep" 1
+other=$(submit --kind sleep --param duration_ms=20000)
+other_job=$(q "SELECT job_id FROM jobs WHERE sweep_id = $other")
+# a job id that is not the sweep's, or no job at all, is an error, not "0 cancelled"
+"$GB" cancel --job "$other_job" "$sweep" >"$T/wrong.txt" 2>&1 && fail "cancel of another sweep's job succeeded"
+contains "names the right sweep" "$T/wrong.txt" "job $other_job belongs to sweep $other, not $sweep"
+"$GB" cancel --job 999 "$sweep" >"$T/wrong.txt" 2>&1 && fail "cancel of a job that does not exist succeeded"
+contains "says there is none" "$T/wrong.txt" "no queued or running job 999 in sweep $sweep"
+eq "the other sweep's job is untouched" "$(q "SELECT state FROM jobs WHERE job_id = $other_job")" queued
+"$GB" cancel "$other" >/dev/null 2>&1 || fail "cancel of the other sweep"
 "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 || fail "cancel failed: $(cat "$T/cancel.txt")"
 contains "cancel reports" "$T/cancel.txt" "2 queued job(s) cancelled, 1 running job(s) stopping"
 "$GB" wait "$sweep" --quiet --timeout 10
 eq "wait exits 1 for a cancelled sweep" "$?" 1
-eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 3
+eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 4
 eq "the running one reported" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
-eq "sweep state" "$(q "SELECT state FROM sweeps")" cancelled
+eq "sweep state" "$(q "SELECT state FROM sweeps WHERE sweep_id = $sweep")" cancelled
 "$GB" cancel 99 >"$T/none.txt" 2>&1 && fail "cancel of an unknown sweep succeeded"
 contains "unknown sweep" "$T/none.txt" "no sweep 99"
 "$GB" wait 99 --quiet
