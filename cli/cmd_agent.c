@@ -9,6 +9,7 @@
 #include "worker.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -130,6 +131,9 @@ int cmd_agent(int argc, char **argv) {
     atomic_int stop = 0;
     cfg.stop = &stop;
     cli_stop_on_signals(&stop);
+    /* a hangup (the ssh session that started it ends) must not kill the
+     * agent and the job it runs; it has nothing to reload */
+    signal(SIGHUP, SIG_IGN);
     char err[1024];
     gb_agent_t *a = gb_agent_new(&cfg, err, sizeof err);
     if (!a) {

@@ -35,6 +35,16 @@ ipc_in_use)
     LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
     check "the new one answers" "$GB" status --control "ipc://$T/ctl" >/dev/null
     ;;
+agent_sighup)
+    # the hangup of the session that started an agent must not kill it
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -HUP "${AGENT_PID[a1]}"
+    sleep 0.5
+    kill -0 "${AGENT_PID[a1]}" 2>/dev/null || fail "SIGHUP killed the agent"
+    eq "still connected" "$(connected)" 1
+    ;;
 insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
