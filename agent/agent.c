@@ -80,6 +80,7 @@ struct gb_agent {
     int registered;
     int hb_ms, lost_after;
     int64_t last_rx_ms, next_hb_ms;
+    int64_t silent_warned_ms; /* last "no answer" line, or 0 */
     uint64_t seq;
     slot_t slots[MAX_SLOTS];
     unacked_t *unacked;
@@ -1043,6 +1044,17 @@ int gb_agent_run(gb_agent_t *a) {
             a->registered = 0;
             a->next_hb_ms = now;
         }
+        /* a wrong --connect must not look like an idle agent: say so after
+         * 5 s (or a lost window) without an answer, then every 30 s */
+        int64_t silent = now - a->last_rx_ms, window = (int64_t)a->hb_ms * a->lost_after;
+        if (!a->registered && silent > (window > 5000 ? window : 5000) &&
+            (!a->silent_warned_ms || now - a->silent_warned_ms >= 30000)) {
+            gb_warn("no answer from %s for %" PRId64
+                    " s; still trying (is the coordinator running? is --connect right?)",
+                    a->cfg.connect, silent / 1000);
+            a->silent_warned_ms = now;
+        }
+        if (a->registered) a->silent_warned_ms = 0;
         if (now >= a->next_hb_ms) {
             if (a->registered) {
                 send_heartbeat(a);

@@ -45,6 +45,12 @@ agent_sighup)
     kill -0 "${AGENT_PID[a1]}" 2>/dev/null || fail "SIGHUP killed the agent"
     eq "still connected" "$(connected)" 1
     ;;
+agent_unreachable)
+    # a mistyped --connect must not look like an idle agent
+    LISTEN="ipc://$T/nobody" start_agent lonely
+    for _ in $(seq 80); do grep -q "no answer from" "$T/lonely.log" && break; sleep 0.1; done
+    contains "says so" "$T/lonely.log" "no answer from ipc://$T/nobody for 5 s; still trying (is the coordinator running? is --connect right?)"
+    ;;
 insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
