@@ -51,6 +51,13 @@ agent_unreachable)
     for _ in $(seq 80); do grep -q "no answer from" "$T/lonely.log" && break; sleep 0.1; done
     contains "says so" "$T/lonely.log" "no answer from ipc://$T/nobody for 5 s; still trying (is the coordinator running? is --connect right?)"
     ;;
+doc_queries)
+    # every query the docs show runs on a store of this schema
+    start_coord
+    src=$(cd "$(dirname "$0")/../.." && pwd)
+    check "the docs' queries run" python3 "$src/tests/control/doc_queries.py" "$T/gb.db" \
+        "$src/README.md" "$src"/docs/*.md
+    ;;
 insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
