@@ -192,6 +192,14 @@ static void send_hello(gb_agent_t *a) {
         kinds[nk++] = t;
     pi.n_kinds = nk;
     pi.kinds = kinds;
+    char precs_buf[64], *precs[4];
+    size_t np = 0;
+    gb_copy(precs_buf, sizeof precs_buf, a->cfg.cpu_precisions ? a->cfg.cpu_precisions : "");
+    for (char *save = NULL, *t = strtok_r(precs_buf, ",", &save); t && np < 4;
+         t = strtok_r(NULL, ",", &save))
+        precs[np++] = t;
+    pi.n_cpu_precisions = np;
+    pi.cpu_precisions = precs;
 
     Gb__Hello h = GB__HELLO__INIT;
     h.agent_id = a->id;

@@ -28,18 +28,19 @@
 typedef struct gb_agent gb_agent_t;
 
 typedef struct gb_agent_config {
-    const char *connect;    /* coordinator's agent endpoint: "tcp://127.0.0.1:5555" */
-    const char *state_dir;  /* created if missing */
-    const char *name;       /* node name; NULL: the host name */
-    const char *labels;     /* "k=v,k=v" or NULL */
-    const char *kinds;      /* job kinds the worker runs: "allreduce,gemm,resnet50,sleep" */
-    const char *worker_exe; /* "/proc/self/exe": run as `<exe> worker --job .. --out ..` */
-    int heartbeat_ms;       /* 1000 until the coordinator's Welcome says otherwise */
-    int lost_after;         /* 5: coordinator heartbeats missed before re-registering */
-    int slots;              /* 1: jobs run at once (benchmarks must not share a node) */
-    int kill_grace_ms;      /* 2000: SIGTERM to SIGKILL on timeout or cancel */
-    int telemetry_ms;       /* 100: GPU/CPU telemetry interval (telemetry.h); 0: off */
-    atomic_int *stop;       /* the loop returns once *stop != 0; may be NULL */
+    const char *connect;        /* coordinator's agent endpoint: "tcp://127.0.0.1:5555" */
+    const char *state_dir;      /* created if missing */
+    const char *name;           /* node name; NULL: the host name */
+    const char *labels;         /* "k=v,k=v" or NULL */
+    const char *kinds;          /* job kinds the worker runs: "allreduce,gemm,resnet50,sleep" */
+    const char *cpu_precisions; /* the CPU backend's: "fp32,bf16"; NULL: not reported */
+    const char *worker_exe;     /* "/proc/self/exe": run as `<exe> worker --job .. --out ..` */
+    int heartbeat_ms;           /* 1000 until the coordinator's Welcome says otherwise */
+    int lost_after;             /* 5: coordinator heartbeats missed before re-registering */
+    int slots;                  /* 1: jobs run at once (benchmarks must not share a node) */
+    int kill_grace_ms;          /* 2000: SIGTERM to SIGKILL on timeout or cancel */
+    int telemetry_ms;           /* 100: GPU/CPU telemetry interval (telemetry.h); 0: off */
+    atomic_int *stop;           /* the loop returns once *stop != 0; may be NULL */
     /* CURVE (docs/security.md): the agent's key pair and the coordinator's
      * public key, pinned; NULL: plaintext (a coordinator on loopback) */
     const struct gb_curve_client *curve;

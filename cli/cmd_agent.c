@@ -68,6 +68,7 @@ int cmd_agent(int argc, char **argv) {
     default_state_dir(dir, sizeof dir);
     cfg.state_dir = dir;
     cfg.kinds = gb_worker_kinds();
+    cfg.cpu_precisions = gb_worker_cpu_precisions();
     const char *key_path = NULL, *server_key_path = NULL;
     gb_curve_client_t keys;
     long v;

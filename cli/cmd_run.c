@@ -199,6 +199,7 @@ int cmd_run(int argc, char **argv) {
     ac.connect = gb_coord_listen_endpoint(rc_coord.coord);
     ac.state_dir = state_dir;
     ac.kinds = gb_worker_kinds();
+    ac.cpu_precisions = gb_worker_cpu_precisions();
     ac.stop = &daemons;
     rc_agent.agent = gb_agent_new(&ac, err, sizeof err);
     if (!rc_agent.agent) {

@@ -57,6 +57,13 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
                    job->precision, node->name);
             return 0;
         }
+        if (job->precision[0] && node->cpu_precisions && node->cpu_precisions[0] &&
+            !kind_offered(node->cpu_precisions, job->precision)) {
+            gb_fmt(why, whylen, "node %s's CPU trains in %s only%s", node->name,
+                   node->cpu_precisions,
+                   strcmp(job->precision, "bf16") == 0 ? " (bf16 needs avx512_bf16)" : "");
+            return 0;
+        }
         if (strcmp(job->interconnect, "nvlink") == 0 || strcmp(job->interconnect, "pcie") == 0) {
             gb_fmt(why, whylen, "interconnect %s needs GPUs and node %s would use the CPU",
                    job->interconnect, node->name);

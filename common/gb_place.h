@@ -20,9 +20,10 @@
 
 typedef struct gb_node_caps {
     const char *name;
-    const char *gpu_model; /* first GPU's name, or the CPU model when n_gpus == 0 */
-    const char *labels;    /* canonical "k=v,..." */
-    const char *kinds;     /* "gemm,resnet50,sleep"; NULL or "" = every kind */
+    const char *gpu_model;      /* first GPU's name, or the CPU model when n_gpus == 0 */
+    const char *labels;         /* canonical "k=v,..." */
+    const char *kinds;          /* "gemm,resnet50,sleep"; NULL or "" = every kind */
+    const char *cpu_precisions; /* the CPU backend's, "fp32,bf16"; NULL or "" = any */
     int n_gpus;
     int cpu_cores;
     int has_nvlink; /* some GPU pair has NVLink lanes */

@@ -166,6 +166,9 @@ static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
         FAIL(RANGE, "inventory: more than %d kinds", GB_WIRE_KINDS_MAX);
     for (size_t i = 0; i < inv->n_kinds; i++)
         CHECK_STR(inv->kinds[i], 1, 32, "inventory.kinds");
+    if (inv->n_cpu_precisions > 4) FAIL(RANGE, "inventory: more than 4 CPU precisions");
+    for (size_t i = 0; i < inv->n_cpu_precisions; i++)
+        CHECK_STR(inv->cpu_precisions[i], 1, 8, "inventory.cpu_precisions");
     return 0;
 }
 

@@ -96,6 +96,7 @@ struct cagent {
     char gpu_model[GB_WIRE_TEXT_MAX + 1];
     char labels[GB_LABELS_LEN];
     char kinds[256];
+    char cpu_precisions[32]; /* "fp32,bf16"; "": not reported */
     char last_seen[32];
     int n_gpus, cpu_cores, has_nvlink, slots;
     int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
@@ -507,6 +508,7 @@ static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
     caps->gpu_model = a->gpu_model;
     caps->labels = a->labels;
     caps->kinds = a->kinds;
+    caps->cpu_precisions = a->cpu_precisions;
     caps->n_gpus = a->n_gpus;
     caps->cpu_cores = a->cpu_cores;
     caps->has_nvlink = a->has_nvlink;
@@ -693,6 +695,11 @@ static char *inventory_json(const Gb__Inventory *inv) {
     cJSON *kinds = cJSON_AddArrayToObject(o, "kinds");
     for (size_t i = 0; kinds && i < inv->n_kinds; i++)
         cJSON_AddItemToArray(kinds, cJSON_CreateString(inv->kinds[i]));
+    if (inv->n_cpu_precisions) {
+        cJSON *pr = cJSON_AddArrayToObject(o, "cpu_precisions");
+        for (size_t i = 0; pr && i < inv->n_cpu_precisions; i++)
+            cJSON_AddItemToArray(pr, cJSON_CreateString(inv->cpu_precisions[i]));
+    }
     cJSON *gpus = cJSON_AddArrayToObject(o, "gpus");
     for (size_t i = 0; gpus && i < inv->n_gpus; i++) {
         const Gb__Gpu *g = inv->gpus[i];
@@ -869,6 +876,13 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         int n = snprintf(a->kinds + ko, sizeof a->kinds - ko, "%s%s", ko ? "," : "", inv->kinds[i]);
         if (n < 0 || (size_t)n >= sizeof a->kinds - ko) break;
         ko += (size_t)n;
+    }
+    a->cpu_precisions[0] = '\0';
+    for (size_t i = 0, po = 0; i < inv->n_cpu_precisions; i++) {
+        int n = snprintf(a->cpu_precisions + po, sizeof a->cpu_precisions - po, "%s%s",
+                         po ? "," : "", inv->cpu_precisions[i]);
+        if (n < 0 || (size_t)n >= sizeof a->cpu_precisions - po) break;
+        po += (size_t)n;
     }
     a->n_gpus = (int)inv->n_gpus;
     a->cpu_cores = (int)inv->cpu_cores;
@@ -2571,6 +2585,19 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     gb_copy(a->gpu_model, sizeof a->gpu_model, n->gpu_model ? n->gpu_model : "");
     gb_copy(a->labels, sizeof a->labels, n->labels ? n->labels : "");
     gb_copy(a->kinds, sizeof a->kinds, n->kinds ? n->kinds : "");
+    /* the CPU's precisions live in the stored inventory only */
+    a->cpu_precisions[0] = '\0';
+    cJSON *inv = n->inventory_json ? cJSON_Parse(n->inventory_json) : NULL;
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(inv, "cpu_precisions"), *e;
+    size_t po = 0;
+    cJSON_ArrayForEach(e, pr) {
+        if (!cJSON_IsString(e)) continue;
+        int k = snprintf(a->cpu_precisions + po, sizeof a->cpu_precisions - po, "%s%s",
+                         po ? "," : "", e->valuestring);
+        if (k < 0 || (size_t)k >= sizeof a->cpu_precisions - po) break;
+        po += (size_t)k;
+    }
+    cJSON_Delete(inv);
     gb_copy(a->last_seen, sizeof a->last_seen, n->last_seen ? n->last_seen : "");
     a->n_gpus = n->n_gpus;
     a->cpu_cores = n->cpu_cores;

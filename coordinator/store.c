@@ -67,7 +67,7 @@ static const char *const sql[S_COUNT] = {
     [S_NODE_STATE] = "UPDATE nodes SET state = ?2, last_seen = ?3 WHERE agent_id = ?1",
     [S_NODES_LOAD] =
         "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
-        " slots, has_nvlink, last_seen FROM nodes ORDER BY first_seen, agent_id",
+        " slots, has_nvlink, last_seen, inventory FROM nodes ORDER BY first_seen, agent_id",
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
                        " VALUES (?1, ?2, ?3, 'running', ?4)",
     [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
@@ -364,6 +364,7 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
         n.slots = sqlite3_column_int(st, 9);
         n.has_nvlink = sqlite3_column_int(st, 10);
         n.last_seen = col_text(st, 11);
+        n.inventory_json = col_text(st, 12);
         fn(ctx, &n);
     }
     sqlite3_reset(st);

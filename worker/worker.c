@@ -73,6 +73,14 @@ int gb_worker_cpu_bf16(void) {
     return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
 }
 
+const char *gb_worker_cpu_precisions(void) {
+#ifdef GB_HAVE_ENGINE
+    return gb_worker_cpu_bf16() ? "fp32,bf16" : "fp32";
+#else
+    return "fp32";
+#endif
+}
+
 static void add_versions(cJSON *rec) {
     cJSON *v = cJSON_AddObjectToObject(rec, "versions");
     if (!v) return;

@@ -22,5 +22,7 @@ int gb_worker_has_engine(void);
 
 /* 1 when the CPU backend can train in bf16 here (oneDNN sees avx512_bf16). */
 int gb_worker_cpu_bf16(void);
+/* The precisions the CPU backend trains in here: "fp32,bf16" or "fp32". */
+const char *gb_worker_cpu_precisions(void);
 
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Placement on real agents: labels and node globs pick the nodes, one job per
-# node at a time unless the agent offers more slots.
+# node at a time unless the agent offers more slots; bf16 on the CPU only on
+# nodes whose agent reports it (avx512_bf16), also after a coordinator restart.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 start_coord
@@ -25,4 +26,21 @@ eq "one slot, one job at a time" \
    "$(q "SELECT count(*) FROM attempts a JOIN attempts b ON a.job_id < b.job_id AND a.agent_id = b.agent_id
          JOIN nodes n ON n.agent_id = a.agent_id AND n.slots = 1
          WHERE a.started_at < b.ended_at AND b.started_at < a.ended_at")" 0
+# the agents report the CPU's precisions; bf16 goes only where the CPU has it
+precs=$(q "SELECT group_concat(value) FROM nodes, json_each(json_extract(inventory, '$.cpu_precisions')) WHERE name = 'rack-a-1'")
+case "$precs" in fp32|fp32,bf16) ;; *) fail "cpu_precisions in the inventory: '$precs'" ;; esac
+bf16_spec='{"kind": "resnet50", "backend": "cpu", "precision": "bf16", "batch": 2, "image_size": 32, "steps": 1, "warmup": 0}'
+for round in live restarted; do
+    if [ "$precs" = fp32 ]; then
+        echo "$bf16_spec" | "$GB" submit --spec - >/dev/null 2>"$T/bf16.log" && fail "bf16 accepted on CPUs without avx512_bf16 ($round)"
+        contains "says why ($round)" "$T/bf16.log" "CPU trains in fp32 only (bf16 needs avx512_bf16)"
+    else
+        echo "$bf16_spec" | "$GB" submit --spec - >/dev/null 2>"$T/bf16.log" || fail "bf16 refused on avx512_bf16 CPUs ($round)"
+        "$GB" cancel "$(q "SELECT max(sweep_id) FROM sweeps")" >/dev/null
+    fi
+    # a restarted coordinator knows the nodes from the store only
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    for n in rack-a-1 rack-b-1 rack-b-2; do kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null; done
+    start_coord
+done
 echo ok

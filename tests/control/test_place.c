@@ -63,6 +63,18 @@ int main(void) {
     no_fit(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"fp16\"}", "fp16 needs a GPU");
     no_fit(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"tf32\"}", "tf32 needs a GPU");
     fits(&cpu, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}", "cpu");
+    /* a node that reports its CPU's precisions: bf16 only with avx512_bf16
+     * (an older agent reports none and is taken at its word) */
+    gb_node_caps_t avx2 = cpu, bf16cpu = cpu;
+    avx2.cpu_precisions = "fp32";
+    bf16cpu.cpu_precisions = "fp32,bf16";
+    no_fit(&avx2, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}",
+           "node cpu-1's CPU trains in fp32 only (bf16 needs avx512_bf16)");
+    fits(&avx2, "{\"kind\": \"resnet50\", \"precision\": \"fp32\"}", "cpu");
+    fits(&bf16cpu, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}", "cpu");
+    gb_node_caps_t gpu_avx2 = h100;
+    gpu_avx2.cpu_precisions = "fp32"; /* a GPU node's bf16 runs on its GPUs */
+    fits(&gpu_avx2, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}", "cuda");
     fits(&h100, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"nvlink\"}", "cuda");
     fits(&h100, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"pcie\"}", "cuda");
     gb_node_caps_t pcie2 = pcie;
