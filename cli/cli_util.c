@@ -104,6 +104,11 @@ int cli_usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
+int cli_bad_option(const char *cmd) {
+    fprintf(stderr, "gpubench %s: see 'gpubench %s -h' for the options\n", cmd, cmd);
+    return 2;
+}
+
 void cli_print_versions(FILE *out) {
     int maj, min, pat;
     zmq_version(&maj, &min, &pat);

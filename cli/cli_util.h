@@ -55,5 +55,9 @@ void cli_print_versions(FILE *out);
 
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
+/* After getopt's own line about an unknown option or a missing value: one
+ * line pointing at -h (the whole usage would push getopt's off the screen);
+ * returns 2. */
+int cli_bad_option(const char *cmd);
 
 #endif

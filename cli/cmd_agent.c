@@ -121,9 +121,8 @@ int cmd_agent(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("agent");
         }
     }
     if (optind < argc) return cli_usage_error("agent", "unexpected argument");

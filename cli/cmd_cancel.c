@@ -38,9 +38,8 @@ int cmd_cancel(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("cancel");
         }
     }
     if (optind != argc - 1) return cli_usage_error("cancel", "give one sweep id");

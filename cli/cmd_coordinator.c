@@ -146,9 +146,8 @@ int cmd_coordinator(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("coordinator");
         }
     }
     if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");

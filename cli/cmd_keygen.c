@@ -32,9 +32,8 @@ int cmd_keygen(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("keygen");
         }
     }
     if (optind != argc - 1 || !argv[optind][0]) return cli_usage_error("keygen", "give one NAME");

@@ -53,9 +53,8 @@ int cmd_nodes(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("nodes");
         }
     }
     if (topo) {

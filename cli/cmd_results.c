@@ -45,9 +45,8 @@ int cmd_results(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("results");
         }
     }
     if (optind < argc) return cli_usage_error("results", "unexpected argument");

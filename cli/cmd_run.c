@@ -146,9 +146,8 @@ int cmd_run(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("run");
         }
     }
     if (optind < argc) return cli_usage_error("run", "unexpected argument");

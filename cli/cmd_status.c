@@ -39,9 +39,8 @@ int cmd_status(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("status");
         }
     }
     if (optind < argc - 1) return cli_usage_error("status", "at most one sweep id");

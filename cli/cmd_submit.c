@@ -40,9 +40,11 @@ static void usage(FILE *out) {
         "  --repeat N            copies of each configuration (default 1)\n"
         "  --timeout S           per-job time limit in seconds (default per kind)\n"
         "  --max-attempts N      attempts per job (default: the coordinator's)\n"
-        "  --param KEY=V,...     any other key (gemm m, n, k, reps; allreduce min_bytes,\n"
+        "  --param KEY=V[,V..]   one more key, with a value or a list of them; repeat it for\n"
+        "                        more keys (gemm m, n, k, reps; allreduce min_bytes,\n"
         "                        max_bytes, iters; resnet50 bucket_mb; sleep duration_ms;\n"
-        "                        n_nodes, rendezvous_s for jobs over several nodes)\n"
+        "                        n_nodes, rendezvous_s for jobs over several nodes):\n"
+        "                        --param m=1024 --param n=1024,4096\n"
         "  --format F            text | json (default text: the sweep id alone)\n"
         "  -h, --help            this help\n");
 }
@@ -76,10 +78,12 @@ static cJSON *list_value(const char *s, int numeric_ok) {
     return arr;
 }
 
+/* -1 out of memory; -2 the key is set already (by a flag or --param: the
+ * JSON spec refuses a key given twice too) */
 static int add_list(cJSON *spec, const char *key, const char *value, int numeric) {
+    if (cJSON_GetObjectItemCaseSensitive(spec, key)) return -2;
     cJSON *v = list_value(value, numeric);
     if (!v) return -1;
-    cJSON_DeleteItemFromObjectCaseSensitive(spec, key);
     cJSON_AddItemToObject(spec, key, v);
     return 0;
 }
@@ -212,8 +216,21 @@ int cmd_submit(int argc, char **argv) {
                 rc = cli_usage_error("submit", "--param wants KEY=VALUE");
                 goto out;
             }
+            if (strchr(eq + 1, '=')) {
+                rc = cli_usage_error("submit",
+                                     "--param takes one KEY=VALUE[,VALUE..]; repeat "
+                                     "--param for more keys (--param m=256 --param n=256)");
+                goto out;
+            }
             *eq = '\0';
             r = add_list(spec, optarg, eq + 1, 1);
+            if (r == -2) {
+                char msg[160];
+                snprintf(msg, sizeof msg,
+                         "key '%.60s' given twice (by a flag and --param, or twice)", optarg);
+                rc = cli_usage_error("submit", msg);
+                goto out;
+            }
             *eq = '=';
             flags++;
             break;
@@ -222,8 +239,12 @@ int cmd_submit(int argc, char **argv) {
             usage(stdout);
             rc = 0;
             goto out;
-        default:
-            usage(stderr);
+        default: /* getopt said which option */
+            rc = cli_bad_option("submit");
+            goto out;
+        }
+        if (r == -2) {
+            rc = cli_usage_error("submit", "an option given twice, or also as --param");
             goto out;
         }
         if (r != 0) {

@@ -6,6 +6,7 @@
  * 0 on success, 1 when the run fails, 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
 #include "commands.h"
 #include "engine.h"
 
@@ -286,9 +287,8 @@ int cmd_train(int argc, char **argv) {
             bad = strcmp(a, "table") && strcmp(a, "json");
             json = strcmp(a, "json") == 0;
             break;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("train");
         }
         if (bad) {
             fprintf(stderr, "gpubench train: bad value '%s' for --%s (%s)\n", a,

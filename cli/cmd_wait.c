@@ -51,9 +51,8 @@ int cmd_wait(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("wait");
         }
     }
     if (optind != argc - 1) return cli_usage_error("wait", "give one sweep id");

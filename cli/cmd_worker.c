@@ -35,9 +35,8 @@ int cmd_worker(int argc, char **argv) {
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
+        default: /* getopt said which option */
+            return cli_bad_option("worker");
         }
     }
     if (!job || !out || optind < argc)

@@ -88,7 +88,16 @@ usage)
     contains "missing store" "$T/u.log" "no store at"
     "$GB" status --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1 && fail "status without a coordinator"
     contains "no coordinator" "$T/u.log" "is the coordinator running?"
-    ;;
+        # --param is one key (a list is an axis), repeated for more; a key twice is an error
+    "$GB" submit --kind gemm --param m=256,n=256 >"$T/u.log" 2>&1; eq "--param k=v,k=v is a usage error" "$?" 2
+    contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"
+    "$GB" submit --kind resnet50 --precision fp32 --param precision=tf32 >"$T/u.log" 2>&1; eq "a key twice" "$?" 2
+    contains "says which" "$T/u.log" "key 'precision' given twice"
+    # an unknown option: getopt's line and a pointer to -h, not the whole usage
+    "$GB" submit --precison fp32 >"$T/u.log" 2>&1; eq "unknown option" "$?" 2
+    contains "points at -h" "$T/u.log" "see 'gpubench submit -h' for the options"
+    eq "two lines only" "$(wc -l <"$T/u.log")" 2
+;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
