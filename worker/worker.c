@@ -81,10 +81,39 @@ const char *gb_worker_cpu_precisions(void) {
 #endif
 }
 
-static void add_versions(cJSON *rec) {
+#ifdef GB_HAVE_ENGINE
+/* Every member of src into dst, replacing those of the same name. */
+static void move_items(cJSON *dst, cJSON *src) {
+    for (cJSON *it = src->child; it;) {
+        cJSON *next = it->next;
+        cJSON *moved = cJSON_DetachItemViaPointer(src, it);
+        cJSON_DeleteItemFromObjectCaseSensitive(dst, moved->string);
+        cJSON_AddItemToObject(dst, moved->string, moved);
+        it = next;
+    }
+}
+#endif
+
+/* gpubench's version, and the libraries a kind used: oneDNN and the ISA it
+ * ran for CPU gemm (the engine's kinds put their own in their record; a
+ * sleep uses none). */
+static void add_versions(cJSON *rec, const char *kind, const char *backend) {
     cJSON *v = cJSON_AddObjectToObject(rec, "versions");
     if (!v) return;
     cJSON_AddStringToObject(v, "gpubench", GB_VERSION);
+    if (strcmp(kind, "gemm") != 0 || strcmp(backend, "cpu") != 0) return;
+#ifdef GB_HAVE_ENGINE
+    char why[256];
+    gb_backend_info_t info;
+    const gb_backend_ops_t *ops = gb_backend_get("cpu", why, sizeof why);
+    cJSON *lib = ops && ops->probe(&info, why, sizeof why) == 0 ? cJSON_Parse(info.versions) : NULL;
+    if (cJSON_IsObject(lib)) {
+        move_items(v, lib);
+        cJSON_Delete(lib);
+        return;
+    }
+    cJSON_Delete(lib);
+#endif
     const dnnl_version_t *dv = dnnl_version();
     char s[32];
     snprintf(s, sizeof s, "%d.%d.%d", dv->major, dv->minor, dv->patch);
@@ -251,13 +280,7 @@ static int merge_record(cJSON *rec, const char *engine_json, char *err, size_t e
         gb_fmt(err, errlen, "the engine returned no result record");
         return -1;
     }
-    for (cJSON *it = engine_rec->child; it;) {
-        cJSON *next = it->next;
-        cJSON *moved = cJSON_DetachItemViaPointer(engine_rec, it);
-        cJSON_DeleteItemFromObjectCaseSensitive(rec, moved->string);
-        cJSON_AddItemToObject(rec, moved->string, moved);
-        it = next;
-    }
+    move_items(rec, engine_rec);
     cJSON_Delete(engine_rec);
     return 0;
 }
@@ -431,7 +454,7 @@ int gb_worker_run(const char *job_path, const char *out_path) {
     if (!rec) return fail_record(out_path, job.def.kind, "out of memory");
     cJSON_AddStringToObject(rec, "kind", job.def.kind);
     cJSON_AddStringToObject(rec, "backend", job.def.backend);
-    add_versions(rec);
+    add_versions(rec, job.def.kind, job.def.backend);
     err[0] = '\0';
     if (run(&job, rec, err, sizeof err) != 0) {
         cJSON_Delete(rec);

@@ -42,7 +42,7 @@ crash)   eq "exit code is -signal" "$(q "SELECT exit_code FROM results")" -9 ;;
 gemm)
     eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || n_gpus || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,1,fp32,1"
     eq "record shape" "$(q "SELECT json_extract(record, '$.m') || 'x' || json_extract(record, '$.n') || 'x' || json_extract(record, '$.k') || ',' || json_extract(record, '$.details.verified_entries') || ',' || json_array_length(json_extract(record, '$.details.ms_samples'))  FROM results")" "96x80x72,68,5"
-    eq "versions recorded" "$(q "SELECT json_extract(record, '$.versions.onednn') IS NOT NULL FROM results")" 1
+    eq "versions recorded" "$(q "SELECT json_extract(record, '$.versions.onednn') IS NOT NULL AND json_extract(record, '$.versions.isa') IS NOT NULL FROM results")" 1
     eq "not synthetic" "$(q "SELECT synthetic FROM v_results")" 0 ;;
 esac
 echo ok

@@ -77,6 +77,8 @@ int main(int argc, char **argv) {
         CHECK(num(d, "verified_entries") == 68);
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(d, "ms_samples")) == 4);
         CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "versions"), "onednn"));
+        /* the ISA oneDNN ran for, as in the engine's records */
+        CHECK(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "versions"), "isa")));
         CHECK(cJSON_IsString(cJSON_GetObjectItem(r, "device_model")));
         cJSON_Delete(r);
     } else if (strcmp(c, "gemm_stats") == 0) {
@@ -105,6 +107,10 @@ int main(int argc, char **argv) {
         CHECK(cJSON_IsTrue(cJSON_GetObjectItem(r, "synthetic")));
         CHECK(num(r, "slept_ms") >= 20 && num(r, "n_devices") == 3);
         CHECK(cJSON_IsNull(cJSON_GetObjectItem(r, "precision")));
+        /* a sleep uses no library: it claims none */
+        const cJSON *v = cJSON_GetObjectItem(r, "versions");
+        CHECK(cJSON_IsString(cJSON_GetObjectItem(v, "gpubench")) &&
+              !cJSON_GetObjectItem(v, "onednn"));
         cJSON_Delete(r);
     } else if (strcmp(c, "sleep_fail") == 0) {
         fails("{\"job_id\": 1, \"attempt\": 1, \"params\": {\"kind\": \"sleep\", \"backend\": "
