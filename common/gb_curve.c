@@ -59,6 +59,15 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
         gb_fmt(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
+    size_t pl = strlen(path);
+    if (pl > 4 && strcmp(path + pl - 4, ".pub") == 0) {
+        /* the mode check would say "chmod 600 it", which cannot help */
+        gb_fmt(err, errlen,
+               "%s is a public key; --key wants the key pair, NAME.key (its .pub goes in the "
+               "other side's --authorized or --server-key)",
+               path);
+        return -1;
+    }
     if (st.st_mode & 077) {
         gb_fmt(err, errlen, "%s is readable by others (mode %03o): chmod 600 it", path,
                (unsigned)(st.st_mode & 0777));

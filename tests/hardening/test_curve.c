@@ -77,6 +77,9 @@ int main(int argc, char **argv) {
         snprintf(good, sizeof good, "public-key = %s\nsecret-key = %s\n", pub, sec);
         put("open.key", good, 0644);
         expect_pair_error("open.key", "readable by others");
+        /* a .pub given as --key: told so, not "chmod 600 it" */
+        put("alice.pub", pub, 0644);
+        expect_pair_error("alice.pub", "is a public key; --key wants the key pair, NAME.key");
         char other_pub[41], other_sec[41];
         CHECK(zmq_curve_keypair(other_pub, other_sec) == 0);
         char mixed[300];
