@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -202,8 +203,14 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     sqlite3_stmt *st = NULL;
     gb_table_t *t = NULL;
     int rc = 1;
-    if (access(db_path, F_OK) != 0) {
+    struct stat sb;
+    if (stat(db_path, &sb) != 0) {
         fprintf(stderr, "gpubench results: no store at %s\n", db_path);
+        return 1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "gpubench results: %s is a directory; --db names the store file\n",
+                db_path);
         return 1;
     }
     if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
@@ -220,12 +227,24 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
                 sqlite3_errmsg(db));
         goto out;
     }
+    if (sweep_id) { /* an unknown sweep is an error, as in status and wait */
+        sqlite3_stmt *q = NULL;
+        int known = sqlite3_prepare_v2(db, "SELECT 1 FROM sweeps WHERE sweep_id = ?1", -1, &q,
+                                       NULL) == SQLITE_OK &&
+                    sqlite3_bind_int64(q, 1, (sqlite3_int64)sweep_id) == SQLITE_OK &&
+                    sqlite3_step(q) == SQLITE_ROW;
+        sqlite3_finalize(q);
+        if (!known) {
+            fprintf(stderr, "gpubench results: no sweep %" PRIu64 " in %s\n", sweep_id, db_path);
+            goto out;
+        }
+    }
     sqlite3_bind_int64(st, 1, (sqlite3_int64)sweep_id);
     /* the table shows these; csv and json every column */
     static const char *const brief[] = {
-        "sweep_id",       "job_id", "node",      "gpu_model",     "backend",
-        "kind",           "n_gpus", "precision", "batch_per_gpu", "images_per_sec",
-        "step_ms_median", "gflops", "valid",     "status",        "error"};
+        "sweep_id", "job_id",    "node",          "gpu_model",  "backend",        "kind",
+        "n_gpus",   "precision", "batch_per_gpu", "image_size", "images_per_sec", "step_ms_median",
+        "gflops",   "valid",     "status",        "error"};
     int ncols = sqlite3_column_count(st);
     int map[64], nshow = 0;
     const char *names[64];
