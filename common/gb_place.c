@@ -18,9 +18,8 @@ static int kind_offered(const char *kinds, const char *kind) {
     return 0;
 }
 
-int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *backend, char *why,
-                  size_t whylen) {
-    backend[0] = '\0';
+/* The job's choice of nodes: kind offered, name or model glob, labels. */
+static int selected(const gb_node_caps_t *node, const gb_jobdef_t *job, char *why, size_t whylen) {
     if (!kind_offered(node->kinds, job->kind)) {
         gb_fmt(why, whylen, "node %s cannot run %s jobs", node->name, job->kind);
         return 0;
@@ -34,6 +33,18 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
         gb_fmt(why, whylen, "node %s lacks labels %s", node->name, job->labels);
         return 0;
     }
+    return 1;
+}
+
+int gb_place_selected(const gb_node_caps_t *node, const gb_jobdef_t *job) {
+    char why[8];
+    return selected(node, job, why, sizeof why);
+}
+
+int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *backend, char *why,
+                  size_t whylen) {
+    backend[0] = '\0';
+    if (!selected(node, job, why, whylen)) return 0;
     const char *be = job->backend;
     if (strcmp(be, "auto") == 0) be = node->n_gpus > 0 ? "cuda" : "cpu";
     if (strcmp(be, "cuda") == 0) {
@@ -44,6 +55,14 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
         }
         if (strcmp(job->interconnect, "nvlink") == 0 && job->gpus > 1 && !node->has_nvlink) {
             gb_fmt(why, whylen, "node %s has no NVLink between its GPUs", node->name);
+            return 0;
+        }
+        if (strcmp(job->interconnect, "nvlink") == 0 && job->gpus > 1 && node->nvlink_gpus >= 0 &&
+            node->nvlink_gpus < job->gpus) {
+            gb_fmt(why, whylen,
+                   "node %s's GPUs 0..%d are not all NVLinked to each other (a job of %d GPUs "
+                   "takes those; NVLink joins all of 0..%d only)",
+                   node->name, job->gpus - 1, job->gpus, node->nvlink_gpus - 1);
             return 0;
         }
     } else {
@@ -72,4 +91,19 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
     }
     gb_copy(backend, 8, be);
     return 1;
+}
+
+int gb_nvlink_gpus(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
+                   size_t n_links) {
+    int k = n_gpus > 0 ? 1 : 0;
+    for (; k < n_gpus; k++) { /* can GPU k join 0..k-1? */
+        for (int i = 0; i < k; i++) {
+            int linked = 0;
+            for (size_t l = 0; l < n_links && !linked; l++)
+                linked = lanes[l] > 0 &&
+                         ((gpu_a[l] == i && gpu_b[l] == k) || (gpu_a[l] == k && gpu_b[l] == i));
+            if (!linked) return k;
+        }
+    }
+    return k;
 }

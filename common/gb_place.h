@@ -27,11 +27,23 @@ typedef struct gb_node_caps {
     int n_gpus;
     int cpu_cores;
     int has_nvlink; /* some GPU pair has NVLink lanes */
+    /* GPUs 0..k-1, every pair of them NVLinked (the GPUs a job of k takes);
+     * -1: not known (nodes stored before links were read), has_nvlink rules */
+    int nvlink_gpus;
 } gb_node_caps_t;
 
 /* 1 when node can run job, with "cpu" or "cuda" in backend (8 bytes); 0
  * with the reason in why. */
 int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *backend, char *why,
                   size_t whylen);
+/* 1 when the job's own choice (kind, node glob, labels) takes the node,
+ * whether or not the node can then run it: such nodes' reasons are the
+ * informative ones when no node fits. */
+int gb_place_selected(const gb_node_caps_t *node, const gb_jobdef_t *job);
+
+/* The largest k <= n_gpus such that every pair of GPUs 0..k-1 has NVLink
+ * lanes among the n_links links (gpu_a, gpu_b, lanes); 1 with one GPU. */
+int gb_nvlink_gpus(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
+                   size_t n_links);
 
 #endif

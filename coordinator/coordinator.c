@@ -99,7 +99,8 @@ struct cagent {
     char cpu_precisions[32]; /* "fp32,bf16"; "": not reported */
     char last_seen[32];
     int n_gpus, cpu_cores, has_nvlink, slots;
-    int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
+    int nvlink_gpus; /* GPUs 0..k-1 all NVLinked to each other; -1 not known */
+    int rendezvous;  /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
     int state;
     int64_t last_heard_ms;
     int64_t seen_written_ms;
@@ -503,6 +504,33 @@ static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
         store_err(c, "node %s state", a->name);
 }
 
+/* gb_nvlink_gpus over the links of a Hello (pb) or of a stored inventory
+ * (js: objects with gpu_a, gpu_b, nvlink_lanes). */
+static int nvlink_gpus_of(size_t n, int n_gpus, Gb__Link *const *pb, const cJSON *js) {
+    if (n > 4096) n = 4096;
+    int *a = calloc(3 * (n ? n : 1), sizeof *a), *b = a + n, *lanes = a + 2 * n;
+    if (!a) return -1;
+    const cJSON *l = js ? js->child : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (pb) {
+            a[i] = (int)pb[i]->gpu_a;
+            b[i] = (int)pb[i]->gpu_b;
+            lanes[i] = (int)pb[i]->nvlink_lanes;
+        } else if (l) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(l, "gpu_a"),
+                        *y = cJSON_GetObjectItemCaseSensitive(l, "gpu_b"),
+                        *z = cJSON_GetObjectItemCaseSensitive(l, "nvlink_lanes");
+            a[i] = cJSON_IsNumber(x) ? x->valueint : -1;
+            b[i] = cJSON_IsNumber(y) ? y->valueint : -1;
+            lanes[i] = cJSON_IsNumber(z) ? z->valueint : 0;
+            l = l->next;
+        }
+    }
+    int k = gb_nvlink_gpus(n_gpus, a, b, lanes, n);
+    free(a);
+    return k;
+}
+
 static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
     caps->name = a->name;
     caps->gpu_model = a->gpu_model;
@@ -512,6 +540,7 @@ static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
     caps->n_gpus = a->n_gpus;
     caps->cpu_cores = a->cpu_cores;
     caps->has_nvlink = a->has_nvlink;
+    caps->nvlink_gpus = a->nvlink_gpus;
 }
 
 /* ---- sweeps and job endings ----------------------------------------------- */
@@ -891,6 +920,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     a->has_nvlink = 0;
     for (size_t i = 0; i < inv->n_links; i++)
         if (inv->links[i]->nvlink_lanes > 0) a->has_nvlink = 1;
+    a->nvlink_gpus = nvlink_gpus_of(inv->n_links, a->n_gpus, inv->links, NULL);
 
     /* store the node with its GPUs and links */
     char now[32];
@@ -2059,18 +2089,23 @@ static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t 
         return 0;
     }
     if (job->n_nodes > 1) return gang_satisfiable(c, job, why, whylen);
-    size_t o = 0;
+    size_t o = 0, shown = 0;
     why[0] = '\0';
-    for (size_t i = 0; i < c->n_agents; i++) {
-        gb_node_caps_t caps;
-        agent_caps(c->agent_list[i], &caps);
-        char backend[8], r[256];
-        if (gb_place_fits(&caps, job, backend, r, sizeof r)) return 1;
-        if (i < 3 && o < whylen) {
-            int n = snprintf(why + o, whylen - o, "%s%s", o ? "; " : "", r);
-            if (n > 0) o += (size_t)n;
+    /* the nodes the job itself chose (kind, glob, labels) first: why they
+     * cannot run it says more than that the others were not chosen */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < c->n_agents; i++) {
+            gb_node_caps_t caps;
+            agent_caps(c->agent_list[i], &caps);
+            if (gb_place_selected(&caps, job) != (pass == 0)) continue;
+            char backend[8], r[256];
+            if (gb_place_fits(&caps, job, backend, r, sizeof r)) return 1;
+            if (shown < 3 && o < whylen) {
+                int n = snprintf(why + o, whylen - o, "%s%s", o ? "; " : "", r);
+                if (n > 0) o += (size_t)n;
+                shown++;
+            }
         }
-    }
     if (c->n_agents > 3 && o < whylen)
         snprintf(why + o, whylen - o, "; and %zu more node(s)", c->n_agents - 3);
     return 0;
@@ -2291,7 +2326,19 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
 static int rate_ok(gb_coord_t *c, gb_frame_t *f, uint64_t seq) {
     if (!c->rate) return 1;
     const char *peer = peer_key(c, f);
-    if (!peer) peer = zmq_msg_gets(&f->payload, "Peer-Address");
+    char local[128];
+    if (!peer) {
+        peer = zmq_msg_gets(&f->payload, "Peer-Address");
+        /* over ipc:// libzmq gives "host:uid:gid:pid": a new pid for every
+         * command, so the bucket is the user's (drop the pid) */
+        const char *last = peer ? strrchr(peer, ':') : NULL;
+        if (last && strncmp(c->cfg.control, "ipc://", 6) == 0 &&
+            (size_t)(last - peer) < sizeof local) {
+            memcpy(local, peer, (size_t)(last - peer));
+            local[last - peer] = '\0';
+            peer = local;
+        }
+    }
     if (!peer || !*peer) peer = "local";
     int64_t retry = 0;
     if (gb_rate_take(c->rate, peer, strlen(peer), gb_mono_ms(), &retry)) return 1;
@@ -2597,12 +2644,17 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
         if (k < 0 || (size_t)k >= sizeof a->cpu_precisions - po) break;
         po += (size_t)k;
     }
-    cJSON_Delete(inv);
     gb_copy(a->last_seen, sizeof a->last_seen, n->last_seen ? n->last_seen : "");
     a->n_gpus = n->n_gpus;
     a->cpu_cores = n->cpu_cores;
     a->slots = n->slots > 0 && n->slots <= MAX_SLOTS ? n->slots : 1;
     a->has_nvlink = n->has_nvlink;
+    /* links from the stored inventory; none stored: not known */
+    a->nvlink_gpus = -1;
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(inv, "links");
+    if (cJSON_IsArray(links))
+        a->nvlink_gpus = nvlink_gpus_of((size_t)cJSON_GetArraySize(links), a->n_gpus, NULL, links);
+    cJSON_Delete(inv);
     a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
     a->last_heard_ms = gb_mono_ms();
 }
@@ -3181,8 +3233,8 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
         } else if (!c->failed_auth) {
             /* a client command disconnects after every request: not news */
             gb_log(mon == c->monitor ? GB_LOG_INFO : GB_LOG_DEBUG,
-                   "a peer connection on %s from %s closed; a frame over the %zu-byte hard cap "
-                   "also ends here",
+                   "a peer connection on %s from %s closed (by the peer, or by libzmq for a "
+                   "frame over the %zu-byte hard cap)",
                    where, addr ? addr : "?", c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
         }
         c->failed_why[0] = '\0';

@@ -57,6 +57,11 @@ doc_queries)
     src=$(cd "$(dirname "$0")/../.." && pwd)
     check "the docs' queries run" python3 "$src/tests/control/doc_queries.py" "$T/gb.db" \
         "$src/README.md" "$src"/docs/*.md
+    # results: an unknown sweep and a directory are errors that say so
+    "$GB" results --db "$T/gb.db" --sweep 999 >"$T/r.log" 2>&1; eq "unknown sweep" "$?" 1
+    contains "says so" "$T/r.log" "no sweep 999 in $T/gb.db"
+    "$GB" results --db "$T" >"$T/r.log" 2>&1; eq "a directory" "$?" 1
+    contains "says so" "$T/r.log" "is a directory; --db names the store file"
     ;;
 insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"

@@ -8,7 +8,8 @@ start_coord
 start_agent rack-a-1 --labels rack=a,pool=gpu
 start_agent rack-b-1 --labels rack=b
 start_agent rack-b-2 --labels rack=b --slots 2
-wait_nodes 3
+start_agent rack-c-1 --labels rack=c
+wait_nodes 4
 s1=$(submit --kind sleep --param duration_ms=100 --repeat 4 --labels rack=a)
 s2=$(submit --kind sleep --param duration_ms=100 --repeat 4 --nodes 'rack-b-*')
 s3=$(submit --kind sleep --param duration_ms=600 --repeat 3 --nodes rack-b-2)
@@ -26,6 +27,12 @@ eq "one slot, one job at a time" \
    "$(q "SELECT count(*) FROM attempts a JOIN attempts b ON a.job_id < b.job_id AND a.agent_id = b.agent_id
          JOIN nodes n ON n.agent_id = a.agent_id AND n.slots = 1
          WHERE a.started_at < b.ended_at AND b.started_at < a.ended_at")" 0
+# no node can run it: the reason of the node the job chose comes first, not
+# "does not match" of the three registered before it
+"$GB" submit --kind resnet50 --backend cpu --precision tf32 --nodes rack-c-1 >/dev/null 2>"$T/none.log" && fail "tf32 on a CPU accepted"
+contains "the chosen node's reason first" "$T/none.log" "of the sweep {"
+grep -q "}: tf32 needs a GPU and node rack-c-1 would run it on the CPU; " "$T/none.log" || fail "rack-c-1's reason is not first: $(cat "$T/none.log")"
+contains "the rest counted" "$T/none.log" "; and 1 more node(s)"
 # the agents report the CPU's precisions; bf16 goes only where the CPU has it
 precs=$(q "SELECT group_concat(value) FROM nodes, json_each(json_extract(inventory, '$.cpu_precisions')) WHERE name = 'rack-a-1'")
 case "$precs" in fp32|fp32,bf16) ;; *) fail "cpu_precisions in the inventory: '$precs'" ;; esac
@@ -40,7 +47,7 @@ for round in live restarted; do
     fi
     # a restarted coordinator knows the nodes from the store only
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    for n in rack-a-1 rack-b-1 rack-b-2; do kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null; done
+    for n in rack-a-1 rack-b-1 rack-b-2 rack-c-1; do kill -TERM "${AGENT_PID[$n]}"; wait "${AGENT_PID[$n]}" 2>/dev/null; done
     start_coord
 done
 echo ok

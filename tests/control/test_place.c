@@ -41,7 +41,8 @@ int main(void) {
                            .kinds = "",
                            .n_gpus = 8,
                            .cpu_cores = 112,
-                           .has_nvlink = 1};
+                           .has_nvlink = 1,
+                           .nvlink_gpus = 8};
     gb_node_caps_t pcie = {.name = "ws-1",
                            .gpu_model = "NVIDIA RTX 6000 Ada Generation",
                            .labels = "",
@@ -84,6 +85,29 @@ int main(void) {
     fits(&pcie2, "{\"kind\": \"resnet50\", \"gpus\": 1, \"interconnect\": \"nvlink\"}", "cuda");
     no_fit(&cpu, "{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}",
            "interconnect pcie needs GPUs");
+    /* NVLink between the GPUs a job takes (0..gpus-1), not just somewhere:
+     * bridges join 0-1 and 2-3 */
+    int ba[2] = {0, 2}, bb[2] = {1, 3}, bl[2] = {4, 4};
+    CHECK(gb_nvlink_gpus(4, ba, bb, bl, 2) == 2);
+    int fa[6] = {0, 0, 0, 1, 1, 2}, fb[6] = {1, 2, 3, 2, 3, 3}, fl[6] = {18, 18, 18, 18, 18, 18};
+    CHECK(gb_nvlink_gpus(4, fa, fb, fl, 6) == 4);
+    fl[4] = 0; /* 1-3 not linked: 0..2 still are */
+    CHECK(gb_nvlink_gpus(4, fa, fb, fl, 6) == 3);
+    CHECK(gb_nvlink_gpus(1, NULL, NULL, NULL, 0) == 1 &&
+          gb_nvlink_gpus(0, NULL, NULL, NULL, 0) == 0);
+    CHECK(gb_nvlink_gpus(2, ba, bb, bl, 0) == 1); /* no links */
+    gb_node_caps_t bridged = pcie;
+    bridged.name = "ws-2";
+    bridged.kinds = NULL;
+    bridged.n_gpus = 4;
+    bridged.has_nvlink = 1;
+    bridged.nvlink_gpus = 2;
+    fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"nvlink\"}", "cuda");
+    no_fit(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"nvlink\"}",
+           "node ws-2's GPUs 0..3 are not all NVLinked to each other");
+    fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"pcie\"}", "cuda");
+    bridged.nvlink_gpus = -1; /* stored before links were read: any NVLink will do */
+    fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"nvlink\"}", "cuda");
     /* kinds the node offers */
     no_fit(&pcie, "{\"kind\": \"resnet50\"}", "cannot run resnet50 jobs");
     /* globs on the node name or the GPU model (the CPU model on CPU nodes) */
@@ -97,5 +121,13 @@ int main(void) {
     no_fit(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib,rack=a\"}",
            "lacks labels fabric=ib,rack=a");
     no_fit(&pcie, "{\"kind\": \"gemm\", \"labels\": \"rack=a\"}", "lacks labels");
+    /* the job's own choice of nodes, apart from whether they can run it */
+    gb_jobdef_t j = job("{\"kind\": \"resnet50\", \"precision\": \"tf32\", \"backend\": \"cpu\", "
+                        "\"labels\": \"rack=a\"}");
+    CHECK(gb_place_selected(&cpu, &j)); /* chosen, though it cannot run tf32 */
+    CHECK(!gb_place_selected(&h100, &j) && !gb_place_selected(&pcie, &j));
+    j = job("{\"kind\": \"resnet50\", \"nodes\": \"dgx-*\"}");
+    CHECK(gb_place_selected(&h100, &j) && !gb_place_selected(&cpu, &j));
+    CHECK(!gb_place_selected(&pcie, &j)); /* offers no resnet50 either */
     return 0;
 }

@@ -21,6 +21,17 @@ rate)
     [ "$(grep -c ': rate: rate limit' "$T/coord.log")" -le 25 ] || fail "every refusal was logged"
     check "gpubench status is served" "$GB" status
     ;;
+rate_ipc)
+    # over ipc:// every command is a new process (a new pid in libzmq's peer
+    # address): the bucket is the user's, so separate commands share it
+    CONTROL="ipc://$T/ctl" start_coord --rate-limit 1 --rate-burst 2
+    refused=0
+    for _ in 1 2 3 4 5; do
+        "$GB" status >>"$T/st.log" 2>&1 || refused=$((refused + 1))
+    done
+    [ "$refused" -ge 2 ] || fail "only $refused of 5 back-to-back commands over ipc were limited"
+    contains "says why" "$T/st.log" "rate limit"
+    ;;
 max_agents)
     start_coord --max-agents 1
     start_agent a1

@@ -85,6 +85,24 @@ two_gpus)
     eq "both GPUs' rows" "$(q "SELECT count(DISTINCT gpu_idx) FROM telemetry")" 2
     rows_stored_once telemetry
     ;;
+nvlink_place)
+    # NVLink bridges join GPUs 0-1 and 2-3 only: an nvlink job of 2 GPUs
+    # (0 and 1) fits, one of 4 does not; also for a coordinator that knows
+    # the node from its store only
+    echo '0 * sm=1980' >"$SCRIPT"
+    GB_FAKE_NVML=bridge agent_fake a1
+    wait_nodes 1
+    ar='{"kind": "allreduce", "backend": "cuda", "interconnect": "nvlink", "min_bytes": 8, "max_bytes": 8}'
+    for round in live stored; do
+        s=$(echo "${ar%\}}, \"gpus\": 2}" | "$GB" submit --spec - 2>"$T/two.log") || fail "2 bridged GPUs refused ($round): $(cat "$T/two.log")"
+        "$GB" cancel "$s" >/dev/null 2>&1
+        echo "${ar%\}}, \"gpus\": 4}" | "$GB" submit --spec - >/dev/null 2>"$T/four.log" && fail "4 GPUs over nvlink accepted ($round)"
+        contains "says why ($round)" "$T/four.log" "node a1's GPUs 0..3 are not all NVLinked to each other"
+        kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+        kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+        start_coord
+    done
+    ;;
 cancel)
     # the sampler runs with the job and stops when it is killed; the agent
     # samples the next job as before
