@@ -9,6 +9,7 @@
 #include "worker.h"
 
 #include <getopt.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,11 +105,15 @@ int cmd_agent(int argc, char **argv) {
             if (cli_long("agent", "--kill-grace-ms", optarg, 0, 600000, &v)) return 2;
             cfg.kill_grace_ms = (int)v;
             break;
-        case 'T':
-            if (cli_long("agent", "--telemetry-ms", optarg, 0, 60000, &v)) return 2;
-            if (v > 0 && v < 10) return cli_usage_error("agent", "--telemetry-ms: 0 or 10..60000");
-            cfg.telemetry_ms = (int)v;
+        case 'T': {
+            char *end = NULL;
+            errno = 0;
+            long t = strtol(optarg, &end, 10);
+            if (!*optarg || errno || *end || !(t == 0 || (t >= 10 && t <= 60000)))
+                return cli_usage_error("agent", "--telemetry-ms: 0 (off) or 10..60000");
+            cfg.telemetry_ms = (int)t;
             break;
+        }
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;
             break;

@@ -161,7 +161,9 @@ void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, cha
                "keys (--key NAME.key, --server-key COORD.pub)?");
     else
         gb_fmt(out, outlen, "the handshake with the coordinator failed (event 0x%x, code 0x%x)%s",
-               event, value, have_keys ? ": does --server-key match the coordinator?" : "");
+               event, value,
+               have_keys ? ": does --server-key match the coordinator, and does it run with keys?"
+                         : "");
 }
 
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,

@@ -192,7 +192,7 @@ flags)
     for bad in 5 60001 -1 x; do
         "$GB" agent --connect "$LISTEN" --state-dir "$T/bad" --telemetry-ms "$bad" >"$T/bad.txt" 2>&1
         eq "--telemetry-ms $bad refused" "$?" 2
-        contains "--telemetry-ms $bad named" "$T/bad.txt" "--telemetry-ms"
+        contains "--telemetry-ms $bad named, with the one range" "$T/bad.txt" "--telemetry-ms: 0 (off) or 10..60000"
     done
     ;;
 *) fail "unknown case $case" ;;
