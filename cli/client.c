@@ -51,20 +51,28 @@ int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want
     return 1;
 }
 
+/* One request whose reply must have body `want`: gb_request_ex's 0 / 1
+ * (rejected) / -1, and -1 for any other reply. */
+static int request_for(const char *control, const gb_curve_client_t *curve, Gb__Envelope *env,
+                       int want, Gb__Envelope **rep, char *err, size_t errlen) {
+    env->seq = (uint64_t)gb_wall_ms();
+    int rc = gb_request_ex(control, curve, env, GB_REQUEST_MS, rep, err, errlen);
+    if (rc == 0 && (int)(*rep)->body_case != want) {
+        gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name((*rep)->body_case));
+        rc = -1;
+    }
+    return rc;
+}
+
 int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
                uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
     Gb__Envelope env = GB__ENVELOPE__INIT;
-    env.seq = (uint64_t)gb_wall_ms();
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
     env.submit = &rq;
     Gb__Envelope *rep = NULL;
-    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, errlen);
-    if (rc == 0 && rep->body_case != GB__ENVELOPE__BODY_SUBMIT_REPLY) {
-        gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name(rep->body_case));
-        rc = -1;
-    }
+    int rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
     if (rc == 0) {
         *sweep_id = rep->submit_reply->sweep_id;
         *n_jobs = rep->submit_reply->n_jobs;
@@ -79,15 +87,10 @@ int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t swe
     rq.sweep_id = sweep_id;
     rq.job_id = job_id;
     Gb__Envelope env = GB__ENVELOPE__INIT;
-    env.seq = (uint64_t)gb_wall_ms();
     env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
     env.cancel_request = &rq;
     Gb__Envelope *rep = NULL;
-    int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, errlen);
-    if (rc == 0 && rep->body_case != GB__ENVELOPE__BODY_CANCEL_REPLY) {
-        gb_fmt(err, errlen, "unexpected reply %s", gb_wire_body_name(rep->body_case));
-        rc = -1;
-    }
+    int rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_CANCEL_REPLY, &rep, err, errlen);
     if (rc == 0) {
         if (cancelled) *cancelled = rep->cancel_reply->cancelled;
         if (stopping) *stopping = rep->cancel_reply->stopping;
