@@ -57,12 +57,12 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
             gb_fmt(why, whylen, "node %s has no NVLink between its GPUs", node->name);
             return 0;
         }
-        if (strcmp(job->interconnect, "nvlink") == 0 && job->gpus > 1 && node->nvlink_gpus >= 0 &&
-            node->nvlink_gpus < job->gpus) {
+        if (strcmp(job->interconnect, "nvlink") == 0 && job->gpus > 1 && node->nvlink_known &&
+            (job->gpus > 63 || !((node->nvlink_sets >> job->gpus) & 1))) {
             gb_fmt(why, whylen,
-                   "node %s's GPUs 0..%d are not all NVLinked to each other (a job of %d GPUs "
-                   "takes those; NVLink joins all of 0..%d only)",
-                   node->name, job->gpus - 1, job->gpus, node->nvlink_gpus - 1);
+                   "node %s's GPUs 0..%d, which a job of %d GPUs takes, are not joined by NVLink "
+                   "(some of them reach the others only over PCIe or the CPUs)",
+                   node->name, job->gpus - 1, job->gpus);
             return 0;
         }
     } else {
@@ -93,17 +93,22 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
     return 1;
 }
 
-int gb_nvlink_gpus(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
-                   size_t n_links) {
-    int k = n_gpus > 0 ? 1 : 0;
-    for (; k < n_gpus; k++) { /* can GPU k join 0..k-1? */
-        for (int i = 0; i < k; i++) {
-            int linked = 0;
-            for (size_t l = 0; l < n_links && !linked; l++)
-                linked = lanes[l] > 0 &&
-                         ((gpu_a[l] == i && gpu_b[l] == k) || (gpu_a[l] == k && gpu_b[l] == i));
-            if (!linked) return k;
+uint64_t gb_nvlink_sets(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
+                        size_t n_links) {
+    uint64_t sets = 0;
+    if (n_gpus > 63) n_gpus = 63;
+    for (int k = 1; k <= n_gpus; k++) { /* is 0..k-1 connected? grow from GPU 0 */
+        uint64_t reach = 1, before = 0;
+        while (reach != before) {
+            before = reach;
+            for (size_t l = 0; l < n_links; l++) {
+                int a = gpu_a[l], b = gpu_b[l];
+                if (lanes[l] <= 0 || a < 0 || b < 0 || a >= k || b >= k) continue;
+                if ((reach >> a) & 1) reach |= (uint64_t)1 << b;
+                if ((reach >> b) & 1) reach |= (uint64_t)1 << a;
+            }
         }
+        if (reach == (k == 64 ? ~(uint64_t)0 : ((uint64_t)1 << k) - 1)) sets |= (uint64_t)1 << k;
     }
-    return k;
+    return sets;
 }

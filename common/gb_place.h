@@ -16,6 +16,8 @@
 
 #include "gb_spec.h"
 
+#include <stdint.h>
+
 #include <stddef.h>
 
 typedef struct gb_node_caps {
@@ -27,9 +29,11 @@ typedef struct gb_node_caps {
     int n_gpus;
     int cpu_cores;
     int has_nvlink; /* some GPU pair has NVLink lanes */
-    /* GPUs 0..k-1, every pair of them NVLinked (the GPUs a job of k takes);
-     * -1: not known (nodes stored before links were read), has_nvlink rules */
-    int nvlink_gpus;
+    /* bit k: GPUs 0..k-1 (those a job of k GPUs takes) are joined by NVLink,
+     * directly or through each other, so NCCL can keep their traffic on it;
+     * nvlink_known 0 (nodes stored before links were kept): has_nvlink rules */
+    uint64_t nvlink_sets;
+    int nvlink_known;
 } gb_node_caps_t;
 
 /* 1 when node can run job, with "cpu" or "cuda" in backend (8 bytes); 0
@@ -41,9 +45,10 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
  * informative ones when no node fits. */
 int gb_place_selected(const gb_node_caps_t *node, const gb_jobdef_t *job);
 
-/* The largest k <= n_gpus such that every pair of GPUs 0..k-1 has NVLink
- * lanes among the n_links links (gpu_a, gpu_b, lanes); 1 with one GPU. */
-int gb_nvlink_gpus(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
-                   size_t n_links);
+/* nvlink_sets for a node: bit k (1 <= k <= min(n_gpus, 63)) set when GPUs
+ * 0..k-1 form one connected graph of the n_links links with NVLink lanes
+ * (gpu_a, gpu_b, lanes). Bit 1 is always set for a node with a GPU. */
+uint64_t gb_nvlink_sets(int n_gpus, const int *gpu_a, const int *gpu_b, const int *lanes,
+                        size_t n_links);
 
 #endif

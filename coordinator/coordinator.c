@@ -99,8 +99,9 @@ struct cagent {
     char cpu_precisions[32]; /* "fp32,bf16"; "": not reported */
     char last_seen[32];
     int n_gpus, cpu_cores, has_nvlink, slots;
-    int nvlink_gpus; /* GPUs 0..k-1 all NVLinked to each other; -1 not known */
-    int rendezvous;  /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
+    uint64_t nvlink_sets; /* gb_node_caps_t's */
+    int nvlink_known;
+    int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
     int state;
     int64_t last_heard_ms;
     int64_t seen_written_ms;
@@ -504,12 +505,12 @@ static void agent_set_state(gb_coord_t *c, cagent_t *a, int state) {
         store_err(c, "node %s state", a->name);
 }
 
-/* gb_nvlink_gpus over the links of a Hello (pb) or of a stored inventory
+/* gb_nvlink_sets over the links of a Hello (pb) or of a stored inventory
  * (js: objects with gpu_a, gpu_b, nvlink_lanes). */
-static int nvlink_gpus_of(size_t n, int n_gpus, Gb__Link *const *pb, const cJSON *js) {
+static uint64_t nvlink_sets_of(size_t n, int n_gpus, Gb__Link *const *pb, const cJSON *js) {
     if (n > 4096) n = 4096;
     int *a = calloc(3 * (n ? n : 1), sizeof *a), *b = a + n, *lanes = a + 2 * n;
-    if (!a) return -1;
+    if (!a) return 0;
     const cJSON *l = js ? js->child : NULL;
     for (size_t i = 0; i < n; i++) {
         if (pb) {
@@ -526,9 +527,9 @@ static int nvlink_gpus_of(size_t n, int n_gpus, Gb__Link *const *pb, const cJSON
             l = l->next;
         }
     }
-    int k = gb_nvlink_gpus(n_gpus, a, b, lanes, n);
+    uint64_t sets = gb_nvlink_sets(n_gpus, a, b, lanes, n);
     free(a);
-    return k;
+    return sets;
 }
 
 static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
@@ -540,7 +541,8 @@ static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
     caps->n_gpus = a->n_gpus;
     caps->cpu_cores = a->cpu_cores;
     caps->has_nvlink = a->has_nvlink;
-    caps->nvlink_gpus = a->nvlink_gpus;
+    caps->nvlink_sets = a->nvlink_sets;
+    caps->nvlink_known = a->nvlink_known;
 }
 
 /* ---- sweeps and job endings ----------------------------------------------- */
@@ -920,7 +922,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     a->has_nvlink = 0;
     for (size_t i = 0; i < inv->n_links; i++)
         if (inv->links[i]->nvlink_lanes > 0) a->has_nvlink = 1;
-    a->nvlink_gpus = nvlink_gpus_of(inv->n_links, a->n_gpus, inv->links, NULL);
+    a->nvlink_sets = nvlink_sets_of(inv->n_links, a->n_gpus, inv->links, NULL);
+    a->nvlink_known = 1;
 
     /* store the node with its GPUs and links */
     char now[32];
@@ -2650,10 +2653,11 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     a->slots = n->slots > 0 && n->slots <= MAX_SLOTS ? n->slots : 1;
     a->has_nvlink = n->has_nvlink;
     /* links from the stored inventory; none stored: not known */
-    a->nvlink_gpus = -1;
     const cJSON *links = cJSON_GetObjectItemCaseSensitive(inv, "links");
-    if (cJSON_IsArray(links))
-        a->nvlink_gpus = nvlink_gpus_of((size_t)cJSON_GetArraySize(links), a->n_gpus, NULL, links);
+    a->nvlink_known = cJSON_IsArray(links);
+    a->nvlink_sets = a->nvlink_known
+                         ? nvlink_sets_of((size_t)cJSON_GetArraySize(links), a->n_gpus, NULL, links)
+                         : 0;
     cJSON_Delete(inv);
     a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
     a->last_heard_ms = gb_mono_ms();

@@ -42,7 +42,8 @@ int main(void) {
                            .n_gpus = 8,
                            .cpu_cores = 112,
                            .has_nvlink = 1,
-                           .nvlink_gpus = 8};
+                           .nvlink_sets = 0x1fe, /* 1..8 */
+                           .nvlink_known = 1};
     gb_node_caps_t pcie = {.name = "ws-1",
                            .gpu_model = "NVIDIA RTX 6000 Ada Generation",
                            .labels = "",
@@ -85,28 +86,36 @@ int main(void) {
     fits(&pcie2, "{\"kind\": \"resnet50\", \"gpus\": 1, \"interconnect\": \"nvlink\"}", "cuda");
     no_fit(&cpu, "{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}",
            "interconnect pcie needs GPUs");
-    /* NVLink between the GPUs a job takes (0..gpus-1), not just somewhere:
+    /* NVLink joining the GPUs a job takes (0..gpus-1), not just somewhere:
      * bridges join 0-1 and 2-3 */
     int ba[2] = {0, 2}, bb[2] = {1, 3}, bl[2] = {4, 4};
-    CHECK(gb_nvlink_gpus(4, ba, bb, bl, 2) == 2);
-    int fa[6] = {0, 0, 0, 1, 1, 2}, fb[6] = {1, 2, 3, 2, 3, 3}, fl[6] = {18, 18, 18, 18, 18, 18};
-    CHECK(gb_nvlink_gpus(4, fa, fb, fl, 6) == 4);
-    fl[4] = 0; /* 1-3 not linked: 0..2 still are */
-    CHECK(gb_nvlink_gpus(4, fa, fb, fl, 6) == 3);
-    CHECK(gb_nvlink_gpus(1, NULL, NULL, NULL, 0) == 1 &&
-          gb_nvlink_gpus(0, NULL, NULL, NULL, 0) == 0);
-    CHECK(gb_nvlink_gpus(2, ba, bb, bl, 0) == 1); /* no links */
+    CHECK(gb_nvlink_sets(4, ba, bb, bl, 2) == 0x6); /* {0}, {0,1} */
+    /* a hybrid cube mesh need not link every pair: joined is enough
+     * (0-1, 1-2, 2-3, 3-0: a ring; no 0-2, 1-3) */
+    int ra[4] = {0, 1, 2, 3}, rb[4] = {1, 2, 3, 0}, rl[4] = {2, 2, 2, 2};
+    CHECK(gb_nvlink_sets(4, ra, rb, rl, 4) == 0x1e);
+    /* 0-1 and 1-3, 2-3: {0,1,2} is not joined (2 reaches 1 only through 3),
+     * {0,1,2,3} is */
+    int ca[3] = {0, 1, 2}, cb[3] = {1, 3, 3}, cl[3] = {1, 1, 1};
+    CHECK(gb_nvlink_sets(4, ca, cb, cl, 3) == 0x16);
+    cl[1] = 0; /* no lanes: no link */
+    CHECK(gb_nvlink_sets(4, ca, cb, cl, 3) == 0x6);
+    CHECK(gb_nvlink_sets(1, NULL, NULL, NULL, 0) == 0x2 &&
+          gb_nvlink_sets(0, NULL, NULL, NULL, 0) == 0);
     gb_node_caps_t bridged = pcie;
     bridged.name = "ws-2";
     bridged.kinds = NULL;
     bridged.n_gpus = 4;
     bridged.has_nvlink = 1;
-    bridged.nvlink_gpus = 2;
+    bridged.nvlink_sets = gb_nvlink_sets(4, ba, bb, bl, 2);
+    bridged.nvlink_known = 1;
     fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 2, \"interconnect\": \"nvlink\"}", "cuda");
     no_fit(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"nvlink\"}",
-           "node ws-2's GPUs 0..3 are not all NVLinked to each other");
+           "node ws-2's GPUs 0..3, which a job of 4 GPUs takes, are not joined by NVLink");
+    no_fit(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 3, \"interconnect\": \"nvlink\"}",
+           "are not joined by NVLink");
     fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"pcie\"}", "cuda");
-    bridged.nvlink_gpus = -1; /* stored before links were read: any NVLink will do */
+    bridged.nvlink_known = 0; /* stored before links were kept: any NVLink will do */
     fits(&bridged, "{\"kind\": \"resnet50\", \"gpus\": 4, \"interconnect\": \"nvlink\"}", "cuda");
     /* kinds the node offers */
     no_fit(&pcie, "{\"kind\": \"resnet50\"}", "cannot run resnet50 jobs");

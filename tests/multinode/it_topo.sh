@@ -5,7 +5,8 @@
 # must hold each GPU pair's NVLink lanes and PCIe path, `gpubench nodes
 # --topo` must print the matrix as nvidia-smi topo -m does (compared with
 # topo_expected.txt, checked by hand against test_fakeagent.c's tables),
-# and placement must use it (an NVLink job is refused on the PCIe node).
+# and placement must use it (an NVLink job is refused on the PCIe node, and
+# on the dgx when it spans both islands).
 #
 #   it_topo.sh GPUBENCH FAKEAGENT
 source "$(dirname "$0")/../control/lib.sh" "$1" "$2"
@@ -59,5 +60,10 @@ if "$GB" submit --kind resnet50 --backend cuda --gpus 4 --interconnect nvlink --
     fail "an NVLink job was accepted for the PCIe node"
 fi
 contains "refused for lack of NVLink" "$T/err.txt" "node pcie has no NVLink between its GPUs"
-check "an NVLink job fits the dgx" "$GB" submit --kind resnet50 --backend cuda --gpus 8 --interconnect nvlink --nodes dgx
+check "an NVLink job on one island fits the dgx" "$GB" submit --kind resnet50 --backend cuda --gpus 4 --interconnect nvlink --nodes dgx
+# all 8 span both islands, which only PCIe and the CPUs join
+if "$GB" submit --kind resnet50 --backend cuda --gpus 8 --interconnect nvlink --nodes dgx 2>"$T/err.txt"; then
+    fail "an NVLink job over both islands was accepted"
+fi
+contains "refused, saying why" "$T/err.txt" "node dgx's GPUs 0..7, which a job of 8 GPUs takes, are not joined by NVLink"
 echo ok

@@ -97,7 +97,7 @@ nvlink_place)
         s=$(echo "${ar%\}}, \"gpus\": 2}" | "$GB" submit --spec - 2>"$T/two.log") || fail "2 bridged GPUs refused ($round): $(cat "$T/two.log")"
         "$GB" cancel "$s" >/dev/null 2>&1
         echo "${ar%\}}, \"gpus\": 4}" | "$GB" submit --spec - >/dev/null 2>"$T/four.log" && fail "4 GPUs over nvlink accepted ($round)"
-        contains "says why ($round)" "$T/four.log" "node a1's GPUs 0..3 are not all NVLinked to each other"
+        contains "says why ($round)" "$T/four.log" "node a1's GPUs 0..3, which a job of 4 GPUs takes, are not joined by NVLink"
         kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
         kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
         start_coord
