@@ -58,6 +58,9 @@ int main(int argc, char **argv) {
     inv.links = lp;
     inv.n_kinds = 3;
     inv.kinds = kinds;
+    char *precs[] = {"fp32", "bf16"};
+    inv.n_cpu_precisions = 2;
+    inv.cpu_precisions = precs;
     Gb__Label lab = GB__LABEL__INIT, *labp[1] = {&lab};
     lab.key = "rack";
     lab.value = "a";
