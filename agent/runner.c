@@ -183,8 +183,23 @@ static void kill_group(gb_run_t *r, int sig) {
     if (r->pid > 0 && !r->exited) kill(-r->pid, sig);
 }
 
+/* Reap the worker if it has ended: 1 when it has. */
+static int reap(gb_run_t *r) {
+    if (r->exited) return 1;
+    int st;
+    pid_t w = waitpid(r->pid, &st, WNOHANG);
+    if (w != r->pid) return 0;
+    r->exited = 1;
+    r->wstatus = st;
+    r->finished_wall = gb_wall_ms();
+    kill(-r->pid, SIGKILL); /* anything the worker left behind in its group */
+    return 1;
+}
+
 void gb_run_cancel(gb_run_t *r) {
-    if (r->exited || r->cancelled) return;
+    /* a worker that already died (killed from outside, crashed) before the
+     * cancel came is reported as what it was, not as cancelled */
+    if (reap(r) || r->cancelled) return;
     r->cancelled = 1;
     kill_group(r, SIGTERM);
     r->kill_at_ms = gb_mono_ms() + r->grace_ms;
@@ -201,14 +216,7 @@ int gb_run_poll(gb_run_t *r, int64_t now) {
             kill_group(r, SIGKILL);
             r->kill_at_ms = 0;
         }
-        int st;
-        pid_t w = waitpid(r->pid, &st, WNOHANG);
-        if (w == r->pid) {
-            r->exited = 1;
-            r->wstatus = st;
-            r->finished_wall = gb_wall_ms();
-            kill(-r->pid, SIGKILL); /* anything the worker left behind in its group */
-        }
+        reap(r);
     }
     if (r->exited) gb_run_read(r);
     /* done once reaped and drained; a grandchild holding the pipe open is

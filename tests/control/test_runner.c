@@ -82,6 +82,28 @@ int main(int argc, char **argv) {
             &res);
         CHECK(res.status == GB_RUN_CANCELLED && strcmp(res.error, "cancelled by request") == 0);
         CHECK(res.exit_code == -SIGTERM);
+    } else if (strcmp(c, "killed_then_cancelled") == 0) {
+        /* killed from outside, and the stop for it arrives before the next
+         * poll has reaped it (a rank of a multi-node job whose death failed
+         * the job): it reports the signal, not "cancelled by request" */
+        char job[256], err[512];
+        snprintf(job, sizeof job,
+                 "{\"job_id\": 5, \"attempt\": 2, \"params\": {\"kind\": \"sleep\", "
+                 "\"backend\": \"cpu\", \"duration_ms\": 60000}}");
+        gb_run_t *r = gb_run_start(gb, dir, job, 100, 300, err, sizeof err);
+        CHECKF(r, "%s", err);
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        CHECK(kill(gb_run_pid(r), SIGKILL) == 0);
+        nanosleep(&ts, NULL); /* a zombie now, not reaped */
+        gb_run_cancel(r);
+        for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
+            CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
+        gb_run_result(r, &res);
+        gb_run_destroy(&r);
+        CHECKF(res.status == GB_RUN_CRASHED && res.exit_code == -SIGKILL, "status %d: %s",
+               res.status, res.error);
+        CHECKF(strstr(res.error, "worker killed by signal 9"), "%s", res.error);
     } else if (strcmp(c, "bad_job") == 0) {
         run(gb, "{\"kind\": \"sleep\", \"backend\": \"auto\"}", 10, -1, &res);
         CHECK(res.status == GB_RUN_FAILED && res.exit_code == 2);

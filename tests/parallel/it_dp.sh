@@ -111,6 +111,12 @@ mn_dead)
     # 0's worker, whose ring connection to rank 1 broke (it fails at once)
     grep -qE "rank 1 on $victim: worker killed by signal 9|rank 0 on .*: tcp ring: rank 1 \(.*\) closed the connection" \
         "$T/error.txt" || fail "the dead rank is not named: $(cat "$T/error.txt")"
+    # the killed rank's own report says what happened to it, even when the
+    # coordinator's stop reached its agent before the agent had reaped it
+    for _ in $(seq 100); do [ -n "$(q "SELECT status FROM v_ranks WHERE job_id = 1 AND rank = 1")" ] && break; sleep 0.05; done
+    eq "the killed rank reports its signal" \
+        "$(q "SELECT status || ': ' || error FROM v_ranks WHERE job_id = 1 AND rank = 1")" \
+        "crashed: rank 1 on $victim: worker killed by signal 9 (Killed)"
     no_workers a1 a2
     ;;
 *)
