@@ -59,6 +59,17 @@ static uint64_t add_job(const char *kind, const char *nodes, int gpus, const cha
         CHECK(gb_ranks_insert(rk, id, 1, 1, agent1, "waiting", now) == 0);
         CHECK(gb_ranks_set(rk, id, 1, 0, "done", "ended", now, NULL) == 0);
         CHECK(gb_ranks_set(rk, id, 1, 1, "done", "ended", now, NULL) == 0);
+        /* each rank's own report: its checksum and how late it began */
+        for (int k = 0; k < 2; k++) {
+            char rrec[160];
+            snprintf(rrec, sizeof rrec,
+                     "{\"details\": {\"params_fnv\": \"00c0ffee00c0ffee\"}, \"dist\": "
+                     "{\"started_at_ms\": %d, \"late_ms\": %d}}",
+                     1000 + 3 * k, 3 * k);
+            gb_rank_report_t rep = {.status = "ok", .record = rrec};
+            int stored = 0;
+            CHECK(gb_ranks_report(rk, id, 1, k, &rep, &stored) == 0 && stored);
+        }
     }
     if (record) {
         gb_record_t rec;
@@ -314,6 +325,12 @@ int main(void) {
              " (SELECT * FROM v_ranks WHERE job_id = %llu ORDER BY rank)",
              (unsigned long long)multi);
     EQ(sql, "0:node-a:done 1:node-b:done");
+    /* every node ended with the same weights, and how late each began */
+    snprintf(sql, sizeof sql,
+             "SELECT count(DISTINCT params_fnv) || ',' || group_concat(late_ms, ',') FROM"
+             " (SELECT * FROM v_ranks WHERE job_id = %llu ORDER BY rank)",
+             (unsigned long long)multi);
+    EQ(sql, "1,0,3");
 
     /* the documented NVLink-against-PCIe query: one row, node a's 8 GPUs */
     sqlite3_stmt *s;
