@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_BACKEND_ABI 3 /* 2: the allreduce op; 3: gemm's timed window */
+#define GB_BACKEND_ABI 4 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's */
 #define GB_ERR_LEN     512
 
 typedef enum {
@@ -154,6 +154,11 @@ typedef struct gb_allreduce_size {
     double algbw_gbs;    /* bytes / time, 1e9 bytes/s */
     double busbw_gbs;    /* algbw * 2 (n - 1) / n, n = the job's replicas */
     int ok;              /* every replica's result equal to the exact sum */
+    /* CLOCK_REALTIME ms (gb_engine_wall_ms) when this replica began this
+     * size's warm-up and ended its check: the record's timed window runs
+     * from the first size's start to the last size's end, after the
+     * rendezvous and the setup (0: the backend did not say) */
+    int64_t window_ms[2];
 } gb_allreduce_size_t;
 
 typedef struct gb_backend_ops {

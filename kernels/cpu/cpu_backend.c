@@ -1132,6 +1132,7 @@ static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config
     if (gb_comm_connect(comm, err, errlen)) goto done;
     for (int k = 0; k < n; k++) {
         size_t count = sizes[k].count;
+        sizes[k].window_ms[0] = gb_engine_wall_ms();
         for (size_t i = 0; i < count; i++)
             buf[i] = gb_allreduce_input(g, i);
         for (int w = 0; w < cfg->warmup; w++)
@@ -1155,6 +1156,7 @@ static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config
             if (buf[i] != want[i % 11]) bad++;
         if (gb_comm_allreduce(comm, &bad, 1, GB_COMM_MAX, err, errlen)) goto done;
         sizes[k].ok = bad == 0;
+        sizes[k].window_ms[1] = gb_engine_wall_ms();
     }
     char *j = malloc(64);
     if (j) snprintf(j, 64, "{\"transport\":\"%s\"}", comm->transport);

@@ -530,6 +530,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         want.v[i] = gb_allreduce_expected(comm->world, (size_t)i);
     for (int k = 0; k < n; k++) {
         size_t count = sizes[k].count;
+        sizes[k].window_ms[0] = gb_engine_wall_ms();
         CK_CUDA(gb_k_ar_fill(s, buf, count, comm->rank, -1));
         for (int w = 0; w < cfg->warmup; w++)
             CK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, s));
@@ -559,6 +560,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         if (nccl_poll(comm, nc, s, NULL, err, errlen)) goto fail;
         sizes[k].time_us = us;
         sizes[k].ok = bad == 0;
+        sizes[k].window_ms[1] = gb_engine_wall_ms();
     }
     {
         const char *ic;

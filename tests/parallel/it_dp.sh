@@ -32,6 +32,11 @@ allreduce)
         "18,18,8,1048576"
     eq "two replicas, shared memory" \
         "$(q "SELECT DISTINCT n_gpus || ',' || n_nodes || ',' || interconnect FROM v_allreduce")" "2,1,shm"
+    # the timed window is the all-reduces', inside the job, and the telemetry was cut to it
+    eq "timed window within the job" \
+        "$(q "SELECT json_extract(record, '$.timed_window_ms[0]') <= json_extract(record, '$.timed_window_ms[1]')
+              AND json_extract(record, '$.timed_window_ms[0]') >= (julianday(started_at) - 2440587.5) * 86400000 - 5
+              AND json_extract(record, '$.telemetry.window_ms') = json_extract(record, '$.timed_window_ms') FROM results")" 1
     # valid depends on what else the machine ran (CPU contention, spread):
     # either way the result says so, with the reason when it is not
     eq "validity stated, with a reason when invalid" \
