@@ -479,7 +479,7 @@ static void rank_read(gb_agent_t *a, slot_t *s) {
             gb_warn("job %" PRIu64 " attempt %u: the worker broke the rendezvous protocol (%s): "
                     "stopping it",
                     s->job_id, s->attempt, ok ? line : why);
-            gb_run_cancel(s->run);
+            gb_run_cancel(s->run, "stopped by its agent: the worker broke the rendezvous protocol");
             rc = -1;
             break;
         }
@@ -501,7 +501,8 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
             send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t)strlen(line)) {
             gb_warn("job %" PRIu64 " attempt %u: cannot pass the start to the worker: stopping it",
                     s->job_id, s->attempt);
-            gb_run_cancel(s->run);
+            gb_run_cancel(s->run,
+                          "stopped by its agent: the start could not be passed to the worker");
             return;
         }
         gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRIu64, s->job_id, s->attempt,
@@ -711,9 +712,10 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         for (int i = 0; i < a->cfg.slots; i++)
             if (a->slots[i].run && a->slots[i].job_id == env->cancel->job_id &&
                 a->slots[i].attempt == env->cancel->attempt) {
-                gb_info("job %" PRIu64 " attempt %u: cancelling", env->cancel->job_id,
-                        env->cancel->attempt);
-                gb_run_cancel(a->slots[i].run);
+                gb_info("job %" PRIu64 " attempt %u: cancelling%s%s", env->cancel->job_id,
+                        env->cancel->attempt, env->cancel->reason[0] ? ": " : "",
+                        env->cancel->reason);
+                gb_run_cancel(a->slots[i].run, env->cancel->reason);
             }
         break;
     case GB__ENVELOPE__BODY_RANK_START:

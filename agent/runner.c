@@ -29,6 +29,7 @@ struct gb_run {
     int64_t deadline_ms, kill_at_ms; /* monotonic; kill_at 0 = no SIGKILL scheduled */
     int timeout_s, grace_ms;
     int timed_out, cancelled, exited, wstatus;
+    char cancel_why[256];
     int64_t started_wall, finished_wall;
 };
 
@@ -196,11 +197,12 @@ static int reap(gb_run_t *r) {
     return 1;
 }
 
-void gb_run_cancel(gb_run_t *r) {
+void gb_run_cancel(gb_run_t *r, const char *why) {
     /* a worker that already died (killed from outside, crashed) before the
      * cancel came is reported as what it was, not as cancelled */
     if (reap(r) || r->cancelled) return;
     r->cancelled = 1;
+    gb_copy(r->cancel_why, sizeof r->cancel_why, why && *why ? why : "cancelled by request");
     kill_group(r, SIGTERM);
     r->kill_at_ms = gb_mono_ms() + r->grace_ms;
 }
@@ -264,7 +266,7 @@ void gb_run_result(gb_run_t *r, gb_run_result_t *out) {
         out->exit_code = -WTERMSIG(st);
     if (r->cancelled) {
         out->status = GB_RUN_CANCELLED;
-        gb_fmt(out->error, sizeof out->error, "cancelled by request");
+        gb_fmt(out->error, sizeof out->error, "%s", r->cancel_why);
     } else if (r->timed_out) {
         out->status = GB_RUN_TIMEOUT;
         gb_fmt(out->error, sizeof out->error, "timed out after %d s (worker killed)", r->timeout_s);

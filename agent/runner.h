@@ -59,8 +59,10 @@ void gb_run_read(gb_run_t *self);
 /* Enforce the time limit and reap; 1 once the child has exited and its
  * output is drained, else 0. now_ms is CLOCK_MONOTONIC ms. */
 int gb_run_poll(gb_run_t *self, int64_t now_ms);
-/* Stop the job on request: SIGTERM now, SIGKILL after the grace period. */
-void gb_run_cancel(gb_run_t *self);
+/* Stop the job on request: SIGTERM now, SIGKILL after the grace period;
+ * why (NULL or "": "cancelled by request") becomes the job's error. A
+ * worker that already died is reported as what it was. */
+void gb_run_cancel(gb_run_t *self, const char *why);
 /* After gb_run_poll returned 1: the outcome (record read from
  * dir/result.json). The caller frees out->record_json. */
 void gb_run_result(gb_run_t *self, gb_run_result_t *out);

@@ -277,6 +277,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (!jobref_ok(
                 &(Gb__JobRef){.job_id = env->cancel->job_id, .attempt = env->cancel->attempt}))
             FAIL(RANGE, "cancel: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
+        CHECK_STR(env->cancel->reason, 0, GB_WIRE_TEXT_MAX, "cancel.reason");
         return 0;
     case GB__ENVELOPE__BODY_REJECT:
         if (!gb_wire_reject_code_ok((int)env->reject->code))

@@ -816,10 +816,14 @@ static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n
  * it (a cancel request, a job taken from the agent, a multi-node attempt
  * ended) may be rolled back, and a cancel must not overtake the assignment
  * it stops. A rolled-back turn re-derives its cancels from the store. */
-static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt) {
+static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint32_t attempt,
+                        const char *why) {
     Gb__Cancel cn = GB__CANCEL__INIT;
     cn.job_id = job;
     cn.attempt = attempt;
+    char reason[GB_WIRE_TEXT_MAX + 1];
+    gb_copy(reason, sizeof reason, why ? why : "");
+    cn.reason = reason;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_CANCEL;
     env.cancel = &cn;
@@ -1025,7 +1029,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         if (!ours) {
             gb_warn("agent %s runs job %" PRIu64 " attempt %u that is no longer its: cancelling",
                     a->name, h->running[i]->job_id, h->running[i]->attempt);
-            send_cancel(c, a->id, h->running[i]->job_id, h->running[i]->attempt);
+            send_cancel(c, a->id, h->running[i]->job_id, h->running[i]->attempt,
+                        "stopped: the coordinator no longer runs this attempt here");
         }
     }
     gb_info("agent %s (%s) %s: %d GPU(s), %s, labels '%s', %d slot(s)", a->name, a->id,
@@ -1501,7 +1506,10 @@ static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char 
     if (actions & GB_GANG_CANCEL)
         for (int r = 0; r < n; r++)
             if (gb_gang_take_cancel(G->g, r)) {
-                send_cancel(c, G->agent[r]->id, j->id, j->attempt); /* after the commit */
+                char why[GB_WIRE_TEXT_MAX + 1];
+                gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)",
+                       gb_gang_reason(G->g));
+                send_cancel(c, G->agent[r]->id, j->id, j->attempt, why); /* after the commit */
                 gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (%s)", j->id,
                         j->attempt, r, G->agent[r]->name, gb_gang_reason(G->g));
             }
@@ -2304,7 +2312,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             if (j->gang)
                 gang_cancel(c, j);
             else
-                send_cancel(c, j->agent->id, j->id, j->attempt);
+                send_cancel(c, j->agent->id, j->id, j->attempt, "cancelled by request");
             stopping++;
         }
     }
@@ -2750,7 +2758,7 @@ static void stop_handed_rank(void *vctx, int rank, const char *agent_id) {
     if (!a || a->state != A_CONNECTED) return; /* told when it registers again (on_hello) */
     gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (the attempt is given up)", j->id,
             j->attempt, rank, a->name);
-    send_cancel(c, a->id, j->id, j->attempt);
+    send_cancel(c, a->id, j->id, j->attempt, "stopped: the multi-node attempt was given up");
 }
 
 /* Sweeps and unfinished jobs from the store into memory (the agents are

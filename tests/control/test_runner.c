@@ -30,7 +30,7 @@ static void run(const char *exe, const char *params, int timeout_s, int cancel_a
     while (!gb_run_poll(r, gb_mono_ms())) {
         gb_run_read(r);
         if (cancel_after_ms >= 0 && !cancelled && gb_mono_ms() - t0 >= cancel_after_ms) {
-            gb_run_cancel(r);
+            gb_run_cancel(r, NULL);
             cancelled = 1;
         }
         CHECKF(gb_mono_ms() - t0 < 30000, "the worker never ended");
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
         nanosleep(&ts, NULL);
         CHECK(kill(gb_run_pid(r), SIGKILL) == 0);
         nanosleep(&ts, NULL); /* a zombie now, not reaped */
-        gb_run_cancel(r);
+        gb_run_cancel(r, "stopped: rank 0 failed");
         for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
             CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
         gb_run_result(r, &res);

@@ -179,6 +179,9 @@ deadline)
     contains "the deadline names the rank" "$T/error.txt" "gave up after 1 attempt(s); last: rank 1 (node fake) was not ready within 2 s"
     eq "both ranks stopped" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
         "cancelled/cancelled,cancelled/cancelled"
+    # rank 0, which was ready, says why it was stopped (not "cancelled by request")
+    eq "rank 0's reason" "$(q "SELECT error FROM ranks WHERE rank = 0")" \
+        "rank 0 on a1: stopped: the multi-node attempt ended (rank 1 (node fake) was not ready within 2 s)"
     no_workers a1
     ;;
 rank0_dies)
