@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
     Gb__Cancel cn = GB__CANCEL__INIT;
     cn.job_id = 7;
     cn.attempt = 1;
+    cn.reason = "stopped: the multi-node attempt ended (rank 1 failed)";
     env.body_case = GB__ENVELOPE__BODY_CANCEL;
     env.cancel = &cn;
     put("cancel", &env, 1);
