@@ -686,6 +686,14 @@ static void assign(gb_coord_t *c, cjob_t *j, cagent_t *a, const char *backend) {
     gb_info("job %" PRIu64 " attempt %u -> %s (%s)", j->id, attempt, a->name, backend);
 }
 
+/* Does the agent run a rank of a multi-node job? Nothing else goes beside
+ * one: it would measure both (docs/scaling.md). */
+static int runs_rank(const cagent_t *a) {
+    for (int k = 0; k < a->n_running; k++)
+        if (is_multi(a->running[k])) return 1;
+    return 0;
+}
+
 static void dispatch(gb_coord_t *c) {
     if (!c->dirty || !c->q_head) return;
     if (c->store_retry_ms && gb_mono_ms() < c->store_retry_ms) return; /* after a failure */
@@ -693,7 +701,7 @@ static void dispatch(gb_coord_t *c) {
     gang_dispatch(c); /* multi-node jobs first: they need several idle nodes at once */
     for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
         cagent_t *a = c->agent_list[i];
-        if (a->state != A_CONNECTED) continue;
+        if (a->state != A_CONNECTED || runs_rank(a)) continue;
         gb_node_caps_t caps;
         agent_caps(a, &caps);
         for (cjob_t *j = c->q_head, *next;
@@ -1582,8 +1590,10 @@ static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *back
         int k = 0;
         for (size_t i = 0; i < c->n_agents && k < n; i++) {
             cagent_t *a = c->agent_list[i];
-            if (a->state != A_CONNECTED || a->rendezvous < 1 || a->n_running >= a->slots ||
-                a->reported_busy >= a->slots)
+            /* idle, not only a free slot: a rank beside another job on the
+             * node would measure both (docs/scaling.md) */
+            if (a->state != A_CONNECTED || a->rendezvous < 1 || a->n_running > 0 ||
+                a->reported_busy > 0)
                 continue;
             gb_node_caps_t caps;
             char be[8], why[256];
@@ -1934,9 +1944,11 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     a->last_heard_ms = gb_mono_ms();
     if (body == GB__ENVELOPE__BODY_HEARTBEAT) {
         const Gb__Heartbeat *hb = env->heartbeat;
-        int was_full = a->reported_busy >= a->slots;
+        int was_full = a->reported_busy >= a->slots, was_busy = a->reported_busy > 0;
         a->reported_busy = (int)hb->n_running;
-        if (was_full && a->reported_busy < a->slots) c->dirty = 1;
+        /* a free slot for a one-node job; an idle agent for a rank */
+        if ((was_full && a->reported_busy < a->slots) || (was_busy && a->reported_busy == 0))
+            c->dirty = 1;
         /* A started job its agent neither runs nor holds a result for has
          * vanished (e.g. its result could not be spooled). Its result, had it
          * been sent, arrives before this heartbeat (one connection is FIFO),

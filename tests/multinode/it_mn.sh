@@ -14,6 +14,27 @@ FAKE=$2
 case=${3:?case}
 
 case "$case" in
+idle)
+    # agents with two slots: a rank goes only to an idle agent (a free slot
+    # beside another job is not enough), and nothing goes beside a rank
+    start_coord
+    start_agent a1 --slots 2
+    start_agent a2 --slots 2
+    wait_nodes 2
+    s1=$(submit --kind sleep --param duration_ms=1500 --nodes a1)
+    wait_running "$s1" 1
+    s2=$(submit --kind sleep --param duration_ms=1500 --param n_nodes=2)
+    s3=$(submit --kind sleep --param duration_ms=100 --repeat 2)
+    for s in $s1 $s2 $s3; do check "wait $s" "$GB" wait "$s" --quiet --timeout 60; done
+    eq "the ranks waited for a1's job to end" \
+        "$(q "SELECT min(k.placed_at) >= (SELECT ended_at FROM attempts WHERE job_id = 1)
+              FROM ranks k WHERE k.job_id = 2")" 1
+    eq "no one-node job ran beside a rank" \
+        "$(q "SELECT count(*) FROM attempts x JOIN jobs jx ON jx.job_id = x.job_id AND jx.sweep_id = $s3
+              JOIN ranks k ON k.agent_id = x.agent_id AND k.job_id = 2
+              WHERE x.started_at < k.ended_at AND k.placed_at < x.ended_at")" 0
+    no_workers a1 a2
+    ;;
 two)
     start_coord
     start_agent a1
