@@ -34,7 +34,7 @@ static void usage(FILE *out) {
         "  --steps N,...         timed steps (resnet50; default 20)\n"
         "  --warmup N,...        warm-up steps (resnet50; default 3)\n"
         "  --image-size N,...    input size (resnet50; default 224)\n"
-        "  --interconnect I,...  auto | nvlink | pcie (resnet50; default auto)\n"
+        "  --interconnect I,...  auto | nvlink | pcie (resnet50, allreduce; default auto)\n"
         "  --nodes GLOB,...      node name or GPU model glob (default *)\n"
         "  --labels k=v,...      labels a node must carry (default none)\n"
         "  --repeat N            copies of each configuration (default 1)\n"

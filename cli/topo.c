@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_GPUS 64 /* GB_WIRE_GPUS_MAX */
@@ -125,8 +126,13 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         fprintf(stderr, "gpubench nodes: out of memory\n");
         return 1;
     }
-    if (access(db_path, F_OK) != 0) {
+    struct stat sb;
+    if (stat(db_path, &sb) != 0) {
         fprintf(stderr, "gpubench nodes: no store at %s\n", db_path);
+        goto out;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "gpubench nodes: %s is a directory; --db names the store file\n", db_path);
         goto out;
     }
     if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {

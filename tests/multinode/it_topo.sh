@@ -52,6 +52,8 @@ if "$GB" nodes --topo nosuch --db "$T/gb.db" 2>"$T/err.txt"; then fail "--topo n
 contains "no such node" "$T/err.txt" "no node named 'nosuch'"
 if "$GB" nodes --topo --db "$T/none.db" 2>"$T/err.txt"; then fail "--topo on no store succeeded"; fi
 contains "no store" "$T/err.txt" "no store at $T/none.db"
+if "$GB" nodes --topo --db "$T" 2>"$T/err.txt"; then fail "--topo on a directory succeeded"; fi
+contains "a directory" "$T/err.txt" "is a directory; --db names the store file"
 "$GB" nodes dgx 2>"$T/err.txt"
 eq "NODE without --topo is a usage error" "$?" 2
 
