@@ -220,7 +220,8 @@ static void test_files(void) {
     const char *heads[2] = {"PK\x03\x04 torch zip archive......", "\x80\x02 an old pickle....."};
     for (int i = 0; i < 2; i++) {
         FILE *f = fopen(p, "wb");
-        CHECK(f && fwrite(heads[i], 1, 30, f) == 30 && fclose(f) == 0);
+        size_t hn = strlen(heads[i]);
+        CHECK(f && fwrite(heads[i], 1, hn, f) == hn && fclose(f) == 0);
         CHECKF(gb_st_open(p, err, sizeof(err)) == NULL && strstr(err, "torch.save"), "%s", err);
     }
     unlink(p);
