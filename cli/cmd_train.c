@@ -323,18 +323,26 @@ int cmd_train(int argc, char **argv) {
         }
     }
     int rc = gb_train_run(&cfg, &res, err, sizeof(err)) != 0;
-    if (cfg.devices > 1 && res.record_json && strstr(res.record_json, "\"backend\":\"cpu\"")) {
-        long t = cfg.threads > 0 ? cfg.threads : sysconf(_SC_NPROCESSORS_ONLN);
-        if (t > 0 && t < cfg.devices)
-            fprintf(stderr,
-                    "gpubench train: note: %ld thread(s) for %d replicas: each replica still "
-                    "runs one, %d in all\n",
-                    t, cfg.devices, cfg.devices);
-        else if (t > 0 && t % cfg.devices)
-            fprintf(stderr,
-                    "gpubench train: note: %ld threads do not split evenly over %d replicas: "
-                    "%ld each, %ld left idle\n",
-                    t, cfg.devices, t / cfg.devices, t % cfg.devices);
+    if (cfg.devices > 1 && res.record_json) {
+        /* the engine's split of the threads, as its record states it: the
+         * whole (threads) and each CPU replica's (details.threads) */
+        cJSON *rec = cJSON_Parse(res.record_json);
+        const cJSON *det = cJSON_GetObjectItemCaseSensitive(rec, "details");
+        double tt = jnum(rec, "threads"), te = jnum(det, "threads");
+        int t = isfinite(tt) ? (int)tt : 0, each = isfinite(te) ? (int)te : 0, d = cfg.devices;
+        if (strcmp(jstr(rec, "backend"), "cpu") == 0 && t > 0 && each > 0) {
+            if (each * d > t)
+                fprintf(stderr,
+                        "gpubench train: note: %d thread(s) for %d replicas: each replica still "
+                        "runs one, %d in all\n",
+                        t, d, each * d);
+            else if (each * d < t)
+                fprintf(stderr,
+                        "gpubench train: note: %d threads do not split evenly over %d replicas: "
+                        "%d each, %d left idle\n",
+                        t, d, each, t - each * d);
+        }
+        cJSON_Delete(rec);
     }
     if (res.record_json) { /* measured (even when a save failed after it) */
         if (json)

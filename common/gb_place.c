@@ -6,13 +6,14 @@
 #include <fnmatch.h>
 #include <string.h>
 
-static int kind_offered(const char *kinds, const char *kind) {
-    if (!kinds || !*kinds) return 1;
-    size_t klen = strlen(kind);
-    for (const char *p = kinds; p && *p;) {
+/* Is item in the comma list (NULL or "": every item is)? */
+static int in_list(const char *list, const char *item) {
+    if (!list || !*list) return 1;
+    size_t ilen = strlen(item);
+    for (const char *p = list; p && *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == klen && strncmp(p, kind, len) == 0) return 1;
+        if (len == ilen && strncmp(p, item, len) == 0) return 1;
         p = end ? end + 1 : NULL;
     }
     return 0;
@@ -20,7 +21,7 @@ static int kind_offered(const char *kinds, const char *kind) {
 
 /* The job's choice of nodes: kind offered, name or model glob, labels. */
 static int selected(const gb_node_caps_t *node, const gb_jobdef_t *job, char *why, size_t whylen) {
-    if (!kind_offered(node->kinds, job->kind)) {
+    if (!in_list(node->kinds, job->kind)) {
         gb_fmt(why, whylen, "node %s cannot run %s jobs", node->name, job->kind);
         return 0;
     }
@@ -77,7 +78,7 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
             return 0;
         }
         if (job->precision[0] && node->cpu_precisions && node->cpu_precisions[0] &&
-            !kind_offered(node->cpu_precisions, job->precision)) {
+            !in_list(node->cpu_precisions, job->precision)) {
             gb_fmt(why, whylen, "node %s's CPU trains in %s only%s", node->name,
                    node->cpu_precisions,
                    strcmp(job->precision, "bf16") == 0 ? " (bf16 needs avx512_bf16)" : "");
