@@ -438,8 +438,13 @@ static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len
             gb_fmt(peer, sizeof peer, " (%s%s%s%s)", addr ? addr : "?", key ? ", key " : "",
                    key ? (name[0] ? name : key) : "", "");
         }
-        gb_warn("rejected %s from %s%s: %s: %s", what, who, peer, gb_wire_reject_name(code),
-                reason);
+        /* a spec the user got wrong is answered to the user (and `gpubench
+         * run` prints it): the operator's log has it at info, not warn */
+        int users_own = code == GB__REJECT_CODE__REJECT_BAD_SPEC ||
+                        code == GB__REJECT_CODE__REJECT_UNSATISFIABLE ||
+                        code == GB__REJECT_CODE__REJECT_NOT_FOUND;
+        gb_log(users_own ? GB_LOG_INFO : GB_LOG_WARN, "rejected %s from %s%s: %s: %s", what, who,
+               peer, gb_wire_reject_name(code), reason);
     } else {
         c->rejects_suppressed++;
     }

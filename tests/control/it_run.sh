@@ -56,4 +56,6 @@ printf '{"kind": "bert"}' >"$T/bad.json"
 "$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
 eq "a bad spec makes run exit 1" "$?" 1
 contains "and says why" "$T/bad.log" "unknown job kind 'bert'"
+eq "once (the embedded coordinator's log keeps the user's own mistakes at info)" \
+    "$(grep -c "unknown job kind 'bert'" "$T/bad.log")" 1
 echo ok
