@@ -431,6 +431,36 @@ static cJSON *num_array(const double *v, int n) {
     return a;
 }
 
+/* Refuse, before anything is allocated, a run whose host memory cannot fit
+ * on this machine by a lower bound of what it will touch: the images (and
+ * the --data file's global batch), the canonical parameters, and for CPU
+ * replicas each one's parameters, gradients and momentum and the outputs of
+ * its convolutions. Else a --batch or --devices too large for the machine
+ * ends in the kernel's OOM kill after minutes of page faults. The CPU
+ * backend checks its exact arenas again before it maps them. */
+static int check_memory(const gb_model_t *m, const gb_train_config_t *cfg,
+                        const gb_backend_ops_t *ops, int D, int world, size_t npix, char *err,
+                        size_t errlen) {
+    const char *what;
+    uint64_t avail = gb_mem_available(&what);
+    if (avail == UINT64_MAX) return 0;
+    double need = 4.0 * ((double)D * (double)npix + 2.0 * (double)(m->n_params + m->n_buffers));
+    if (cfg->data_path) need += 4.0 * (double)world * (double)npix;
+    if (strcmp(ops->name, "cpu") == 0)
+        need += 4.0 * D *
+                (3.0 * (double)m->n_params + (double)cfg->batch * (double)m->conv_out);
+    if (need <= (double)avail) return 0;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    snprintf(err, errlen,
+             "%s: batch %d%s at %dx%d needs at least %.1f GiB of host memory, more than the %.1f "
+             "GiB this machine has available (%s): use %sa smaller --batch or --image-size "
+             "(GB_CPU_MEM_CHECK=0 to try anyway)",
+             ops->name, cfg->batch, D > 1 ? " per replica" : "", cfg->model.image_h,
+             cfg->model.image_w, need / gib, (double)avail / gib, what,
+             D > 1 ? "fewer --devices, " : "");
+    return -1;
+}
+
 /* One replica of the run: its thread, its batch, what it measured. */
 typedef struct replica {
     struct run *run;
@@ -746,6 +776,7 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     /* CPU replicas split the cores */
     cfg->threads = threads / D > 0 ? threads / D : 1;
     size_t npix = (size_t)cfg->batch * 3 * cfg->model.image_h * cfg->model.image_w;
+    if (check_memory(m, cfg, ops, D, world, npix, err, errlen)) goto done;
     run.params = malloc(m->n_params * sizeof(float));
     buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
     ms = calloc((size_t)cfg->steps, sizeof(double));

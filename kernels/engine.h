@@ -43,6 +43,12 @@ int gb_precision_parse(const char *s, gb_precision_t *out);
  * cut to them). */
 int64_t gb_engine_wall_ms(void);
 
+/* Host memory this process can still be given: MemAvailable, or less where
+ * a cgroup (v2 or v1) limit leaves less; *what names which. UINT64_MAX when
+ * unknown or when GB_CPU_MEM_CHECK=0 (the memory checks before a run are
+ * then off). */
+uint64_t gb_mem_available(const char **what);
+
 /* Multi-node data parallelism: coordinator-relayed. A job over n_nodes
  * agents runs one worker per node (a *rank*), each driving `devices`
  * replicas; the coordinator carries rank 0's unique id (ncclGetUniqueId's

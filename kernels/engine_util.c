@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,4 +30,45 @@ int gb_precision_parse(const char *s, gb_precision_t *out) {
         }
     }
     return -1;
+}
+
+static int read_u64_file(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    int ok = fscanf(f, "%llu", &v) == 1; /* "max" does not parse: no limit */
+    fclose(f);
+    if (ok) *out = v;
+    return ok;
+}
+
+uint64_t gb_mem_available(const char **what) {
+    uint64_t avail = UINT64_MAX, lim, used;
+    *what = "unknown";
+    const char *off = getenv("GB_CPU_MEM_CHECK");
+    if (off && strcmp(off, "0") == 0) return UINT64_MAX;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                avail = (uint64_t)kb * 1024u;
+                *what = "MemAvailable";
+                break;
+            }
+        }
+        fclose(f);
+    }
+    if ((read_u64_file("/sys/fs/cgroup/memory.max", &lim) &&
+         read_u64_file("/sys/fs/cgroup/memory.current", &used)) ||
+        (read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes", &lim) &&
+         read_u64_file("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used))) {
+        uint64_t left = lim > used ? lim - used : 0;
+        if (left < avail) {
+            avail = left;
+            *what = "the cgroup's memory limit";
+        }
+    }
+    return avail;
 }

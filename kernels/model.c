@@ -202,6 +202,13 @@ gb_model_t *gb_model_new(const gb_model_config_t *cfg, char *err, size_t errlen)
      * except the stem, whose input needs no gradient. */
     double stem_flops = 2.0 * w0 * m->stem.oh * m->stem.ow * 3.0 * 49.0;
     m->train_flops = 3.0 * m->fwd_flops - stem_flops;
+    m->conv_out = (size_t)m->stem.k * (size_t)(m->stem.oh * m->stem.ow);
+    for (int i = 0; i < m->n_blocks; i++) {
+        const gb_block_t *k = &m->blocks[i];
+        const gb_conv_t *cv[4] = {&k->conv1, &k->conv2, &k->conv3, &k->down};
+        for (int j = 0; j < (k->has_down ? 4 : 3); j++)
+            m->conv_out += (size_t)cv[j]->k * (size_t)(cv[j]->oh * cv[j]->ow);
+    }
 
     if (b.failed) {
         snprintf(err, errlen, "out of memory or name too long building the model");

@@ -105,6 +105,8 @@ typedef struct gb_model {
     size_t n_buffers; /* floats in the buffer slab */
     double fwd_flops; /* forward FLOPs per image (convs + fc, 2 per MAC) */
     double train_flops; /* forward + backward FLOPs per image (stem has no data gradient) */
+    size_t conv_out;    /* floats every convolution outputs per image, summed: a lower
+                           bound of the activations a training step keeps */
 } gb_model_t;
 
 /* Fill cfg with ResNet-50 v1.5 at image_size x image_size, 1000 classes. */

@@ -41,6 +41,8 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +116,8 @@ typedef struct cpu_state {
     char *gbuf[NBUF]; /* gradient buffers A, B (ping-pong), D1..D3; W: weight copies */
     void *scratch;    /* oneDNN scratchpad, in the arena */
     size_t scratch_bytes;
-    int touched; /* the arena has been written once (set_batch) */
+    int touched;  /* the arena has been written once (set_batch) */
+    int reserved; /* arena_bytes counted against the machine's memory */
 
     dnnl_memory_t img, pool_out, pool_ws, pooled, pooled_f32, fc_src, logits_m, dlogits_m,
         dpooled_f32, dpooled, fc_src_diff, fcw, fcwf, fcwb, fcgw, fcb, fcgb, stem_diff;
@@ -548,6 +551,57 @@ static int cpu_probe(gb_backend_info_t *info, char *err, size_t errlen) {
     return 0;
 }
 
+/* The arenas of this process's replicas, reserved against what the machine
+ * had available when the first was sized: a run whose replicas cannot all
+ * fit is refused before any arena is touched (else the kernel kills the
+ * process part way through the first touches, after minutes of swapping).
+ * GB_CPU_MEM_CHECK=0 turns the check off (gb_mem_available). */
+#define REPLICA_OVERHEAD (128u << 20) /* oneDNN's kernels, stacks, copies: ~90 MB measured */
+static pthread_mutex_t reserve_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t reserved_bytes, reserved_avail;
+static int reserved_n;
+
+static int reserve_arena(size_t bytes, char *err, size_t errlen) {
+    const char *what = "";
+    pthread_mutex_lock(&reserve_mu);
+    if (reserved_n == 0) reserved_avail = gb_mem_available(&what);
+    int rc = 0;
+    if (reserved_avail != UINT64_MAX && reserved_bytes + bytes > reserved_avail) {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (reserved_n == 0)
+            snprintf(err, errlen,
+                     "cpu backend: the model, its gradients, momentum and the activations of "
+                     "this batch need about %.2f GiB, more than the %.2f GiB this machine has available "
+                     "(%s): use a smaller --batch or --image-size (GB_CPU_MEM_CHECK=0 to try "
+                     "anyway)",
+                     (double)bytes / gib, (double)reserved_avail / gib,
+                     what[0] ? what : "when the first replica was sized");
+        else
+            snprintf(err, errlen,
+                     "cpu backend: %d replicas need about %.2f GiB each (model, gradients, momentum, "
+                     "activations), %.2f GiB together, more than the %.2f GiB this machine had "
+                     "available: use fewer --devices or a smaller --batch (GB_CPU_MEM_CHECK=0 to "
+                     "try anyway)",
+                     reserved_n + 1, (double)bytes / gib,
+                     (double)(reserved_bytes + bytes) / gib, (double)reserved_avail / gib);
+        rc = -1;
+    } else {
+        reserved_bytes += bytes;
+        reserved_n++;
+    }
+    pthread_mutex_unlock(&reserve_mu);
+    return rc;
+}
+
+static void release_arena(size_t bytes) {
+    pthread_mutex_lock(&reserve_mu);
+    if (reserved_n > 0) {
+        reserved_n--;
+        reserved_bytes = reserved_bytes > bytes ? reserved_bytes - bytes : 0;
+    }
+    pthread_mutex_unlock(&reserve_mu);
+}
+
 static void cpu_destroy(void **state) {
     if (!state || !*state) return;
     cpu_state_t *st = *state;
@@ -555,6 +609,7 @@ static void cpu_destroy(void **state) {
     gb_buckets_destroy(&st->bk);
     gb_cpu_ctx_destroy(&st->ctx);
     if (st->arena) munmap(st->arena, st->arena_bytes);
+    if (st->reserved) release_arena(st->arena_bytes + REPLICA_OVERHEAD);
     free(st->blocks);
     free(st->p_off);
     free(st->p_md);
@@ -656,6 +711,8 @@ static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, i
     st->pass = 0;
     if (bind(st, err, errlen) || bind(st, err, errlen)) goto fail;
     st->arena_bytes = align_up(st->arena_used, 2u << 20);
+    if (reserve_arena(st->arena_bytes + REPLICA_OVERHEAD, err, errlen)) goto fail;
+    st->reserved = 1;
     st->arena =
         mmap(NULL, st->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (st->arena == MAP_FAILED) {

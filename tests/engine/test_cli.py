@@ -89,6 +89,30 @@ if os.path.exists(lib):
     if q.returncode != 0:
         check("cuda" in q.stderr.lower(), "--backend cuda without a GPU says why: " + q.stderr)
 
+# A run too large for the machine's memory is refused before it touches
+# it, not killed by the kernel after minutes of page faults: by the engine's
+# lower bound (images, parameters, every replica's slabs and convolution
+# outputs) at once, and by the CPU backend's exact arenas when the bound
+# still fits.
+for args, want in ((["--batch", "65536"], "smaller --batch"),
+                   (["--devices", "1024", "--batch", "2", "--image-size", "32"],
+                    "fewer --devices")):
+    q = run(*args, "--steps", "1", "--warmup", "0")
+    check(q.returncode == 1 and "host memory" in q.stderr and want in q.stderr
+          and "GB_CPU_MEM_CHECK=0" in q.stderr, "%s refused up front: %s" % (args, q.stderr))
+with open("/proc/meminfo") as f:
+    avail_gib = [int(l.split()[1]) for l in f if l.startswith("MemAvailable:")][0] / 2**20
+if avail_gib < 64:
+    # ~76 MB per image at 224x224 in the arena, ~46 by the lower bound:
+    # 1.25x the memory there is passes the bound and fails the arena's check
+    b = int(avail_gib * 1.25 / 0.074)
+    q = run("--batch", str(b), "--steps", "1", "--warmup", "0", "--threads", "2")
+    check(q.returncode == 1 and "cpu backend: the model, its gradients" in q.stderr
+          and "GiB this machine has available" in q.stderr,
+          "batch %d (%.1f GiB available) refused by the arena check: %s" % (b, avail_gib, q.stderr))
+else:
+    print("skip: the arena check's case needs a machine with under 64 GiB available")
+
 # oneDNN writes its trace to stdout: with --format json it goes to stderr,
 # and stdout stays the record alone
 q = subprocess.run([exe, "train", *SMALL, "--format", "json"], capture_output=True, text=True,
