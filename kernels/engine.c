@@ -447,8 +447,7 @@ static int check_memory(const gb_model_t *m, const gb_train_config_t *cfg,
     double need = 4.0 * ((double)D * (double)npix + 2.0 * (double)(m->n_params + m->n_buffers));
     if (cfg->data_path) need += 4.0 * (double)world * (double)npix;
     if (strcmp(ops->name, "cpu") == 0)
-        need += 4.0 * D *
-                (3.0 * (double)m->n_params + (double)cfg->batch * (double)m->conv_out);
+        need += 4.0 * D * (3.0 * (double)m->n_params + (double)cfg->batch * (double)m->conv_out);
     if (need <= (double)avail) return 0;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     snprintf(err, errlen,

@@ -569,21 +569,23 @@ static int reserve_arena(size_t bytes, char *err, size_t errlen) {
     if (reserved_avail != UINT64_MAX && reserved_bytes + bytes > reserved_avail) {
         const double gib = 1024.0 * 1024.0 * 1024.0;
         if (reserved_n == 0)
-            snprintf(err, errlen,
-                     "cpu backend: the model, its gradients, momentum and the activations of "
-                     "this batch need about %.2f GiB, more than the %.2f GiB this machine has available "
-                     "(%s): use a smaller --batch or --image-size (GB_CPU_MEM_CHECK=0 to try "
-                     "anyway)",
-                     (double)bytes / gib, (double)reserved_avail / gib,
-                     what[0] ? what : "when the first replica was sized");
+            snprintf(
+                err, errlen,
+                "cpu backend: the model, its gradients, momentum and the activations of "
+                "this batch need about %.2f GiB, more than the %.2f GiB this machine has available "
+                "(%s): use a smaller --batch or --image-size (GB_CPU_MEM_CHECK=0 to try "
+                "anyway)",
+                (double)bytes / gib, (double)reserved_avail / gib,
+                what[0] ? what : "when the first replica was sized");
         else
-            snprintf(err, errlen,
-                     "cpu backend: %d replicas need about %.2f GiB each (model, gradients, momentum, "
-                     "activations), %.2f GiB together, more than the %.2f GiB this machine had "
-                     "available: use fewer --devices or a smaller --batch (GB_CPU_MEM_CHECK=0 to "
-                     "try anyway)",
-                     reserved_n + 1, (double)bytes / gib,
-                     (double)(reserved_bytes + bytes) / gib, (double)reserved_avail / gib);
+            snprintf(
+                err, errlen,
+                "cpu backend: %d replicas need about %.2f GiB each (model, gradients, momentum, "
+                "activations), %.2f GiB together, more than the %.2f GiB this machine had "
+                "available: use fewer --devices or a smaller --batch (GB_CPU_MEM_CHECK=0 to "
+                "try anyway)",
+                reserved_n + 1, (double)bytes / gib, (double)(reserved_bytes + bytes) / gib,
+                (double)reserved_avail / gib);
         rc = -1;
     } else {
         reserved_bytes += bytes;
