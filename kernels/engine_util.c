@@ -42,6 +42,21 @@ static int read_u64_file(const char *path, uint64_t *out) {
     return ok;
 }
 
+/* "KEY N" from a cgroup's memory.stat; 0 when absent */
+static uint64_t stat_key(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256], k[64];
+    unsigned long long v, out = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%63s %llu", k, &v) == 2 && strcmp(k, key) == 0) {
+            out = v;
+            break;
+        }
+    fclose(f);
+    return out;
+}
+
 uint64_t gb_mem_available(const char **what) {
     uint64_t avail = UINT64_MAX, lim, used;
     *what = "unknown";
@@ -60,10 +75,21 @@ uint64_t gb_mem_available(const char **what) {
         }
         fclose(f);
     }
-    if ((read_u64_file("/sys/fs/cgroup/memory.max", &lim) &&
-         read_u64_file("/sys/fs/cgroup/memory.current", &used)) ||
-        (read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes", &lim) &&
-         read_u64_file("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used))) {
+    /* a cgroup's usage counts its page cache, which the kernel reclaims
+     * before it kills: what is left is the limit less the rest */
+    uint64_t cache = 0;
+    int cg = 0;
+    if (read_u64_file("/sys/fs/cgroup/memory.max", &lim) &&
+        read_u64_file("/sys/fs/cgroup/memory.current", &used)) {
+        cache = stat_key("/sys/fs/cgroup/memory.stat", "file");
+        cg = 1;
+    } else if (read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes", &lim) &&
+               read_u64_file("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used)) {
+        cache = stat_key("/sys/fs/cgroup/memory/memory.stat", "total_cache");
+        cg = 1;
+    }
+    if (cg) {
+        used = used > cache ? used - cache : 0;
         uint64_t left = lim > used ? lim - used : 0;
         if (left < avail) {
             avail = left;
