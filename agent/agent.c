@@ -637,6 +637,8 @@ static void reap_jobs(gb_agent_t *a) {
     for (int i = 0; i < a->cfg.slots; i++) {
         slot_t *s = &a->slots[i];
         if (!s->run || !gb_run_poll(s->run, now)) continue;
+        uint64_t ticks;
+        if (s->tm && gb_run_cpu_ticks(s->run, &ticks) == 0) gb_sampler_worker_ended(s->tm, ticks);
         if (s->tm && !gb_sampler_stop(s->tm, now)) continue; /* its handshake: a later turn */
         gb_run_result_t rr;
         gb_run_result(s->run, &rr);

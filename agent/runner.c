@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ struct gb_run {
     int64_t deadline_ms, kill_at_ms; /* monotonic; kill_at 0 = no SIGKILL scheduled */
     int timeout_s, grace_ms;
     int timed_out, cancelled, exited, wstatus;
+    uint64_t cpu_ticks; /* the reaped worker's user + system time, its children's included */
     char cancel_why[256];
     int64_t started_wall, finished_wall;
 };
@@ -38,6 +40,11 @@ int gb_run_fd(const gb_run_t *r) {
 }
 int gb_run_pid(const gb_run_t *r) {
     return (int)r->pid;
+}
+int gb_run_cpu_ticks(const gb_run_t *r, uint64_t *ticks) {
+    if (!r->exited) return -1;
+    *ticks = r->cpu_ticks;
+    return 0;
 }
 int gb_run_rdv_fd(const gb_run_t *r) {
     return r->rdv_fd;
@@ -188,10 +195,15 @@ static void kill_group(gb_run_t *r, int sig) {
 static int reap(gb_run_t *r) {
     if (r->exited) return 1;
     int st;
-    pid_t w = waitpid(r->pid, &st, WNOHANG);
+    struct rusage ru;
+    pid_t w = wait4(r->pid, &st, WNOHANG, &ru);
     if (w != r->pid) return 0;
     r->exited = 1;
     r->wstatus = st;
+    long hz = sysconf(_SC_CLK_TCK);
+    double sec = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    r->cpu_ticks = (uint64_t)(sec * (double)(hz > 0 ? hz : 100) + 0.5);
     r->finished_wall = gb_wall_ms();
     kill(-r->pid, SIGKILL); /* anything the worker left behind in its group */
     return 1;

@@ -47,6 +47,10 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
 /* The agent's end of the rendezvous channel, or -1 without one (or after
  * gb_run_rdv_close). */
 int gb_run_rdv_fd(const gb_run_t *self);
+/* The reaped worker's CPU time (user + system, its threads and reaped
+ * children included) in clock ticks, as /proc/PID/stat counts it; -1 while
+ * it has not been reaped. */
+int gb_run_cpu_ticks(const gb_run_t *self, uint64_t *ticks);
 void gb_run_rdv_close(gb_run_t *self);
 /* Kill the child if it still runs (waiting at most the grace period), reap
  * it, and free. */

@@ -153,6 +153,10 @@ struct gb_sampler {
     atomic_size_t seen; /* samples so far, for gb_sampler_count */
     int64_t stop_asked_ms;
     int joined, abandoned;
+    /* the reaped worker's CPU time, set before the stop: the thread's last
+     * sample (after the timed window) reads it instead of /proc/PID */
+    uint64_t final_ticks;
+    int have_final;
     int cores;
     /* written by the thread only, until ENDED */
     gb_tm_gpu_sample_t *gs;
@@ -370,6 +374,10 @@ static void sample_cpu(gb_sampler_t *s) {
         return;
     }
     x.have_worker = read_pid_stat(s->job.pid, &x.worker) == 0;
+    if (!x.have_worker && s->have_final) {
+        x.worker = s->final_ticks;
+        x.have_worker = 1;
+    }
     x.mhz = read_cpu_mhz(s->cores);
     s->cs[s->n_cs++] = x;
     atomic_fetch_add(&s->seen, 1);
@@ -408,6 +416,10 @@ static void *sampler_main(void *arg) {
         int r = poll(&pfd, 1, (int)(next - now));
         if (r > 0 || (r < 0 && errno != EINTR)) break; /* asked to stop (or the pipe broke) */
     }
+    /* a CPU job's last sample, at the stop: the worker has ended, so it is
+     * at or after the end of the timed window, which the contention figure
+     * then covers whole (the schedule's last one often came before) */
+    if (!gpu) sample_cpu(s);
 out:;
     lib_t *lib = s->lib;
     atomic_store_explicit(&s->state, ENDED, memory_order_release);
@@ -456,6 +468,12 @@ gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char
         return NULL;
     }
     return s;
+}
+
+void gb_sampler_worker_ended(gb_sampler_t *s, uint64_t ticks) {
+    if (s->stop_asked_ms) return; /* the thread may be reading it */
+    s->final_ticks = ticks;
+    s->have_final = 1;
 }
 
 int gb_sampler_stop(gb_sampler_t *s, int64_t now) {

@@ -200,6 +200,10 @@ typedef struct gb_sampler gb_sampler_t;
  * reason when the thread cannot be made. */
 gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char *err,
                                size_t errlen);
+/* A CPU job's worker was reaped with this CPU time (gb_run_cpu_ticks):
+ * the sampler's last sample, taken at the stop, counts it as the worker's.
+ * Call before the first gb_sampler_stop; ignored after. */
+void gb_sampler_worker_ended(gb_sampler_t *self, uint64_t ticks);
 /* The stop handshake, never blocking: the first call asks the thread to
  * stop; every call returns 1 once it has (then the samples are the
  * caller's), or once stop_grace_ms has passed since the first call (the

@@ -520,10 +520,12 @@ int gb_tm_amend(const char *record_json, const gb_tm_data_t *d, size_t max_len, 
            : gpu       ? (d->n_gpu ? d->gpu[0].t_ms : 0)
                        : (d->n_cpu ? d->cpus[0].t_ms : 0);
     if (gpu ? gpu_part(d, ws, we, &p, &sorted) : cpu_part(d, ws, we, &p)) goto oom;
-    if (d->error && d->error[0]) {
-        set_item(p.tm, "error", cJSON_CreateString(d->error));
-        if (!p.flag[0]) gb_fmt(p.flag, sizeof p.flag, "telemetry incomplete: %s", d->error);
-    }
+    if (d->error && d->error[0]) set_item(p.tm, "error", cJSON_CreateString(d->error));
+    /* whatever made it incomplete (the sampler, or too few samples in the
+     * window) is said in the result's flag: valid, but not judged whole */
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(p.tm, "error");
+    if (cJSON_IsString(e) && !p.flag[0])
+        gb_fmt(p.flag, sizeof p.flag, "telemetry incomplete: %s", e->valuestring);
     if (!have_window)
         set_item(p.tm, "note",
                  cJSON_CreateString("the record has no timed_window_ms: every sample of the job "

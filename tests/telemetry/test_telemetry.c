@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -374,6 +375,10 @@ static void t_edges(void) {
     CHECKF(strcmp(str(o, "telemetry.error"),
                   "no GPU sample in the timed window (40 ms, interval 100 ms)") == 0,
            "%s", str(o, "telemetry.error"));
+    /* incomplete is said in the flag too (the store's telemetry_flag) */
+    CHECKF(strcmp(str(o, "telemetry.flag"), "telemetry incomplete: no GPU sample in the timed "
+                                            "window (40 ms, interval 100 ms)") == 0,
+           "%s", str(o, "telemetry.flag"));
     cJSON_Delete(o);
     /* what the sampler could not do */
     d.error = "NVML not available: no driver";
@@ -910,6 +915,35 @@ static void t_cpu_worker_exits(void) {
     gb_tm_cpu_window_t w;
     gb_tm_cpu_window(d.cpus, d.n_cpu, gone - 250, gone + 150, &w);
     CHECK(w.ok && !w.covers && w.worker_pct > 0);
+    gb_sampler_destroy(&s);
+
+    /* the agent's way: the reaped worker's CPU time is handed over before
+     * the stop, and the sample the stop takes carries it: the window up to
+     * the exit is covered (the schedule's last sample came before it) */
+    worker = spin();
+    job.pid = worker;
+    s = gb_sampler_start(t, &job, err, sizeof err);
+    CHECK(s);
+    sleep_ms(230);
+    kill(worker, SIGKILL);
+    struct rusage ru;
+    CHECK(wait4(worker, NULL, 0, &ru) == worker);
+    gone = gb_wall_ms();
+    uint64_t ticks = (uint64_t)(((double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                                 (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6) *
+                                    (double)sysconf(_SC_CLK_TCK) +
+                                0.5);
+    gb_sampler_worker_ended(s, ticks);
+    stop_polling(s);
+    gb_sampler_data(s, &d);
+    CHECK(d.n_cpu >= 2);
+    const gb_tm_cpu_sample_t *last = &d.cpus[d.n_cpu - 1];
+    CHECKF(last->have_worker && last->worker == ticks && last->t_ms >= gone,
+           "last sample: worker %d %" PRIu64 " (reaped %" PRIu64 "), at %" PRId64 " (gone %" PRId64
+           ")",
+           last->have_worker, last->worker, ticks, last->t_ms, gone);
+    gb_tm_cpu_window(d.cpus, d.n_cpu, d.cpus[0].t_ms + 10, gone, &w);
+    CHECK(w.ok && w.covers && w.worker_pct > 0);
     gb_sampler_destroy(&s);
     gb_telemetry_destroy(&t);
 }
