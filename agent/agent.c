@@ -52,6 +52,9 @@ typedef struct slot {
     char dir[4200];
     slot_rank_t rank;
     gb_sampler_t *tm; /* the job's telemetry sampler, or NULL */
+    /* why a job that should have been sampled was not (said in its record) */
+    char tm_error[300];
+    int tm_n_gpus;
 } slot_t;
 
 typedef struct unacked {
@@ -534,17 +537,31 @@ static void tm_start(gb_agent_t *a, slot_t *s, const char *params_json) {
         job.pid = gb_run_pid(s->run);
     }
     cJSON_Delete(p);
+    s->tm_error[0] = '\0';
+    s->tm_n_gpus = job.n_gpus;
     if (ok) s->tm = gb_sampler_start(a->tm, &job, err, sizeof err);
-    if (!s->tm) gb_warn("job %" PRIu64 ": no telemetry: %s", s->job_id, err);
+    if (!s->tm) {
+        gb_warn("job %" PRIu64 ": no telemetry: %s", s->job_id, err);
+        gb_fmt(s->tm_error, sizeof s->tm_error, "no telemetry: %s", err);
+    }
 }
 
-/* The job ended: its samples go into the record (a successful one). */
+/* The job ended: its samples go into the record (a successful one); a job
+ * whose sampler could not start gets telemetry that says why (else its
+ * record reads like one with telemetry turned off). */
 static void tm_finish(slot_t *s, gb_run_result_t *rr) {
-    if (!s->tm) return;
+    if (!s->tm && !s->tm_error[0]) return;
     if (rr->status == GB_RUN_OK && rr->record_json) {
         gb_tm_data_t d;
         char *amended = NULL, err[256];
-        gb_sampler_data(s->tm, &d);
+        if (s->tm) {
+            gb_sampler_data(s->tm, &d);
+        } else {
+            memset(&d, 0, sizeof d);
+            d.n_gpus = s->tm_n_gpus;
+            d.cpu = s->tm_n_gpus == 0;
+            d.error = s->tm_error;
+        }
         if (gb_tm_amend(rr->record_json, &d, GB_WIRE_RECORD_MAX - 1024, &amended, err,
                         sizeof err) == 0) {
             free(rr->record_json);
@@ -555,6 +572,7 @@ static void tm_finish(slot_t *s, gb_run_result_t *rr) {
             gb_warn("job %" PRIu64 ": telemetry not added: %s", s->job_id, err);
         }
     }
+    s->tm_error[0] = '\0';
     gb_sampler_destroy(&s->tm);
 }
 

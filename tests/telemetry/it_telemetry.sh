@@ -185,6 +185,26 @@ off)
     eq "the window is still recorded" "$(q "SELECT json_array_length(record, '$.timed_window_ms') FROM results")" 2
     eq "valid" "$(q "SELECT valid FROM v_results")" 1
     ;;
+uuid)
+    # CUDA_VISIBLE_DEVICES by UUID: the agent cannot tell which NVML GPU a
+    # job's GPU is, so nothing is sampled, and the record says so (it must
+    # not read like telemetry turned off); valid, flagged
+    echo '0 * reasons=0' >"$SCRIPT"
+    CUDA_VISIBLE_DEVICES=GPU-fake-2 agent_fake a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=200)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    eq "telemetry present" "$(rec '$.telemetry.source')" nvml
+    case "$(rec '$.telemetry.error')" in
+    "no telemetry: CUDA_VISIBLE_DEVICES='GPU-fake-2'"*"cannot tell which GPUs to sample"*) ;;
+    *) fail "the error says why: $(rec '$.telemetry.error')" ;;
+    esac
+    eq "valid" "$(q "SELECT valid FROM v_results")" 1
+    case "$(q "SELECT telemetry_flag FROM v_results")" in
+    "telemetry incomplete: no telemetry: CUDA_VISIBLE_DEVICES"*) ;;
+    *) fail "flagged: $(q "SELECT telemetry_flag FROM v_results")" ;;
+    esac
+    ;;
 flags)
     # the interval: listed in -h, refused out of range
     "$GB" agent -h >"$T/help.txt" || fail "agent -h"
