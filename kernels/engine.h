@@ -26,8 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_BACKEND_ABI 4 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's */
-#define GB_ERR_LEN     512
+#define GB_BACKEND_ABI                                                                             \
+    5 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's;                              \
+       5: gemm's p90 */
+#define GB_ERR_LEN 512
 
 typedef enum {
     GB_PREC_FP32 = 0, /* fp32 everywhere (TF32 off on GPUs) */
@@ -192,12 +194,13 @@ typedef struct gb_backend_ops {
     int (*report)(void *state, gb_replica_report_t *rep, char *err, size_t errlen);
     void (*destroy)(void **state);
     /* Single-precision GEMM throughput probe C = A*B (m x k times k x n),
-     * median of `reps` timed runs after warm-up; window_ms (may be NULL):
+     * median and 90th percentile (nearest rank; may be NULL) of `reps`
+     * timed runs after warm-up; window_ms (may be NULL):
      * wall-clock ms (CLOCK_REALTIME) at the start of the first timed run
      * and the end of the last, the window telemetry is judged over (not the
      * set-up, the upload or the warm-up); NULL when unsupported. */
-    int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
-                int64_t window_ms[2], char *err, size_t errlen);
+    int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
+                double *gflops, int64_t window_ms[2], char *err, size_t errlen);
     /* One replica's part of the allreduce kind on device `replica`, called
      * on its own thread with its comm member (never NULL): sizes[0..n)
      * come with bytes and count set; fills time_us (already the maximum

@@ -24,7 +24,7 @@ static double quantile(const double *v, int n, double q) {
 
 int gb_spread_ok(const char *what, double median, double p90, char *why, size_t whylen) {
     if (!(median > 0) || p90 <= (1.0 + GB_SPREAD_LIMIT) * median) return 1;
-    snprintf(why, whylen, "p90 %s %.2f ms is %.0f%% above the median %.2f ms (limit %.0f%%)", what,
+    snprintf(why, whylen, "p90 %s %.2f ms is %.1f%% above the median %.2f ms (limit %.0f%%)", what,
              p90, 100.0 * (p90 / median - 1.0), median, 100.0 * GB_SPREAD_LIMIT);
     return 0;
 }

@@ -36,6 +36,7 @@
 #include "buckets.h"
 #include "comm.h"
 #include "cpu_ops.h"
+#include "engine_stats.h"
 #include "reducer.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -1068,8 +1069,8 @@ const char *gb_cpu_backend_prim(void *state, int i, const char **impl) {
     return st->ctx->prims[i]->what;
 }
 
-static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
-                    int64_t window_ms[2], char *err, size_t errlen);
+static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
+                    double *gflops, int64_t window_ms[2], char *err, size_t errlen);
 static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
                          gb_allreduce_size_t *sizes, int n, char **details, char *err,
                          size_t errlen);
@@ -1100,13 +1101,8 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
-                    int64_t window_ms[2], char *err, size_t errlen) {
+static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
+                    double *gflops, int64_t window_ms[2], char *err, size_t errlen) {
     (void)device;
     if (m < 1 || n < 1 || k < 1 || reps < 1 || reps > 100000) {
         snprintf(err, errlen, "gemm: bad sizes m=%d n=%d k=%d reps=%d", m, n, k, reps);
@@ -1151,8 +1147,13 @@ static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median
             goto done;
         }
     }
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    *ms_median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    gb_step_stats_t ss;
+    if (gb_step_stats(t, NULL, reps, &ss) != 0) {
+        snprintf(err, errlen, "gemm: a timing was not finite");
+        goto done;
+    }
+    *ms_median = ss.median;
+    if (ms_p90) *ms_p90 = ss.p90;
     *gflops = 2.0 * m * n * (double)k / (*ms_median * 1e6);
     rc = 0;
 done:

@@ -11,6 +11,7 @@
 #include "cuda_exec.h"
 #include "cuda_math.h"
 #include "engine.h"
+#include "engine_stats.h"
 #include "net.h"
 
 #include <cublas_v2.h>
@@ -157,18 +158,13 @@ static int cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_confi
     return gb_cuda_allreduce(replica, comm, cfg, sizes, n, details, err, errlen);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* SGEMM C = A B (m x k times k x n, column-major), fp32 with TF32 off;
  * inputs drawn with cuda_math.h's generator on the host, median of `reps`
  * event-timed runs after 3 warm-up runs, then a check of 16 elements
  * against double dot products (|err| <= 2 k 2^-24 sum|a b|, the fp32
  * accumulation bound). */
-static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *gflops,
-                     int64_t window_ms[2], char *err, size_t errlen) {
+static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
+                     double *gflops, int64_t window_ms[2], char *err, size_t errlen) {
     float *hA = NULL, *hB = NULL, *dA = NULL, *dB = NULL, *dC = NULL;
     double *times = NULL;
     cublasHandle_t h = NULL;
@@ -227,8 +223,13 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
         if (r >= 0) times[r] = ms;
     }
     if (window_ms) window_ms[1] = gb_engine_wall_ms();
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    *ms_median = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    gb_step_stats_t ss;
+    if (gb_step_stats(times, NULL, reps, &ss) != 0) {
+        snprintf(err, errlen, "gemm: a timing was not finite");
+        goto fail;
+    }
+    *ms_median = ss.median;
+    if (ms_p90) *ms_p90 = ss.p90;
     *gflops = 2.0 * m * n * (double)k / (*ms_median * 1e6);
     /* verify after timing */
     for (int t = 0; t < 16; t++) {

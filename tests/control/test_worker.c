@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
         char why[256] = "";
         CHECK(gb_spread_ok("time", 10, 11, why, sizeof why) == 1 && why[0] == 0);
         CHECK(gb_spread_ok("time", 10, 12, why, sizeof why) == 0);
-        CHECKF(strcmp(why, "p90 time 12.00 ms is 20% above the median 10.00 ms (limit 10%)") == 0,
+        CHECKF(strcmp(why, "p90 time 12.00 ms is 20.0% above the median 10.00 ms (limit 10%)") == 0,
                "%s", why);
         /* the exactness argument of gemm_cpu.c at its extreme: k = 4096 */
         gb_gemm_out_t g;

@@ -227,7 +227,7 @@ static void t_throttled(void) {
     gb_tm_data_t d;
     gpu_data(&d, s, n, 2);
     char *rec = record_text(W0, W0 + 900, 0,
-                            "p90 step time 12.00 ms is 20% above the median 10.00 ms (limit 10%)");
+                            "p90 step time 12.00 ms is 20.0% above the median 10.00 ms (limit 10%)");
     cJSON *o = amend(rec, &d, 1 << 19, NULL);
     CHECK(!is_true(o, "valid"));
     const char *why = str(o, "invalid_reason");
