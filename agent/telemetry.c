@@ -505,6 +505,10 @@ void gb_sampler_data(const gb_sampler_t *s, gb_tm_data_t *d) {
     d->n_gpus = s->job.n_gpus;
     d->cpu = s->job.n_gpus == 0;
     d->cores = s->cores;
+    if (d->n_gpus > 0) {
+        d->have_nvml_index = 1;
+        memcpy(d->nvml_index, s->job.gpu_index, sizeof d->nvml_index);
+    }
     if (s->abandoned) {
         d->error = "the sampler did not stop (NVML hung?): its samples were dropped";
         return;

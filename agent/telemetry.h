@@ -113,6 +113,9 @@ typedef struct gb_tm_data {
     size_t n_cpu;
     int cores;
     const char *error; /* why sampling was incomplete ("" or NULL: it was not) */
+    /* GPU i of the job is NVML's nvml_index[i] (CUDA_VISIBLE_DEVICES) */
+    int have_nvml_index;
+    int nvml_index[GB_TM_MAX_GPUS];
 } gb_tm_data_t;
 
 /* ---- the pure part (tm_record.c) ------------------------------------------ */

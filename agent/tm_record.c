@@ -59,15 +59,24 @@ static const char *bit_name(int b, char *buf, size_t len) {
 }
 
 void gb_tm_reason_names(uint64_t reasons, char *out, size_t len) {
+    if (!len) return;
+    out[0] = '\0';
+    int total = 0, done = 0;
+    for (int b = 0; b < 64; b++)
+        total += (reasons >> b) & 1;
     size_t o = 0;
-    if (len) out[0] = '\0';
     for (int b = 0; b < 64; b++) {
         if (!(reasons & (1ULL << b))) continue;
         char unk[32];
-        int n = snprintf(out + o, len > o ? len - o : 0, "%s%s", o ? ", " : "",
-                         bit_name(b, unk, sizeof unk));
-        if (n < 0 || (size_t)n >= (len > o ? len - o : 0)) return; /* truncated */
-        o += (size_t)n;
+        const char *name = bit_name(b, unk, sizeof unk);
+        /* room for this name, and for ", +NN more" if others follow */
+        size_t need = (o ? 2 : 0) + strlen(name) + (done + 1 < total ? 10 : 0);
+        if (o + need >= len) { /* whole names only, and how many are left out */
+            snprintf(out + o, len - o, "%s+%d more", o ? ", " : "", total - done);
+            return;
+        }
+        o += (size_t)snprintf(out + o, len - o, "%s%s", o ? ", " : "", name);
+        done++;
     }
 }
 
@@ -160,8 +169,10 @@ static void app(char *buf, size_t len, const char *fmt, ...) {
     if (o + 1 >= len) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + o, len - o, fmt, ap);
+    int n = vsnprintf(buf + o, len - o, fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n >= len - o && len >= 4) /* cut: say so */
+        memcpy(buf + len - 4, "...", 4);
 }
 
 /* ---- GPU ------------------------------------------------------------------ */
@@ -291,6 +302,7 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
         cJSON *o = cJSON_CreateObject();
         if (!o) break;
         cJSON_AddNumberToObject(o, "gpu", g);
+        if (d->have_nvml_index) cJSON_AddNumberToObject(o, "nvml_gpu", d->nvml_index[g]);
         cJSON_AddNumberToObject(o, "samples", (double)a->n);
         static const struct {
             const char *key;
@@ -351,18 +363,23 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
         10);
     cJSON_AddItemToObject(tm, "columns", cols);
     if (all_throttle) {
-        char names[200];
+        /* the names leave the verdict room for its GPUs; both whole-named */
+        char names[112], fnames[sizeof p->flag - 12];
         gb_tm_reason_names(all_throttle, names, sizeof names);
+        gb_tm_reason_names(all_throttle, fnames, sizeof fnames);
         gb_fmt(p->verdict, sizeof p->verdict, "GPU throttling in the timed window: %s (", names);
         int first = 1;
         for (int g = 0; g < ng; g++)
             if (acc[g].throttled) {
-                app(p->verdict, sizeof p->verdict, "%sGPU %d: %zu of %zu samples",
-                    first ? "" : ", ", g, acc[g].throttled, acc[g].n);
+                char nv[24] = ""; /* the physical GPU, where the job's numbering differs */
+                if (d->have_nvml_index && d->nvml_index[g] != g)
+                    gb_fmt(nv, sizeof nv, " (NVML %d)", d->nvml_index[g]);
+                app(p->verdict, sizeof p->verdict, "%sGPU %d%s: %zu of %zu samples",
+                    first ? "" : ", ", g, nv, acc[g].throttled, acc[g].n);
                 first = 0;
             }
         app(p->verdict, sizeof p->verdict, ")");
-        gb_fmt(p->flag, sizeof p->flag, "throttled: %s", names);
+        gb_fmt(p->flag, sizeof p->flag, "throttled: %s", fnames);
     }
     if (n_in == 0) {
         char why[160];

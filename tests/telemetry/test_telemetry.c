@@ -136,6 +136,10 @@ static void t_reasons(void) {
     CHECK(strcmp(buf, "") == 0);
     gb_tm_reason_names(0x1 | 0x40 | 0x200, buf, sizeof buf);
     CHECKF(strcmp(buf, "gpu_idle, hw_thermal_slowdown, unknown_0x200") == 0, "%s", buf);
+    /* too many for the buffer: whole names, then how many were left out */
+    char small[48];
+    gb_tm_reason_names(0x1 | 0x2 | 0x4 | 0x8 | 0x40 | 0x200, small, sizeof small);
+    CHECKF(strcmp(small, "gpu_idle, applications_clocks_setting, +4 more") == 0, "%s", small);
     CHECK(strcmp(gb_tm_reason_name(GB_TM_REASON_HW_POWER_BRAKE), "hw_power_brake_slowdown") == 0);
     CHECK(gb_tm_reason_name(0x400) == NULL);
     /* configuration and idleness are not throttling */
@@ -233,7 +237,7 @@ static void t_throttled(void) {
     const char *why = str(o, "invalid_reason");
     CHECKF(why &&
                strcmp(why, "GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown "
-                           "(GPU 1: 4 of 10 samples); p90 step time 12.00 ms is 20% above the "
+                           "(GPU 1: 4 of 10 samples); p90 step time 12.00 ms is 20.0% above the "
                            "median 10.00 ms (limit 10%)") == 0,
            "%s", why);
     CHECK(is_true(o, "telemetry.throttled"));
@@ -256,6 +260,38 @@ static void t_throttled(void) {
     why = str(o, "invalid_reason");
     CHECK(why && strlen(why) == 255 && strncmp(why, "GPU throttling", 14) == 0);
     CHECK(strcmp(why + 252, "...") == 0);
+    cJSON_Delete(o);
+    free(rec);
+
+    /* the job's GPUs 0 and 1 are NVML's 2 and 3 (CUDA_VISIBLE_DEVICES=2,3):
+     * the verdict and the summary name the physical GPU */
+    d.have_nvml_index = 1;
+    d.nvml_index[0] = 2;
+    d.nvml_index[1] = 3;
+    rec = record_text(W0, W0 + 900, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    why = str(o, "invalid_reason");
+    CHECKF(why && strstr(why, "(GPU 1 (NVML 3): 4 of 10 samples)"), "%s", why);
+    CHECK(num(o, "telemetry.gpus.0.nvml_gpu") == 2 && num(o, "telemetry.gpus.1.nvml_gpu") == 3);
+    cJSON_Delete(o);
+    free(rec);
+
+    /* every bit on four GPUs: names are cut whole with a count of the rest,
+     * the verdict keeps its GPUs, and what was cut says so */
+    gb_tm_gpu_sample_t many[4];
+    for (unsigned g = 0; g < 4; g++)
+        many[g] = gs(g, W0 + 100, 1980, 0xFFFFFFFFFFFEull);
+    gpu_data(&d, many, 4, 4);
+    rec = record_text(W0, W0 + 900, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    why = str(o, "invalid_reason");
+    CHECKF(why && strlen(why) <= 255 && strstr(why, " more (GPU 0: 1 of 1 samples, GPU 1: "),
+           "%s", why);
+    CHECKF(strstr(why, "GPU 3: 1 of 1 samples)") || strcmp(why + strlen(why) - 3, "...") == 0,
+           "%s", why);
+    const char *flag = str(o, "telemetry.flag");
+    CHECKF(flag && strlen(flag) < 160 && strcmp(flag + strlen(flag) - 5, " more") == 0, "%s",
+           flag);
     cJSON_Delete(o);
     free(rec);
 }
