@@ -179,7 +179,16 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
             for (int c = 0; c < t->ncols; c++) {
                 if (c) fputc(',', out);
                 const cell_t *x = at(t, r, c);
-                if (x->type != C_NULL) csv_field(out, x->text);
+                if (x->type == C_REAL) {
+                    /* for machines: every digit the value has (the table's
+                     * rounding is for eyes), the shortest that reads back */
+                    char buf[40];
+                    snprintf(buf, sizeof buf, "%.15g", x->d);
+                    if (strtod(buf, NULL) != x->d) snprintf(buf, sizeof buf, "%.17g", x->d);
+                    fputs(buf, out);
+                } else if (x->type != C_NULL) {
+                    csv_field(out, x->text);
+                }
             }
             fputc('\n', out);
         }

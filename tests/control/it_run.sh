@@ -26,6 +26,11 @@ eq "three rows done" "$(grep -c " done " "$T/out.txt")" 3
 check "second run" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" --format csv >"$T/out2.csv" 2>>"$T/run.log"
 eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
 eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
+# csv is for machines: every digit the store has, not the table's rounding
+col=$(head -1 "$T/out2.csv" | tr , '\n' | grep -n '^gflops$' | cut -d: -f1)
+csv_gf=$(awk -F, -v c="$col" 'NR > 1 && $c != "" {print $c; exit}' "$T/out2.csv")
+# (the sqlite3 shell prints 15 digits: read the double itself)
+eq "csv gflops as stored" "$(/usr/bin/python3 -c "import sqlite3; print(sqlite3.connect('$T/run.db').execute('SELECT gflops FROM v_results WHERE sweep_id = 2 AND gflops IS NOT NULL LIMIT 1').fetchone()[0] == float('$csv_gf'))")" True
 eq "the local node was reused" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM nodes")" 1
 eq "a stopped coordinator leaves its node disconnected" \
     "$(sqlite3 "$T/run.db" "SELECT state FROM v_nodes")" disconnected
