@@ -13,12 +13,17 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench nodes [--control EP] [--format F]\n"
                  "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
+                 "       gpubench nodes --forget NODE [--control EP]\n"
                  "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
                  "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --topo         the GPU link matrix of each node (or of NODE, a name or\n"
                  "                 an agent id) as nvidia-smi topo -m prints it, from the store\n"
                  "  --db FILE      the store --topo reads (default " GB_DEFAULT_DB ")\n"
+                 "  --forget NODE  a node gone for good (name or agent id; its agent must be\n"
+                 "                 stopped): no longer placed on or counted when a spec is\n"
+                 "                 checked; its running jobs are queued again, queued jobs only\n"
+                 "                 it could run fail. It is known again if its agent returns\n"
                  "  --format F     table | csv | json (default table; csv/json: one row per\n"
                  "                 GPU pair with --topo)\n"
                  "  -h, --help     this help\n");
@@ -29,6 +34,7 @@ int cmd_nodes(int argc, char **argv) {
                                          {"format", required_argument, 0, 'f'},
                                          {"topo", no_argument, 0, 't'},
                                          {"db", required_argument, 0, 'd'},
+                                         {"forget", required_argument, 0, 'F'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *db = GB_DEFAULT_DB;
@@ -36,6 +42,7 @@ int cmd_nodes(int argc, char **argv) {
     cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
     int opt, topo = 0;
+    const char *forget = NULL;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_conn_opt(&conn, opt, optarg)) continue;
@@ -45,6 +52,9 @@ int cmd_nodes(int argc, char **argv) {
             break;
         case 'd':
             db = optarg;
+            break;
+        case 'F':
+            forget = optarg;
             break;
         case 'f':
             if (gb_format_parse(optarg, &fmt))
@@ -56,6 +66,29 @@ int cmd_nodes(int argc, char **argv) {
         default: /* getopt said which option */
             return cli_bad_option("nodes");
         }
+    }
+    if (forget) {
+        if (topo || optind < argc)
+            return cli_usage_error("nodes", "--forget NODE takes no --topo and no other argument");
+        if (!forget[0]) return cli_usage_error("nodes", "--forget needs a node name or agent id");
+        Gb__ForgetRequest fq = GB__FORGET_REQUEST__INIT;
+        fq.node = (char *)forget;
+        Gb__Envelope fe = GB__ENVELOPE__INIT;
+        fe.seq = (uint64_t)gb_wall_ms();
+        fe.body_case = GB__ENVELOPE__BODY_FORGET;
+        fe.forget = &fq;
+        Gb__Envelope *rep = NULL;
+        if (cli_conn_request("nodes", &conn, &fe, GB__ENVELOPE__BODY_FORGET_REPLY, &rep) != 0)
+            return 1;
+        const Gb__ForgetReply *fr = rep->forget_reply;
+        printf("forgot node %s (agent%s", forget, fr->n_agent_ids > 1 ? "s" : "");
+        for (size_t i = 0; i < fr->n_agent_ids; i++)
+            printf("%s %s", i ? "," : "", fr->agent_ids[i]);
+        printf("): %u job(s) that waited for it queued again, %u queued job(s) no remaining node "
+               "can run failed\n",
+               fr->requeued, fr->failed);
+        gb_wire_free(&rep);
+        return 0;
     }
     if (topo) {
         if (optind + 1 < argc) return cli_usage_error("nodes", "--topo takes at most one NODE");

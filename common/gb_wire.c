@@ -54,6 +54,10 @@ const char *gb_wire_body_name(Gb__Envelope__BodyCase c) {
         return "cancel_request";
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
         return "cancel_reply";
+    case GB__ENVELOPE__BODY_FORGET:
+        return "forget";
+    case GB__ENVELOPE__BODY_FORGET_REPLY:
+        return "forget_reply";
     case GB__ENVELOPE__BODY_RANK_UPDATE:
         return "rank_update";
     case GB__ENVELOPE__BODY_RANK_START:
@@ -318,6 +322,15 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (env->cancel_request->sweep_id == 0) FAIL(RANGE, "cancel_request.sweep_id must be > 0");
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
+        return 0;
+    case GB__ENVELOPE__BODY_FORGET:
+        CHECK_STR(env->forget->node, 1, GB_WIRE_NAME_MAX, "forget.node");
+        return 0;
+    case GB__ENVELOPE__BODY_FORGET_REPLY:
+        if (env->forget_reply->n_agent_ids > 4096) FAIL(RANGE, "forget_reply: too many agents");
+        for (size_t i = 0; i < env->forget_reply->n_agent_ids; i++)
+            if (!gb_wire_id_ok(env->forget_reply->agent_ids[i]))
+                FAIL(RANGE, "forget_reply.agent_ids[%zu] invalid", i);
         return 0;
     case GB__ENVELOPE__BODY_RANK_UPDATE: {
         const Gb__RankUpdate *u = env->rank_update;

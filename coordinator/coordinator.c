@@ -103,6 +103,7 @@ struct cagent {
     int nvlink_known;
     int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
     int state;
+    int forgotten; /* nodes --forget: not placed on, listed or counted until its next Hello */
     int64_t last_heard_ms;
     int64_t seen_written_ms;
     cjob_t *running[MAX_SLOTS];
@@ -171,8 +172,9 @@ struct gb_coord {
     gb_map_t *agents;   /* id -> cagent_t */
     cagent_t **agent_list;
     size_t n_agents, agent_cap;
-    gb_map_t *jobs;   /* id -> cjob_t (unfinished) */
-    gb_map_t *sweeps; /* id -> csweep_t (unfinished) */
+    size_t n_forgotten; /* of agent_list: forgotten by request (kept for their ids) */
+    gb_map_t *jobs;     /* id -> cjob_t (unfinished) */
+    gb_map_t *sweeps;   /* id -> csweep_t (unfinished) */
     cjob_t *q_head, *q_tail;
     size_t n_queued;
     int dirty; /* placement may find something to do */
@@ -902,11 +904,11 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                "hello", why);
         return;
     }
-    if (!a && c->n_agents >= c->cfg.max_agents) {
+    if ((!a || a->forgotten) && c->n_agents - c->n_forgotten >= c->cfg.max_agents) {
         char why[200];
         gb_fmt(why, sizeof why,
                "the coordinator already knows %zu agents, its limit (--max-agents %zu)",
-               c->n_agents, c->cfg.max_agents);
+               c->n_agents - c->n_forgotten, c->cfg.max_agents);
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
                "hello", why);
         return;
@@ -914,6 +916,11 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     if (!a && !(a = agent_add(c, h->agent_id))) {
         gb_error("out of memory registering agent %s", h->agent_id);
         return;
+    }
+    if (a->forgotten) { /* it came back: known again (the upsert below clears the store's mark) */
+        gb_info("agent %s (%s), forgotten, registers again", a->id, h->name);
+        a->forgotten = 0;
+        c->n_forgotten--;
     }
     gb_copy(a->name, sizeof a->name, h->name);
     gb_copy(a->cpu_model, sizeof a->cpu_model, inv->cpu_model);
@@ -1633,6 +1640,7 @@ static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, si
     char first[256] = "";
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
+        if (a->forgotten) continue;
         if (a->rendezvous == 0) { /* -1: not heard since a restart, counts as able */
             old++;
             continue;
@@ -2083,9 +2091,11 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
                "nodes", "out of memory");
         return;
     }
+    size_t m = 0;
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        Gb__NodeStatus *n = &items[i];
+        if (a->forgotten) continue;
+        Gb__NodeStatus *n = &items[m];
         gb__node_status__init(n);
         n->agent_id = a->id;
         n->name = a->name;
@@ -2096,10 +2106,10 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         n->labels = a->labels;
         n->last_seen = a->last_seen;
         n->running_job = a->n_running ? a->running[0]->id : 0;
-        ptrs[i] = n;
+        ptrs[m++] = n;
     }
     Gb__NodesReply nr = GB__NODES_REPLY__INIT;
-    nr.n_nodes = c->n_agents;
+    nr.n_nodes = m;
     nr.nodes = ptrs;
     Gb__Envelope reply = GB__ENVELOPE__INIT;
     reply.seq = env->seq;
@@ -2112,8 +2122,10 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
 
 /* Can some known node (connected or not) ever run job? Why not, if not. */
 static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t whylen) {
-    if (c->n_agents == 0) {
-        gb_fmt(why, whylen, "no agent has ever registered with this coordinator");
+    if (c->n_agents == c->n_forgotten) {
+        gb_fmt(why, whylen,
+               c->n_agents ? "every node this coordinator knew was forgotten (nodes --forget)"
+                           : "no agent has ever registered with this coordinator");
         return 0;
     }
     if (job->n_nodes > 1) return gang_satisfiable(c, job, why, whylen);
@@ -2124,6 +2136,7 @@ static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t 
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < c->n_agents; i++) {
             gb_node_caps_t caps;
+            if (c->agent_list[i]->forgotten) continue;
             agent_caps(c->agent_list[i], &caps);
             if (gb_place_selected(&caps, job) != (pass == 0)) continue;
             char backend[8], r[256];
@@ -2134,8 +2147,8 @@ static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t 
                 shown++;
             }
         }
-    if (c->n_agents > 3 && o < whylen)
-        snprintf(why + o, whylen - o, "; and %zu more node(s)", c->n_agents - 3);
+    if (c->n_agents - c->n_forgotten > 3 && o < whylen)
+        snprintf(why + o, whylen - o, "; and %zu more node(s)", c->n_agents - c->n_forgotten - 3);
     return 0;
 }
 
@@ -2347,6 +2360,79 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
                          GB__REJECT_CODE__REJECT_INTERNAL);
 }
 
+/* nodes --forget: every agent not connected whose name or id is rq->node
+ * stops counting. Jobs it was running (waiting for it to come back) are
+ * queued again, without using up an attempt; queued jobs that no remaining
+ * node can run fail with the reason, instead of waiting forever. */
+static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    const char *node = env->forget->node;
+    cagent_t *hit[64];
+    size_t n = 0, connected = 0;
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        if (a->forgotten || (strcmp(a->id, node) != 0 && strcmp(a->name, node) != 0)) continue;
+        if (a->state == A_CONNECTED)
+            connected++;
+        else if (n < sizeof hit / sizeof hit[0])
+            hit[n++] = a;
+    }
+    if (connected || n == 0) {
+        char why[300];
+        if (connected)
+            gb_fmt(why, sizeof why,
+                   "node '%s' is connected: stop its agent first (only a node that is gone can "
+                   "be forgotten)",
+                   node);
+        else
+            gb_fmt(why, sizeof why, "no known node '%s' (by name or agent id; see gpubench nodes)",
+                   node);
+        reject(c, c->control_sock, f->rid, f->rid_len,
+               connected ? GB__REJECT_CODE__REJECT_RANGE : GB__REJECT_CODE__REJECT_NOT_FOUND,
+               env->seq, "forget", why);
+        return;
+    }
+    char now[32], reason[300];
+    now_iso(now, sizeof now);
+    unsigned requeued = 0, failed = 0;
+    char *ids[64];
+    for (size_t k = 0; k < n; k++) {
+        cagent_t *a = hit[k];
+        gb_fmt(reason, sizeof reason, "node %s (agent %s) was forgotten", a->name, a->id);
+        while (a->n_running > 0) {
+            attempt_lost_ex(c, a->running[0], reason, 0);
+            requeued++;
+        }
+        a->forgotten = 1;
+        c->n_forgotten++;
+        if (gb_store_begin(c->store) != 0 || gb_store_node_forget(c->store, a->id, now) != 0)
+            store_err(c, "forgetting node %s", a->id);
+        gb_info("%s", reason);
+        ids[k] = a->id;
+    }
+    /* what waited for the forgotten nodes alone can never run now */
+    for (cjob_t *j = c->q_head, *next; j; j = next) {
+        next = j->next;
+        char why[700], err[1000];
+        if (satisfiable(c, &j->def, why, sizeof why)) continue;
+        gb_fmt(err, sizeof err, "no known node can run it since node %s was forgotten: %s", node,
+               why);
+        job_finish(c, j, "failed", err);
+        failed++;
+    }
+    c->dirty = 1;
+    Gb__ForgetReply fr = GB__FORGET_REPLY__INIT;
+    fr.n_agent_ids = n;
+    fr.agent_ids = ids;
+    fr.requeued = requeued;
+    fr.failed = failed;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = env->seq;
+    reply.body_case = GB__ENVELOPE__BODY_FORGET_REPLY;
+    reply.forget_reply = &fr;
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
+}
+
 /* The per-peer rate limit of the control endpoint. The peer is its CURVE
  * key, else its address: a command opens a fresh connection (and routing
  * id) for every request, so the routing id would not hold a peer to its
@@ -2427,10 +2513,13 @@ static void on_control_message_(gb_coord_t *c, gb_frame_t *f) {
     case GB__ENVELOPE__BODY_CANCEL_REQUEST:
         on_cancel(c, f, env);
         break;
+    case GB__ENVELOPE__BODY_FORGET:
+        on_forget(c, f, env);
+        break;
     default:
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNEXPECTED, env->seq,
                gb_wire_body_name(env->body_case),
-               "the control endpoint takes submit, status, nodes, cancel_request");
+               "the control endpoint takes submit, status, nodes, cancel_request, forget");
     }
     gb_wire_free(&env);
 }
@@ -2450,7 +2539,7 @@ static void check_liveness(gb_coord_t *c) {
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
         int64_t limit = a->state == A_DISCONNECTED ? grace : window;
-        if (a->state == A_LOST || now - a->last_heard_ms <= limit) continue;
+        if (a->state == A_LOST || a->forgotten || now - a->last_heard_ms <= limit) continue;
         char reason[300];
         gb_fmt(reason, sizeof reason, "agent %s lost (silent for %" PRId64 " ms)", a->name,
                now - a->last_heard_ms);

@@ -21,6 +21,7 @@ enum {
     S_LINKS_DELETE,
     S_LINK_INSERT,
     S_NODE_STATE,
+    S_NODE_FORGET,
     S_NODES_LOAD,
     S_SWEEP_INSERT,
     S_SWEEP_FINISH,
@@ -55,6 +56,7 @@ static const char *const sql[S_COUNT] = {
         "excluded.cuda_driver_version,"
         " n_gpus = excluded.n_gpus, gpu_model = excluded.gpu_model, labels = excluded.labels,"
         " kinds = excluded.kinds, slots = excluded.slots, has_nvlink = excluded.has_nvlink,"
+        " forgotten_at = NULL,"
         " inventory = excluded.inventory, last_seen = excluded.last_seen",
     [S_GPUS_DELETE] = "DELETE FROM gpus WHERE agent_id = ?1",
     [S_GPU_INSERT] =
@@ -65,9 +67,11 @@ static const char *const sql[S_COUNT] = {
     [S_LINK_INSERT] = "INSERT INTO links (agent_id, gpu_a, gpu_b, nvlink_lanes, pcie_path)"
                       " VALUES (?1, ?2, ?3, ?4, ?5)",
     [S_NODE_STATE] = "UPDATE nodes SET state = ?2, last_seen = ?3 WHERE agent_id = ?1",
+    [S_NODE_FORGET] = "UPDATE nodes SET forgotten_at = ?2 WHERE agent_id = ?1",
     [S_NODES_LOAD] =
         "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
-        " slots, has_nvlink, last_seen, inventory FROM nodes ORDER BY first_seen, agent_id",
+        " slots, has_nvlink, last_seen, inventory FROM nodes WHERE forgotten_at IS NULL"
+        " ORDER BY first_seen, agent_id",
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
                        " VALUES (?1, ?2, ?3, 'running', ?4)",
     [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
@@ -337,6 +341,11 @@ int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char 
             return -1;
     }
     return 0;
+}
+
+int gb_store_node_forget(gb_store_t *self, const char *agent_id, const char *now) {
+    if (bind(self, S_NODE_FORGET, "tt", agent_id, now) != 0) return -1;
+    return exec(self, S_NODE_FORGET);
 }
 
 int gb_store_node_state(gb_store_t *self, const char *agent_id, const char *state,

@@ -80,6 +80,9 @@ typedef struct gb_store_node {
 /* Insert or update a node with its GPUs and links (replaced). */
 int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char *now);
 int gb_store_node_state(gb_store_t *self, const char *agent_id, const char *state, const char *now);
+/* The node is forgotten (nodes.forgotten_at = now): not loaded again;
+ * gb_store_node_upsert (its agent's next Hello) makes it known again. */
+int gb_store_node_forget(gb_store_t *self, const char *agent_id, const char *now);
 /* Every node ever seen; gpus and links are not filled. */
 int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_node_t *n),
                         void *ctx);

@@ -79,8 +79,12 @@ int main(int argc, char **argv) {
                    (!cols[sizeof v1 - 1] || cols[sizeof v1 - 1] == ','),
                "v_results columns: %s", cols);
         columns(db, "v_nodes", cols, sizeof cols);
-        CHECKF(strcmp(cols, "node,agent_id,state,cpu_model,n_gpus,gpu_model,labels,last_seen") == 0,
-               "v_nodes columns: %s", cols);
+        CHECKF(
+            strcmp(
+                cols,
+                "node,agent_id,state,cpu_model,n_gpus,gpu_model,labels,last_seen,forgotten_at") ==
+                0,
+            "v_nodes columns: %s", cols);
         CHECK(count(db, "SELECT count(*) FROM v_results") == 0);
     } else if (strcmp(c, "idempotent") == 0) {
         CHECK(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,

@@ -254,6 +254,22 @@ int main(int argc, char **argv) {
     env.cancel_reply = &crp;
     put("cancel_reply", &env, 1);
 
+    Gb__ForgetRequest fq = GB__FORGET_REQUEST__INIT;
+    fq.node = "node-b";
+    env.body_case = GB__ENVELOPE__BODY_FORGET;
+    env.forget = &fq;
+    put("forget", &env, 1);
+
+    Gb__ForgetReply fr = GB__FORGET_REPLY__INIT;
+    char *fids[] = {"a1b2c3"};
+    fr.n_agent_ids = 1;
+    fr.agent_ids = fids;
+    fr.requeued = 1;
+    fr.failed = 2;
+    env.body_case = GB__ENVELOPE__BODY_FORGET_REPLY;
+    env.forget_reply = &fr;
+    put("forget_reply", &env, 1);
+
     env.body_case = GB__ENVELOPE__BODY__NOT_SET;
     put("no_body", &env, 1);
     printf("corpus written to %s\n", dir);
