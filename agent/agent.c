@@ -938,8 +938,9 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     }
     if (gb_copy(a->name, sizeof a->name, cfg->name && *cfg->name ? cfg->name : a->inv->hostname) !=
             0 ||
-        !a->name[0]) {
-        gb_fmt(err, errlen, "node name must be 1..%d bytes", GB_WIRE_NAME_MAX);
+        !gb_wire_line_ok(a->name, 1, GB_WIRE_NAME_MAX)) {
+        gb_fmt(err, errlen, "node name must be 1..%d bytes without control characters",
+               GB_WIRE_NAME_MAX);
         goto err;
     }
     a->ctx = zmq_ctx_new();

@@ -118,17 +118,28 @@ static const cell_t *at(const gb_table_t *t, int r, int col) {
     return &t->cells[(size_t)r * (size_t)t->ncols + (size_t)col];
 }
 
+/* A control character (an escape sequence, a bell) from a peer's string
+ * never reaches the terminal: '?' instead (C1 controls too, as UTF-8 C2 80..9F). */
+static void put_safe(FILE *out, const char *s, const char *p, int keep_newlines) {
+    unsigned char c = (unsigned char)p[0];
+    if (c == 0xc2 && (unsigned char)p[1] >= 0x80 && (unsigned char)p[1] <= 0x9f)
+        fputc('?', out); /* and the second byte is dropped on its own turn */
+    else if (c >= 0x80 && c <= 0x9f && p > s && (unsigned char)p[-1] == 0xc2)
+        ;
+    else if ((c < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || c == 0x7f)
+        fputc('?', out);
+    else
+        fputc(c, out);
+}
+
 static void csv_field(FILE *out, const char *s) {
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, out);
-        return;
+    int quote = strpbrk(s, ",\"\n\r") != NULL;
+    if (quote) fputc('"', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') fputc('"', out);
+        put_safe(out, s, p, 1);
     }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
+    if (quote) fputc('"', out);
 }
 
 /* One line per cell in a table: newlines and tabs become spaces. */
@@ -137,8 +148,12 @@ static void table_field(FILE *out, const char *s, int width, int right) {
     if (right)
         for (int i = len; i < width; i++)
             fputc(' ', out);
-    for (const char *p = s; *p; p++)
-        fputc(*p == '\n' || *p == '\t' || *p == '\r' ? ' ' : *p, out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\n' || *p == '\t' || *p == '\r')
+            fputc(' ', out);
+        else
+            put_safe(out, s, p, 0);
+    }
     if (!right)
         for (int i = len; i < width; i++)
             fputc(' ', out);

@@ -118,6 +118,23 @@ static int str_ok(const char *s, size_t min, size_t max) {
                  (size_t)(max));                                                                   \
     } while (0)
 
+/* A one-line string shown to people (names, models, labels): str_ok and no
+ * control character, C0, DEL or C1 (UTF-8 C2 80..9F), so that a peer
+ * cannot put an escape sequence or a newline into a terminal or a log. */
+int gb_wire_line_ok(const char *s, size_t min, size_t max) {
+    if (!str_ok(s, min, max)) return 0;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) return 0;
+    return 1;
+}
+
+#define CHECK_LINE(s, min, max, what)                                                              \
+    do {                                                                                           \
+        if (!gb_wire_line_ok((s), (min), (max)))                                                   \
+            FAIL(RANGE, "%s: must be %zu..%zu bytes without control characters", (what),           \
+                 (size_t)(min), (size_t)(max));                                                    \
+    } while (0)
+
 static int jobref_ok(const Gb__JobRef *r) {
     return r && r->job_id > 0 && r->attempt >= 1 && r->attempt <= GB_WIRE_ATTEMPT_MAX;
 }
@@ -133,14 +150,14 @@ static int check_jobrefs(Gb__JobRef **refs, size_t n, const char *what, char *wh
 
 static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
     if (!inv) FAIL(RANGE, "hello: inventory missing");
-    CHECK_STR(inv->hostname, 1, GB_WIRE_NAME_MAX, "inventory.hostname");
-    CHECK_STR(inv->cpu_model, 0, GB_WIRE_TEXT_MAX, "inventory.cpu_model");
-    CHECK_STR(inv->os, 0, GB_WIRE_TEXT_MAX, "inventory.os");
-    CHECK_STR(inv->kernel, 0, GB_WIRE_TEXT_MAX, "inventory.kernel");
-    CHECK_STR(inv->driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.driver_version");
-    CHECK_STR(inv->cuda_driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.cuda_driver_version");
+    CHECK_LINE(inv->hostname, 1, GB_WIRE_NAME_MAX, "inventory.hostname");
+    CHECK_LINE(inv->cpu_model, 0, GB_WIRE_TEXT_MAX, "inventory.cpu_model");
+    CHECK_LINE(inv->os, 0, GB_WIRE_TEXT_MAX, "inventory.os");
+    CHECK_LINE(inv->kernel, 0, GB_WIRE_TEXT_MAX, "inventory.kernel");
+    CHECK_LINE(inv->driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.driver_version");
+    CHECK_LINE(inv->cuda_driver_version, 0, GB_WIRE_TEXT_MAX, "inventory.cuda_driver_version");
     CHECK_STR(inv->nvml_error, 0, GB_WIRE_TEXT_MAX, "inventory.nvml_error");
-    CHECK_STR(inv->gpubench_version, 0, GB_WIRE_TEXT_MAX, "inventory.gpubench_version");
+    CHECK_LINE(inv->gpubench_version, 0, GB_WIRE_TEXT_MAX, "inventory.gpubench_version");
     if (inv->cpu_cores < 1 || inv->cpu_cores > 65536)
         FAIL(RANGE, "inventory.cpu_cores must be 1..65536");
     if (inv->n_gpus > GB_WIRE_GPUS_MAX)
@@ -149,9 +166,9 @@ static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
         const Gb__Gpu *g = inv->gpus[i];
         if (!g) FAIL(RANGE, "inventory.gpus[%zu] missing", i);
         if (g->index != i) FAIL(RANGE, "inventory.gpus[%zu].index must be %zu", i, i);
-        CHECK_STR(g->name, 1, GB_WIRE_TEXT_MAX, "inventory.gpus.name");
-        CHECK_STR(g->uuid, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.uuid");
-        CHECK_STR(g->pci_bus_id, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.pci_bus_id");
+        CHECK_LINE(g->name, 1, GB_WIRE_TEXT_MAX, "inventory.gpus.name");
+        CHECK_LINE(g->uuid, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.uuid");
+        CHECK_LINE(g->pci_bus_id, 0, GB_WIRE_TEXT_MAX, "inventory.gpus.pci_bus_id");
         if (g->cc_major > 100 || g->cc_minor > 100 || g->pcie_gen > 100 || g->pcie_width > 64)
             FAIL(RANGE, "inventory.gpus[%zu]: capability or PCIe figures out of range", i);
     }
@@ -164,28 +181,28 @@ static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
             FAIL(RANGE, "inventory.links[%zu]: need gpu_a < gpu_b < n_gpus", i);
         if (l->nvlink_lanes > 1024)
             FAIL(RANGE, "inventory.links[%zu]: nvlink_lanes out of range", i);
-        CHECK_STR(l->pcie_path, 0, 32, "inventory.links.pcie_path");
+        CHECK_LINE(l->pcie_path, 0, 32, "inventory.links.pcie_path");
     }
     if (inv->n_kinds > GB_WIRE_KINDS_MAX)
         FAIL(RANGE, "inventory: more than %d kinds", GB_WIRE_KINDS_MAX);
     for (size_t i = 0; i < inv->n_kinds; i++)
-        CHECK_STR(inv->kinds[i], 1, 32, "inventory.kinds");
+        CHECK_LINE(inv->kinds[i], 1, 32, "inventory.kinds");
     if (inv->n_cpu_precisions > 4) FAIL(RANGE, "inventory: more than 4 CPU precisions");
     for (size_t i = 0; i < inv->n_cpu_precisions; i++)
-        CHECK_STR(inv->cpu_precisions[i], 1, 8, "inventory.cpu_precisions");
+        CHECK_LINE(inv->cpu_precisions[i], 1, 8, "inventory.cpu_precisions");
     return 0;
 }
 
 static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
     if (!gb_wire_id_ok(h->agent_id))
         FAIL(RANGE, "hello.agent_id must be 1..%d characters of [A-Za-z0-9._-]", GB_WIRE_ID_MAX);
-    CHECK_STR(h->name, 1, GB_WIRE_NAME_MAX, "hello.name");
+    CHECK_LINE(h->name, 1, GB_WIRE_NAME_MAX, "hello.name");
     if (h->n_labels > GB_WIRE_LABELS_MAX)
         FAIL(RANGE, "hello: more than %d labels", GB_WIRE_LABELS_MAX);
     for (size_t i = 0; i < h->n_labels; i++) {
         if (!h->labels[i]) FAIL(RANGE, "hello.labels[%zu] missing", i);
-        CHECK_STR(h->labels[i]->key, 1, GB_WIRE_LABEL_KEY, "hello.labels.key");
-        CHECK_STR(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
+        CHECK_LINE(h->labels[i]->key, 1, GB_WIRE_LABEL_KEY, "hello.labels.key");
+        CHECK_LINE(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
     }
     if (h->slots > 64) FAIL(RANGE, "hello.slots must be 0..64");
     /* later versions of the rendezvous keep speaking this one (a change an
@@ -301,8 +318,8 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         for (size_t i = 0; i < env->status_reply->n_sweeps; i++) {
             const Gb__SweepStatus *s = env->status_reply->sweeps[i];
             if (!s || s->sweep_id == 0) FAIL(RANGE, "status_reply.sweeps[%zu] invalid", i);
-            CHECK_STR(s->name, 0, GB_WIRE_NAME_MAX, "status_reply.name");
-            CHECK_STR(s->state, 1, 16, "status_reply.state");
+            CHECK_LINE(s->name, 0, GB_WIRE_NAME_MAX, "status_reply.name");
+            CHECK_LINE(s->state, 1, 16, "status_reply.state");
             CHECK_STR(s->created_at, 0, 40, "status_reply.created_at");
         }
         return 0;
@@ -310,12 +327,12 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         for (size_t i = 0; i < env->nodes_reply->n_nodes; i++) {
             const Gb__NodeStatus *n = env->nodes_reply->nodes[i];
             if (!n || !gb_wire_id_ok(n->agent_id)) FAIL(RANGE, "nodes_reply.nodes[%zu] invalid", i);
-            CHECK_STR(n->name, 1, GB_WIRE_NAME_MAX, "nodes_reply.name");
-            CHECK_STR(n->state, 1, 16, "nodes_reply.state");
-            CHECK_STR(n->cpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.cpu_model");
-            CHECK_STR(n->gpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.gpu_model");
-            CHECK_STR(n->labels, 0, 8192, "nodes_reply.labels");
-            CHECK_STR(n->last_seen, 0, 40, "nodes_reply.last_seen");
+            CHECK_LINE(n->name, 1, GB_WIRE_NAME_MAX, "nodes_reply.name");
+            CHECK_LINE(n->state, 1, 16, "nodes_reply.state");
+            CHECK_LINE(n->cpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.cpu_model");
+            CHECK_LINE(n->gpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.gpu_model");
+            CHECK_LINE(n->labels, 0, 8192, "nodes_reply.labels");
+            CHECK_LINE(n->last_seen, 0, 40, "nodes_reply.last_seen");
         }
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REQUEST:
@@ -324,7 +341,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
         return 0;
     case GB__ENVELOPE__BODY_FORGET:
-        CHECK_STR(env->forget->node, 1, GB_WIRE_NAME_MAX, "forget.node");
+        CHECK_LINE(env->forget->node, 1, GB_WIRE_NAME_MAX, "forget.node");
         return 0;
     case GB__ENVELOPE__BODY_FORGET_REPLY:
         if (env->forget_reply->n_agent_ids > 4096) FAIL(RANGE, "forget_reply: too many agents");

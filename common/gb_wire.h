@@ -65,6 +65,9 @@ const char *gb_wire_reject_name(int code);
 /* 1 when code is a RejectCode this version knows (1..10, 70..72). */
 int gb_wire_reject_code_ok(int code);
 
+/* 1 when s is min..max bytes with no control character (C0, DEL, or C1
+ * as UTF-8): what names, models and labels on the wire must be. */
+int gb_wire_line_ok(const char *s, size_t min, size_t max);
 /* 1 when s is a valid agent id: 1..GB_WIRE_ID_MAX of [A-Za-z0-9._-]. */
 int gb_wire_id_ok(const char *s);
 

@@ -10,6 +10,9 @@ state_dir_lock)
     wait_nodes 1
     "$GB" agent --connect "$LISTEN" --state-dir "$T/a1" --name twin >"$T/twin.log" 2>&1 && fail "a second agent on the same state dir started"
     contains "says why" "$T/twin.log" "is in use by another agent"
+    # a name that would put an escape sequence into terminals is refused
+    timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a9" --name $'bad\e]0;x\a' >"$T/esc.log" 2>&1 && fail "an agent named with an escape sequence started"
+    contains "says why" "$T/esc.log" "node name must be 1..128 bytes without control characters"
     ;;
 store_lock)
     # one coordinator per store: a second would hand out the same jobs

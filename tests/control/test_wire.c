@@ -276,6 +276,29 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "hello_no_name") == 0) {
         x.h.name = "";
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
+    } else if (strcmp(c, "hello_control_chars") == 0) {
+        /* names and models reach terminals and logs: no escape sequence, no
+         * newline, no C1 control (UTF-8), while other UTF-8 is fine */
+        x.h.name = "evil\x1b]0;pwned\x07";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
+        x.h.name = "node-1\nline2";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
+        x.h.name = "node-1";
+        x.inv.cpu_model = "cpu\xc2\x9b"
+                          "2J";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "inventory.cpu_model");
+        x.inv.cpu_model = "cpu";
+        x.g[0].name = "H200\x7f";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "inventory.gpus.name");
+        x.g[0].name = "NVIDIA H200";
+        x.lab.value = "a\tb";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.labels.value");
+        x.lab.value = "r\xc3\xa9seau"; /* UTF-8 letters pass */
+        x.h.name = "n\xc5\x93ud";
+        x.env.version = 1;
+        Gb__Envelope *ok = roundtrip(&x.env);
+        CHECK(strcmp(ok->hello->name, "n\xc5\x93ud") == 0);
+        gb_wire_free(&ok);
     } else if (strcmp(c, "hello_gpu_index") == 0) {
         x.g[1].index = 5;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "gpus[1].index must be 1");

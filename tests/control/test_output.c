@@ -1,0 +1,61 @@
+/* test_output.c - cli/output.c: what the commands print. A peer's string
+ * with an escape sequence, a bell, DEL or a C1 control (UTF-8) prints as
+ * '?' in the table and CSV (never raw to a terminal), other UTF-8 as it is;
+ * JSON escapes it; CSV carries every digit of a number.
+ * Usage: test_output CASE */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "output.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *print(const gb_table_t *t, gb_format_t fmt) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f);
+    gb_table_print(t, f, fmt);
+    CHECK(fclose(f) == 0);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    static const char *const cols[] = {"node", "figure"};
+    gb_table_t *t = gb_table_new(2, cols);
+    CHECK(t && gb_table_row(t) == 0);
+    gb_table_text(t, 0,
+                  "evil\x1b]0;x\x07 \xc2\x9b"
+                  "2J\x7f r\xc3\xa9seau");
+    gb_table_real(t, 1, 7.19960883, 1);
+    if (strcmp(c, "control_chars") == 0) {
+        for (int fmt = GB_FMT_TABLE; fmt <= GB_FMT_CSV; fmt++) {
+            char *out = print(t, (gb_format_t)fmt);
+            for (const unsigned char *p = (const unsigned char *)out; *p; p++) {
+                CHECKF(*p >= 0x20 || *p == '\n', "format %d: control byte 0x%02x in %s", fmt, *p,
+                       out);
+                CHECKF(*p != 0x7f && !(*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f),
+                       "format %d: DEL or C1 in %s", fmt, out);
+            }
+            CHECKF(strstr(out, "evil?]0;x? ?2J? r\xc3\xa9seau"), "format %d: %s", fmt, out);
+            free(out);
+        }
+        char *out = print(t, GB_FMT_JSON);
+        CHECKF(strstr(out, "\\u001b]0;x\\u0007"), "json escapes: %s", out);
+        free(out);
+    } else if (strcmp(c, "csv_digits") == 0) {
+        char *out = print(t, GB_FMT_CSV);
+        CHECKF(strstr(out, ",7.19960883\n"), "csv keeps every digit: %s", out);
+        free(out);
+        out = print(t, GB_FMT_TABLE);
+        CHECKF(strstr(out, "7.2") && !strstr(out, "7.19"), "the table rounds: %s", out);
+        free(out);
+    } else {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    gb_table_destroy(&t);
+    puts("PASS");
+    return 0;
+}
