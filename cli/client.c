@@ -122,7 +122,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
              uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop) {
     int tty = progress > 0 || (progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
-    int warned = 0;
+    int warned = 0, refused = 0;
     for (;;) {
         if (stop && atomic_load(stop)) {
             if (tty) fputc('\n', stderr);
@@ -138,6 +138,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         Gb__Envelope *rep = NULL;
         char err[512];
         int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+        if (rc != -2) refused = 0;
         if (rc == 1 && rep->reject->code == GB__REJECT_CODE__REJECT_RATE) {
             gb_wire_free(&rep); /* asked too often: the next round comes soon enough */
         } else if (rc == 1) {
@@ -146,6 +147,12 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
             fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             if (code == GB__REJECT_CODE__REJECT_NOT_FOUND) return 2;
             if (code == GB__REJECT_CODE__REJECT_DENIED) return 1;
+        } else if (rc == -2 && ++refused >= 3) {
+            /* the coordinator answers and refuses our handshake (key not
+             * listed, keys on one side only): waiting will not change that */
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "gpubench %s: %s\n", cmd, err);
+            return 1;
         } else if (rc < 0) {
             if (!warned) fprintf(stderr, "gpubench %s: %s; still waiting\n", cmd, err);
             warned = 1;

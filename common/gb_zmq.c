@@ -246,6 +246,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                 char why[256];
                 gb_handshake_failure_str(event, value, curve != NULL, why, sizeof why);
                 gb_fmt(err, errlen, "%s: %s", endpoint, why);
+                rc = -2;
                 goto out;
             }
         }

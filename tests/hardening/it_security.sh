@@ -50,6 +50,12 @@ client_no_key)
     "$GB" submit --kind sleep --param duration_ms=10 --key "$T/stranger.key" --server-key "$T/coord.pub" >"$T/stranger.log" 2>&1 &&
         fail "submitted with an unlisted key"
     contains "says why" "$T/stranger.log" "refused our key"
+    # wait (which rides out restarts) gives up on a refused handshake
+    timeout 20 "$GB" wait 1 --key "$T/stranger.key" --server-key "$T/coord.pub" >"$T/wait.log" 2>&1
+    eq "wait with an unlisted key exits 1, not hanging" "$?" 1
+    contains "and says why" "$T/wait.log" "refused our key"
+    timeout 20 "$GB" wait 1 >"$T/wait2.log" 2>&1
+    eq "wait without keys exits 1" "$?" 1
     "$GB" status >"$T/nokey2.log" 2>&1 && fail "status without a key"
     "$GB" submit --kind sleep --key "$T/me.key" >"$T/half.log" 2>&1 && fail "a key without --server-key"
     contains "both needed" "$T/half.log" "needs both --key and --server-key"
