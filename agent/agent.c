@@ -61,6 +61,10 @@ typedef struct unacked {
     uint64_t job_id;
     uint32_t attempt;
     int64_t next_send_ms;
+    /* the packed Result when the spool could not keep it (a full disk):
+     * held in memory until acknowledged, lost only if the agent dies first */
+    uint8_t *mem;
+    size_t mem_len;
 } unacked_t;
 
 struct gb_agent {
@@ -315,12 +319,21 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     size_t len = 0;
     char err[512];
     u->next_send_ms = gb_mono_ms() + resend_ms(a);
-    if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, err, sizeof err) != 0) {
-        gb_error("spool: %s", err);
-        return;
+    Gb__Result *r;
+    if (u->mem) {
+        r = gb__result__unpack(NULL, u->mem_len, u->mem);
+        if (!r) { /* our own packing: only memory can fail here; the next round retries */
+            gb_error("out of memory sending the result of job %" PRIu64, u->job_id);
+            return;
+        }
+    } else {
+        if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, err, sizeof err) != 0) {
+            gb_error("spool: %s", err);
+            return;
+        }
+        r = gb__result__unpack(NULL, len, data);
+        free(data);
     }
-    Gb__Result *r = gb__result__unpack(NULL, len, data);
-    free(data);
     if (!r) {
         /* It could never be acknowledged: keep the bytes aside and report
          * the job failed instead, so it ends rather than waits forever. */
@@ -367,6 +380,8 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
     u->job_id = job;
     u->attempt = attempt;
     u->next_send_ms = 0;
+    u->mem = NULL;
+    u->mem_len = 0;
     return u;
 }
 
@@ -401,17 +416,25 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_
     }
     gb__result__pack(&r, buf);
     int rc = gb_spool_put(a->spool, job, attempt, buf, len, err, sizeof err);
-    free(buf);
-    if (rc != 0) {
-        /* Without the spool the result could be lost: do not send what we
-         * could not keep. The coordinator will see the job lost and re-run it. */
-        gb_error("spool: cannot store the result of job %" PRIu64 ": %s", job, err);
-        return;
-    }
+    if (rc != 0)
+        /* A full disk must not cost a finished measurement: the result is
+         * sent from memory and held there until acknowledged (it is lost
+         * only if the agent dies before that, as any result in flight) */
+        gb_error("spool: cannot store the result of job %" PRIu64
+                 ": %s; sending it from memory (it does not survive an agent restart)",
+                 job, err);
     unacked_t *u = unacked_add(a, job, attempt);
     if (!u) {
         gb_error("out of memory tracking the result of job %" PRIu64, job);
+        free(buf);
         return;
+    }
+    if (rc != 0) {
+        free(u->mem);
+        u->mem = buf;
+        u->mem_len = len;
+    } else {
+        free(buf);
     }
     gb_info("job %" PRIu64 " attempt %u ended: %s%s%s", job, attempt,
             rr->status == GB_RUN_OK ? "ok" : "not ok", rr->error[0] ? ": " : "", rr->error);
@@ -720,9 +743,11 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
     case GB__ENVELOPE__BODY_RESULT_ACK: {
         const Gb__ResultAck *ack = env->result_ack;
         unacked_t *u = unacked_find(a, ack->job_id, ack->attempt);
-        if (gb_spool_del(a->spool, ack->job_id, ack->attempt, why, sizeof why) != 0)
+        if ((!u || !u->mem) &&
+            gb_spool_del(a->spool, ack->job_id, ack->attempt, why, sizeof why) != 0)
             gb_error("spool: %s", why);
         if (u) {
+            free(u->mem);
             *u = a->unacked[--a->n_unacked];
             gb_info("result of job %" PRIu64 " attempt %u acknowledged", ack->job_id, ack->attempt);
         }
@@ -978,6 +1003,8 @@ void gb_agent_destroy(gb_agent_t **self_p) {
     gb_spool_destroy(&a->spool);
     if (a->lock_fd >= 0) close(a->lock_fd);
     free(a->inv);
+    for (size_t i = 0; i < a->n_unacked; i++)
+        free(a->unacked[i].mem);
     free(a->unacked);
     free(a);
     *self_p = NULL;

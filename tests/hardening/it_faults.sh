@@ -25,6 +25,11 @@
 #                memory the reload replaced), without using one up; no start
 #                or cancel goes out before that commit; the ranks' reports
 #                are acknowledged only once stored; the third attempt runs
+#   agent_spool_full
+#                the agent's spool (its state dir's spool/, a 64 KiB tmpfs)
+#                is full when a job ends: the result is sent from memory
+#                and stored, the measurement is not lost; once acknowledged
+#                nothing is left in memory or on disk
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -64,6 +69,25 @@ stopped_worker() {
 }
 
 case "$case" in
+agent_spool_full)
+    mkdir -p "$T/a1/spool"
+    if ! mount -t tmpfs -o size=64k gb-test-spool "$T/a1/spool" 2>"$T/mount.err"; then
+        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); this test needs root" >&2
+        exit 77
+    fi
+    trap 'rc=$?; umount -l "$T/a1/spool" 2>/dev/null; (exit $rc); cleanup' EXIT
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    dd if=/dev/zero of="$T/a1/spool/filler" bs=4k >/dev/null 2>&1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    contains "the agent says what it did" "$T/a1.log" "sending it from memory"
+    eq "the result is stored" "$(q "SELECT status FROM results")" ok
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+    rm -f "$T/a1/spool/filler"
+    assert_exactly_once 1
+    ;;
 worker_kill)
     start_coord
     start_agent a1
