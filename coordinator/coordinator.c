@@ -104,6 +104,10 @@ struct cagent {
     int rendezvous; /* multi-node protocol it speaks (Hello); -1: not heard since a restart */
     int state;
     int forgotten; /* nodes --forget: not placed on, listed or counted until its next Hello */
+    /* when a peer with another key last spoke as this agent: libzmq's
+     * routing-id handover gave it the agent's connection, so the agent is
+     * silent to us through no fault of its own until it reconnects */
+    int64_t claimed_ms;
     int64_t last_heard_ms;
     int64_t seen_written_ms;
     cjob_t *running[MAX_SLOTS];
@@ -490,6 +494,23 @@ static cagent_t *agent_add(gb_coord_t *c, const char *id) {
     }
     c->agent_list[c->n_agents++] = a;
     return a;
+}
+
+/* Another key spoke with agent a's id: its connection now holds a's routing
+ * id (ZMQ_ROUTER_HANDOVER), so a's own messages may not reach us until a
+ * reconnects, which it does once it finds us silent. Until then a gets the
+ * longer window a restarted agent gets, so that one denied message cannot
+ * make it lost and cost it its running jobs. */
+static int64_t restart_grace_ms(const gb_coord_t *c);
+static void agent_claimed(gb_coord_t *c, cagent_t *a, const char *key) {
+    int64_t now = gb_mono_ms();
+    if (now - a->claimed_ms > 5000)
+        gb_warn("a peer with key %s spoke as agent %s (%s), registered with key %s: the agent "
+                "keeps its jobs for %" PRId64 " ms while it reconnects",
+                gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key, a->id, a->name,
+                gb_auth_name(c->auth, a->key)[0] ? gb_auth_name(c->auth, a->key) : a->key,
+                restart_grace_ms(c));
+    a->claimed_ms = now;
 }
 
 static void agent_drop_job(cagent_t *a, cjob_t *j) {
@@ -900,6 +921,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         char why[200];
         gb_fmt(why, sizeof why, "agent id %s is registered with another key (%s)", a->id,
                gb_auth_name(c->auth, a->key));
+        agent_claimed(c, a, key);
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
                "hello", why);
         return;
@@ -1949,6 +1971,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     }
     const char *key = peer_key(c, f);
     if (key && strcmp(a->key, key) != 0) { /* another key speaking for this agent id */
+        agent_claimed(c, a, key);
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
                gb_wire_body_name(body), "this agent id registered with another key");
         gb_wire_free(&env);
@@ -2538,7 +2561,9 @@ static void check_liveness(gb_coord_t *c) {
     int64_t now = gb_mono_ms(), window = lost_window_ms(c), grace = restart_grace_ms(c);
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        int64_t limit = a->state == A_DISCONNECTED ? grace : window;
+        int64_t limit = a->state == A_DISCONNECTED || (a->claimed_ms && now - a->claimed_ms < grace)
+                            ? grace
+                            : window;
         if (a->state == A_LOST || a->forgotten || now - a->last_heard_ms <= limit) continue;
         char reason[300];
         gb_fmt(reason, sizeof reason, "agent %s lost (silent for %" PRId64 " ms)", a->name,

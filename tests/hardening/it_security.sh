@@ -151,6 +151,26 @@ pinned)
     sweep=$(submit --kind sleep --param duration_ms=10)
     check "a1 still works" "$GB" wait "$sweep" --quiet
     ;;
+claimed)
+    # another listed key claims a1's id while a1 runs a job that may not be
+    # retried: a1 is not declared lost (it keeps the longer window of a
+    # reconnecting agent while it takes its connection back) and the job
+    # ends done on its only attempt
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    use_keys me
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    sweep=$(submit --kind sleep --param duration_ms=3000 --max-attempts 1)
+    wait_running "$sweep" 1
+    # held for 3 lost windows (500 ms each here), within the 2.5 s grace
+    GB_KEY=$T/a2.key "$HPEER" claim "$LISTEN" "$CONTROL" "$id" 1500 >"$T/hpeer.log" 2>&1 || fail "claim: $(cat "$T/hpeer.log")"
+    check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    eq "on its one attempt" "$(q "SELECT count(*) || ',' || group_concat(state) FROM attempts")" "1,done"
+    contains "the claim is logged" "$T/coord.log" "spoke as agent $id"
+    grep -qF "agent a1 lost" "$T/coord.log" && fail "a1 was declared lost"
+    ;;
 bad_keys)
     cp "$T/coord.key" "$T/open.key"; chmod 644 "$T/open.key"
     "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1 && fail "started on a world-readable key"

@@ -17,7 +17,10 @@
  *                      connection is refused as `denied`
  *   pinned AGENT_ID    with our (listed) key, a Hello and a Heartbeat as
  *                      agent AGENT_ID, registered with another key: both
- *                      refused as `denied` */
+ *                      refused as `denied`
+ *   claim AGENT_ID MS  a Hello as agent AGENT_ID (refused as `denied`), then
+ *                      the connection, and with it the agent's routing id,
+ *                      held for MS ms, a Heartbeat every 100 ms */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_curve.h"
@@ -210,6 +213,23 @@ int main(int argc, char **argv) {
         env.heartbeat = &hb;
         send_env(a, &env);
         expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "another key", 1);
+        zmq_close(a);
+    } else if (strcmp(c, "claim") == 0) {
+        CHECK(argc == 6 && have_keys);
+        void *a = peer(listen, argv[4], 0);
+        send_hello(a, argv[4]);
+        expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "registered with another key", 1);
+        int64_t until = gb_mono_ms() + atoi(argv[5]);
+        Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        for (uint64_t seq = 2; gb_mono_ms() < until; seq++) {
+            env.seq = seq;
+            send_env(a, &env);
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         zmq_close(a);
     } else {
         CHECKF(0, "unknown case %s", c);
