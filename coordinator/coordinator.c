@@ -917,10 +917,18 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     cagent_t *a = agent_get(c, h->agent_id);
     int known = a != NULL;
     const char *key = peer_key(c, f);
+    if (a && key && a->key[0] && strcmp(a->key, key) != 0 && c->auth &&
+        !gb_auth_allowed(c->auth, a->key)) {
+        /* the key it was pinned to was revoked: the id is free again */
+        gb_info("agent %s (%s): its key %s is no longer authorized; key %s registers it now", a->id,
+                h->name, a->key, gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key);
+        a->key[0] = '\0';
+    }
     if (a && key && a->key[0] && strcmp(a->key, key) != 0) {
         char why[200];
+        const char *nm = gb_auth_name(c->auth, a->key);
         gb_fmt(why, sizeof why, "agent id %s is registered with another key (%s)", a->id,
-               gb_auth_name(c->auth, a->key));
+               nm[0] ? nm : a->key);
         agent_claimed(c, a, key);
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, env->seq,
                "hello", why);
@@ -1010,6 +1018,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                              .labels = a->labels,
                              .kinds = a->kinds,
                              .inventory_json = inv_json,
+                             .agent_key = key ? key : "",
                              .cpu_cores = a->cpu_cores,
                              .n_gpus = a->n_gpus,
                              .slots = a->slots,
@@ -2800,6 +2809,7 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     cJSON_Delete(inv);
     a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
     a->last_heard_ms = gb_mono_ms();
+    gb_copy(a->key, sizeof a->key, n->agent_key ? n->agent_key : ""); /* the pin survives */
 }
 
 static void load_job(void *vctx, const gb_store_job_t *sj) {

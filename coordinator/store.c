@@ -46,9 +46,9 @@ static const char *const sql[S_COUNT] = {
     [S_NODE_UPSERT] =
         "INSERT INTO nodes (agent_id, name, state, cpu_model, cpu_cores, memory_bytes, os, kernel,"
         " driver_version, cuda_driver_version, n_gpus, gpu_model, labels, kinds, slots, has_nvlink,"
-        " inventory, first_seen, last_seen)"
+        " inventory, first_seen, last_seen, agent_key)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-        "?18)"
+        "?18, ?19)"
         " ON CONFLICT (agent_id) DO UPDATE SET name = excluded.name, state = excluded.state,"
         " cpu_model = excluded.cpu_model, cpu_cores = excluded.cpu_cores,"
         " memory_bytes = excluded.memory_bytes, os = excluded.os, kernel = excluded.kernel,"
@@ -56,7 +56,7 @@ static const char *const sql[S_COUNT] = {
         "excluded.cuda_driver_version,"
         " n_gpus = excluded.n_gpus, gpu_model = excluded.gpu_model, labels = excluded.labels,"
         " kinds = excluded.kinds, slots = excluded.slots, has_nvlink = excluded.has_nvlink,"
-        " forgotten_at = NULL,"
+        " forgotten_at = NULL, agent_key = excluded.agent_key,"
         " inventory = excluded.inventory, last_seen = excluded.last_seen",
     [S_GPUS_DELETE] = "DELETE FROM gpus WHERE agent_id = ?1",
     [S_GPU_INSERT] =
@@ -70,7 +70,7 @@ static const char *const sql[S_COUNT] = {
     [S_NODE_FORGET] = "UPDATE nodes SET forgotten_at = ?2 WHERE agent_id = ?1",
     [S_NODES_LOAD] =
         "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
-        " slots, has_nvlink, last_seen, inventory FROM nodes WHERE forgotten_at IS NULL"
+        " slots, has_nvlink, last_seen, inventory, agent_key FROM nodes WHERE forgotten_at IS NULL"
         " ORDER BY first_seen, agent_id",
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
                        " VALUES (?1, ?2, ?3, 'running', ?4)",
@@ -314,10 +314,11 @@ void gb_store_rollback(gb_store_t *self) {
 }
 
 int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char *now) {
-    if (bind(self, S_NODE_UPSERT, "ttttiIttttitttiitt", n->agent_id, n->name, n->state,
+    if (bind(self, S_NODE_UPSERT, "ttttiIttttitttiittt", n->agent_id, n->name, n->state,
              n->cpu_model, n->cpu_cores, (uint64_t)n->memory_bytes, n->os, n->kernel,
              n->driver_version, n->cuda_driver_version, n->n_gpus, n->gpu_model, n->labels,
-             n->kinds, n->slots, n->has_nvlink, n->inventory_json, now) != 0)
+             n->kinds, n->slots, n->has_nvlink, n->inventory_json, now,
+             n->agent_key ? n->agent_key : "") != 0)
         return -1;
     if (exec(self, S_NODE_UPSERT) != 0) return -1;
     if (bind(self, S_GPUS_DELETE, "t", n->agent_id) != 0 || exec(self, S_GPUS_DELETE) != 0)
@@ -374,6 +375,7 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
         n.has_nvlink = sqlite3_column_int(st, 10);
         n.last_seen = col_text(st, 11);
         n.inventory_json = col_text(st, 12);
+        n.agent_key = col_text(st, 13);
         fn(ctx, &n);
     }
     sqlite3_reset(st);

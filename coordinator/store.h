@@ -69,6 +69,7 @@ typedef struct gb_store_node {
     const char *agent_id, *name, *state;
     const char *cpu_model, *os, *kernel, *driver_version, *cuda_driver_version;
     const char *gpu_model, *labels, *kinds, *inventory_json;
+    const char *agent_key; /* CURVE public key it registered with; "" without keys */
     int cpu_cores, n_gpus, slots, has_nvlink;
     uint64_t memory_bytes;
     const char *last_seen;

@@ -150,6 +150,20 @@ pinned)
     eq "still one node" "$(q "SELECT count(*) FROM nodes")" 1
     sweep=$(submit --kind sleep --param duration_ms=10)
     check "a1 still works" "$GB" wait "$sweep" --quiet
+    # the pin is stored with the node: it holds after a restart, before a1
+    # is back
+    kill -STOP "${AGENT_PID[a1]}"
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    LISTEN=${LISTEN} CONTROL=${CONTROL} start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    GB_KEY=$T/a2.key "$HPEER" claim "$LISTEN" "$CONTROL" "$id" 0 >"$T/hpeer2.log" 2>&1 || fail "pinned after a restart: $(cat "$T/hpeer2.log")"
+    eq "the row is a1's still" "$(q "SELECT cpu_model != 'probe' FROM nodes")" 1
+    # a revoked pinned key frees the id for another listed key
+    authorize a2 me
+    kill -HUP "$COORD_PID"
+    sleep 0.5
+    GB_KEY=$T/a2.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer3.log" 2>&1 || fail "take: $(cat "$T/hpeer3.log")"
+    contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
+    kill -CONT "${AGENT_PID[a1]}"
     ;;
 claimed)
     # another listed key claims a1's id while a1 runs a job that may not be

@@ -18,6 +18,8 @@
  *   pinned AGENT_ID    with our (listed) key, a Hello and a Heartbeat as
  *                      agent AGENT_ID, registered with another key: both
  *                      refused as `denied`
+ *   take AGENT_ID      a Hello as agent AGENT_ID must be welcomed (its pinned
+ *                      key was revoked)
  *   claim AGENT_ID MS  a Hello as agent AGENT_ID (refused as `denied`), then
  *                      the connection, and with it the agent's routing id,
  *                      held for MS ms, a Heartbeat every 100 ms */
@@ -213,6 +215,22 @@ int main(int argc, char **argv) {
         env.heartbeat = &hb;
         send_env(a, &env);
         expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "another key", 1);
+        zmq_close(a);
+    } else if (strcmp(c, "take") == 0) {
+        CHECK(argc == 5 && have_keys);
+        void *a = peer(listen, argv[4], 0);
+        send_hello(a, argv[4]);
+        Gb__Envelope *env = recv_env(a, 5000);
+        while (env && env->body_case == GB__ENVELOPE__BODY_HEARTBEAT) {
+            gb_wire_free(&env);
+            env = recv_env(a, 5000);
+        }
+        CHECKF(env && env->body_case == GB__ENVELOPE__BODY_WELCOME,
+               "got %s, expected a welcome%s%s",
+               env ? gb_wire_body_name(env->body_case) : "nothing",
+               env && env->body_case == GB__ENVELOPE__BODY_REJECT ? ": " : "",
+               env && env->body_case == GB__ENVELOPE__BODY_REJECT ? env->reject->reason : "");
+        gb_wire_free(&env);
         zmq_close(a);
     } else if (strcmp(c, "claim") == 0) {
         CHECK(argc == 6 && have_keys);
