@@ -69,8 +69,15 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
         return -1;
     }
     if (st.st_mode & 077) {
-        gb_fmt(err, errlen, "%s is readable by others (mode %03o): chmod 600 it", path,
-               (unsigned)(st.st_mode & 0777));
+        gb_fmt(err, errlen,
+               "%s can be %s by %s (mode %03o): a secret key must be its owner's "
+               "alone; chmod 600 it",
+               path,
+               (st.st_mode & 044) && (st.st_mode & 022) ? "read and written"
+               : (st.st_mode & 044)                     ? "read"
+               : (st.st_mode & 022)                     ? "written"
+                                                        : "used",
+               (st.st_mode & 007) ? "others" : "its group", (unsigned)(st.st_mode & 0777));
         return -1;
     }
     char *text = NULL;
@@ -110,9 +117,10 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
     return 0;
 }
 
-int gb_curve_read_public(const char *path, char *pub, char *err, size_t errlen) {
+int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
+    if (has_secret) *has_secret = 0;
     if (gb_read_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
     int found = -1;
     char *save = NULL;
@@ -120,7 +128,10 @@ int gb_curve_read_public(const char *path, char *pub, char *err, size_t errlen) 
          line = strtok_r(NULL, "\n", &save)) {
         const char *p = line + strspn(line, " \t\r");
         if (*p == '#' || *p == '\0') continue;
-        if (strncmp(p, "secret-key", 10) == 0) continue;
+        if (strncmp(p, "secret-key", 10) == 0) {
+            if (has_secret) *has_secret = 1;
+            continue;
+        }
         if (field(p, "public-key", pub) == 0 || take_key(p, pub) == 0) found = 0;
     }
     memset(text, 0, len);
@@ -185,7 +196,18 @@ int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char 
         return -1;
     }
     if (gb_curve_read_pair(key_path, c->public_key, c->secret_key, err, errlen) != 0) return -1;
-    if (gb_curve_read_public(server_key_path, c->server_key, err, errlen) != 0) return -1;
+    int has_secret = 0;
+    if (gb_curve_read_public(server_key_path, c->server_key, &has_secret, err, errlen) != 0)
+        return -1;
+    if (has_secret) {
+        /* the coordinator's secret key is the fleet's identity: it belongs
+         * on the coordinator alone, not on every node and laptop */
+        gb_fmt(err, errlen,
+               "%s holds a secret key: --server-key wants the coordinator's public key, its "
+               "NAME.pub (keep NAME.key on the coordinator alone)",
+               server_key_path);
+        return -1;
+    }
     return 0;
 }
 

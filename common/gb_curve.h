@@ -36,8 +36,9 @@ int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t 
 
 /* Read a NAME.key file: its pair, checked against each other. */
 int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t errlen);
-/* Read a public key: a NAME.pub file, or the public half of a NAME.key. */
-int gb_curve_read_public(const char *path, char *pub, char *err, size_t errlen);
+/* Read a public key: a NAME.pub file, or the public half of a NAME.key
+ * (*has_secret, when not NULL, says whether the file held a secret key). */
+int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err, size_t errlen);
 
 /* Fill c from a NAME.key and the server's NAME.pub. */
 int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char *server_key_path,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 #define ZAP_ENDPOINT  "inproc://zeromq.zap.01"
@@ -92,6 +93,13 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
             v = nv;
             cap = ncap;
         }
+        for (size_t k = 0; k < count; k++)
+            if (strcmp(v[k].key, key) == 0) {
+                gb_fmt(err, errlen, "line %zu: the key of entry %zu again (%s)", line_no, k + 1,
+                       v[k].name[0] ? v[k].name : "no name");
+                free(v);
+                return -1;
+            }
         memcpy(v[count].key, key, sizeof key);
         memcpy(v[count].name, text + ns, end - ns);
         v[count].name[end - ns] = '\0';
@@ -115,6 +123,16 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     char why[512];
+    /* whoever can write the list can let any key in */
+    struct stat st;
+    if (stat(self->path, &st) == 0 && (st.st_mode & 022)) {
+        gb_fmt(err, errlen,
+               "authorized keys %s can be written by %s (mode %03o): anyone who can could let a "
+               "key in; chmod go-w it",
+               self->path, (st.st_mode & 002) ? "anyone" : "its group",
+               (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
     if (gb_read_file(self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
         gb_fmt(err, errlen, "authorized keys: %s", why);
         return -1;

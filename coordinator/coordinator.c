@@ -1197,9 +1197,17 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     if (found == 1 || strcmp(att_agent, a->id) != 0) {
         /* Nothing to attach it to (another database, or not this agent's):
          * acknowledge so the agent stops resending, and say so. */
-        gb_warn("result for job %" PRIu64 " attempt %u from %s matches no attempt of that agent: "
-                "dropped",
-                r->job_id, r->attempt, a->name);
+        /* one line per agent a while: a peer sending thousands must not
+         * flood the log (the rest at debug level) */
+        char rk[GB_WIRE_ID_MAX + 16];
+        int64_t retry;
+        gb_fmt(rk, sizeof rk, "dropped:%s", a->id);
+        gb_log(c->refusal_log && !gb_rate_take(c->refusal_log, rk, strlen(rk), gb_mono_ms(), &retry)
+                   ? GB_LOG_DEBUG
+                   : GB_LOG_WARN,
+               "result for job %" PRIu64 " attempt %u from %s matches no attempt of that agent: "
+               "dropped (more from it within %d s are logged at debug level)",
+               r->job_id, r->attempt, a->name, GB_AUTH_REPEAT_S);
         ack_after_commit(c, a, r);
         return;
     }
@@ -3216,6 +3224,10 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         if (!c->auth) goto err;
         gb_info("CURVE on both endpoints: coordinator key %s, %zu key(s) admitted from %s", pub,
                 gb_auth_count(c->auth), cfg->authorized_path);
+        if (gb_auth_count(c->auth) == 0)
+            gb_warn("%s lists no key: no agent or command can connect until keys are added to "
+                    "it (then SIGHUP)",
+                    cfg->authorized_path);
     }
     c->agents_sock = bind_router(c, cfg->listen, cfg->max_frame * GB_WIRE_HARD_FACTOR, c->listen_ep,
                                  sizeof c->listen_ep, err, errlen);
@@ -3431,6 +3443,8 @@ static void reload_keys(gb_coord_t *c) {
     }
     gb_info("reloaded %s: %zu key(s) admitted (were %zu)", gb_auth_path(c->auth),
             gb_auth_count(c->auth), before);
+    if (gb_auth_count(c->auth) == 0)
+        gb_warn("%s lists no key now: no agent or command can connect", gb_auth_path(c->auth));
 }
 
 int gb_coord_run(gb_coord_t *c) {

@@ -86,7 +86,9 @@ static const char *const sql[S_COUNT] = {
         " VALUES (?1, ?2, ?3, ?4, 'assigned', ?5)",
     [S_ATTEMPT_STARTED] = "UPDATE attempts SET state = 'running', started_at = ?3"
                           " WHERE job_id = ?1 AND attempt = ?2 AND state = 'assigned'",
-    [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = ?4, ended_at = ?5"
+    /* the first error stays: a late result of a lost attempt keeps why it
+     * was given up (a running attempt has none; the result row has its own) */
+    [S_ATTEMPT_END] = "UPDATE attempts SET state = ?3, error = COALESCE(error, ?4), ended_at = ?5"
                       " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_REQUEUE] = "UPDATE jobs SET state = 'queued', agent_id = NULL, free_attempts = ?2"
                       " WHERE job_id = ?1",

@@ -7,13 +7,19 @@
 #   superseded  another agent re-ran it as attempt 2; the coordinator stops
 #               the stale attempt 1 when its agent returns, keeps what it
 #               reports marked superseded; the job ends once
+#   gave_up     --max-attempts 1: the job failed when its attempt was given
+#               up; when the agent returns the stale attempt is stopped and
+#               what it reports is kept as superseded, the job stays failed,
+#               and the attempt still says why it was given up
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
 start_coord
 start_agent a1
 wait_nodes 1
-sweep=$(submit --kind sleep --param duration_ms=1500)
+extra=()
+[ "$case" = gave_up ] && extra=(--max-attempts 1)
+sweep=$(submit --kind sleep --param duration_ms=1500 "${extra[@]}")
 wait_running "$sweep" 1
 [ "$case" = superseded ] && start_agent a2
 kill -STOP "${AGENT_PID[a1]}"
@@ -26,6 +32,19 @@ if [ "$case" = superseded ]; then
     for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM attempts WHERE attempt = 2")" = 1 ] && break; sleep 0.05; done
     eq "re-run as attempt 2 on a2" "$(q "SELECT agent_id = (SELECT agent_id FROM nodes WHERE name = 'a2') FROM attempts WHERE attempt = 2")" 1
     sleep 0.5
+fi
+if [ "$case" = gave_up ]; then
+    kill -CONT "${AGENT_PID[a1]}"
+    "$GB" wait "$sweep" --quiet
+    eq "the job failed" "$?" 1
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM results")" = 1 ] && break; sleep 0.05; done
+    eq "the late result kept as superseded" \
+       "$(q "SELECT a.state FROM attempts a JOIN results r USING (job_id, attempt)")" superseded
+    q "SELECT error FROM attempts" >"$T/att.txt"
+    contains "the attempt keeps why it was given up" "$T/att.txt" "agent a1 lost (silent for"
+    eq "the job stays failed" "$(q "SELECT state FROM jobs")" failed
+    echo ok
+    exit 0
 fi
 kill -CONT "${AGENT_PID[a1]}"
 check "wait succeeds" "$GB" wait "$sweep" --quiet

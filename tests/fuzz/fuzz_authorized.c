@@ -1,7 +1,8 @@
 /* fuzz_authorized.c - libFuzzer target: the coordinator's authorized-keys
  * file (gb_auth_parse), read at start and on every SIGHUP. Properties:
  * every accepted entry is a valid Z85 key and a name without control
- * characters; a refusal owns nothing and says which line. */
+ * characters, and no key is listed twice; a refusal owns nothing and says
+ * which line. */
 #include "auth.h"
 #include "gb_curve.h"
 
@@ -27,6 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ASSERT((n == 0) == (v == NULL));
     for (size_t i = 0; i < n; i++) {
         ASSERT(gb_curve_key_ok(v[i].key));
+        for (size_t j = 0; j < i; j++)
+            ASSERT(strcmp(v[i].key, v[j].key) != 0);
         for (const char *p = v[i].name; *p; p++)
             ASSERT((unsigned char)*p >= 0x20 && *p != 0x7f);
     }

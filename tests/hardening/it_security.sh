@@ -188,12 +188,25 @@ claimed)
 bad_keys)
     cp "$T/coord.key" "$T/open.key"; chmod 644 "$T/open.key"
     "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1 && fail "started on a world-readable key"
-    contains "says why" "$T/open.log" "readable by others"
+    contains "says why" "$T/open.log" "can be read by others"
     echo "not-a-key" >"$T/bad.list"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/bad.list" --db "$T/x.db" >"$T/list.log" 2>&1 && fail "started on a broken list"
     contains "says why" "$T/list.log" "line 1: not a public key"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/none" --db "$T/x.db" >"$T/none.log" 2>&1 && fail "started without its list"
     contains "says why" "$T/none.log" "authorized keys"
+    # whoever can write the list can let any key in
+    cp "$T/authorized" "$T/open.list"; chmod 666 "$T/open.list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/open.list" --db "$T/x.db" >"$T/openlist.log" 2>&1 && fail "started on a world-writable list"
+    contains "says why" "$T/openlist.log" "can be written by anyone (mode 666)"
+    # a key listed twice is a mistake to point at, not a key counted twice
+    { cat "$T/authorized"; head -n 1 "$T/authorized"; } >"$T/twice.list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/twice.list" --db "$T/x.db" >"$T/twice.log" 2>&1 && fail "started on a list with a key twice"
+    contains "says which line" "$T/twice.log" "the key of entry 1 again"
+    # an empty list starts (keys may come later, with SIGHUP) and says so
+    printf '# no keys yet\n' >"$T/empty.list"
+    timeout 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/empty.log" 2>&1
+    contains "an empty list is warned about" "$T/empty.log" "lists no key: no agent or command can connect"
     ;;
 *) fail "unknown case $case" ;;
 esac

@@ -97,14 +97,14 @@ static int pump(gb_auth_t *auth, void *srv, int ms, char *user, size_t userlen) 
 }
 
 static void parse_case(const char *c) {
-    pair_t a = keypair(), b = keypair();
+    pair_t a = keypair(), b = keypair(), d = keypair();
     char text[1000], err[300];
     gb_auth_entry_t *v = NULL;
     size_t n = 0;
     if (strcmp(c, "parse_ok") == 0) {
         snprintf(text, sizeof text,
                  "# fleet\r\n\n  %s   node-a  rack 1 \r\n%s\n\t\n# end\n%s person", a.pub, b.pub,
-                 a.pub);
+                 d.pub);
         CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
         CHECK(n == 3);
         CHECK(strcmp(v[0].key, a.pub) == 0 && strcmp(v[0].name, "node-a  rack 1") == 0);
@@ -129,6 +129,10 @@ static void parse_case(const char *c) {
     } else if (strcmp(c, "parse_long_name") == 0) {
         snprintf(text, sizeof text, "%s %070d\n", a.pub, 7);
         want = "longer than 63 bytes";
+    } else if (strcmp(c, "parse_twice") == 0) {
+        /* a key listed twice (under two names, say) is a mistake to point at */
+        snprintf(text, sizeof text, "%s alice\n%s\n%s alice-laptop\n", a.pub, b.pub, a.pub);
+        want = "line 3: the key of entry 1 again (alice)";
     } else if (strcmp(c, "parse_control_char") == 0) {
         snprintf(text, sizeof text, "%s evil\033[2Jname\n", a.pub);
         want = "control character";

@@ -76,7 +76,12 @@ int main(int argc, char **argv) {
         char good[300];
         snprintf(good, sizeof good, "public-key = %s\nsecret-key = %s\n", pub, sec);
         put("open.key", good, 0644);
-        expect_pair_error("open.key", "readable by others");
+        expect_pair_error("open.key", "can be read by others (mode 644)");
+        /* the words say what the mode allows, and to whom */
+        put("group.key", good, 0640);
+        expect_pair_error("group.key", "can be read by its group (mode 640)");
+        put("wr.key", good, 0602);
+        expect_pair_error("wr.key", "can be written by others (mode 602)");
         /* a .pub given as --key: told so, not "chmod 600 it" */
         put("alice.pub", pub, 0644);
         expect_pair_error("alice.pub", "is a public key; --key wants the key pair, NAME.key");
@@ -110,15 +115,25 @@ int main(int argc, char **argv) {
         char line[100];
         snprintf(line, sizeof line, "%s\n", pub);
         put("a.pub", line, 0644);
-        CHECK(gb_curve_read_public(path("a.pub"), pub2, err, sizeof err) == 0);
+        CHECK(gb_curve_read_public(path("a.pub"), pub2, NULL, err, sizeof err) == 0);
         CHECK(strcmp(pub, pub2) == 0);
         char pair[300];
         snprintf(pair, sizeof pair, "secret-key = %s\npublic-key = %s\n", sec, pub);
         put("a.key", pair, 0600);
-        CHECK(gb_curve_read_public(path("a.key"), pub2, err, sizeof err) == 0);
-        CHECK(strcmp(pub, pub2) == 0); /* the public half, never the secret */
+        int has_secret = 0;
+        CHECK(gb_curve_read_public(path("a.key"), pub2, &has_secret, err, sizeof err) == 0);
+        CHECK(strcmp(pub, pub2) == 0 && has_secret); /* the public half, never the secret */
+        /* but a client never pins the coordinator with its key pair file:
+         * the fleet's secret key would travel to every node */
+        gb_curve_client_t cl;
+        put("me.key", pair, 0600);
+        CHECK(gb_curve_client_load(&cl, path("me.key"), path("a.key"), err, sizeof err) != 0);
+        CHECKF(strstr(err, "holds a secret key: --server-key wants the coordinator's public key"),
+               "%s", err);
+        CHECKF(gb_curve_client_load(&cl, path("me.key"), path("a.pub"), err, sizeof err) == 0, "%s",
+               err);
         put("bad.pub", "not a key\n", 0644);
-        CHECK(gb_curve_read_public(path("bad.pub"), pub2, err, sizeof err) != 0);
+        CHECK(gb_curve_read_public(path("bad.pub"), pub2, NULL, err, sizeof err) != 0);
         CHECKF(strstr(err, "holds no public key"), "%s", err);
         CHECK(!gb_curve_key_ok("short") && !gb_curve_key_ok(NULL));
         char bad[41];
