@@ -874,6 +874,7 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
     zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_IVL, &hb, sizeof hb);
     zmq_setsockopt(a->sock, ZMQ_HEARTBEAT_TIMEOUT, &hb_timeout, sizeof hb_timeout);
     zmq_setsockopt(a->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    zmq_setsockopt(a->sock, ZMQ_IPV6, &one, sizeof one); /* tcp://[::1]:P, names with AAAA */
     if (cfg->curve && gb_curve_client_apply(a->sock, cfg->curve, err, errlen) != 0) return -1;
     /* a refused handshake (our key, CURVE on one side only) is logged, and
      * the socket made anew later: libzmq does not reconnect after one */

@@ -188,6 +188,8 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
      * a command allocate without limit */
     int64_t max_reply = GB_REQUEST_MAX_REPLY;
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_reply, sizeof max_reply);
+    int one = 1; /* IPv6 endpoints too ([::1], a name with only an AAAA record) */
+    zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one);
     if (curve && gb_curve_client_apply(s, curve, err, errlen) != 0) goto out;
     /* a refused handshake is reported at once, not as a timeout */
     char mon_ep[64];

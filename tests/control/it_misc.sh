@@ -106,6 +106,22 @@ usage)
     contains "points at -h" "$T/u.log" "see 'gpubench submit -h' for the options"
     eq "two lines only" "$(wc -l <"$T/u.log")" 2
 ;;
+ipv6)
+    # IPv6 loopback endpoints: the coordinator binds them (without keys, as
+    # loopback), an agent and the commands reach them
+    if ! /usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+        echo "SKIP: no IPv6 loopback here" >&2
+        exit 77
+    fi
+    LISTEN='tcp://[::1]:*'
+    CONTROL='tcp://[::1]:*'
+    start_coord
+    case "$LISTEN" in "tcp://[::1]:"*) ;; *) fail "bound $LISTEN" ;; esac
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=10)
+    check "a sweep runs over IPv6" "$GB" wait "$sweep" --quiet --timeout 30
+;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
