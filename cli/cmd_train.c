@@ -138,7 +138,7 @@ static const char *accepted(int i) {
                                        "0..1000000",
                                        "0..4096, 0 = all cores",
                                        "1..1024",
-                                       "MB, above 0, up to 65536",
+                                       "MB, above 0, up to 4096",
                                        "auto, nvlink or pcie",
                                        "",
                                        "",
@@ -240,7 +240,7 @@ int cmd_train(int argc, char **argv) {
             break;
         case O_BUCKET: {
             float mb;
-            bad = parse_float(a, &mb) || !(mb > 0) || mb > 65536;
+            bad = parse_float(a, &mb) || !(mb > 0) || mb > 4096; /* a spec's range, fractions too */
             cfg.bucket_mb = mb;
             break;
         }

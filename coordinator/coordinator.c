@@ -244,7 +244,8 @@ int gb_endpoint_is_local(const char *ep) {
     if (strncmp(ep, "tcp://", 6) != 0) return 0;
     const char *host = ep + 6;
     if (strncmp(host, "127.", 4) == 0 || strncmp(host, "localhost:", 10) == 0 ||
-        strncmp(host, "[::1]:", 6) == 0 || strncmp(host, "lo:", 3) == 0)
+        strncmp(host, "[::1]:", 6) == 0 || strncmp(host, "[::ffff:127.", 12) == 0 ||
+        strncmp(host, "lo:", 3) == 0)
         return 1;
     return 0;
 }
@@ -3087,8 +3088,10 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof max);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    /* tcp://[::]:P and [::1]:P bind; an IPv6 socket takes IPv4 peers too */
-    zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one);
+    /* an IPv6 address (tcp://[::]:P, [::1]:P) binds, and [::] takes IPv4
+     * peers too; IPv4 endpoints stay IPv4 sockets (and say so in
+     * ZMQ_LAST_ENDPOINT, not as [::ffff:127.0.0.1]) */
+    if (strncmp(ep, "tcp://[", 7) == 0) zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one);
     if (ipc_in_use(ep)) {
         /* libzmq would unlink the other's socket file and bind anyway,
          * leaving that process unreachable */

@@ -38,7 +38,8 @@ check("(default 32)" in p.stdout and "(default 224)" in p.stdout, "-h shows defa
 
 for bad in (["--batch", "0"], ["--batch", "x"], ["--lr", "nan"], ["--format", "csv"],
             ["--precision", "fp8"], ["--backend", "tpu"], ["--steps", "-1"], ["--seed", "-3"],
-            ["--nope"], ["extra"], ["--bucket-mb", "1e30"], ["--image-size", "5000"]):
+            ["--nope"], ["extra"], ["--bucket-mb", "1e30"], ["--bucket-mb", "4097"],
+            ["--image-size", "5000"]):
     p = run(*bad)
     check(p.returncode == 2, "%s is a usage error (got %d)" % (bad, p.returncode))
     check(p.stdout == "" and p.stderr != "", "%s: message on stderr only" % bad)
