@@ -410,6 +410,8 @@ int gb_wire_decode(const void *buf, size_t len, size_t max_frame, Gb__Envelope *
     if (len > max_frame)
         FAIL(GB__REJECT_CODE__REJECT_TOO_LARGE, "frame of %zu bytes is over the limit of %zu", len,
              max_frame);
+    /* protobuf reads it as an envelope of version 0: say what it is */
+    if (len == 0) FAIL(GB__REJECT_CODE__REJECT_DECODE, "an empty frame (no envelope)");
     Gb__Envelope *env = gb__envelope__unpack(NULL, len, buf);
     if (!env)
         FAIL(GB__REJECT_CODE__REJECT_DECODE, "frame of %zu bytes is not a gpubench envelope", len);

@@ -257,7 +257,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "version") == 0) {
         expect_bad(&x.env, 2, GB__REJECT_CODE__REJECT_VERSION, "version 2 is not supported");
     } else if (strcmp(c, "version_zero") == 0) {
-        decode_raw("", 0, GB_WIRE_MAX_FRAME, GB__REJECT_CODE__REJECT_VERSION, "version 0");
+        decode_raw("", 0, GB_WIRE_MAX_FRAME, GB__REJECT_CODE__REJECT_DECODE, "an empty frame");
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.seq = 5;
+        expect_bad(&env, 0, GB__REJECT_CODE__REJECT_VERSION, "version 0");
     } else if (strcmp(c, "no_body") == 0) {
         Gb__Envelope env = GB__ENVELOPE__INIT;
         expect_bad(&env, GB_PROTOCOL_VERSION, GB__REJECT_CODE__REJECT_RANGE, "no body");
