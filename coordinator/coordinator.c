@@ -505,6 +505,9 @@ static cagent_t *agent_add(gb_coord_t *c, const char *id) {
 static int64_t restart_grace_ms(const gb_coord_t *c);
 static void agent_claimed(gb_coord_t *c, cagent_t *a, const char *key) {
     int64_t now = gb_mono_ms();
+    /* one grace per contact with the real agent: a claimer that keeps
+     * sending cannot keep a dead agent's jobs from being found lost */
+    if (a->claimed_ms && a->last_heard_ms <= a->claimed_ms) return;
     if (now - a->claimed_ms > 5000)
         gb_warn("a peer with key %s spoke as agent %s (%s), registered with key %s: the agent "
                 "keeps its jobs for %" PRId64 " ms while it reconnects",
