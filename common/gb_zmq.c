@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void gb_frame_close(gb_frame_t *f) {
     zmq_msg_close(&f->payload);
@@ -174,6 +175,16 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
 int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb__Envelope *req,
                   int timeout_ms, Gb__Envelope **rep, char *err, size_t errlen) {
     *rep = NULL;
+    /* an ipc socket this user may not open would read as a silent
+     * coordinator after the whole timeout: say what it is at once */
+    if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@' &&
+        access(endpoint + 6, W_OK) != 0 && errno == EACCES) {
+        gb_fmt(err, errlen,
+               "%s: permission denied (the socket is another user's: run as its owner, or give "
+               "its directory and socket to a group you are in)",
+               endpoint);
+        return -1;
+    }
     int rc = -1;
     void *mon = NULL;
     void *ctx = zmq_ctx_new();

@@ -106,6 +106,21 @@ usage)
     contains "points at -h" "$T/u.log" "see 'gpubench submit -h' for the options"
     eq "two lines only" "$(wc -l <"$T/u.log")" 2
 ;;
+ipc_perm)
+    # an ipc socket this user may not open is said at once, not after the
+    # whole timeout as a silent coordinator (as root: another user tries)
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "SKIP: needs root and setpriv to act as another user" >&2
+        exit 77
+    fi
+    LISTEN="ipc://$T/ag"
+    CONTROL="ipc://$T/ctl"
+    start_coord
+    chmod 755 "$T"
+    timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" status --control "$CONTROL" >"$T/perm.log" 2>&1
+    eq "refused" "$?" 1
+    contains "says why" "$T/perm.log" "permission denied (the socket is another user's"
+;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
     # loopback), an agent and the commands reach them
