@@ -108,6 +108,9 @@ struct cagent {
      * routing-id handover gave it the agent's connection, so the agent is
      * silent to us through no fault of its own until it reconnects */
     int64_t claimed_ms;
+    /* FNV-1a of the last Hello stored (inventory, name, labels, slots, key):
+     * a connected agent saying the same again is not written again */
+    uint64_t hello_hash;
     int64_t last_heard_ms;
     int64_t seen_written_ms;
     cjob_t *running[MAX_SLOTS];
@@ -989,8 +992,21 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     gb_store_gpu_t *gpus = calloc(inv->n_gpus ? inv->n_gpus : 1, sizeof *gpus);
     gb_store_link_t *links = calloc(inv->n_links ? inv->n_links : 1, sizeof *links);
     char *inv_json = inventory_json(inv);
+    uint64_t hh = 1469598103934665603ull;
+    const char *parts[] = {inv_json ? inv_json : "", a->name, a->labels, key ? key : ""};
+    for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++)
+        for (const unsigned char *q = (const unsigned char *)parts[p];; q++) {
+            hh = (hh ^ *q) * 1099511628211ull; /* the NUL too: a separator */
+            if (!*q) break;
+        }
+    hh = (hh ^ (uint64_t)a->slots) * 1099511628211ull;
+    /* the same Hello again from a connected agent (a peer repeating it, or
+     * one that re-registers without change): nothing new to write */
+    int same = a->state == A_CONNECTED && a->hello_hash == hh && !c->store_failed;
     if (!gpus || !links || !inv_json) {
         gb_error("out of memory registering agent %s", a->id);
+    } else if (same) {
+        gb_debug("agent %s: the same inventory again, not written", a->id);
     } else {
         for (size_t i = 0; i < inv->n_gpus; i++) {
             const Gb__Gpu *g = inv->gpus[i];
@@ -1033,6 +1049,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                              .n_links = inv->n_links};
         if (gb_store_begin(c->store) != 0 || gb_store_node_upsert(c->store, &n, now) != 0)
             store_err(c, "node %s", a->name);
+        else
+            a->hello_hash = hh;
     }
     free(gpus);
     free(links);
@@ -1088,11 +1106,12 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                         "stopped: the coordinator no longer runs this attempt here");
         }
     }
-    gb_info("agent %s (%s) %s: %d GPU(s), %s, labels '%s', %d slot(s)", a->name, a->id,
-            !known               ? "registered"
-            : was == A_CONNECTED ? "re-registered"
-                                 : "is back",
-            a->n_gpus, a->gpu_model, a->labels, a->slots);
+    gb_log(same ? GB_LOG_DEBUG : GB_LOG_INFO,
+           "agent %s (%s) %s: %d GPU(s), %s, labels '%s', %d slot(s)", a->name, a->id,
+           !known               ? "registered"
+           : was == A_CONNECTED ? "re-registered"
+                                : "is back",
+           a->n_gpus, a->gpu_model, a->labels, a->slots);
 
     Gb__Welcome w = GB__WELCOME__INIT;
     w.heartbeat_ms = (uint32_t)c->cfg.heartbeat_ms;
@@ -3015,6 +3034,7 @@ static void resync(gb_coord_t *c) {
     for (size_t i = 0; i < c->n_agents; i++) {
         c->agent_list[i]->n_running = 0;
         c->agent_list[i]->in_store = 0;
+        c->agent_list[i]->hello_hash = 0; /* what was written may have been rolled back */
     }
     if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c, 1) != 0) {
         gb_error("store: cannot reload the state (%s): stopping", gb_store_errmsg(c->store));

@@ -165,6 +165,17 @@ pinned)
     contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
     kill -CONT "${AGENT_PID[a1]}"
     ;;
+hello_repeat)
+    # a connected agent saying the same Hello again and again (a peer
+    # repeating it): welcomed each time, written and logged once
+    authorize a1 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    GB_KEY=$T/a1.key "$HPEER" hellos "$LISTEN" "$CONTROL" rep-agent 300 >"$T/hpeer.log" 2>&1 || fail "hellos: $(cat "$T/hpeer.log")"
+    eq "one node" "$(q "SELECT count(*) FROM nodes WHERE agent_id = 'rep-agent'")" 1
+    eq "registered once in the log" "$(grep -c "(rep-agent) registered" "$T/coord.log")" 1
+    eq "no re-registered lines" "$(grep -c "(rep-agent) re-registered" "$T/coord.log")" 0
+    ;;
 claimed)
     # another listed key claims a1's id while a1 runs a job that may not be
     # retried: a1 is not declared lost (it keeps the longer window of a

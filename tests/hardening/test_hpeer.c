@@ -18,6 +18,8 @@
  *   pinned AGENT_ID    with our (listed) key, a Hello and a Heartbeat as
  *                      agent AGENT_ID, registered with another key: both
  *                      refused as `denied`
+ *   hellos AGENT_ID N  N identical Hellos as a new agent AGENT_ID, each
+ *                      welcomed
  *   take AGENT_ID      a Hello as agent AGENT_ID must be welcomed (its pinned
  *                      key was revoked)
  *   claim AGENT_ID MS  a Hello as agent AGENT_ID (refused as `denied`), then
@@ -215,6 +217,18 @@ int main(int argc, char **argv) {
         env.heartbeat = &hb;
         send_env(a, &env);
         expect_reject_skip(a, GB__REJECT_CODE__REJECT_DENIED, "another key", 1);
+        zmq_close(a);
+    } else if (strcmp(c, "hellos") == 0) {
+        CHECK(argc == 6 && have_keys);
+        void *a = peer(listen, argv[4], 0);
+        int n = atoi(argv[5]), welcomed = 0;
+        for (int i = 0; i < n; i++)
+            send_hello(a, argv[4]);
+        for (Gb__Envelope *env; welcomed < n && (env = recv_env(a, 5000));) {
+            welcomed += env->body_case == GB__ENVELOPE__BODY_WELCOME;
+            gb_wire_free(&env);
+        }
+        CHECKF(welcomed == n, "%d of %d Hellos welcomed", welcomed, n);
         zmq_close(a);
     } else if (strcmp(c, "take") == 0) {
         CHECK(argc == 5 && have_keys);
