@@ -3214,6 +3214,15 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         goto err;
     }
     if (gb_random_hex(c->coord_id, 8, err, errlen) != 0) goto err;
+    /* a live ipc endpoint is refused before anything is made: no store
+     * created, no other socket file left behind */
+    for (int i = 0; i < 2; i++) {
+        const char *ep = i ? cfg->control : cfg->listen;
+        if (ipc_in_use(ep)) {
+            gb_fmt(err, errlen, "cannot bind %s: another process is listening there", ep);
+            goto err;
+        }
+    }
     if (lock_store(c, err, errlen) != 0) goto err;
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;

@@ -31,6 +31,11 @@ ipc_in_use)
     LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
     timeout 10 "$GB" coordinator --listen "ipc://$T/ag" --control "ipc://$T/ctl2" --db "$T/other.db" >"$T/twin.log" 2>&1 && fail "a second coordinator took over a live ipc endpoint"
     contains "says why" "$T/twin.log" "another process is listening there"
+    # the busy one second: refused before the first is bound or a store made
+    timeout 10 "$GB" coordinator --listen "ipc://$T/ag2" --control "ipc://$T/ctl" --db "$T/other.db" >"$T/twin2.log" 2>&1 && fail "a second coordinator took over a live control endpoint"
+    contains "says why" "$T/twin2.log" "cannot bind ipc://$T/ctl: another process is listening there"
+    [ -e "$T/ag2" ] && fail "the refused coordinator left its other socket file"
+    [ -e "$T/other.db" ] && fail "the refused coordinator left a store"
     check "the first still answers" "$GB" status --control "ipc://$T/ctl" >/dev/null
     # a socket file left by a coordinator that was killed is reused
     kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
