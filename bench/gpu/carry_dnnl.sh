@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 D=.gpu-deps/dnnl
-lib=$(ldconfig -p | awk '/libdnnl\.so\.2 /{print $NF; exit}')
+lib=$(ldconfig -p | awk '/libdnnl\.so\.2 /{if (!f) print $NF; f = 1}')  # reads it all: no SIGPIPE under pipefail
 [ -n "$lib" ] || { echo "carry_dnnl: no libdnnl.so.2 here (apt-get install libdnnl-dev)" >&2; exit 1; }
 rm -rf "$D"
 mkdir -p "$D/include" "$D/lib"

@@ -161,7 +161,7 @@ if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -D
   MISSING=$(ldd "$BUILD/gb_cuda_bench" "$BUILD"/lib/libgpubench_cuda.so 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
   [ -n "$MISSING" ] && status FAIL "unresolved libraries (ldd): $MISSING"
 else
-  tail -30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
+  tail -n 30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
   status FAIL "build (logs: cmake.log, build.log)"
 fi
 
