@@ -48,16 +48,23 @@ for r in $(seq "$ROUNDS"); do
         done
         sweep=$("$GB" submit --kind gemm --param m=$SIZE --param n=$SIZE --param k=$SIZE \
             --param reps=$REPS 2>/dev/null)
-        "$GB" wait "$sweep" --quiet --timeout 600 || true
-        [ ${#BUSY[@]} -gt 0 ] && kill "${BUSY[@]}" 2>/dev/null
-        wait "${BUSY[@]}" 2>/dev/null || true
+        # in the background, waited for by the shell: a signal to this script
+        # runs the cleanup (which stops the loops) at once
+        "$GB" wait "$sweep" --quiet --timeout 600 &
+        PIDS+=("$!")
+        wait "$!" || true
+        if [ ${#BUSY[@]} -gt 0 ]; then # (a bare `wait` would wait for the daemons)
+            kill "${BUSY[@]}" 2>/dev/null
+            wait "${BUSY[@]}" 2>/dev/null || true
+        fi
         BUSY=()
         sqlite3 -separator ' ' "$T/gb.db" "SELECT printf('%-6d %-5d %9.1f %8.1f %8.1f %8.1f %6d  %s', $r,
             $loops, r.gflops, c.taken_pct, c.others_pct, c.steal_pct, r.valid,
             substr(COALESCE(r.invalid_reason, '-'), 1, 40))
-            FROM v_results r JOIN v_cpu_telemetry c USING (job_id) WHERE r.sweep_id = $sweep"
+            FROM v_results r JOIN v_cpu_telemetry c USING (job_id) WHERE r.sweep_id = $sweep" |
+            tee -a "$T/runs.txt"
     done
-done | tee "$T/runs.txt"
+done # not piped: the loops' pids stay in this shell, where the cleanup sees them
 echo
 echo "# per load: median GFLOP/s, its slowdown against the runs alone, median taken%"
 # median of column $2 of the rows whose loops are $1

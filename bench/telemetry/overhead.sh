@@ -32,7 +32,11 @@ for ms in 0 10 100; do
     for _ in $(seq 200); do "$GB" nodes --format csv 2>/dev/null | grep -q "^a$ms,.*,connected," && break; sleep 0.05; done
     t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     sweep=$("$GB" submit --kind sleep --param duration_ms=$((SECS * 1000)) --nodes "a$ms" 2>/dev/null)
-    "$GB" wait "$sweep" --quiet --timeout $((SECS + 60))
+    # in the background, waited for by the shell: a signal to this script
+    # runs the cleanup at once (a foreground child would delay it)
+    "$GB" wait "$sweep" --quiet --timeout $((SECS + 60)) &
+    PIDS+=("$!")
+    wait "$!" || true
     t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     n=$(sqlite3 "$T/gb.db" "SELECT COALESCE(json_array_length(record, '$.telemetry.samples'), 0) FROM results r JOIN jobs j USING (job_id) WHERE j.sweep_id = $sweep")
     awk -v ms=$ms -v t=$((t1 - t0)) -v tck="$tck" -v n="$n" -v s="$SECS" 'BEGIN {
