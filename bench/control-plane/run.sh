@@ -63,6 +63,7 @@ start_coord() { # PHASE
         "${ck[@]}" 2>"$OUT/$1.coord.log" &
     COORD=$!
     for _ in $(seq 200); do [ -f "$OUT/ready" ] && break; sleep 0.05; done
+    [ -f "$OUT/ready" ] || { echo "the coordinator did not start:" >&2; tail -n 5 "$OUT/$1.coord.log" >&2; exit 1; }
     LISTEN=$(sed -n 's/^listen=//p' "$OUT/ready")
     CONTROL=$(sed -n 's/^control=//p' "$OUT/ready")
 }

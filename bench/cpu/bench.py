@@ -12,7 +12,7 @@ images/s over rounds, the ratio gpubench / PyTorch and peak memory, and writes
 RESULTS.md next to this script with the date and the machine line.
 
 Usage: bench.py [--gpubench PATH] [--rounds 3] [--steps 8] [--warmup 2]
-                [--batches 8,32] [--out RESULTS.md]
+                [--threads 2] [--batches 8,32] [--out RESULTS.md]
 """
 import argparse
 import datetime
@@ -112,11 +112,19 @@ def main():
     ap.add_argument("--batches", default="8,32")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     a = ap.parse_args()
+    try:
+        batches = [int(b) for b in a.batches.split(",")]
+    except ValueError:
+        ap.error("--batches is a comma-separated list of whole numbers, e.g. 8,32")
+    if a.rounds < 1 or a.steps < 1 or a.warmup < 0 or a.threads < 1 or min(batches) < 1:
+        ap.error("--rounds, --steps, --threads and every batch must be at least 1, --warmup 0 or more")
+    if not os.access(a.gpubench, os.X_OK):
+        ap.error("no gpubench at %s (build it first: ./scripts/build.sh)" % a.gpubench)
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
     results = {}  # (batch, name) -> list of (ips, rss)
     versions = {}
-    for batch in [int(b) for b in a.batches.split(",")]:
+    for batch in batches:
         cfgs = configs(a.gpubench, batch, a.steps, a.warmup, a.threads)
         for r in range(a.rounds):
             order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
@@ -131,7 +139,7 @@ def main():
     lines.append("| batch | configuration | images/s (median of %d) | gpubench ÷ this | peak RSS |"
                  % a.rounds)
     lines.append("| ---: | --- | ---: | ---: | ---: |")
-    for batch in [int(b) for b in a.batches.split(",")]:
+    for batch in batches:
         ours = statistics.median(v[0] for v in results[(batch, "gpubench fp32")])
         for name, _, _ in configs(a.gpubench, batch, a.steps, a.warmup, a.threads):
             v = results[(batch, name)]
@@ -145,8 +153,8 @@ def main():
     print(table)
     with open(a.out, "w") as f:
         f.write("# bench/cpu results\n\n")
-        f.write("Run: %s, `bench/cpu/bench.py --rounds %d --steps %d --warmup %d --batches %s`\n\n"
-                % (started, a.rounds, a.steps, a.warmup, a.batches))
+        f.write("Run: %s, `bench/cpu/bench.py --rounds %d --steps %d --warmup %d --threads %d "
+                "--batches %s`\n\n" % (started, a.rounds, a.steps, a.warmup, a.threads, a.batches))
         f.write("Machine: %s; gpubench oneDNN %s (%s)\n\n" % (
             machine_line(), versions.get("onednn", "?"), versions.get("isa", "?")))
         f.write("ResNet-50 v1.5 training step (forward, loss, backward, SGD with momentum and "

@@ -61,6 +61,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "DP_RESULTS.md"))
     a = ap.parse_args()
     gb = os.path.abspath(a.gpubench)
+    if not os.access(gb, os.X_OK):
+        ap.error("no gpubench at %s (build it first: ./scripts/build.sh)" % gb)
+    if a.replicas < 2:
+        ap.error("--replicas is at least 2 (it is compared with 1 replica)")
+    if a.threads < a.replicas:
+        # gpubench would give each replica one thread anyway: more threads in
+        # all than --threads, and an efficiency that is not on the same cores
+        ap.error("--threads %d is fewer than --replicas %d: each replica needs a thread of its own"
+                 % (a.threads, a.replicas))
+    if a.rounds < 1 or a.steps < 1:
+        ap.error("--rounds and --steps must be at least 1")
     loads = [load()]
     ips = {1: [], a.replicas: []}
     reduce_ms, exposed_ms, buckets = [], [], None

@@ -15,6 +15,7 @@ ROUNDS=${2:-3}
 SIZE=${3:-1024}
 REPS=${4:-30}
 N=$(nproc)
+[ -x "$GB" ] || { echo "no gpubench at $GB (build first: ./scripts/build.sh)" >&2; exit 2; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/gb-contention.XXXXXX")
 PIDS=()
 BUSY=()
@@ -29,6 +30,7 @@ trap cleanup EXIT
     --ready-file "$T/ready" >"$T/coord.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 100); do [ -f "$T/ready" ] && break; sleep 0.05; done
+[ -f "$T/ready" ] || { echo "the coordinator did not start ($GB):" >&2; tail -n 5 "$T/coord.log" >&2; exit 1; }
 LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
 export GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
 GB_NVML_LIB=/nonexistent "$GB" agent --connect "$LISTEN" --state-dir "$T/agent" --name bench \

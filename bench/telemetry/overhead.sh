@@ -8,6 +8,7 @@
 set -euo pipefail
 GB=${1:-build/bin/gpubench}
 SECS=${2:-10}
+[ -x "$GB" ] || { echo "no gpubench at $GB (build first: ./scripts/build.sh)" >&2; exit 2; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/gb-overhead.XXXXXX")
 PIDS=()
 cleanup() {
@@ -20,6 +21,7 @@ trap cleanup EXIT
     --ready-file "$T/ready" >"$T/coord.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 100); do [ -f "$T/ready" ] && break; sleep 0.05; done
+[ -f "$T/ready" ] || { echo "the coordinator did not start ($GB):" >&2; tail -n 5 "$T/coord.log" >&2; exit 1; }
 LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
 export GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
 tck=$(getconf CLK_TCK)
