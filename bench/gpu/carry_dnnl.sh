@@ -4,7 +4,7 @@
 # machine that has no oneDNN: carried there (the device tool's `carry`:
 # [".gpu-deps"]), bench/gpu/run.sh finds it, builds the CPU engine beside
 # the CUDA backend, and test_cuda_step compares the two step for step.
-# About 41 MB; .gpu-deps is git-ignored.
+# About 39 MB; .gpu-deps is git-ignored.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 D=.gpu-deps/dnnl
