@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "output.h"
 
+#include "gb_wire.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -119,25 +121,24 @@ static const cell_t *at(const gb_table_t *t, int r, int col) {
 }
 
 /* A control character (an escape sequence, a bell) from a peer's string
- * never reaches the terminal: '?' instead (C1 controls too, as UTF-8 C2 80..9F). */
-static void put_safe(FILE *out, const char *s, const char *p, int keep_newlines) {
-    unsigned char c = (unsigned char)p[0];
-    if (c == 0xc2 && (unsigned char)p[1] >= 0x80 && (unsigned char)p[1] <= 0x9f)
-        fputc('?', out); /* and the second byte is dropped on its own turn */
-    else if (c >= 0x80 && c <= 0x9f && p > s && (unsigned char)p[-1] == 0xc2)
-        ;
-    else if ((c < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || c == 0x7f)
+ * never reaches the terminal: '?' instead (C1 controls too, as UTF-8; the
+ * wire's own test, gb_wire_control_len). Returns the bytes of p it took. */
+static size_t put_safe(FILE *out, const char *p, int keep_newlines) {
+    size_t n = gb_wire_control_len(p);
+    if (n && !(keep_newlines && (*p == '\n' || *p == '\t'))) {
         fputc('?', out);
-    else
-        fputc(c, out);
+        return n;
+    }
+    fputc(*p, out);
+    return 1;
 }
 
 static void csv_field(FILE *out, const char *s) {
     int quote = strpbrk(s, ",\"\n\r") != NULL;
     if (quote) fputc('"', out);
-    for (const char *p = s; *p; p++) {
+    for (const char *p = s; *p;) {
         if (*p == '"') fputc('"', out);
-        put_safe(out, s, p, 1);
+        p += put_safe(out, p, 1);
     }
     if (quote) fputc('"', out);
 }
@@ -148,11 +149,13 @@ static void table_field(FILE *out, const char *s, int width, int right) {
     if (right)
         for (int i = len; i < width; i++)
             fputc(' ', out);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\n' || *p == '\t' || *p == '\r')
+    for (const char *p = s; *p;) {
+        if (*p == '\n' || *p == '\t' || *p == '\r') {
             fputc(' ', out);
-        else
-            put_safe(out, s, p, 0);
+            p++;
+        } else {
+            p += put_safe(out, p, 0);
+        }
     }
     if (!right)
         for (int i = len; i < width; i++)

@@ -121,10 +121,16 @@ static int str_ok(const char *s, size_t min, size_t max) {
 /* A one-line string shown to people (names, models, labels): str_ok and no
  * control character, C0, DEL or C1 (UTF-8 C2 80..9F), so that a peer
  * cannot put an escape sequence or a newline into a terminal or a log. */
+size_t gb_wire_control_len(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (*p && (*p < 0x20 || *p == 0x7f)) return 1;
+    return *p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
+}
+
 int gb_wire_line_ok(const char *s, size_t min, size_t max) {
     if (!str_ok(s, min, max)) return 0;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
-        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) return 0;
+    for (const char *p = s ? s : ""; *p; p++)
+        if (gb_wire_control_len(p)) return 0;
     return 1;
 }
 
