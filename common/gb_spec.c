@@ -438,6 +438,24 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         }
     }
 
+    /* rendezvous_s times the ranks of a job over several nodes; on a spec
+     * whose every job is on one node it would be silently meaningless. */
+    {
+        size_t kr = 0, kn = 0;
+        while (kr < N_KEYS && strcmp(keys[kr].key, "rendezvous_s") != 0)
+            kr++;
+        while (kn < N_KEYS && strcmp(keys[kn].key, "n_nodes") != 0)
+            kn++;
+        if (kr < N_KEYS && kn < N_KEYS && vals[kr].given) {
+            int multi = 0;
+            for (int i = 0; vals[kn].given && i < vals[kn].n; i++)
+                multi |= vals[kn].iv[i] > 1;
+            if (!multi)
+                FAIL("'rendezvous_s' applies only to jobs over several nodes; add \"n_nodes\" "
+                     "above 1 or drop it");
+        }
+    }
+
     /* Count the jobs before making any. */
     size_t total = 0;
     for (int ki = 0; ki < kindv.n; ki++) {

@@ -448,6 +448,9 @@ static void case_spec(void) {
         {"{\"kind\": \"sleep\", \"rendezvous_s\": 0}", "'rendezvous_s' must be an integer"},
         {"{\"kind\": \"sleep\", \"rendezvous_s\": [5, 6]}", "takes one value"},
         {"{\"kind\": \"resnet50\", \"fail_rank\": 0}", "'fail_rank' does not apply"},
+        /* on one node it would be silently meaningless */
+        {"{\"kind\": \"sleep\", \"rendezvous_s\": 60}", "applies only to jobs over several"},
+        {"{\"kind\": \"sleep\", \"n_nodes\": 1, \"rendezvous_s\": 60}", "add \"n_nodes\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECKF(gb_spec_parse(bad[i].spec, strlen(bad[i].spec), 10, &d, err, sizeof err) != 0, "%s",
