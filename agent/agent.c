@@ -1028,6 +1028,13 @@ static void read_monitor(gb_agent_t *a) {
         if (now - a->handshake_logged_ms < 30000) continue; /* libzmq retries every reconnect */
         a->handshake_logged_ms = now;
         gb_handshake_failure_str(event, value, a->cfg.curve != NULL, why, sizeof why);
+        if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            /* a server that is not ZeroMQ ends the handshake the same way */
+            char said[96], better[256];
+            gb_probe_t p = gb_zmq_probe(a->cfg.connect, 500, said, sizeof said);
+            if (gb_probe_str(p, said, a->cfg.curve != NULL, better, sizeof better))
+                snprintf(why, sizeof why, "%s", better);
+        }
         gb_error("cannot connect to %s: %s", where, why);
     }
 }
@@ -1108,9 +1115,15 @@ int gb_agent_run(gb_agent_t *a) {
         int64_t silent = now - a->last_rx_ms, window = (int64_t)a->hb_ms * a->lost_after;
         if (!a->registered && silent > (window > 5000 ? window : 5000) &&
             (!a->silent_warned_ms || now - a->silent_warned_ms >= 30000)) {
-            gb_warn("no answer from %s for %" PRId64
-                    " s; still trying (is the coordinator running? is --connect right?)",
-                    a->cfg.connect, silent / 1000);
+            char said[96], why[256];
+            gb_probe_t p = gb_zmq_probe(a->cfg.connect, 500, said, sizeof said);
+            if (gb_probe_str(p, said, a->cfg.curve != NULL, why, sizeof why))
+                gb_warn("no answer from %s for %" PRId64 " s; still trying: %s", a->cfg.connect,
+                        silent / 1000, why);
+            else
+                gb_warn("no answer from %s for %" PRId64
+                        " s; still trying (is the coordinator running? is --connect right?)",
+                        a->cfg.connect, silent / 1000);
             a->silent_warned_ms = now;
         }
         if (a->registered) a->silent_warned_ms = 0;

@@ -1,13 +1,19 @@
 /* gb_zmq.c - see gb_zmq.h. */
+#define _DEFAULT_SOURCE
 #include "gb_zmq.h"
 
 #include "gb_curve.h"
 #include "gb_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 void gb_frame_close(gb_frame_t *f) {
@@ -237,8 +243,13 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     for (;;) {
         int64_t left = deadline - gb_mono_ms();
         if (left <= 0) {
-            gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?%s)",
-                   endpoint, timeout_ms, curve ? " does --server-key match it?" : "");
+            char said[96], why[256];
+            gb_probe_t p = gb_zmq_probe(endpoint, 1000, said, sizeof said);
+            if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
+                gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
+            else
+                gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?%s)",
+                       endpoint, timeout_ms, curve ? " does --server-key match it?" : "");
             goto out;
         }
         int n = zmq_poll(items, mon ? 2 : 1, (long)left);
@@ -258,6 +269,14 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             if (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
                 char why[256];
                 gb_handshake_failure_str(event, value, curve != NULL, why, sizeof why);
+                if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+                    /* "ended the connection" is also what a server that is
+                     * not ZeroMQ at all does: look at what is there */
+                    char said[96], better[256];
+                    gb_probe_t p = gb_zmq_probe(endpoint, 1000, said, sizeof said);
+                    if (gb_probe_str(p, said, curve != NULL, better, sizeof better))
+                        snprintf(why, sizeof why, "%s", better);
+                }
                 gb_fmt(err, errlen, "%s: %s", endpoint, why);
                 rc = -2;
                 goto out;
@@ -299,4 +318,179 @@ out:
     }
     if (ctx) zmq_ctx_term(ctx);
     return rc;
+}
+
+/* ---- what listens at an endpoint ------------------------------------------ */
+
+/* A plain socket connected to endpoint within timeout_ms: the fd, or -1 with
+ * errno (ETIMEDOUT when the connection did not complete in time, EINVAL when
+ * the endpoint is not one this can read). */
+static int probe_connect(const char *endpoint, int timeout_ms) {
+    struct sockaddr_storage sa;
+    socklen_t salen = 0;
+    memset(&sa, 0, sizeof sa);
+    if (strncmp(endpoint, "ipc://", 6) == 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&sa;
+        const char *path = endpoint + 6;
+        size_t n = strlen(path);
+        if (n == 0 || n >= sizeof un->sun_path) {
+            errno = EINVAL;
+            return -1;
+        }
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, path, n);
+        if (path[0] == '@') un->sun_path[0] = '\0'; /* abstract, as libzmq spells it */
+        salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + (path[0] != '@'));
+    } else if (strncmp(endpoint, "tcp://", 6) == 0) {
+        const char *hp = endpoint + 6, *semi = strrchr(hp, ';');
+        if (semi) hp = semi + 1; /* "source;destination" */
+        char host[256];
+        const char *colon = strrchr(hp, ':');
+        if (!colon || colon == hp || (size_t)(colon - hp) >= sizeof host) {
+            errno = EINVAL;
+            return -1;
+        }
+        size_t hl = (size_t)(colon - hp);
+        if (hp[0] == '[' && hp[hl - 1] == ']') {
+            memcpy(host, hp + 1, hl - 2);
+            host[hl - 2] = '\0';
+        } else {
+            memcpy(host, hp, hl);
+            host[hl] = '\0';
+        }
+        struct addrinfo hints = {0}, *res = NULL;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) {
+            errno = EINVAL;
+            return -1;
+        }
+        memcpy(&sa, res->ai_addr, res->ai_addrlen);
+        salen = res->ai_addrlen;
+        freeaddrinfo(res);
+    } else {
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&sa, salen) != 0) {
+        if (errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        struct pollfd p = {fd, POLLOUT, 0};
+        int soerr = 0;
+        socklen_t l = sizeof soerr;
+        int n = poll(&p, 1, timeout_ms);
+        if (n <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0 || soerr) {
+            close(fd);
+            errno = n == 0 ? ETIMEDOUT : soerr ? soerr : EIO;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+gb_probe_t gb_zmq_probe(const char *endpoint, int timeout_ms, char *said, size_t saidlen) {
+    if (saidlen) said[0] = '\0';
+    int64_t deadline = gb_mono_ms() + timeout_ms;
+    int fd = probe_connect(endpoint, timeout_ms);
+    if (fd < 0) {
+        if (errno == EINVAL || errno == ETIMEDOUT) return GB_PROBE_UNKNOWN;
+        gb_fmt(said, saidlen, "%s", strerror(errno));
+        return GB_PROBE_REFUSED;
+    }
+    /* ZMTP 3.0 greeting: signature, version 3.0, mechanism "NULL", as-server 0,
+     * filler. It goes in two parts: the signature and major version, after
+     * which a ZeroMQ peer sends the rest of its own greeting with its
+     * mechanism (read before ours could make it close, and a close with our
+     * bytes unread resets the connection and loses its answer); then, to a
+     * peer still silent, the rest and an empty line, which servers of
+     * line-based protocols answer with an error line. */
+    unsigned char hello[68] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L'};
+    memcpy(hello + 64, "\r\n\r\n", 4);
+    unsigned char buf[64];
+    size_t got = 0, sent = 11;
+    int eof = 0;
+    int64_t half = gb_mono_ms() + timeout_ms / 2;
+    (void)!send(fd, hello, sent, MSG_NOSIGNAL);
+    while (got < sizeof buf) {
+        if (got >= 32 && buf[0] == 0xff) break; /* the mechanism is in */
+        if (got && buf[0] != 0xff && memchr(buf, '\n', got)) break;
+        int zmq_seen = got && buf[0] == 0xff, phase1 = sent < sizeof hello && !zmq_seen;
+        int64_t left = (phase1 ? half : deadline) - gb_mono_ms();
+        if (left <= 0 && phase1) {
+            (void)!send(fd, hello + sent, sizeof hello - sent, MSG_NOSIGNAL);
+            sent = sizeof hello;
+            continue;
+        }
+        if (left <= 0) break;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)left) <= 0) continue;
+        ssize_t n = recv(fd, buf + got, sizeof buf - got, 0);
+        if (n <= 0) {
+            eof = 1;
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got == 0) return eof ? GB_PROBE_CLOSED : GB_PROBE_SILENT;
+    if (buf[0] == 0xff && (got < 10 || buf[9] == 0x7f)) {
+        if (got < 32) return GB_PROBE_ZMQ; /* its mechanism not seen */
+        char mech[21] = {0};
+        memcpy(mech, buf + 12, 20);
+        for (size_t i = 0; mech[i]; i++)
+            if (mech[i] < 0x21 || mech[i] > 0x7e) mech[i] = '?';
+        gb_fmt(said, saidlen, "%s", mech);
+        return strcmp(mech, "CURVE") == 0 ? GB_PROBE_ZMQ_CURVE : GB_PROBE_ZMQ_NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < got && buf[i] != '\r' && buf[i] != '\n' && o + 1 < saidlen; i++)
+        said[o++] = buf[i] >= 0x20 && buf[i] < 0x7f ? (char)buf[i] : '?';
+    if (saidlen) said[o] = '\0';
+    return GB_PROBE_FOREIGN;
+}
+
+const char *gb_probe_str(gb_probe_t p, const char *said, int have_keys, char *out, size_t outlen) {
+    switch (p) {
+    case GB_PROBE_REFUSED:
+        gb_fmt(out, outlen,
+               "nothing listens there (%s): is the coordinator running, and is this "
+               "its address?",
+               said);
+        break;
+    case GB_PROBE_SILENT:
+        gb_fmt(out, outlen,
+               "it accepted the connection but sent no ZeroMQ greeting: is this a "
+               "gpubench coordinator's address?");
+        break;
+    case GB_PROBE_CLOSED:
+        gb_fmt(out, outlen,
+               "it closed the connection without a ZeroMQ greeting: is this a "
+               "gpubench coordinator's address?");
+        break;
+    case GB_PROBE_FOREIGN:
+        gb_fmt(out, outlen,
+               "it does not speak ZeroMQ (it answered \"%s\"): is this a gpubench "
+               "coordinator's address?",
+               said);
+        break;
+    case GB_PROBE_ZMQ_CURVE:
+        if (have_keys) return NULL;
+        gb_fmt(out, outlen,
+               "the coordinator requires CURVE keys: give --key NAME.key and "
+               "--server-key COORD.pub");
+        break;
+    case GB_PROBE_ZMQ_NULL:
+        if (!have_keys) return NULL;
+        gb_fmt(out, outlen, "the coordinator does not speak CURVE (drop --key/--server-key?)");
+        break;
+    default:
+        return NULL;
+    }
+    return out;
 }

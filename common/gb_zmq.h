@@ -71,4 +71,26 @@ int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, siz
 void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
                               size_t outlen);
 
+/* What listens at a tcp:// or ipc:// endpoint, seen from a plain socket
+ * (the answer to "why did the ZeroMQ handshake fail, or never start"): */
+typedef enum gb_probe {
+    GB_PROBE_UNKNOWN,  /* could not tell (another transport, a name that does not resolve) */
+    GB_PROBE_REFUSED,  /* nothing listens there (connection refused, no socket file) */
+    GB_PROBE_SILENT,   /* it accepted the connection and said nothing within the time */
+    GB_PROBE_CLOSED,   /* it accepted and closed the connection without a word */
+    GB_PROBE_FOREIGN,  /* it spoke, and not ZeroMQ: what it said is in the text */
+    GB_PROBE_ZMQ,      /* a ZeroMQ peer; its mechanism not seen */
+    GB_PROBE_ZMQ_NULL, /* a ZeroMQ peer with another mechanism than CURVE (NULL: no keys) */
+    GB_PROBE_ZMQ_CURVE /* a ZeroMQ peer that requires CURVE */
+} gb_probe_t;
+/* Connect to endpoint with a plain socket, send a ZMTP 3.0 greeting with the
+ * NULL mechanism, read the peer's greeting for at most timeout_ms, close
+ * (a ZeroMQ peer is left before our mechanism reaches it).
+ * said (saidlen bytes) gets a printable prefix of what a foreign peer sent
+ * (its first line) or the mechanism of another ZeroMQ peer. */
+gb_probe_t gb_zmq_probe(const char *endpoint, int timeout_ms, char *said, size_t saidlen);
+/* A sentence for a probe's answer that explains a failure, or NULL when the
+ * probe adds nothing to what the caller already says. */
+const char *gb_probe_str(gb_probe_t p, const char *said, int have_keys, char *out, size_t outlen);
+
 #endif

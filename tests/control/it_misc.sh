@@ -57,7 +57,7 @@ agent_unreachable)
     # a mistyped --connect must not look like an idle agent
     LISTEN="ipc://$T/nobody" start_agent lonely
     for _ in $(seq 80); do grep -q "no answer from" "$T/lonely.log" && break; sleep 0.1; done
-    contains "says so" "$T/lonely.log" "no answer from ipc://$T/nobody for 5 s; still trying (is the coordinator running? is --connect right?)"
+    contains "says so, and what it found there" "$T/lonely.log" "no answer from ipc://$T/nobody for 5 s; still trying: nothing listens there (No such file or directory): is the coordinator running, and is this its address?"
     ;;
 doc_queries)
     # every query the docs show runs on a store of this schema
@@ -100,7 +100,26 @@ usage)
     "$GB" results --db "$T/none.db" >"$T/u.log" 2>&1 && fail "results on a missing store"
     contains "missing store" "$T/u.log" "no store at"
     "$GB" status --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1 && fail "status without a coordinator"
-    contains "no coordinator" "$T/u.log" "is the coordinator running?"
+    contains "no coordinator" "$T/u.log" "nothing listens there (Connection refused): is the coordinator running"
+    # a server that is not ZeroMQ is named as such, with what it said
+    # (it used to read as a coordinator that wants CURVE keys)
+    python3 - "$T/port" <<'PY' &
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+__import__("os").rename(sys.argv[1] + ".tmp", sys.argv[1])
+for _ in range(4):
+    c, _ = s.accept()
+    c.recv(100)
+    c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    c.close()
+PY
+    for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
+    "$GB" status --control "tcp://127.0.0.1:$(cat "$T/port")" >"$T/u.log" 2>&1 && fail "status on a web server"
+    contains "not ZeroMQ" "$T/u.log" "it does not speak ZeroMQ (it answered \"HTTP/1.1 400 Bad Request\")"
+    kill %1 2>/dev/null
         # --param is one key (a list is an axis), repeated for more; a key twice is an error
     "$GB" submit --kind gemm --param m=256,n=256 >"$T/u.log" 2>&1; eq "--param k=v,k=v is a usage error" "$?" 2
     contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"

@@ -46,7 +46,7 @@ client_no_key)
     start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
     no_keys
     "$GB" submit --kind sleep --param duration_ms=10 >"$T/nokey.log" 2>&1 && fail "submitted without a key"
-    contains "says why" "$T/nokey.log" "CURVE keys"
+    contains "says why" "$T/nokey.log" "the coordinator requires CURVE keys: give --key"
     "$GB" submit --kind sleep --param duration_ms=10 --key "$T/stranger.key" --server-key "$T/coord.pub" >"$T/stranger.log" 2>&1 &&
         fail "submitted with an unlisted key"
     contains "says why" "$T/stranger.log" "refused our key"
