@@ -28,8 +28,21 @@
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
 #        ours dp torch cudnnbn sanitizer compile; e.g. a second call with
-#        SKIP="tests ours dp torch" runs what the first one had no time for).
+#        SKIP="tests ours dp torch" runs what the first one had no time for)
+#        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
+#        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
+# Without a usable GPU (no nvidia-smi, nvidia-smi fails or lists none) it
+# says why and exits 2 before building, unless BUILD_ONLY=1; otherwise it
+# exits 1 when a section failed, 0 when none did.
+# Relative paths in BUILD_DIR, OUT, PYTHON and GB_DNNL_ROOT are the
+# caller's: resolved against the directory it was called from (the script
+# then works from the repository root; BUILD_DIR defaults to build-gpu there).
 set -uo pipefail
+caller_path() { case $1 in '' | /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
+BUILD_DIR=$(caller_path "${BUILD_DIR:-}")
+OUT=$(caller_path "${OUT:-}")
+GB_DNNL_ROOT=$(caller_path "${GB_DNNL_ROOT:-}")
+case ${PYTHON:-} in */*) PYTHON=$(caller_path "$PYTHON") ;; esac # a bare name is looked up in PATH
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 BATCH=${BATCH:-256}
@@ -40,6 +53,7 @@ PYTHON=${PYTHON:-python3}
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 JOBS=${JOBS:-$(nproc)}
 FULL=${FULL:-0}
+BUILD_ONLY=${BUILD_ONLY:-0}
 AR_MAX_BYTES=${AR_MAX_BYTES:-1073741824}
 RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
 LOG=$BUILD/bench
@@ -90,24 +104,55 @@ gpu_state() {
   return 0
 }
 
+# the summary and where the logs are, for a run that stops early
+finish() {
+  section "summary"
+  for s in "${SUMMARY[@]}"; do echo "$s"; done
+  echo "details: $LOG${RESULT_DIR:+ (and summary.txt, logs.tgz in $RESULT_DIR)}; $(( $(date +%s) - START )) s"
+  exit "$1"
+}
+
 section "machine"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l) # GPUs, not MIG lines
+# a GPU only when nvidia-smi runs and lists one: when it fails (no driver,
+# a driver/library mismatch) or finds none, it says so on stdout, which is
+# no GPU's name
+GPU='' DRIVER='' CAP='' NGPU=0 NOGPU=''
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  NOGPU="no nvidia-smi in PATH (no NVIDIA driver)"
+elif ! GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>"$LOG/nvidia-smi.err"); then
+  NOGPU="nvidia-smi failed: $(printf '%s\n' "$GPUS" | cat - "$LOG/nvidia-smi.err" | grep -m1 .)"
+elif [ -z "$GPUS" ]; then
+  NOGPU="nvidia-smi lists no GPU"
+elif case $GPUS in *[Nn]o\ devices\ were\ found*) true ;; *) false ;; esac; then
+  NOGPU="nvidia-smi: $GPUS"
+else
+  GPU=$(printf '%s\n' "$GPUS" | head -1)
+  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  NGPU=$(printf '%s\n' "$GPUS" | wc -l) # GPUs, not MIG lines
+fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_V=$("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 ARCHS=${ARCHS:-${CAP:+${CAP}-real}}
 ARCHS=${ARCHS:-80-real;86-real;89-real;90-real;90-virtual}
 echo "GPU: ${GPU:-none} x${NGPU} (sm_${CAP:-?}), driver ${DRIVER:-none}, nvcc ${CUDA_V:-none} at $NVCC," \
   "host $(hostname), $(nproc) cores, python $("$PYTHON" -c 'import sys; print(sys.executable)' 2>/dev/null)"
-[ -n "$GPU" ] || status FAIL "no NVIDIA GPU visible (nvidia-smi): this script needs one"
+if [ -n "$GPU" ]; then :
+elif [ "$BUILD_ONLY" = 1 ]; then
+  echo "no usable NVIDIA GPU: $NOGPU; BUILD_ONLY=1, so building only (ARCHS=$ARCHS)"
+else
+  # nothing here needs the tree without a GPU: the build (a minute of CPU)
+  # would only be followed by sections that fail
+  status FAIL "no usable NVIDIA GPU: $NOGPU; nothing was run, not even the build (BUILD_ONLY=1 builds without a GPU; SKIP does not)"
+  finish 2
+fi
 
 # cuDNN and NCCL: with CUDA or in the system (CMake finds those), else in
 # the Python wheels PyTorch brings (site-packages/nvidia/{cudnn,nccl}).
 SITES=$("$PYTHON" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
 prefix_of() { # header library-glob: the install prefix holding both, or nothing
   local h d l
+  # shellcheck disable=SC2044,SC2086 # SITES: several folders, split on purpose; no spaces in these paths
   for h in $(find -H /usr/local/cuda/include /usr/include $SITES -maxdepth 5 -name "$1" 2>/dev/null); do
     d=$(dirname "$(dirname "$h")")
     # any one of these (ls of all four fails when one is missing)
@@ -163,6 +208,11 @@ if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -D
 else
   tail -n 30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
   status FAIL "build (logs: cmake.log, build.log)"
+fi
+if [ "$BUILD_ONLY" = 1 ]; then
+  status SKIPPED "everything after the build: BUILD_ONLY=1"
+  printf '%s\n' "${SUMMARY[@]}" | grep -q '^FAIL' && finish 1
+  finish 0
 fi
 
 section "gpu tests"
@@ -277,6 +327,7 @@ else
 fi
 
 section "compute-sanitizer"
+# shellcheck disable=SC2012 # two fixed paths: the first that exists
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 if ! want sanitizer; then :
 elif [ -z "$CS" ]; then
