@@ -4,18 +4,29 @@
 # machine that has no oneDNN: carried there (the device tool's `carry`:
 # [".gpu-deps"]), bench/gpu/run.sh finds it, builds the CPU engine beside
 # the CUDA backend, and test_cuda_step compares the two step for step.
-# About 39 MB; .gpu-deps is git-ignored.
+# About 39 MB; .gpu-deps is git-ignored. The copy is made beside it and
+# put in place only when complete: a failed or interrupted run leaves the
+# previous copy (or none), never a partial one that run.sh would take up.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 D=.gpu-deps/dnnl
 lib=$(ldconfig -p | awk '/libdnnl\.so\.2 /{if (!f) print $NF; f = 1}')  # reads it all: no SIGPIPE under pipefail
 [ -n "$lib" ] || { echo "carry_dnnl: no libdnnl.so.2 here (apt-get install libdnnl-dev)" >&2; exit 1; }
-rm -rf "$D"
-mkdir -p "$D/include" "$D/lib"
-cp -r /usr/include/oneapi "$D/include/"
-cp /usr/include/dnnl*.h "$D/include/" 2>/dev/null || true
+[ -f /usr/include/oneapi/dnnl/dnnl.h ] ||
+  { echo "carry_dnnl: no oneDNN headers in /usr/include/oneapi/dnnl (apt-get install libdnnl-dev)" >&2; exit 1; }
+mkdir -p .gpu-deps
+NEW=$(mktemp -d .gpu-deps/dnnl.new.XXXXXX)
+trap 'rm -rf "$NEW"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+chmod 755 "$NEW"
+mkdir -p "$NEW/include" "$NEW/lib"
+cp -r /usr/include/oneapi "$NEW/include/"
+cp /usr/include/dnnl*.h "$NEW/include/" 2>/dev/null || true
 # real files under the names the linker and the loader look for (a link
 # may not travel)
-cp -L "$lib" "$D/lib/libdnnl.so.2"
-for dep in $(ldd "$lib" | awk '/libOpenCL/{print $3}'); do cp -L "$dep" "$D/lib/"; done
+cp -L "$lib" "$NEW/lib/libdnnl.so.2"
+for dep in $(ldd "$lib" | awk '/libOpenCL/{print $3}'); do cp -L "$dep" "$NEW/lib/"; done
+rm -rf "$D"
+mv "$NEW" "$D"
 du -sh "$D"
