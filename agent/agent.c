@@ -907,6 +907,7 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
                MAX_SLOTS);
         return NULL;
     }
+    if (gb_endpoint_check(cfg->connect, err, errlen) != 0) return NULL;
     gb_agent_t *a = calloc(1, sizeof *a);
     if (!a) {
         gb_fmt(err, errlen, "out of memory");

@@ -181,6 +181,7 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
 int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb__Envelope *req,
                   int timeout_ms, Gb__Envelope **rep, char *err, size_t errlen) {
     *rep = NULL;
+    if (gb_endpoint_check(endpoint, err, errlen) != 0) return -1;
     /* an ipc socket this user may not open would read as a silent
      * coordinator after the whole timeout: say what it is at once */
     if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@' &&
@@ -321,6 +322,23 @@ out:
 }
 
 /* ---- what listens at an endpoint ------------------------------------------ */
+
+int gb_endpoint_check(const char *ep, char *err, size_t errlen) {
+    if (strncmp(ep, "tcp://", 6) != 0) return 0;
+    const char *colon = strrchr(ep + 6, ':');
+    if (!colon || (colon[-1] == ']' && !strchr(ep + 6, '['))) {
+        gb_fmt(err, errlen, "%s: a tcp:// endpoint needs a port (tcp://HOST:PORT)", ep);
+        return -1;
+    }
+    const char *port = colon + 1;
+    if (strcmp(port, "*") == 0) return 0;
+    size_t n = strspn(port, "0123456789");
+    if (n == 0 || port[n] || n > 5 || atol(port) > 65535) {
+        gb_fmt(err, errlen, "%s: the port must be a number in 0..65535 (or * for any)", ep);
+        return -1;
+    }
+    return 0;
+}
 
 /* A plain socket connected to endpoint within timeout_ms: the fd, or -1 with
  * errno (ETIMEDOUT when the connection did not complete in time, EINVAL when

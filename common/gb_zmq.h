@@ -71,6 +71,11 @@ int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, siz
 void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
                               size_t outlen);
 
+/* 0 when endpoint's form is one gpubench can use; else -1 with why in err.
+ * Checks what libzmq lets through: a tcp:// port must be 0..65535 or '*'
+ * (libzmq takes 99999 and uses 99999 - 65536). */
+int gb_endpoint_check(const char *endpoint, char *err, size_t errlen);
+
 /* What listens at a tcp:// or ipc:// endpoint, seen from a plain socket
  * (the answer to "why did the ZeroMQ handshake fail, or never start"): */
 typedef enum gb_probe {

@@ -15,6 +15,7 @@
  * from the store (a running multi-node attempt, whose rendezvous lived in
  * memory only, is then given up); the agents resend. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE   700 /* realpath */
 #include "coordinator.h"
 
 #include "auth.h"
@@ -36,6 +37,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +45,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -3085,6 +3088,51 @@ static int ipc_in_use(const char *ep) {
     return up;
 }
 
+/* PATH made absolute through its directory (the file itself may not
+ * exist yet): out, or "" when the directory does not resolve. */
+static void abs_path(const char *p, char *out, size_t outlen) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
+    if (!slash)
+        gb_copy(dir, sizeof dir, ".");
+    else
+        gb_fmt(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    if (!realpath(dir, real)) {
+        out[0] = '\0';
+        return;
+    }
+    gb_fmt(out, outlen, "%s/%s", strcmp(real, "/") == 0 ? "" : real, base);
+}
+
+/* What binding ipc://PATH would destroy: libzmq unlinks whatever is at
+ * PATH before it binds, a store or any other file included. */
+static int ipc_path_check(const gb_coord_config_t *cfg, const char *ep, char *err, size_t errlen) {
+    if (strncmp(ep, "ipc://", 6) != 0) return 0;
+    const char *path = ep + 6;
+    if (!path[0] || path[0] == '@' || strcmp(path, "*") == 0) return 0;
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        gb_fmt(err, errlen,
+               "cannot bind %s: %s exists and is not a socket (binding would delete it); give "
+               "another path",
+               ep, path);
+        return -1;
+    }
+    char a[PATH_MAX + 8], b[PATH_MAX + 8], side[PATH_MAX + 16];
+    abs_path(path, a, sizeof a);
+    abs_path(cfg->db_path, b, sizeof b);
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; a[0] && b[0] && i < sizeof sfx / sizeof sfx[0]; i++) {
+        gb_fmt(side, sizeof side, "%s%s", b, sfx[i]);
+        if (strcmp(a, side) == 0) {
+            gb_fmt(err, errlen, "cannot bind %s: that is the store's path (--db %s)", ep,
+                   cfg->db_path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out, size_t outlen,
                          char *err, size_t errlen) {
     void *s = zmq_socket(c->ctx, ZMQ_ROUTER);
@@ -3218,8 +3266,21 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
      * created, no other socket file left behind */
     for (int i = 0; i < 2; i++) {
         const char *ep = i ? cfg->control : cfg->listen;
+        if (gb_endpoint_check(ep, err, errlen) != 0 || ipc_path_check(cfg, ep, err, errlen) != 0)
+            goto err;
         if (ipc_in_use(ep)) {
             gb_fmt(err, errlen, "cannot bind %s: another process is listening there", ep);
+            goto err;
+        }
+    }
+    if (strncmp(cfg->listen, "ipc://", 6) == 0 && strncmp(cfg->control, "ipc://", 6) == 0 &&
+        strcmp(cfg->listen + 6, "*") != 0) {
+        char a[PATH_MAX + 8], b[PATH_MAX + 8];
+        abs_path(cfg->listen + 6, a, sizeof a);
+        abs_path(cfg->control + 6, b, sizeof b);
+        if (strcmp(cfg->listen, cfg->control) == 0 || (a[0] && strcmp(a, b) == 0)) {
+            gb_fmt(err, errlen, "--listen and --control must be two endpoints (both are %s)",
+                   cfg->listen);
             goto err;
         }
     }

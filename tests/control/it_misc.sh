@@ -43,6 +43,32 @@ ipc_in_use)
     LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
     check "the new one answers" "$GB" status --control "ipc://$T/ctl" >/dev/null
     ;;
+ipc_path)
+    # libzmq unlinks whatever is at an ipc path before it binds: a store or
+    # any file named by mistake is refused, never deleted
+    sqlite3 "$T/keep.db" "CREATE TABLE t(x); INSERT INTO t VALUES (42)"
+    echo precious >"$T/notes.txt"
+    "$GB" coordinator --listen "ipc://$T/notes.txt" --control "ipc://$T/c" --db "$T/x.db" >"$T/p.log" 2>&1 && fail "bound over a regular file"
+    contains "says why" "$T/p.log" "cannot bind ipc://$T/notes.txt: $T/notes.txt exists and is not a socket (binding would delete it)"
+    eq "the file is intact" "$(cat "$T/notes.txt")" precious
+    "$GB" coordinator --listen "ipc://$T/a" --control "ipc://$T/keep.db" --db "$T/keep.db" >"$T/p.log" 2>&1 && fail "bound over the store"
+    contains "says why" "$T/p.log" "exists and is not a socket"
+    eq "the store is intact" "$(sqlite3 "$T/keep.db" "SELECT x FROM t")" 42
+    # a store not made yet, named through another path, or its -wal side file
+    (cd "$T" && "$GB" coordinator --listen "ipc://$T/a" --control "ipc://../$(basename "$T")/new.db-wal" --db new.db) >"$T/p.log" 2>&1 && fail "bound on the store's -wal path"
+    contains "says why" "$T/p.log" "that is the store's path (--db new.db)"
+    "$GB" coordinator --listen "ipc://$T/same" --control "ipc://$T/./same" --db "$T/x.db" >"$T/p.log" 2>&1 && fail "bound one path twice"
+    contains "says why" "$T/p.log" "--listen and --control must be two endpoints"
+    [ -e "$T/same" ] && fail "a refused coordinator left a socket file"
+    # a tcp port out of range (libzmq would wrap 99999 to 34463)
+    "$GB" coordinator --listen "tcp://127.0.0.1:99999" --control "tcp://127.0.0.1:*" --db "$T/x.db" >"$T/p.log" 2>&1 && fail "bound port 99999"
+    contains "says why" "$T/p.log" "the port must be a number in 0..65535"
+    "$GB" status --control "tcp://127.0.0.1:70000" >"$T/p.log" 2>&1 && fail "status on port 70000"
+    contains "a command says so at once" "$T/p.log" "tcp://127.0.0.1:70000: the port must be a number in 0..65535"
+    timeout 5 "$GB" agent --connect "tcp://127.0.0.1:70000" --state-dir "$T/ag" >"$T/p.log" 2>&1 && fail "an agent for port 70000 started"
+    contains "an agent too" "$T/p.log" "the port must be a number in 0..65535"
+    [ -e "$T/x.db" ] && fail "a refused coordinator made a store"
+    ;;
 agent_sighup)
     # the hangup of the session that started an agent must not kill it
     start_coord
