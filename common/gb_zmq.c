@@ -418,6 +418,7 @@ gb_probe_t gb_zmq_probe(const char *endpoint, int timeout_ms, char *said, size_t
     int fd = probe_connect(endpoint, timeout_ms);
     if (fd < 0) {
         if (errno == EINVAL || errno == ETIMEDOUT) return GB_PROBE_UNKNOWN;
+        if (errno == EACCES || errno == EPERM) return GB_PROBE_DENIED;
         gb_fmt(said, saidlen, "%s", strerror(errno));
         return GB_PROBE_REFUSED;
     }
@@ -480,6 +481,11 @@ const char *gb_probe_str(gb_probe_t p, const char *said, int have_keys, char *ou
                "nothing listens there (%s): is the coordinator running, and is this "
                "its address?",
                said);
+        break;
+    case GB_PROBE_DENIED:
+        gb_fmt(out, outlen,
+               "permission denied (the socket is another user's: run as its owner, "
+               "or give its directory and socket to a group you are in)");
         break;
     case GB_PROBE_SILENT:
         gb_fmt(out, outlen,

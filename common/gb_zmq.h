@@ -81,6 +81,7 @@ int gb_endpoint_check(const char *endpoint, char *err, size_t errlen);
 typedef enum gb_probe {
     GB_PROBE_UNKNOWN,  /* could not tell (another transport, a name that does not resolve) */
     GB_PROBE_REFUSED,  /* nothing listens there (connection refused, no socket file) */
+    GB_PROBE_DENIED,   /* an ipc socket this user may not open */
     GB_PROBE_SILENT,   /* it accepted the connection and said nothing within the time */
     GB_PROBE_CLOSED,   /* it accepted and closed the connection without a word */
     GB_PROBE_FOREIGN,  /* it spoke, and not ZeroMQ: what it said is in the text */

@@ -170,6 +170,11 @@ ipc_perm)
     timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" status --control "$CONTROL" >"$T/perm.log" 2>&1
     eq "refused" "$?" 1
     contains "says why" "$T/perm.log" "permission denied (the socket is another user's"
+    # an agent says so in its "no answer" warning (it said "is the coordinator running?")
+    mkdir -m 777 "$T/nobody"
+    timeout 8 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" agent --connect "$LISTEN" \
+        --state-dir "$T/nobody/st" --name nob --heartbeat-ms 200 >"$T/nob.log" 2>&1
+    contains "the agent says why" "$T/nob.log" "still trying: permission denied (the socket is another user's"
 ;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
