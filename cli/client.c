@@ -137,7 +137,10 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         env.status = &rq;
         Gb__Envelope *rep = NULL;
         char err[512];
-        int rc = gb_request_ex(control, curve, &env, GB_REQUEST_MS, &rep, err, sizeof err);
+        int req_ms = GB_REQUEST_MS; /* --timeout holds while the coordinator is away too */
+        if (deadline && deadline - gb_mono_ms() < req_ms)
+            req_ms = deadline - gb_mono_ms() > 100 ? (int)(deadline - gb_mono_ms()) : 100;
+        int rc = gb_request_ex(control, curve, &env, req_ms, &rep, err, sizeof err);
         if (rc != -2) refused = 0;
         if (rc == 1 && rep->reject->code == GB__REJECT_CODE__REJECT_RATE) {
             gb_wire_free(&rep); /* asked too often: the next round comes soon enough */
@@ -179,7 +182,9 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
                     sweep_id, timeout_s);
             return 1;
         }
-        sleep_ms(interval_ms);
+        int64_t nap = interval_ms;
+        if (deadline && deadline - gb_mono_ms() < nap) nap = deadline - gb_mono_ms() + 1;
+        sleep_ms(nap > 0 ? (int)nap : 1);
     }
 }
 

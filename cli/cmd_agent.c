@@ -87,6 +87,8 @@ int cmd_agent(int argc, char **argv) {
             cfg.state_dir = optarg;
             break;
         case 'n':
+            if (!optarg[0])
+                return cli_usage_error("agent", "--name is empty (leave it out for the host name)");
             cfg.name = optarg;
             break;
         case 'S':

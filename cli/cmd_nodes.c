@@ -41,7 +41,7 @@ int cmd_nodes(int argc, char **argv) {
     cli_conn_t conn;
     cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
-    int opt, topo = 0;
+    int opt, topo = 0, db_given = 0;
     const char *forget = NULL;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -52,6 +52,7 @@ int cmd_nodes(int argc, char **argv) {
             break;
         case 'd':
             db = optarg;
+            db_given = 1;
             break;
         case 'F':
             forget = optarg;
@@ -95,6 +96,8 @@ int cmd_nodes(int argc, char **argv) {
         return cli_print_topo(db, optind < argc ? argv[optind] : NULL, fmt, stdout);
     }
     if (optind < argc) return cli_usage_error("nodes", "unexpected argument (NODE needs --topo)");
+    if (db_given) /* without --topo the coordinator answers, not the store */
+        return cli_usage_error("nodes", "--db is read by --topo only (nodes asks the coordinator)");
     Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.seq = (uint64_t)gb_wall_ms();

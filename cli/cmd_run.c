@@ -60,7 +60,7 @@ static void usage(FILE *out) {
             "  a coordinator and a local agent in one process, the default sweep on this\n"
             "  machine (%s), and the results table\n"
             "  --db FILE        the store (default " GB_DEFAULT_DB ")\n"
-            "  --spec FILE      run this sweep instead of the default\n"
+            "  --spec FILE      run this sweep instead of the default (- reads stdin)\n"
             "  --state-dir DIR  the local agent's state (default FILE.agent next to the store)\n"
             "  --format F       table | csv | json (default table)\n"
             "  --timeout S      give up after S seconds (default 0: never)\n"
@@ -158,8 +158,14 @@ int cmd_run(int argc, char **argv) {
     char *spec = NULL;
     if (spec_file) {
         size_t len = 0;
-        if (gb_read_file(spec_file, GB_WIRE_SPEC_MAX, &spec, &len, err, sizeof err) != 0) {
+        if (gb_read_file(strcmp(spec_file, "-") == 0 ? "/dev/stdin" : spec_file, GB_WIRE_SPEC_MAX,
+                         &spec, &len, err, sizeof err) != 0) {
             fprintf(stderr, "gpubench run: %s\n", err);
+            return 1;
+        }
+        if (strlen(spec) != len) {
+            fprintf(stderr, "gpubench run: %s holds a NUL byte: not a JSON spec\n", spec_file);
+            free(spec);
             return 1;
         }
     }

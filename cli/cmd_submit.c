@@ -78,10 +78,19 @@ static cJSON *list_value(const char *s, int numeric_ok) {
     return arr;
 }
 
+static char list_err[200];
+
 /* -1 out of memory; -2 the key is set already (by a flag or --param: the
- * JSON spec refuses a key given twice too) */
+ * JSON spec refuses a key given twice too); -3 an empty element in the list
+ * ("1,", ",2", "2,,3": strtok would drop it silently; list_err says so) */
 static int add_list(cJSON *spec, const char *key, const char *value, int numeric) {
     if (cJSON_GetObjectItemCaseSensitive(spec, key)) return -2;
+    size_t n = strlen(value);
+    if (n && (value[0] == ',' || value[n - 1] == ',' || strstr(value, ",,"))) {
+        snprintf(list_err, sizeof list_err, "%.40s '%.80s': an empty value in the list", key,
+                 value);
+        return -3;
+    }
     cJSON *v = list_value(value, numeric);
     if (!v) return -1;
     cJSON_AddItemToObject(spec, key, v);
@@ -245,6 +254,10 @@ int cmd_submit(int argc, char **argv) {
         }
         if (r == -2) {
             rc = cli_usage_error("submit", "an option given twice, or also as --param");
+            goto out;
+        }
+        if (r == -3) {
+            rc = cli_usage_error("submit", list_err);
             goto out;
         }
         if (r != 0) {

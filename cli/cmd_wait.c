@@ -10,7 +10,8 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench wait [--control EP] [options] SWEEP\n"
                  "  blocks until every job of SWEEP ended; exit 0 when all are done, 1 when some\n"
-                 "  failed or were cancelled (or on --timeout), 2 when there is no such sweep\n"
+                 "  failed or were cancelled (or on --timeout, or a refused handshake), 2 when\n"
+                 "  there is no such sweep or the command line is wrong (the message says which)\n"
                  "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --timeout S         give up after S seconds (default 0: never)\n"
@@ -43,9 +44,11 @@ int cmd_wait(int argc, char **argv) {
             if (cli_long("wait", "--interval-ms", optarg, 10, 60000, &interval)) return 2;
             break;
         case 'p':
+            if (progress < 0) return cli_usage_error("wait", "--progress and --quiet together");
             progress = 1;
             break;
         case 'q':
+            if (progress > 0) return cli_usage_error("wait", "--progress and --quiet together");
             progress = -1;
             break;
         case 'h':

@@ -151,6 +151,27 @@ PY
     contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"
     "$GB" submit --kind resnet50 --precision fp32 --param precision=tf32 >"$T/u.log" 2>&1; eq "a key twice" "$?" 2
     contains "says which" "$T/u.log" "key 'precision' given twice"
+    # an empty element in a comma list is refused (strtok dropped it: "1," was [1])
+    for v in "1," ",2" "2,,3"; do
+        "$GB" submit --kind sleep --gpus "$v" >"$T/u.log" 2>&1; eq "--gpus '$v' is a usage error" "$?" 2
+        contains "says which" "$T/u.log" "gpus '$v': an empty value in the list"
+    done
+    "$GB" submit --kind sleep, >"$T/u.log" 2>&1; eq "--kind 'sleep,'" "$?" 2
+    # options that would be silently ignored
+    "$GB" nodes --db "$T/x.db" >"$T/u.log" 2>&1; eq "nodes --db without --topo" "$?" 2
+    contains "says why" "$T/u.log" "--db is read by --topo only"
+    "$GB" wait 1 --progress --quiet >"$T/u.log" 2>&1; eq "--progress --quiet" "$?" 2
+    "$GB" agent --name "" >"$T/u.log" 2>&1; eq "agent --name ''" "$?" 2
+    contains "says why" "$T/u.log" "--name is empty"
+    # help CMD is CMD -h
+    "$GB" help submit >"$T/h.log" || fail "help submit"
+    contains "help submit shows submit's options" "$T/h.log" "usage: gpubench submit"
+    "$GB" help nosuch >"$T/u.log" 2>&1; eq "help of no command" "$?" 2
+    # --timeout holds while nothing answers (each request waited 5 s)
+    s0=$(date +%s%N)
+    GB_CONTROL="ipc://$T/none" "$GB" wait 1 --timeout 1 >"$T/u.log" 2>&1; eq "wait --timeout 1 exits 1" "$?" 1
+    ms=$((($(date +%s%N) - s0) / 1000000))
+    [ "$ms" -lt 3500 ] || fail "wait --timeout 1 took $ms ms"
     # an unknown option: getopt's line and a pointer to -h, not the whole usage
     "$GB" submit --precison fp32 >"$T/u.log" 2>&1; eq "unknown option" "$?" 2
     contains "points at -h" "$T/u.log" "see 'gpubench submit -h' for the options"

@@ -23,7 +23,7 @@ fi
 printf '{"name": "tiny", "kind": ["gemm", "sleep"], "m": 64, "n": 64, "k": 64, "duration_ms": [10, 20]}' >"$T/tiny.json"
 check "gpubench run --spec exits 0" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" >"$T/out.txt" 2>"$T/run.log"
 eq "three rows done" "$(grep -c " done " "$T/out.txt")" 3
-check "second run" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" --format csv >"$T/out2.csv" 2>>"$T/run.log"
+check "second run (spec on stdin)" "$GB" run --db "$T/run.db" --spec - --format csv <"$T/tiny.json" >"$T/out2.csv" 2>>"$T/run.log"
 eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
 eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
 # csv is for machines: every digit the store has, not the table's rounding
