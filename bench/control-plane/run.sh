@@ -19,11 +19,19 @@
 #   idle        AGENTS agents heartbeating at 1 Hz for IDLE_S (30) seconds:
 #               the coordinator's CPU, % of one core
 # Knobs: SYNC=group|full|normal (the coordinator's --sync, default group),
-# LOG_LEVEL (default info, as shipped: one line per job assigned and ended),
-# CURVE=1 (keys on every connection).
+# LOG_LEVEL=debug|info|warn|error (default info, as shipped: one line per
+# job assigned and ended), CURVE=1 (keys on every connection). The sizes
+# are whole numbers, checked before anything starts.
+# BUILD_DIR (default: the repository's build) and OUT_DIR are taken from the
+# directory the script is called from; without OUT_DIR it makes one in
+# TMPDIR. A signal (INT, TERM) or a failure stops gb_loadgen and the
+# coordinator; OUT is kept when it holds something (it says where) and
+# removed when it made it and it stayed empty.
 set -euo pipefail
-BUILD=${1:-build}
-OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/gb-cp-bench.XXXXXX")}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+abs() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
+BUILD=$(abs "${1:-$ROOT/build}")
+OUT_ARG=${2:-}
 GB=$BUILD/bin/gpubench
 LOADGEN=$BUILD/tests/load/gb_loadgen
 AGENTS=${AGENTS:-2000}
@@ -38,10 +46,77 @@ IDLE_S=${IDLE_S:-30}
 SYNC=${SYNC:-group}
 LOG_LEVEL=${LOG_LEVEL:-info}
 CURVE=${CURVE:-0}
-[ -x "$GB" ] && [ -x "$LOADGEN" ] || { echo "build first: cmake --build $BUILD (gpubench, gb_loadgen)" >&2; exit 2; }
-mkdir -p "$OUT"
-COORD=
-trap '[ -n "$COORD" ] && kill -TERM "$COORD" 2>/dev/null; wait 2>/dev/null' EXIT
+
+ME=control-plane/run.sh
+die() { echo "$ME: $*" >&2; exit 2; }
+# NAME MIN MAX: $NAME is a whole number from MIN to MAX (written in
+# decimal: 010 is ten, not octal eight), or the script stops here
+need_int() {
+    local v=${!1}
+    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
+        die "$1='$v': must be a whole number from $2 to $3"
+    fi
+    printf -v "$1" '%d' $((10#$v))
+}
+# the limits of gb_loadgen (agents), of the coordinator this script starts
+# (--max-jobs, --max-queued 1000000, --rate-limit 1000 sweeps a second)
+need_int AGENTS 1 60000
+need_int JOBS 1 1000000
+need_int SWEEP 1 1000000
+need_int LAT_JOBS 1 1000000
+need_int LAT_RATE 1 1000
+need_int STEADY_JOBS 1 1000000
+need_int STEADY_RATE 1 1000
+need_int STEADY_SWEEP 1 1000000
+need_int IDLE_S 1 86400
+for v in SWEEP STEADY_SWEEP; do # gb_loadgen sends a sweep above 1000 in groups of 1000
+    [ "${!v}" -le 1000 ] || [ $(("${!v}" % 1000)) = 0 ] || die "$v=${!v}: above 1000 it must be a multiple of 1000"
+done
+[ "$STEADY_SWEEP" -le "$SWEEP" ] || die "STEADY_SWEEP=$STEADY_SWEEP is above SWEEP=$SWEEP (the coordinator's --max-jobs)"
+case $SYNC in group | full | normal) ;; *) die "SYNC='$SYNC': group, full or normal" ;; esac
+case $LOG_LEVEL in debug | info | warn | error) ;; *) die "LOG_LEVEL='$LOG_LEVEL': debug, info, warn or error" ;; esac
+case $CURVE in 0 | 1) ;; *) die "CURVE='$CURVE': 0 or 1" ;; esac
+if ! [ -x "$GB" ] || ! [ -x "$LOADGEN" ]; then
+    die "build first: cmake --build $BUILD (gpubench, gb_loadgen)"
+fi
+command -v sqlite3 >/dev/null 2>&1 || die "needs the sqlite3 command (apt-get install sqlite3)"
+
+MADE_OUT=0
+if [ -n "$OUT_ARG" ]; then
+    OUT=$(abs "$OUT_ARG")
+    [ -d "$OUT" ] || MADE_OUT=1
+    mkdir -p "$OUT"
+else
+    OUT=$(mktemp -d "${TMPDIR:-/tmp}/gb-cp-bench.XXXXXX")
+    MADE_OUT=1
+fi
+COORD=''
+LOADGEN_PID=''
+FINISHED=0
+alive() { case $(ps -o stat= -p "$1" 2>/dev/null) in '' | Z*) return 1 ;; esac; }
+stop_pid() { # PID: TERM, up to 10 s to end, then KILL
+    kill -TERM "$1" 2>/dev/null || return 0
+    for _ in $(seq 100); do alive "$1" || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM
+    [ -n "$LOADGEN_PID" ] && stop_pid "$LOADGEN_PID"
+    [ -n "$COORD" ] && stop_pid "$COORD"
+    if [ "$FINISHED" != 1 ]; then
+        if [ "$MADE_OUT" = 1 ] && rmdir "$OUT" 2>/dev/null; then :
+        elif [ -d "$OUT" ]; then
+            echo "$ME: stopped (exit $rc); logs and partial results are in $OUT" >&2
+        fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 keys=()
 if [ "$CURVE" = 1 ]; then
@@ -70,33 +145,48 @@ start_coord() { # PHASE
 stop_coord() {
     kill -TERM "$COORD"; wait "$COORD" || true; COORD=
 }
+# PHASE ARGS...: gb_loadgen against the running coordinator, output in
+# OUT/PHASE.json and .log; waited for in the background, so that a signal
+# to this script stops it at once (through cleanup)
+loadgen() {
+    local phase=$1
+    shift
+    "$LOADGEN" "$@" --connect "$LISTEN" --control "$CONTROL" --coord-pid "$COORD" ${keys[@]+"${keys[@]}"} \
+        >"$OUT/$phase.json" 2>"$OUT/$phase.log" &
+    LOADGEN_PID=$!
+    local rc=0
+    wait "$LOADGEN_PID" || rc=$?
+    LOADGEN_PID=''
+    if [ "$rc" != 0 ]; then
+        echo "gb_loadgen failed in the $phase phase (exit $rc):" >&2
+        tail -n 5 "$OUT/$phase.log" >&2
+        exit 1
+    fi
+}
 
 echo "gpubench control plane: $(nproc) cores, $(uname -r), $AGENTS agents, sync=$SYNC, log=$LOG_LEVEL, curve=$CURVE"
 echo "out: $OUT"
 
 start_coord throughput
-"$LOADGEN" --mode throughput --connect "$LISTEN" --control "$CONTROL" --agents "$AGENTS" --jobs "$JOBS" \
-    --sweep-size "$SWEEP" --coord-pid "$COORD" "${keys[@]}" >"$OUT/throughput.json" 2>"$OUT/throughput.log"
+loadgen throughput --mode throughput --agents "$AGENTS" --jobs "$JOBS" --sweep-size "$SWEEP"
 stop_coord
 echo "store check: $(sqlite3 "$OUT/throughput.db" "SELECT count(*) || ' jobs, ' || sum(status = 'done') || ' done, ' || count(DISTINCT job_id) || ' distinct, ' || sum(synthetic) || ' synthetic' FROM v_results")"
 
 start_coord latency
-"$LOADGEN" --mode latency --connect "$LISTEN" --control "$CONTROL" --agents "$AGENTS" --jobs "$LAT_JOBS" \
-    --rate "$LAT_RATE" --coord-pid "$COORD" "${keys[@]}" >"$OUT/latency.json" 2>"$OUT/latency.log"
+loadgen latency --mode latency --agents "$AGENTS" --jobs "$LAT_JOBS" --rate "$LAT_RATE"
 stop_coord
 
 start_coord steady
-"$LOADGEN" --mode latency --connect "$LISTEN" --control "$CONTROL" --agents "$AGENTS" --jobs "$STEADY_JOBS" \
-    --rate "$STEADY_RATE" --sweep-size "$STEADY_SWEEP" --coord-pid "$COORD" "${keys[@]}" \
-    >"$OUT/steady.json" 2>"$OUT/steady.log"
+loadgen steady --mode latency --agents "$AGENTS" --jobs "$STEADY_JOBS" --rate "$STEADY_RATE" \
+    --sweep-size "$STEADY_SWEEP"
 stop_coord
 
 start_coord idle
-"$LOADGEN" --mode idle --connect "$LISTEN" --control "$CONTROL" --agents "$AGENTS" --jobs 0 \
-    --duration "$IDLE_S" --coord-pid "$COORD" "${keys[@]}" >"$OUT/idle.json" 2>"$OUT/idle.log"
+loadgen idle --mode idle --agents "$AGENTS" --jobs 0 --duration "$IDLE_S"
 stop_coord
 
 for p in throughput latency steady idle; do
     echo "== $p"
     grep -h "gb_loadgen:" "$OUT/$p.log" | sed 's/^gb_loadgen: /  /'
 done
+FINISHED=1
