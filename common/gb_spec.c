@@ -477,7 +477,11 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
     for (int ki = 0; ki < kindv.n; ki++) {
         unsigned bit = kind_bit(kindv.sv[ki]);
         int idx[N_KEYS] = {0};
+        size_t k_ic = 0;
+        while (k_ic < N_KEYS && strcmp(keys[k_ic].key, "interconnect") != 0)
+            k_ic++;
         for (;;) {
+            size_t first = out->n_jobs;
             for (int r = 0; r < repeat; r++) {
                 gb_jobdef_t *j = &out->jobs[out->n_jobs++];
                 snprintf(j->kind, sizeof j->kind, "%s", kindv.sv[ki]);
@@ -506,6 +510,16 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                 if (j->timeout_s == 0) j->timeout_s = default_timeout(j);
                 j->repeat_index = job_mode ? *repeat_index : r;
                 if (check_job(j, err, errlen) != 0) goto fail;
+            }
+            /* One GPU on one node moves no gradients: its interconnect is
+             * a word only, so the run is made once, for the first value of
+             * the interconnect axis (--gpus 1,2,4 --interconnect nvlink,pcie
+             * made the same one-GPU run twice). */
+            if (k_ic < N_KEYS && (keys[k_ic].kinds & bit) && idx[k_ic] > 0 &&
+                out->n_jobs > first && out->jobs[first].gpus <= 1 &&
+                out->jobs[first].n_nodes <= 1) {
+                memset(&out->jobs[first], 0, (out->n_jobs - first) * sizeof *out->jobs);
+                out->n_jobs = first;
             }
             /* next combination: the last axis moves fastest */
             int moved = 0;

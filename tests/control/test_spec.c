@@ -31,6 +31,36 @@ static void parse_bad(const char *json, size_t max_jobs, const char *want) {
     CHECK(d.jobs == NULL && d.n_jobs == 0);
 }
 
+/* One GPU on one node has no interconnect: it is run once, for the first
+ * value of the axis, not once per value (the same run twice). */
+static void case_interconnect_one_gpu(void) {
+    gb_sweep_def_t d = parse_ok("{\"kind\": \"resnet50\", \"gpus\": [1, 2, 4],"
+                                " \"interconnect\": [\"nvlink\", \"pcie\"], \"repeat\": 3}");
+    CHECKF(d.n_jobs == 3 + 2 * 2 * 3, "%zu jobs", d.n_jobs);
+    int one = 0, two_nv = 0, two_pcie = 0;
+    for (size_t i = 0; i < d.n_jobs; i++) {
+        const gb_jobdef_t *j = &d.jobs[i];
+        if (j->gpus == 1) {
+            CHECKF(strcmp(j->interconnect, "nvlink") == 0, "%s", j->interconnect);
+            CHECK(j->repeat_index == one);
+            one++;
+        }
+        two_nv += j->gpus == 2 && strcmp(j->interconnect, "nvlink") == 0;
+        two_pcie += j->gpus == 2 && strcmp(j->interconnect, "pcie") == 0;
+    }
+    CHECK(one == 3 && two_nv == 3 && two_pcie == 3);
+    gb_sweep_def_free(&d);
+    /* over several nodes one GPU each does move gradients: kept per value */
+    d = parse_ok(
+        "{\"kind\": \"allreduce\", \"n_nodes\": 2, \"interconnect\": [\"auto\", \"pcie\"]}");
+    CHECKF(d.n_jobs == 2, "%zu jobs", d.n_jobs);
+    gb_sweep_def_free(&d);
+    /* one value, one GPU: as given */
+    d = parse_ok("{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}");
+    CHECK(d.n_jobs == 1 && strcmp(d.jobs[0].interconnect, "pcie") == 0);
+    gb_sweep_def_free(&d);
+}
+
 static void case_product(void) {
     gb_sweep_def_t d = parse_ok("{\"name\": \"grid\", \"kind\": \"resnet50\","
                                 " \"precision\": [\"fp32\", \"bf16\"], \"gpus\": [1, 2],"
@@ -252,6 +282,8 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (strcmp(c, "examples") == 0)
         case_examples(argc == 3 ? argv[2] : "examples");
+    else if (strcmp(c, "interconnect_one_gpu") == 0)
+        case_interconnect_one_gpu();
     else if (strcmp(c, "product") == 0)
         case_product();
     else if (strcmp(c, "kinds") == 0)
