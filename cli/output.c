@@ -143,9 +143,19 @@ static void csv_field(FILE *out, const char *s) {
     if (quote) fputc('"', out);
 }
 
+/* Columns a string takes on a terminal: one per character, not per byte
+ * (UTF-8 continuation bytes take none; a control character prints as one
+ * '?'). Wide East Asian characters are still counted as one. */
+static int display_len(const char *s) {
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        n += (*p & 0xc0) != 0x80;
+    return n;
+}
+
 /* One line per cell in a table: newlines and tabs become spaces. */
 static void table_field(FILE *out, const char *s, int width, int right) {
-    int len = (int)strlen(s);
+    int len = display_len(s);
     if (right)
         for (int i = len; i < width; i++)
             fputc(' ', out);
@@ -215,10 +225,10 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
     int *w = calloc((size_t)t->ncols, sizeof *w);
     if (!w) return;
     for (int c = 0; c < t->ncols; c++) {
-        w[c] = (int)strlen(t->names[c]);
+        w[c] = display_len(t->names[c]);
         for (int r = 0; r < t->nrows; r++) {
             const cell_t *x = at(t, r, c);
-            int len = x->type == C_NULL ? 1 : (int)strlen(x->text);
+            int len = x->type == C_NULL ? 1 : display_len(x->text);
             if (len > w[c]) w[c] = len;
         }
     }

@@ -282,7 +282,8 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
                 return -1;
             }
         } else if (!text_ok(s, kd->size - 1, strcmp(kd->key, "fail") == 0)) {
-            gb_fmt(err, errlen, "'%s' must be 1..%zu printable characters", kd->key, kd->size - 1);
+            gb_fmt(err, errlen, "'%s' must be 1..%zu bytes of printable UTF-8", kd->key,
+                   kd->size - 1);
             return -1;
         }
     }
@@ -401,7 +402,7 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         if (strcmp(k, "kind") == 0) continue;
         if (strcmp(k, "name") == 0) {
             if (!cJSON_IsString(c) || !text_ok(c->valuestring, sizeof out->name - 1, 1))
-                FAIL("'name' must be a string of at most %zu printable characters",
+                FAIL("'name' must be a string of at most %zu bytes of printable UTF-8",
                      sizeof out->name - 1);
             snprintf(out->name, sizeof out->name, "%s", c->valuestring);
             continue;
@@ -515,9 +516,8 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
              * a word only, so the run is made once, for the first value of
              * the interconnect axis (--gpus 1,2,4 --interconnect nvlink,pcie
              * made the same one-GPU run twice). */
-            if (k_ic < N_KEYS && (keys[k_ic].kinds & bit) && idx[k_ic] > 0 &&
-                out->n_jobs > first && out->jobs[first].gpus <= 1 &&
-                out->jobs[first].n_nodes <= 1) {
+            if (k_ic < N_KEYS && (keys[k_ic].kinds & bit) && idx[k_ic] > 0 && out->n_jobs > first &&
+                out->jobs[first].gpus <= 1 && out->jobs[first].n_nodes <= 1) {
                 memset(&out->jobs[first], 0, (out->n_jobs - first) * sizeof *out->jobs);
                 out->n_jobs = first;
             }

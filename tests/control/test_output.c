@@ -51,6 +51,27 @@ int main(int argc, char **argv) {
         out = print(t, GB_FMT_TABLE);
         CHECKF(strstr(out, "7.2") && !strstr(out, "7.19"), "the table rounds: %s", out);
         free(out);
+    } else if (strcmp(c, "utf8_width") == 0) {
+        /* columns line up by characters, not bytes: "ünï" is 3 wide */
+        static const char *const two[] = {"name", "state"};
+        gb_table_t *u = gb_table_new(2, two);
+        CHECK(u && gb_table_row(u) == 0);
+        gb_table_text(u, 0, "smoke \xc3\xbcn\xc3\xaf");
+        gb_table_text(u, 1, "done");
+        CHECK(gb_table_row(u) == 0);
+        gb_table_text(u, 0, "plain");
+        gb_table_text(u, 1, "done");
+        char *out = print(u, GB_FMT_TABLE);
+        /* header, then each row: the state column starts at the same column */
+        const char *l1 = strchr(out, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
+        int col1 = 0, col2 = 0;
+        for (const char *p = l1; p < strstr(l1, "done"); p++)
+            col1 += ((unsigned char)*p & 0xc0) != 0x80;
+        for (const char *p = l2; p < strstr(l2, "done"); p++)
+            col2 += ((unsigned char)*p & 0xc0) != 0x80;
+        CHECKF(col1 == col2 && col1 == (int)strlen("smoke uni  "), "%d %d:\n%s", col1, col2, out);
+        free(out);
+        gb_table_destroy(&u);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
