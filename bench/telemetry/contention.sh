@@ -9,13 +9,32 @@
 # how the 5% flag and 10% limit of docs/telemetry.md relate to the figure.
 #
 #   bench/telemetry/contention.sh [GPUBENCH] [ROUNDS] [SIZE] [REPS]
+#
+# GPUBENCH defaults to the repository's build/bin/gpubench (a relative path
+# is the caller's); ROUNDS 1..1000, SIZE 1..65536 and REPS 1..10000 (the
+# gemm kind's limits) are checked before anything starts.
 set -euo pipefail
-GB=${1:-build/bin/gpubench}
+ME=contention.sh
+GB=${1:-$(dirname "$0")/../../build/bin/gpubench}
 ROUNDS=${2:-3}
 SIZE=${3:-1024}
 REPS=${4:-30}
 N=$(nproc)
-[ -x "$GB" ] || { echo "no gpubench at $GB (build first: ./scripts/build.sh)" >&2; exit 2; }
+die() { echo "$ME: $*" >&2; exit 2; }
+# NAME MIN MAX LABEL: $NAME is a whole number from MIN to MAX (written in
+# decimal: 010 is ten, not octal eight), or the script stops here
+need_int() {
+    local v=${!1}
+    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
+        die "$4 is '$v': it must be a whole number from $2 to $3"
+    fi
+    printf -v "$1" '%d' $((10#$v))
+}
+need_int ROUNDS 1 1000 "ROUNDS (argument 2)"
+need_int SIZE 1 65536 "SIZE (argument 3)"
+need_int REPS 1 10000 "REPS (argument 4)"
+[ -x "$GB" ] || die "no gpubench at $GB (build first: ./scripts/build.sh)"
+command -v sqlite3 >/dev/null 2>&1 || die "needs the sqlite3 command (apt-get install sqlite3)"
 T=$(mktemp -d "${TMPDIR:-/tmp}/gb-contention.XXXXXX")
 PIDS=()
 BUSY=()
@@ -32,11 +51,15 @@ PIDS+=("$!")
 for _ in $(seq 100); do [ -f "$T/ready" ] && break; sleep 0.05; done
 [ -f "$T/ready" ] || { echo "the coordinator did not start ($GB):" >&2; tail -n 5 "$T/coord.log" >&2; exit 1; }
 LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
-export GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+export GB_CONTROL
 GB_NVML_LIB=/nonexistent "$GB" agent --connect "$LISTEN" --state-dir "$T/agent" --name bench \
     --telemetry-ms 50 >"$T/agent.log" 2>&1 &
 PIDS+=("$!")
-for _ in $(seq 100); do "$GB" nodes --format csv 2>/dev/null | grep -q ',connected,' && break; sleep 0.05; done
+# (grep reads it all: no SIGPIPE under pipefail)
+connected() { "$GB" nodes --format csv 2>/dev/null | grep ',connected,' >/dev/null; }
+for _ in $(seq 100); do connected && break; sleep 0.05; done
+connected || { echo "the agent did not connect:" >&2; tail -n 5 "$T/agent.log" >&2; exit 1; }
 
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $N cores"
 echo "# gemm ${SIZE}^3 fp32, $REPS timed products, telemetry every 50 ms; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -48,8 +71,9 @@ for r in $(seq "$ROUNDS"); do
             bash -c 'while :; do :; done' &
             BUSY+=("$!")
         done
-        sweep=$("$GB" submit --kind gemm --param m=$SIZE --param n=$SIZE --param k=$SIZE \
-            --param reps=$REPS 2>/dev/null)
+        sweep=$("$GB" submit --kind gemm --param m="$SIZE" --param n="$SIZE" --param k="$SIZE" \
+            --param reps="$REPS" 2>"$T/submit.err") ||
+            { echo "gpubench submit failed:" >&2; cat "$T/submit.err" >&2; exit 1; }
         # in the background, waited for by the shell: a signal to this script
         # runs the cleanup (which stops the loops) at once
         "$GB" wait "$sweep" --quiet --timeout 600 &

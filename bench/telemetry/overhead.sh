@@ -5,10 +5,27 @@
 # GPU node the NVML queries add to this; here (no GPU) it is the /proc path.
 #
 #   bench/telemetry/overhead.sh [GPUBENCH] [SECONDS]
+#
+# GPUBENCH defaults to the repository's build/bin/gpubench (a relative path
+# is the caller's); SECONDS (1..86400, the sleep kind's limit) is checked
+# before anything starts.
 set -euo pipefail
-GB=${1:-build/bin/gpubench}
+ME=overhead.sh
+GB=${1:-$(dirname "$0")/../../build/bin/gpubench}
 SECS=${2:-10}
-[ -x "$GB" ] || { echo "no gpubench at $GB (build first: ./scripts/build.sh)" >&2; exit 2; }
+die() { echo "$ME: $*" >&2; exit 2; }
+# NAME MIN MAX LABEL: $NAME is a whole number from MIN to MAX (written in
+# decimal: 010 is ten, not octal eight), or the script stops here
+need_int() {
+    local v=${!1}
+    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
+        die "$4 is '$v': it must be a whole number from $2 to $3"
+    fi
+    printf -v "$1" '%d' $((10#$v))
+}
+need_int SECS 1 86400 "SECONDS (argument 2)"
+[ -x "$GB" ] || die "no gpubench at $GB (build first: ./scripts/build.sh)"
+command -v sqlite3 >/dev/null 2>&1 || die "needs the sqlite3 command (apt-get install sqlite3)"
 T=$(mktemp -d "${TMPDIR:-/tmp}/gb-overhead.XXXXXX")
 PIDS=()
 cleanup() {
@@ -23,17 +40,22 @@ PIDS+=("$!")
 for _ in $(seq 100); do [ -f "$T/ready" ] && break; sleep 0.05; done
 [ -f "$T/ready" ] || { echo "the coordinator did not start ($GB):" >&2; tail -n 5 "$T/coord.log" >&2; exit 1; }
 LISTEN=$(sed -n 's/^listen=//p' "$T/ready")
-export GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready")
+export GB_CONTROL
 tck=$(getconf CLK_TCK)
+# is agent $1 connected? (grep reads it all: no SIGPIPE under pipefail)
+connected() { "$GB" nodes --format csv 2>/dev/null | grep "^$1,.*,connected," >/dev/null; }
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; a ${SECS} s CPU job"
 for ms in 0 10 100; do
     GB_NVML_LIB=/nonexistent "$GB" agent --connect "$LISTEN" --state-dir "$T/a$ms" --name "a$ms" \
         --telemetry-ms $ms >"$T/a$ms.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
-    for _ in $(seq 200); do "$GB" nodes --format csv 2>/dev/null | grep -q "^a$ms,.*,connected," && break; sleep 0.05; done
+    for _ in $(seq 200); do connected "a$ms" && break; sleep 0.05; done
+    connected "a$ms" || { echo "agent a$ms did not connect:" >&2; tail -n 5 "$T/a$ms.log" >&2; exit 1; }
     t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-    sweep=$("$GB" submit --kind sleep --param duration_ms=$((SECS * 1000)) --nodes "a$ms" 2>/dev/null)
+    sweep=$("$GB" submit --kind sleep --param duration_ms=$((SECS * 1000)) --nodes "a$ms" 2>"$T/submit.err") ||
+        { echo "gpubench submit failed:" >&2; cat "$T/submit.err" >&2; exit 1; }
     # in the background, waited for by the shell: a signal to this script
     # runs the cleanup at once (a foreground child would delay it)
     "$GB" wait "$sweep" --quiet --timeout $((SECS + 60)) &
