@@ -8,6 +8,7 @@
 #include "topo.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 static void usage(FILE *out) {
@@ -105,8 +106,9 @@ int cmd_nodes(int argc, char **argv) {
     env.nodes = &rq;
     Gb__Envelope *rep = NULL;
     if (cli_conn_request("nodes", &conn, &env, GB__ENVELOPE__BODY_NODES_REPLY, &rep) != 0) return 1;
-    static const char *const cols[] = {"node",      "agent_id", "state",     "cpu_model",  "n_gpus",
-                                       "gpu_model", "labels",   "last_seen", "running_job"};
+    static const char *const cols[] = {"node",      "agent_id",  "state",
+                                       "cpu_model", "n_gpus",    "gpu_model",
+                                       "labels",    "last_seen", "running_jobs"};
     gb_table_t *t = gb_table_new(9, cols);
     for (size_t i = 0; t && i < rep->nodes_reply->n_nodes; i++) {
         const Gb__NodeStatus *n = rep->nodes_reply->nodes[i];
@@ -119,10 +121,15 @@ int cmd_nodes(int argc, char **argv) {
         gb_table_text(t, 5, n->gpu_model);
         gb_table_text(t, 6, n->labels);
         gb_table_text(t, 7, n->last_seen);
-        if (n->running_job)
-            gb_table_int(t, 8, (int64_t)n->running_job);
-        else
-            gb_table_text(t, 8, NULL);
+        /* every job of an agent with --slots N (a coordinator before
+         * running_jobs sends the first only) */
+        char jobs[64 * 21 + 1] = "";
+        size_t o = 0;
+        for (size_t k = 0; k < n->n_running_jobs && o + 22 < sizeof jobs; k++)
+            o += (size_t)snprintf(jobs + o, sizeof jobs - o, "%s%" PRIu64, k ? "," : "",
+                                  n->running_jobs[k]);
+        if (!o && n->running_job) snprintf(jobs, sizeof jobs, "%" PRIu64, n->running_job);
+        gb_table_text(t, 8, jobs[0] ? jobs : NULL); /* "45,46": text in every format */
     }
     if (t) gb_table_print(t, stdout, fmt);
     gb_table_destroy(&t);

@@ -2150,9 +2150,14 @@ static void on_status(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
 static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
     Gb__NodeStatus *items = calloc(c->n_agents ? c->n_agents : 1, sizeof *items);
     Gb__NodeStatus **ptrs = calloc(c->n_agents ? c->n_agents : 1, sizeof *ptrs);
-    if (!items || !ptrs) {
+    size_t n_ids = 0, used = 0;
+    for (size_t i = 0; i < c->n_agents; i++)
+        n_ids += (size_t)c->agent_list[i]->n_running;
+    uint64_t *ids = calloc(n_ids ? n_ids : 1, sizeof *ids);
+    if (!items || !ptrs || !ids) {
         free(items);
         free(ptrs);
+        free(ids);
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_INTERNAL, env->seq,
                "nodes", "out of memory");
         return;
@@ -2172,6 +2177,10 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         n->labels = a->labels;
         n->last_seen = a->last_seen;
         n->running_job = a->n_running ? a->running[0]->id : 0;
+        n->n_running_jobs = (size_t)a->n_running;
+        n->running_jobs = ids + used;
+        for (int k = 0; k < a->n_running; k++)
+            ids[used++] = a->running[k]->id;
         ptrs[m++] = n;
     }
     Gb__NodesReply nr = GB__NODES_REPLY__INIT;
@@ -2184,6 +2193,7 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
     send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
     free(items);
     free(ptrs);
+    free(ids);
 }
 
 /* Can some known node (connected or not) ever run job? Why not, if not. */

@@ -13,6 +13,14 @@ wait_nodes 4
 s1=$(submit --kind sleep --param duration_ms=100 --repeat 4 --labels rack=a)
 s2=$(submit --kind sleep --param duration_ms=100 --repeat 4 --nodes 'rack-b-*')
 s3=$(submit --kind sleep --param duration_ms=600 --repeat 3 --nodes rack-b-2)
+# while two run there, nodes lists both (it showed the first only)
+for _ in $(seq 100); do
+    jobs=$("$GB" nodes --format json | python3 -c 'import json, sys
+print(next(n["running_jobs"] or "" for n in json.load(sys.stdin) if n["node"] == "rack-b-2"))')
+    case "$jobs" in *,*) break ;; esac
+    sleep 0.05
+done
+eq "nodes lists both jobs of a two-slot node" "$(echo "$jobs" | tr , '\n' | wc -l)" 2
 for s in $s1 $s2 $s3; do check "sweep $s" "$GB" wait "$s" --quiet; done
 eq "labels pick rack a" "$(q "SELECT group_concat(DISTINCT node) FROM v_results WHERE sweep_id = $s1")" rack-a-1
 eq "glob picks rack b" "$(q "SELECT count(*) FROM v_results WHERE sweep_id = $s2 AND node LIKE 'rack-b-%'")" 4
