@@ -13,6 +13,9 @@ RESULTS.md next to this script with the date and the machine line.
 
 Usage: bench.py [--gpubench PATH] [--rounds 3] [--steps 8] [--warmup 2]
                 [--threads 2] [--batches 8,32] [--out RESULTS.md]
+Relative --gpubench and --out are the current directory's (a bare name is
+looked up in PATH); both, the sizes and PyTorch are checked before the first
+run. Ctrl-C or SIGTERM stops the run under way with everything it started.
 """
 import argparse
 import datetime
@@ -24,6 +27,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from benchutil import program, run, stop_on_sigterm, writable_dir_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TUNED = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
@@ -51,8 +56,7 @@ def run_one(cmd, tunables, threads):
         env["GLIBC_TUNABLES"] = tunables
     env["OMP_NUM_THREADS"] = str(threads)
     timed = os.path.exists("/usr/bin/time")
-    p = subprocess.run((["/usr/bin/time", "-v"] if timed else []) + cmd, capture_output=True,
-                       text=True, env=env)
+    p = run((["/usr/bin/time", "-v"] if timed else []) + cmd, env=env)
     if p.returncode != 0:
         raise SystemExit("failed: %s\n%s" % (" ".join(cmd), p.stderr[-2000:]))
     rec = json.loads(p.stdout.strip().splitlines()[-1])
@@ -118,8 +122,16 @@ def main():
         ap.error("--batches is a comma-separated list of whole numbers, e.g. 8,32")
     if a.rounds < 1 or a.steps < 1 or a.warmup < 0 or a.threads < 1 or min(batches) < 1:
         ap.error("--rounds, --steps, --threads and every batch must be at least 1, --warmup 0 or more")
+    a.gpubench = program(a.gpubench)
     if not os.access(a.gpubench, os.X_OK):
         ap.error("no gpubench at %s (build it first: ./scripts/build.sh)" % a.gpubench)
+    why = writable_dir_of(a.out)
+    if why:
+        ap.error("--out %s: %s" % (a.out, why))
+    # the PyTorch side (torch_train.py, and the machine line at the end)
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch, torchvision"],
+                      capture_output=True).returncode != 0:
+        ap.error("/usr/bin/python3 cannot import torch and torchvision (the PyTorch side)")
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
     results = {}  # (batch, name) -> list of (ips, rss)
@@ -172,4 +184,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    stop_on_sigterm()
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -18,6 +18,10 @@ and what it costs, not what a quiet many-core machine would do.
 Usage: dp.py [--gpubench PATH] [--rounds 3] [--steps 6] [--warmup 2]
              [--batch 8] [--image-size 224] [--threads 2] [--replicas 2]
              [--max-bytes 67108864] [--out DP_RESULTS.md]
+Relative --gpubench and --out are the current directory's (a bare name is
+looked up in PATH); both and the sizes (--max-bytes too) are checked before
+the first run. Ctrl-C or SIGTERM stops the run under way with everything it
+started, and removes the allreduce phase's temporary folder.
 """
 import argparse
 import datetime
@@ -26,8 +30,10 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
+import sys
 import tempfile
+
+from benchutil import program, run, stop_on_sigterm, writable_dir_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,7 +42,7 @@ def train(gb, devices, a):
     cmd = [gb, "train", "--backend", "cpu", "--format", "json", "--devices", str(devices),
            "--threads", str(a.threads), "--batch", str(a.batch), "--image-size",
            str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = run(cmd)
     if p.returncode != 0:
         raise SystemExit("failed: %s\n%s" % (" ".join(cmd), p.stderr[-2000:]))
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -60,9 +66,12 @@ def main():
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     ap.add_argument("--out", default=os.path.join(HERE, "DP_RESULTS.md"))
     a = ap.parse_args()
-    gb = os.path.abspath(a.gpubench)
+    gb = program(a.gpubench)
     if not os.access(gb, os.X_OK):
         ap.error("no gpubench at %s (build it first: ./scripts/build.sh)" % gb)
+    why = writable_dir_of(a.out)
+    if why:
+        ap.error("--out %s: %s" % (a.out, why))
     if a.replicas < 2:
         ap.error("--replicas is at least 2 (it is compared with 1 replica)")
     if a.threads < a.replicas:
@@ -70,8 +79,11 @@ def main():
         # all than --threads, and an efficiency that is not on the same cores
         ap.error("--threads %d is fewer than --replicas %d: each replica needs a thread of its own"
                  % (a.threads, a.replicas))
-    if a.rounds < 1 or a.steps < 1:
-        ap.error("--rounds and --steps must be at least 1")
+    if a.rounds < 1 or a.steps < 1 or a.batch < 1 or a.image_size < 1 or a.warmup < 0:
+        ap.error("--rounds, --steps, --batch and --image-size must be at least 1, --warmup 0 or more")
+    # the allreduce kind's limits (min_bytes is 8): checked now, not after the training rounds
+    if not 8 <= a.max_bytes <= 1 << 30 or a.max_bytes % 4:
+        ap.error("--max-bytes must be a multiple of 4 from 8 to %d" % (1 << 30))
     loads = [load()]
     ips = {1: [], a.replicas: []}
     reduce_ms, exposed_ms, buckets = [], [], None
@@ -101,8 +113,7 @@ def main():
             json.dump({"kind": "allreduce", "backend": "cpu", "gpus": a.replicas,
                        "min_bytes": 8, "max_bytes": a.max_bytes, "iters": 20, "warmup": 3}, f)
         db = os.path.join(tmp, "ar.db")
-        p = subprocess.run([gb, "run", "--db", db, "--spec", spec, "--timeout", "1800"],
-                           capture_output=True, text=True)
+        p = run([gb, "run", "--db", db, "--spec", spec, "--timeout", "1800"])
         if p.returncode != 0:
             raise SystemExit("gpubench run (allreduce) failed:\n%s" % p.stderr[-2000:])
         con = sqlite3.connect(db)
@@ -158,4 +169,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    stop_on_sigterm()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -19,6 +19,8 @@ ap.add_argument("--warmup", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--channels-last", action="store_true")
 a = ap.parse_args()
+if a.batch < 1 or a.image_size < 1 or a.steps < 1 or a.threads < 1 or a.warmup < 0:
+    ap.error("--batch, --image-size, --steps and --threads must be at least 1, --warmup 0 or more")
 
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
