@@ -56,6 +56,28 @@ FULL=${FULL:-0}
 BUILD_ONLY=${BUILD_ONLY:-0}
 AR_MAX_BYTES=${AR_MAX_BYTES:-1073741824}
 RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
+# NAME MIN MAX: $NAME is a whole number from MIN to MAX (010 is ten, not
+# octal eight), or the script stops before doing anything (a BATCH of 0
+# would fail every section on the GPU, a BUDGET_S of abc broke the clock)
+need_int() {
+  local v=${!1}
+  if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 18 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
+    echo "run.sh: $1='$v': must be a whole number from $2 to $3" >&2
+    exit 2
+  fi
+  printf -v "$1" '%d' $((10#$v))
+}
+# gb_cuda_bench's limits for the sizes
+need_int BATCH 1 1000000
+need_int STEPS 1 1000000
+need_int WARMUP 0 1000000
+need_int BUDGET_S 1 86400
+need_int JOBS 1 4096
+need_int AR_MAX_BYTES 8 17179869184
+[ $((AR_MAX_BYTES % 4)) = 0 ] || { echo "run.sh: AR_MAX_BYTES=$AR_MAX_BYTES: must be a multiple of 4 (floats)" >&2; exit 2; }
+for v in FULL BUILD_ONLY; do
+  case ${!v} in 0 | 1) ;; *) echo "run.sh: $v='${!v}': 0 or 1" >&2; exit 2 ;; esac
+done
 LOG=$BUILD/bench
 START=$(date +%s)
 declare -a SUMMARY=()

@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     a = ap.parse_args()
+    if a.batch < 1 or a.image_size < 1 or a.steps < 1 or a.warmup < 0:
+        ap.error("--batch, --image-size and --steps must be at least 1, --warmup 0 or more")
     if not torch.cuda.is_available():
         print("no CUDA device visible to PyTorch", file=sys.stderr)
         return 2
