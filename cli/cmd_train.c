@@ -118,7 +118,9 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
            jnum(rec, "tflops"));
     printf("  %-12s median %.1f  p90 %.1f  min %.1f  max %.1f  mean %.1f\n", "step ms",
            r->step_ms_median, r->step_ms_p90, r->step_ms_min, r->step_ms_max, r->step_ms_mean);
-    printf("  %-12s first %.5f  last %.5f\n", "loss", r->loss_first, r->loss_last);
+    /* "nan", not glibc's "-nan", when the loss diverged */
+    printf("  %-12s first %.5f  last %.5f\n", "loss", isnan(r->loss_first) ? NAN : r->loss_first,
+           isnan(r->loss_last) ? NAN : r->loss_last);
     printf("  %-12s ", "memory");
     print_bytes((double)r->peak_mem_bytes);
     printf(" allocated by the engine, ");
@@ -145,11 +147,12 @@ static const char *accepted(int i) {
                                        "a number >= 0",
                                        "a number >= 0",
                                        "a number >= 0",
-                                       "a whole number >= 0",
-                                       "",
-                                       "",
-                                       "",
-                                       "",
+                                       "a whole number in 0..2^53 (9007199254740992): JSON "
+                                       "numbers above lose digits",
+                                       "a file name",
+                                       "a file name",
+                                       "a file name",
+                                       "a file name",
                                        "table or json"};
     return i >= 0 && i < (int)(sizeof(what) / sizeof(what[0])) && what[i][0] ? what[i] : "?";
 }
@@ -267,20 +270,26 @@ int cmd_train(int argc, char **argv) {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(a, &end, 10);
-            bad = errno || end == a || *end || a[0] == '-';
+            /* the record carries it as a JSON number: above 2^53 it would
+             * name another seed than the one that ran */
+            bad = errno || end == a || *end || a[0] == '-' || v > (1ULL << 53);
             cfg.seed = v;
             break;
         }
         case O_LOAD:
+            bad = !a[0];
             cfg.load_path = a;
             break;
         case O_DATA:
+            bad = !a[0];
             cfg.data_path = a;
             break;
         case O_SAVE:
+            bad = !a[0];
             cfg.save_path = a;
             break;
         case O_SAVEG:
+            bad = !a[0];
             cfg.save_grads_path = a;
             break;
         case O_FORMAT:
@@ -302,6 +311,16 @@ int cmd_train(int argc, char **argv) {
     }
     cfg.model.image_h = cfg.model.image_w = size;
     if (nobn) cfg.model.bn = 0;
+    if (!cfg.cuda_graph && strcmp(cfg.backend, "cpu") == 0) {
+        fprintf(stderr, "gpubench train: --no-cuda-graph is for --backend cuda (or auto)\n");
+        return 2;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && cfg.threads > online && strcmp(cfg.backend, "cuda") != 0)
+        fprintf(stderr,
+                "gpubench train: note: --threads %d is above the %ld online core(s): the threads "
+                "contend, and a step can take many times longer than with %ld\n",
+                cfg.threads, online, online);
     gb_train_result_t res;
     char err[GB_ERR_LEN];
     /* with --format json stdout carries the record alone: whatever else

@@ -326,8 +326,25 @@ static size_t peak_rss_bytes(void) {
     return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
 }
 
+/* Do two paths name one file, whether or not it exists yet? The same
+ * inode when both exist; else the same directory (by inode: "./x", "/abs/x"
+ * and "sub/../x" are one) and the same name. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    if (strcmp(na ? na + 1 : a, nb ? nb + 1 : b) != 0) return 0;
+    char da[PATH_MAX], db[PATH_MAX];
+    snprintf(da, sizeof(da), "%.*s", na ? (na == a ? 1 : (int)(na - a)) : 1, na ? a : ".");
+    snprintf(db, sizeof(db), "%.*s", nb ? (nb == b ? 1 : (int)(nb - b)) : 1, nb ? b : ".");
+    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 /* --save and --save-grads: writable now, not after the run, and not the
- * same file (the second write would replace the first). */
+ * same file (the second write would replace the first), nor an input the
+ * run reads (--save may replace its own --load: a checkpoint carried on). */
 static int check_save_paths(const gb_train_config_t *c, char *err, size_t errlen) {
     char a[PATH_MAX] = "", b[PATH_MAX] = "", why[GB_ERR_LEN];
     if (c->save_path && gb_st_target(c->save_path, a, sizeof(a), why, sizeof(why))) {
@@ -338,12 +355,20 @@ static int check_save_paths(const gb_train_config_t *c, char *err, size_t errlen
         snprintf(err, errlen, "--save-grads %s", why);
         return -1;
     }
-    if (a[0] && b[0]) {
-        struct stat sa, sb;
-        int same = strcmp(a, b) == 0 || (stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
-                                         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
-        if (same) {
-            snprintf(err, errlen, "--save and --save-grads name the same file (%s)", c->save_path);
+    if (a[0] && b[0] && same_file(a, b)) {
+        snprintf(err, errlen, "--save and --save-grads name the same file (%s)", c->save_path);
+        return -1;
+    }
+    if (b[0] && c->load_path && same_file(b, c->load_path)) {
+        snprintf(err, errlen, "--save-grads names the --load file (%s): it would be overwritten",
+                 c->load_path);
+        return -1;
+    }
+    for (int i = 0; c->data_path && i < 2; i++) {
+        const char *t = i ? b : a;
+        if (t[0] && same_file(t, c->data_path)) {
+            snprintf(err, errlen, "%s names the --data file (%s): it would be overwritten",
+                     i ? "--save-grads" : "--save", c->data_path);
             return -1;
         }
     }
@@ -538,6 +563,9 @@ static void replica_run(replica_t *r) {
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
         if (ops->step(state, &o, err, sizeof(err))) goto fail;
     }
+    /* every replica set up and warmed before the window opens (one still
+     * building its plan would put its setup into the telemetry window) */
+    if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
     r->window[0] = gb_engine_wall_ms();
     for (int i = 0; i < run->cfg.steps; i++) {
         gb_step_out_t o = {0};
@@ -920,17 +948,35 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     }
     /* the files last: a write that fails still leaves the measured result
      * with the caller (record_json stays set) */
-    if (cfg->save_path && save_tensors(m, cfg->save_path, run.final_params, run.final_buffers,
-                                       &run.final_nbt, 0, err, errlen)) {
-        rc = -2;
-        goto done;
-    }
-    if (cfg->save_grads_path &&
-        save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, err, errlen)) {
-        rc = -2;
-        goto done;
-    }
+    /* both are tried; a failure of either is said, the first one first */
     rc = 0;
+    if (cfg->save_path) {
+        size_t bad = SIZE_MAX;
+        for (size_t k = 0; k < m->n_params && bad == SIZE_MAX; k++)
+            if (!isfinite(run.final_params[k])) bad = k;
+        if (bad != SIZE_MAX) {
+            /* --load refuses such a file: not written, the run said why */
+            snprintf(err, errlen,
+                     "--save %s: not written: the parameters are not finite after the run (the "
+                     "loss diverged; lower --lr)",
+                     cfg->save_path);
+            rc = -2;
+        } else if (save_tensors(m, cfg->save_path, run.final_params, run.final_buffers,
+                                &run.final_nbt, 0, err, errlen)) {
+            rc = -2;
+        }
+    }
+    if (cfg->save_grads_path) {
+        char gerr[GB_ERR_LEN];
+        if (save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, gerr, sizeof(gerr))) {
+            if (rc == 0)
+                snprintf(err, errlen, "%s", gerr);
+            else
+                snprintf(err + strlen(err), errlen - strlen(err), "; and %s", gerr);
+            rc = -2;
+        }
+    }
+    if (rc) goto done;
 done:
     for (int d = 0; reps && d < D; d++) {
         free(reps[d].images);

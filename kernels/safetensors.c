@@ -692,6 +692,10 @@ int gb_st_writer_write(gb_st_writer_t *w, const char *path, char *err, size_t er
         free(h.p);
         return -1;
     }
+    /* a file replaced keeps its permissions (a private checkpoint stays
+     * private; the new file would get the umask's) */
+    struct stat old;
+    if (stat(real, &old) == 0) (void)!fchmod(fileno(f), old.st_mode & 07777);
     unsigned char len8[8];
     uint64_t hl = h.n;
     for (int i = 0; i < 8; i++)

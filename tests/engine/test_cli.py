@@ -39,7 +39,9 @@ check("(default 32)" in p.stdout and "(default 224)" in p.stdout, "-h shows defa
 for bad in (["--batch", "0"], ["--batch", "x"], ["--lr", "nan"], ["--format", "csv"],
             ["--precision", "fp8"], ["--backend", "tpu"], ["--steps", "-1"], ["--seed", "-3"],
             ["--nope"], ["extra"], ["--bucket-mb", "1e30"], ["--bucket-mb", "4097"],
-            ["--image-size", "5000"]):
+            ["--image-size", "5000"], ["--seed", "9007199254740993"], ["--save", ""],
+            ["--load", ""], ["--data", ""], ["--save-grads", ""],
+            ["--backend", "cpu", "--no-cuda-graph"]):
     p = run(*bad)
     check(p.returncode == 2, "%s is a usage error (got %d)" % (bad, p.returncode))
     check(p.stdout == "" and p.stderr != "", "%s: message on stderr only" % bad)
@@ -141,8 +143,53 @@ with tempfile.TemporaryDirectory() as d:
               "full disk: the %s result still printed: %r" % (fmt, q.stdout[:200]))
         check(not os.path.exists(save) and os.listdir(d) == [], "no partial file: %r" % os.listdir(d))
 
+with tempfile.TemporaryDirectory() as d:
+    # one file named twice, however it is spelled, and before it exists
+    os.mkdir(os.path.join(d, "sub"))
+    x = os.path.join(d, "x.st")
+    for a, b in ((x, os.path.join(d, ".", "x.st")), (os.path.join(d, "sub", "..", "x.st"), x)):
+        q = run(*SMALL, "--save", a, "--save-grads", b)
+        check(q.returncode == 1 and "name the same file" in q.stderr and not os.path.exists(x),
+              "--save %s --save-grads %s: %s" % (a, b, q.stderr))
+    # the inputs are never overwritten (--save may replace its own --load)
+    q = run(*SMALL, "--save", x)
+    check(q.returncode == 0 and os.path.exists(x), "a save to load: " + q.stderr)
+    q = run(*SMALL, "--load", x, "--save-grads", x)
+    check(q.returncode == 1 and "--save-grads names the --load file" in q.stderr,
+          "--save-grads onto --load: " + q.stderr)
+    q = run(*SMALL, "--data", x, "--save", os.path.join(d, "sub", "..", "x.st"))
+    check(q.returncode == 1 and "--save names the --data file" in q.stderr,
+          "--save onto --data: " + q.stderr)
+    # a file replaced keeps its mode (a private checkpoint stays private)
+    os.chmod(x, 0o600)
+    q = run(*SMALL, "--load", x, "--save", x)
+    check(q.returncode == 0 and os.stat(x).st_mode & 0o777 == 0o600,
+          "mode kept: %o %s" % (os.stat(x).st_mode & 0o777, q.stderr))
+    # weights that diverged are not saved (--load would refuse them); the
+    # gradients still are, and the run says why it exits 1
+    w, g = os.path.join(d, "w.st"), os.path.join(d, "g.st")
+    q = run(*SMALL, "--lr", "1e30", "--save", w, "--save-grads", g)
+    check(q.returncode == 1 and "not finite after the run" in q.stderr and not os.path.exists(w)
+          and os.path.exists(g), "diverged save: rc %d %s" % (q.returncode, q.stderr))
+
+# more threads than cores: said before the run (here one refused at once)
+q = run(*SMALL, "--threads", str(4 * os.cpu_count()), "--precision", "fp16")
+check("is above the %d online core(s)" % os.cpu_count() in q.stderr, "threads note: " + q.stderr)
+
+# replicas: the timed window opens when every replica is ready, so it spans
+# the timed steps, not a slower replica's setup
+q = run(*SMALL, "--devices", "2", "--format", "json")
+rec = json.loads(q.stdout)
+span = rec["timed_window_ms"][1] - rec["timed_window_ms"][0]
+check(span <= sum(rec["step_ms_samples"]) * 1.2 + 100,
+      "window %d ms for steps %r" % (span, rec["step_ms_samples"]))
+
 p = run(*SMALL, "--no-cuda-graph", "--format", "json")
-check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2, "--no-cuda-graph (no-op on the CPU)")
+check(p.returncode == 2 and "--no-cuda-graph is for --backend cuda" in p.stderr,
+      "--no-cuda-graph on the CPU backend (the default) is refused, not ignored: " + p.stderr)
+p = run(*SMALL, "--backend", "auto", "--no-cuda-graph", "--format", "json")
+check(p.returncode == 0 and json.loads(p.stdout)["steps"] == 2,
+      "--no-cuda-graph with --backend auto (a no-op where auto picks the CPU)")
 
 p = run(*SMALL)
 check(p.returncode == 0 and "img/s" in p.stdout and "oneDNN" in p.stdout and "peak RSS" in p.stdout,
