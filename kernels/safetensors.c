@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@ typedef struct meta_kv {
 struct gb_st {
     unsigned char *file; /* the whole file */
     size_t len;
+    int mapped;        /* file is an mmap of len bytes (else malloc'd) */
     gb_st_tensor_t *t; /* sorted by data offset */
     size_t *begin;     /* parallel to t */
     char **names;      /* owned copies */
@@ -68,7 +70,10 @@ void gb_st_close(gb_st_t **self_p) {
     free(st->meta);
     free(st->t);
     free(st->begin);
-    free(st->file);
+    if (st->mapped)
+        munmap(st->file, st->len);
+    else
+        free(st->file);
     free(st);
     *self_p = NULL;
 }
@@ -133,19 +138,23 @@ static int cmp_order(const void *a, const void *b) {
     return 0;
 }
 
-static gb_st_t *parse_owned(unsigned char *file, size_t len, char *err, size_t errlen) {
+static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, char *err, size_t errlen) {
     gb_st_t *st = calloc(1, sizeof(*st));
     cJSON *root = NULL;
     order_t *ord = NULL;
     gb_st_tensor_t *tmp = NULL;
     char **sorted = NULL;
     if (!st) {
-        free(file);
+        if (mapped)
+            munmap(file, len);
+        else
+            free(file);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     st->file = file;
     st->len = len;
+    st->mapped = mapped;
     if (len < 8) {
         snprintf(err, errlen, "file of %zu bytes is shorter than the 8-byte header length", len);
         goto fail;
@@ -382,7 +391,7 @@ gb_st_t *gb_st_parse(const void *bytes, size_t len, char *err, size_t errlen) {
         return NULL;
     }
     if (len) memcpy(copy, bytes, len);
-    return parse_owned(copy, len, err, errlen);
+    return parse_owned(copy, len, 0, err, errlen);
 }
 
 /* What a path that is not a regular file is, for the messages. */
@@ -427,20 +436,34 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
         close(fd);
         return NULL;
     }
+    off_t sz = sb.st_size;
+    if (sz < 0 || (uintmax_t)sz > (uintmax_t)SIZE_MAX - 1) {
+        close(fd);
+        snprintf(err, errlen, "%s: too large (%lld bytes)", path, (long long)sz);
+        return NULL;
+    }
+    /* Mapped, not read: a file whose header is wrong is refused after a
+     * page or two, whatever its size (a 3 GB file was read whole, and one
+     * above memory said "out of memory", before its header was looked at);
+     * the tensors are paged in as they are copied out. */
+    if (sz > 0) {
+        void *map = mmap(NULL, (size_t)sz, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            close(fd);
+            char why[400];
+            const char *hint = not_safetensors_hint(map, (size_t)sz);
+            gb_st_t *st = parse_owned(map, (size_t)sz, 1, why, sizeof(why));
+            if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
+            return st;
+        }
+    }
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
-    unsigned char *buf = NULL;
-    off_t sz = sb.st_size;
-    if (sz < 0 || (uintmax_t)sz > (uintmax_t)SIZE_MAX - 1) {
-        fclose(f);
-        snprintf(err, errlen, "%s: too large (%lld bytes)", path, (long long)sz);
-        return NULL;
-    }
-    buf = malloc((size_t)sz ? (size_t)sz : 1);
+    unsigned char *buf = malloc((size_t)sz ? (size_t)sz : 1);
     if (!buf) {
         fclose(f);
         snprintf(err, errlen, "%s: out of memory for %lld bytes", path, (long long)sz);
@@ -450,7 +473,7 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     fclose(f);
     char why[400];
     const char *hint = not_safetensors_hint(buf, (size_t)sz);
-    gb_st_t *st = parse_owned(buf, (size_t)sz, why, sizeof(why));
+    gb_st_t *st = parse_owned(buf, (size_t)sz, 0, why, sizeof(why));
     if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
     return st;
 io:
