@@ -10,6 +10,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,13 +173,43 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, char *e
         snprintf(err, errlen, "header does not start with '{'");
         goto fail;
     }
+    /* a length that runs past the JSON into the tensor bytes shows as
+     * binary in the header: say which length was read */
     if (!utf8_valid(hdr, (size_t)hlen)) {
-        snprintf(err, errlen, "header is not valid UTF-8");
+        snprintf(err, errlen, "header is not valid UTF-8 (is its length, %llu bytes, right?)",
+                 (unsigned long long)hlen);
         goto fail;
     }
     if (memchr(hdr, 0, (size_t)hlen)) {
-        snprintf(err, errlen, "header contains a NUL byte");
+        snprintf(err, errlen, "header contains a NUL byte (is its length, %llu bytes, right?)",
+                 (unsigned long long)hlen);
         goto fail;
+    }
+    /* Shapes and offsets are the header's only numbers, and integers: a
+     * fraction or an exponent (32.0, 3.2e1) is refused as the reference
+     * reader refuses it, though cJSON would read it as a whole number. */
+    for (size_t i = 0, in_str = 0; i < (size_t)hlen; i++) {
+        unsigned char ch = hdr[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if ((ch >= '0' && ch <= '9') || ch == '-') {
+            size_t j = i;
+            while (j < (size_t)hlen && strchr("0123456789+-.eE", hdr[j]))
+                j++;
+            if (memchr(hdr + i, '.', j - i) || memchr(hdr + i, 'e', j - i) ||
+                memchr(hdr + i, 'E', j - i)) {
+                snprintf(err, errlen,
+                         "header number '%.*s' is not an integer (shapes and offsets are)",
+                         (int)(j - i < 32 ? j - i : 32), (const char *)hdr + i);
+                goto fail;
+            }
+            i = j - 1;
+        }
     }
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
@@ -313,7 +344,12 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, char *e
                      name);
             goto fail;
         }
-        if (b > en || en > buf_len) {
+        if (b > en) {
+            snprintf(err, errlen, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                     name, (unsigned long long)b, (unsigned long long)en);
+            goto fail;
+        }
+        if (en > buf_len) {
             snprintf(err, errlen,
                      "tensor '%s': data_offsets [%llu, %llu] outside the %zu-byte buffer", name,
                      (unsigned long long)b, (unsigned long long)en, buf_len);
@@ -665,7 +701,39 @@ static void sb_json(sbuf_t *s, const char *str) {
     sb_put(s, "\"", 1);
 }
 
+static int writer_write(gb_st_writer_t *w, const char *path, char *err, size_t errlen);
+
+/* A Ctrl-C or SIGTERM while the file is written waits until the write is
+ * whole and renamed, or removed: it would leave NAME.tmp.PID behind. Only
+ * signals left at their default are held (a caller's own handler stays);
+ * sigaction, not a mask, because any of the process's threads may take
+ * the signal. */
+static volatile sig_atomic_t held_signal;
+static void hold_signal(int sig) {
+    held_signal = sig;
+}
+
 int gb_st_writer_write(gb_st_writer_t *w, const char *path, char *err, size_t errlen) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction hold, old[3];
+    int held[3] = {0};
+    memset(&hold, 0, sizeof(hold));
+    hold.sa_handler = hold_signal;
+    hold.sa_flags = SA_RESTART;
+    sigemptyset(&hold.sa_mask);
+    held_signal = 0;
+    for (int i = 0; i < 3; i++)
+        if (sigaction(sigs[i], NULL, &old[i]) == 0 && old[i].sa_handler == SIG_DFL &&
+            !(old[i].sa_flags & SA_SIGINFO))
+            held[i] = sigaction(sigs[i], &hold, NULL) == 0;
+    int rc = writer_write(w, path, err, errlen);
+    for (int i = 0; i < 3; i++)
+        if (held[i]) sigaction(sigs[i], &old[i], NULL);
+    if (held_signal) raise(held_signal);
+    return rc;
+}
+
+static int writer_write(gb_st_writer_t *w, const char *path, char *err, size_t errlen) {
     sbuf_t h = {0};
     char num[64];
     sb_str(&h, "{");

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 exe = sys.argv[1]
 SMALL = ["--batch", "2", "--image-size", "32", "--steps", "2", "--warmup", "0", "--threads", "2"]
@@ -171,6 +172,26 @@ with tempfile.TemporaryDirectory() as d:
     q = run(*SMALL, "--lr", "1e30", "--save", w, "--save-grads", g)
     check(q.returncode == 1 and "not finite after the run" in q.stderr and not os.path.exists(w)
           and os.path.exists(g), "diverged save: rc %d %s" % (q.returncode, q.stderr))
+
+# SIGTERM while the file is written: the write finishes (or is removed)
+# first, then the signal ends the run; no NAME.tmp.PID is left behind
+with tempfile.TemporaryDirectory() as d:
+    w = os.path.join(d, "w.st")
+    pr = subprocess.Popen([exe, "train", *SMALL, "--save", w], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    seen = False
+    while pr.poll() is None and not seen:
+        seen = any(".tmp." in n for n in os.listdir(d))
+        if seen:
+            pr.send_signal(signal.SIGTERM)
+        else:
+            time.sleep(0.002)
+    pr.wait()
+    if seen:
+        check(pr.returncode == -signal.SIGTERM, "the signal still ends the run: %d" % pr.returncode)
+        check(os.listdir(d) == ["w.st"], "no temporary left: %r" % os.listdir(d))
+    else:
+        print("skip: the save was over before the test saw its temporary file")
 
 # more threads than cores: said before the run (here one refused at once)
 q = run(*SMALL, "--threads", str(4 * os.cpu_count()), "--precision", "fp16")

@@ -98,13 +98,32 @@ static void test_parse_bad(void) {
     reject("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
            "repeated");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative");
-    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "non-negative");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4,
+           "not an integer");
+    /* whole numbers written as fractions or exponents: the reference reader
+     * refuses them, so this one does too (cJSON would read 1.0 as 1) */
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4,
+           "'1.0' is not an integer");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4e0]}}", 4,
+           "'4e0' is not an integer");
+    /* ... but digits and dots inside strings are names, not numbers */
+    {
+        size_t l2;
+        unsigned char *b2 = image("{\"layer1.0.w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                  "\"data_offsets\":[0,4]}}",
+                                  4, &l2);
+        gb_st_t *ok = gb_st_parse(b2, l2, err, sizeof(err));
+        CHECKF(ok != NULL, "%s", err);
+        gb_st_close(&ok);
+        free(b2);
+    }
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
            "at most");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}",
            4, "overflow");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, "two");
-    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, "outside");
+    reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4,
+           "end before they begin");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4, "outside");
     reject("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "bytes for");
     /* the tiling of the buffer */
