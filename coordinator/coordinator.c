@@ -166,6 +166,9 @@ struct gb_coord {
      * every turn while the disk stays full */
     int64_t reload_changes;
     gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
+    gb_map_t *spoke;        /* fd -> messages read from control connections on it, not yet
+                               matched with their disconnect (intptr_t) */
+    int control_backlog;    /* this turn left control messages unread */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     char failed_why[128];
     int failed_auth;
@@ -2546,6 +2549,13 @@ static void on_control_message_(gb_coord_t *c, gb_frame_t *f);
 
 static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
     c->cur_msg = f->parts ? &f->payload : NULL;
+    /* which connection spoke (ZMQ_SRCFD): one that closes without a whole
+     * message had its frame dropped by libzmq, over the hard cap */
+    int fd = zmq_msg_get(&f->payload, ZMQ_SRCFD);
+    if (fd >= 0 && c->spoke) {
+        intptr_t n = (intptr_t)gb_map_get(c->spoke, &fd, sizeof fd);
+        gb_map_put(c->spoke, &fd, sizeof fd, (void *)(n + 1));
+    }
     on_control_message_(c, f);
     c->cur_msg = NULL;
 }
@@ -3267,6 +3277,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->jobs = gb_map_new();
     c->sweeps = gb_map_new();
     c->peers = gb_map_new();
+    c->spoke = gb_map_new();
     if (!c->agents || !c->jobs || !c->sweeps || !c->peers) {
         gb_fmt(err, errlen, "out of memory");
         goto err;
@@ -3407,6 +3418,7 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     gb_map_destroy(&c->sweeps);
     if (c->peers) gb_map_each(c->peers, free_value, NULL);
     gb_map_destroy(&c->peers);
+    gb_map_destroy(&c->spoke);
     free(c->agent_list);
     for (size_t i = 0; i < c->n_out; i++)
         free(c->out[i].buf);
@@ -3488,6 +3500,23 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
         /* ZMQ_EVENT_DISCONNECTED, value = fd */
         int fd = (int)value;
         char *addr = gb_map_del(c->peers, &fd, sizeof fd);
+        /* A command's connection sends one request, so each disconnect on
+         * fd takes one message read from fd. The messages of a turn are
+         * read before its monitor events, and fds are used again at once
+         * (status, then nodes): a flag per fd would be cleared by the next
+         * connection's accept before the last one's disconnect is seen. */
+        intptr_t n_msgs = c->spoke ? (intptr_t)gb_map_get(c->spoke, &fd, sizeof fd) : 0;
+        int spoke = n_msgs > 0;
+        if (n_msgs > 1)
+            gb_map_put(c->spoke, &fd, sizeof fd, (void *)(n_msgs - 1));
+        else if (n_msgs == 1)
+            gb_map_del(c->spoke, &fd, sizeof fd);
+        size_t cap = c->cfg.max_frame * GB_WIRE_HARD_FACTOR;
+        if (mon == c->control_monitor) {
+            size_t cmax = c->cfg.max_frame > GB_WIRE_SPEC_MAX + 1024 ? c->cfg.max_frame
+                                                                     : GB_WIRE_SPEC_MAX + 1024;
+            cap = cmax * GB_WIRE_HARD_FACTOR;
+        }
         if (c->failed_why[0]) {
             /* a refused peer retries at every reconnect: one line per host
              * and reason every GB_AUTH_REPEAT_S seconds */
@@ -3503,12 +3532,28 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
             else
                 gb_warn("refused a peer on the %s endpoint (%s) from %s: %s", name, where,
                         addr ? addr : "an address not known (it closed at once)", c->failed_why);
+        } else if (!c->failed_auth && mon == c->control_monitor && !spoke && !c->control_backlog) {
+            /* a command closes after its reply; one that closes having sent
+             * nothing whole had its request dropped (or gave up at once) */
+            char host[INET6_ADDRSTRLEN + 16] = "?", key[300], *colon;
+            int64_t retry;
+            if (addr) gb_copy(host, sizeof host, addr);
+            if ((colon = strrchr(host, ':'))) *colon = '\0';
+            gb_fmt(key, sizeof key, "nomsg|%s", host);
+            gb_log(c->refusal_log &&
+                           !gb_rate_take(c->refusal_log, key, strlen(key), gb_mono_ms(), &retry)
+                       ? GB_LOG_DEBUG
+                       : GB_LOG_WARN,
+                   "a peer on the control endpoint (%s) from %s closed before a whole request "
+                   "arrived: libzmq drops the connection of a frame over the %zu-byte hard cap "
+                   "that way (or the peer gave up)",
+                   where, addr ? addr : "?", cap);
         } else if (!c->failed_auth) {
             /* a client command disconnects after every request: not news */
             gb_log(mon == c->monitor ? GB_LOG_INFO : GB_LOG_DEBUG,
                    "a peer connection on %s from %s closed (by the peer, or by libzmq for a "
                    "frame over the %zu-byte hard cap)",
-                   where, addr ? addr : "?", c->cfg.max_frame * GB_WIRE_HARD_FACTOR);
+                   where, addr ? addr : "?", cap);
         }
         c->failed_why[0] = '\0';
         c->failed_auth = 0;
@@ -3604,6 +3649,7 @@ int gb_coord_run(gb_coord_t *c) {
                 on_control_message(c, &f);
                 gb_frame_close(&f);
             }
+        c->control_backlog = n_control_msgs >= DRAIN_PER_TURN;
         t_control = gb_mono_us();
         if (i_auth >= 0 && (items[i_auth].revents & ZMQ_POLLIN)) gb_auth_serve(c->auth);
         if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN))

@@ -235,6 +235,22 @@ int main(int argc, char **argv) {
         static const char junk[] = "\xff\xff still here";
         send_raw(s, junk, sizeof junk - 1, 0);
         expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "hardcap_control") == 0) {
+        /* the same on the control endpoint (its cap is 4 x max(max-frame,
+         * the largest spec + 1 KiB)): no reply, but the coordinator's log
+         * says the connection closed before a whole request arrived */
+        s = peer(control, NULL);
+        size_t cmax = MAX_FRAME > GB_WIRE_SPEC_MAX + 1024 ? MAX_FRAME : GB_WIRE_SPEC_MAX + 1024;
+        size_t n = cmax * GB_WIRE_HARD_FACTOR + 1024;
+        char *big = calloc(1, n);
+        CHECK(big);
+        send_raw(s, big, n, 0);
+        free(big);
+        Gb__Envelope *env = recv_env(s, 1000);
+        CHECKF(!env, "a frame over the control endpoint's hard cap got a reply");
+        static const char junk[] = "\xff\xff still here";
+        send_raw(s, junk, sizeof junk - 1, 0);
+        expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
     } else if (strcmp(c, "multipart") == 0) {
         s = peer(listen, NULL);
         send_raw(s, "a", 1, 1);
