@@ -225,8 +225,12 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
         }
         double d = item->valuedouble;
         if (!(d >= kd->min && d <= kd->max) || d != (double)(int)d) {
-            gb_fmt(err, errlen, "'%s' must be an integer in %d..%d (got %g)", kd->key, kd->min,
-                   kd->max, d);
+            /* a whole number as one ("got 86400000", not "8.64e+07") */
+            gb_fmt(err, errlen,
+                   d > -1e15 && d < 1e15 && d == (double)(long long)d
+                       ? "'%s' must be an integer in %d..%d (got %.0f)"
+                       : "'%s' must be an integer in %d..%d (got %g)",
+                   kd->key, kd->min, kd->max, d);
             return -1;
         }
         for (int i = 0; i < v->n; i++)
