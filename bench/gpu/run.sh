@@ -192,9 +192,9 @@ TORCH_LDP=${LD_LIBRARY_PATH:-}
 for d in "$CUDNN_ROOT" "$NCCL_ROOT"; do
   [ -n "$d" ] && export LD_LIBRARY_PATH="$d/lib:$d/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
-# CUDA's own libraries (cudart, cuBLAS): CMake leaves no RUNPATH to the
-# toolkit's folders (it counts them as the compiler's own), so the loader
-# must find them; last, so cuDNN and NCCL above keep their place
+# CUDA's own libraries (cudart, cuBLAS): the backend's RUNPATH names the
+# toolkit's lib folder only (not lib64 or targets/), so the loader is told
+# of them all; last, so cuDNN and NCCL above keep their place
 CUDA_TK=$(dirname "$(dirname "$NVCC")")
 for d in "$CUDA_TK/lib64" "$CUDA_TK/lib" "$CUDA_TK/targets/x86_64-linux/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
