@@ -1,6 +1,7 @@
 /* cli_util.c - see cli_util.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
+#include "engine.h"
 
 #include "gb_curve.h"
 #include "gb_log.h"
@@ -118,4 +119,9 @@ void cli_print_versions(FILE *out) {
             dv->patch);
     fprintf(out, "job kinds: %s; resnet50 engine %s\n", gb_worker_kinds(),
             gb_worker_has_engine() ? "built in" : "not built");
+    char line[2048];
+    gb_backend_describe("cpu", line, sizeof line);
+    fprintf(out, "%s\n", line);
+    gb_backend_describe("cuda", line, sizeof line);
+    fprintf(out, "%s\n", line);
 }

@@ -87,6 +87,8 @@ static const gb_backend_ops_t *load_cuda(const char *path, char *why, size_t why
     return ops;
 }
 
+static char cuda_loaded_from[PATH_MAX + 64]; /* the file gb_backend_get("cuda") loaded */
+
 const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errlen) {
     if (strcmp(name, "cpu") == 0) return &gb_cpu_backend_ops;
     if (strcmp(name, "cuda") != 0) {
@@ -97,9 +99,13 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
     const char *env = getenv("GB_CUDA_LIB");
     if (env && env[0]) {
         const gb_backend_ops_t *ops = load_cuda(env, why, sizeof(why));
-        if (!ops) snprintf(err, errlen, "cuda backend: %s", why);
+        if (!ops)
+            snprintf(err, errlen, "cuda backend: %s", why);
+        else
+            snprintf(cuda_loaded_from, sizeof(cuda_loaded_from), "%s", env);
         return ops;
     }
+    const char *found = NULL;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
@@ -111,14 +117,41 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
             snprintf(path, sizeof(path), cands[i], exe);
             if (access(path, R_OK) != 0) continue;
             const gb_backend_ops_t *ops = load_cuda(path, why, sizeof(why));
-            if (ops) return ops;
+            if (ops) {
+                snprintf(cuda_loaded_from, sizeof(cuda_loaded_from), "%s", path);
+                return ops;
+            }
+            found = path;
+            break;
         }
     }
-    snprintf(err, errlen,
-             "cuda backend not available%s%s (looked for libgpubench_cuda.so next "
-             "to the executable, in ../lib, or $GB_CUDA_LIB)",
-             why[0] ? ": " : "", why);
+    if (found) /* there, and it would not load: a library it needs, say */
+        snprintf(err, errlen, "cuda backend %s could not be loaded: %s", found, why);
+    else
+        snprintf(err, errlen,
+                 "cuda backend not available: no libgpubench_cuda.so next to the executable, "
+                 "in ../lib, or at $GB_CUDA_LIB");
     return NULL;
+}
+
+void gb_backend_describe(const char *name, char *out, size_t outlen) {
+    char err[768];
+    const gb_backend_ops_t *ops = gb_backend_get(name, err, sizeof(err));
+    if (!ops) {
+        snprintf(out, outlen, "%s backend: not loaded: %s", name, err);
+        return;
+    }
+    gb_backend_info_t info;
+    memset(&info, 0, sizeof(info));
+    char why[512] = "";
+    int rc = ops->probe(&info, why, sizeof(why));
+    const char *from = strcmp(name, "cuda") == 0 ? cuda_loaded_from : "built in";
+    if (rc == 0)
+        snprintf(out, outlen, "%s backend: %s, %s; %d device(s): %s", name, from,
+                 info.versions[0] ? info.versions : "{}", info.device_count, info.device_model);
+    else
+        snprintf(out, outlen, "%s backend: %s, %s; cannot run here: %s", name, from,
+                 info.versions[0] ? info.versions : "{}", why);
 }
 
 /* ---------------------------------------------------------- file I/O */

@@ -216,6 +216,10 @@ typedef struct gb_backend_ops {
  * first use of "cuda" (next to the executable, in its ../lib, or $GB_CUDA_LIB).
  * NULL with a reason in err when it is not available. */
 const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errlen);
+/* One line for `gpubench version`: where the backend was loaded from, its
+ * libraries' versions and whether it can run here (its probe), or why it
+ * did not load. */
+void gb_backend_describe(const char *name, char *out, size_t outlen);
 
 /* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
 typedef struct gb_train_result {

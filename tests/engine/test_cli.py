@@ -8,6 +8,7 @@ Usage: test_cli.py GPUBENCH"""
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,8 +89,29 @@ if os.path.exists(lib):
     env = {k: v for k, v in os.environ.items() if k != "GB_CUDA_LIB"}
     q = subprocess.run([exe, "train", "--backend", "cuda", *SMALL], capture_output=True, text=True,
                        env=env)
-    check("looked for libgpubench_cuda.so" not in q.stderr,
+    check("could not be loaded" not in q.stderr and "no libgpubench_cuda.so" not in q.stderr,
           "the build tree's gpubench finds its CUDA library: " + q.stderr)
+    # version says where it is and whether it can run here
+    v = subprocess.run([exe, "version"], capture_output=True, text=True, env=env).stdout
+    check("cpu backend: built in" in v and "cuda backend: " in v and "libgpubench_cuda.so" in v
+          and "not loaded" not in v, "version names both backends: " + v)
+    # a library there that will not load is named, with why (it said it was
+    # not found: "looked for libgpubench_cuda.so next to the executable")
+    with tempfile.TemporaryDirectory() as d:
+        os.mkdir(os.path.join(d, "bin"))
+        os.mkdir(os.path.join(d, "lib"))
+        shutil.copy(exe, os.path.join(d, "bin", "gpubench"))
+        with open(os.path.join(d, "lib", "libgpubench_cuda.so"), "w") as f:
+            f.write("not a library\n")
+        q = subprocess.run([os.path.join(d, "bin", "gpubench"), "train", "--backend", "cuda",
+                            *SMALL], capture_output=True, text=True, env=env)
+        check(q.returncode == 1 and "libgpubench_cuda.so could not be loaded" in q.stderr
+              and "bin/../lib/libgpubench_cuda.so" in q.stderr, "a broken library: " + q.stderr)
+        os.remove(os.path.join(d, "lib", "libgpubench_cuda.so"))
+        v = subprocess.run([os.path.join(d, "bin", "gpubench"), "version"], capture_output=True,
+                           text=True, env=env).stdout
+        check("cuda backend: not loaded: cuda backend not available: no libgpubench_cuda.so" in v,
+              "version without the library: " + v)
     if q.returncode != 0:
         check("cuda" in q.stderr.lower(), "--backend cuda without a GPU says why: " + q.stderr)
 
