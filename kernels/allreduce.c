@@ -92,8 +92,21 @@ static void *rep_main(void *arg) {
     return NULL;
 }
 
-int gb_allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
+static int allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
+                         size_t errlen);
+
+int gb_allreduce_run(const gb_allreduce_config_t *cfg_in, char **record_json, char *err,
                      size_t errlen) {
+    gb_allreduce_config_t c = *cfg_in;
+    char why[GB_ERR_LEN];
+    gb_auto_backend(cfg_in->backend, c.backend, sizeof(c.backend), why, sizeof(why));
+    int rc = allreduce_run(&c, record_json, err, errlen);
+    if (rc != 0) gb_auto_backend_note(cfg_in->backend, why, err, errlen);
+    return rc;
+}
+
+static int allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
+                         size_t errlen) {
     *record_json = NULL;
     if (check(cfg, err, errlen)) return -1;
     char why[GB_ERR_LEN];

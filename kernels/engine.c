@@ -784,8 +784,46 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
 
 /* ----------------------------------------------------------------- run */
 
+static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
+                     size_t errlen);
+
+/* --backend auto: the CUDA backend when it can run here, else the CPU one;
+ * a run that then fails on the CPU says why the GPU was not used (an fp16
+ * or nvlink refusal from the CPU backend alone reads as if no GPU had been
+ * looked for). */
+int gb_auto_backend(const char *requested, char *chosen, size_t chosenlen, char *why,
+                    size_t whylen) {
+    if (whylen) why[0] = '\0';
+    if (strcmp(requested, "auto") != 0) {
+        snprintf(chosen, chosenlen, "%s", requested);
+        return 0;
+    }
+    gb_backend_info_t info;
+    const gb_backend_ops_t *ops = gb_backend_get("cuda", why, whylen);
+    int gpu = ops && ops->probe(&info, why, whylen) == 0;
+    snprintf(chosen, chosenlen, "%s", gpu ? "cuda" : "cpu");
+    if (gpu && whylen) why[0] = '\0';
+    return 0;
+}
+
+void gb_auto_backend_note(const char *requested, const char *why, char *err, size_t errlen) {
+    size_t n = strlen(err);
+    if (strcmp(requested, "auto") != 0 || !why[0] || n + 32 >= errlen) return;
+    snprintf(err + n, errlen - n, " (--backend auto ran the CPU backend: cuda: %s)", why);
+}
+
 int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
                  size_t errlen) {
+    gb_train_config_t c = *cfg_in;
+    char why[GB_ERR_LEN];
+    gb_auto_backend(cfg_in->backend, c.backend, sizeof(c.backend), why, sizeof(why));
+    int rc = train_run(&c, res, err, errlen);
+    if (rc == -1) gb_auto_backend_note(cfg_in->backend, why, err, errlen);
+    return rc;
+}
+
+static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
+                     size_t errlen) {
     memset(res, 0, sizeof(*res));
     run_t run;
     memset(&run, 0, sizeof(run));

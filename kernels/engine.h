@@ -220,6 +220,13 @@ const gb_backend_ops_t *gb_backend_get(const char *name, char *err, size_t errle
  * libraries' versions and whether it can run here (its probe), or why it
  * did not load. */
 void gb_backend_describe(const char *name, char *out, size_t outlen);
+/* The backend "auto" stands for here: "cuda" when its probe passes, else
+ * "cpu" with why in `why` (empty when nothing was given up); any other
+ * request as is. gb_auto_backend_note appends that reason to an error of a
+ * run that "auto" put on the CPU. */
+int gb_auto_backend(const char *requested, char *chosen, size_t chosenlen, char *why,
+                    size_t whylen);
+void gb_auto_backend_note(const char *requested, const char *why, char *err, size_t errlen);
 
 /* Result of gb_train_run; the record is the JSON of docs/result-record.md. */
 typedef struct gb_train_result {

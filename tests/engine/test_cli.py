@@ -52,6 +52,14 @@ p = run(*SMALL, "--load", "/nonexistent.safetensors")
 check(p.returncode == 1 and "nonexistent" in p.stderr and p.stdout == "", "failed run exits 1")
 p = run(*SMALL, "--precision", "fp16")
 check(p.returncode == 1 and "fp16" in p.stderr, "fp16 on the CPU is refused")
+# --backend auto on a machine whose GPU backend cannot run: the CPU's
+# refusal says why the GPU was not used
+v = subprocess.run([exe, "version"], capture_output=True, text=True).stdout
+if "cannot run here" in v or "cuda backend: not loaded" in v:
+    p = run(*SMALL, "--backend", "auto", "--precision", "fp16")
+    check(p.returncode == 1 and "fp16" in p.stderr
+          and "(--backend auto ran the CPU backend: cuda: " in p.stderr,
+          "auto on the CPU says why: " + p.stderr)
 
 p = run(*SMALL, "--format", "json")
 check(p.returncode == 0, "json run: " + p.stderr)
