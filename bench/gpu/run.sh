@@ -78,6 +78,12 @@ need_int AR_MAX_BYTES 8 17179869184
 for v in FULL BUILD_ONLY; do
   case ${!v} in 0 | 1) ;; *) echo "run.sh: $v='${!v}': 0 or 1" >&2; exit 2 ;; esac
 done
+# a misspelled section in SKIP would run it, on a device budget
+for s in ${SKIP:-}; do
+  case $s in tests | ours | dp | torch | cudnnbn | sanitizer | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch cudnnbn sanitizer compile)" >&2; exit 2 ;;
+  esac
+done
 LOG=$BUILD/bench
 START=$(date +%s)
 declare -a SUMMARY=()
