@@ -275,8 +275,9 @@ int main(int argc, char **argv) {
                                          {"iters", required_argument, 0, 'i'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int c, bad = 0, li = -1;
+    while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+        int was_bad = bad;
         switch (c) {
         case 'p':
             prec = -1;
@@ -340,7 +341,14 @@ int main(int argc, char **argv) {
         default:
             bad = 1;
         }
+        /* which value was wrong, not only the usage */
+        if (bad && !was_bad && c != '?' && li >= 0 && optarg)
+            fprintf(stderr, "gb_cuda_bench: bad value '%s' for --%s\n", optarg, opts[li].name);
+        li = -1;
     }
+    if (min_b > max_b) fprintf(stderr, "gb_cuda_bench: --min-bytes is above --max-bytes\n");
+    if (dp && device != 0) fprintf(stderr, "gb_cuda_bench: data parallel uses devices 0..N-1\n");
+    if (optind != argc) fprintf(stderr, "gb_cuda_bench: unexpected argument '%s'\n", argv[optind]);
     if (bad || optind != argc || min_b > max_b || (dp && device != 0)) {
         usage(stderr);
         return 2;
