@@ -794,7 +794,10 @@ static char *inventory_json(const Gb__Inventory *inv) {
         cJSON_AddNumberToObject(x, "cc_minor", g->cc_minor);
         cJSON_AddNumberToObject(x, "pcie_gen", g->pcie_gen);
         cJSON_AddNumberToObject(x, "pcie_width", g->pcie_width);
-        cJSON_AddNumberToObject(x, "power_limit_w", g->power_limit_mw / 1000.0);
+        if (g->power_limit_mw) /* unknown: null, as the gpus table has it */
+            cJSON_AddNumberToObject(x, "power_limit_w", g->power_limit_mw / 1000.0);
+        else
+            cJSON_AddNullToObject(x, "power_limit_w");
         cJSON_AddStringToObject(x, "pci_bus_id", g->pci_bus_id);
         cJSON_AddItemToArray(gpus, x);
     }
