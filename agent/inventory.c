@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "inventory.h"
 
+#include "gb_log.h"
 #include "gb_sysinfo.h"
 #include "gb_util.h"
 #include "nvml_dl.h"
@@ -114,7 +115,8 @@ static int same_bus(const char *a, const char *b) {
 static void visible_only(gb_inventory_t *inv, nvmlDevice_t *dev) {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     if (!cvd || strstr(cvd, "MIG-")) return;
-    int keep[GB_INV_MAX_GPUS], n = 0;
+    int keep[GB_INV_MAX_GPUS], n = 0, total = inv->n_gpus;
+    char stop[128] = "";
     const char *p = cvd;
     while (*p && n < inv->n_gpus) {
         size_t len = strcspn(p, ",");
@@ -137,7 +139,10 @@ static void visible_only(gb_inventory_t *inv, nvmlDevice_t *dev) {
         }
         for (int k = 0; k < n && idx >= 0; k++)
             if (keep[k] == idx) idx = -1;
-        if (idx < 0) break;
+        if (idx < 0) {
+            gb_copy(stop, sizeof stop, tok);
+            break;
+        }
         keep[n++] = idx;
         p += len;
         if (*p == ',') p++;
@@ -153,6 +158,14 @@ static void visible_only(gb_inventory_t *inv, nvmlDevice_t *dev) {
         dev[i] = d2[i];
     }
     inv->n_gpus = n;
+    /* a GPU hidden is said, and why the list stopped where it did (the
+     * node said only "0 GPU(s)" or "1 GPU(s)") */
+    if (stop[0])
+        gb_warn("CUDA_VISIBLE_DEVICES='%s' shows %d of the %d GPU(s) NVML lists: it stops at "
+                "'%s' (not a GPU of this node, or one given twice: CUDA ignores the rest too)",
+                cvd, n, total, stop);
+    else if (n < total)
+        gb_info("CUDA_VISIBLE_DEVICES='%s' shows %d of the %d GPU(s) NVML lists", cvd, n, total);
 }
 
 static void nvml_collect(gb_inventory_t *inv) {

@@ -10,8 +10,10 @@
 #include "check.h"
 #include "inventory.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static gb_inventory_t inv;
 
@@ -59,7 +61,24 @@ int main(int argc, char **argv) {
         setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
     else
         unsetenv("CUDA_VISIBLE_DEVICES");
+    /* what the agent's log says of the GPUs it hides (stderr, kept) */
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    CHECK(log && saved >= 0 && dup2(fileno(log), 2) == 2);
     gb_inventory_collect(&inv);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    char said[1024] = "";
+    rewind(log);
+    size_t got = fread(said, 1, sizeof said - 1, log);
+    said[got] = '\0';
+    fclose(log);
+    if (cvd && strcmp(c, "visible_bad") == 0)
+        CHECKF(strstr(said, "CUDA_VISIBLE_DEVICES='1,7,0' shows 1 of the 4 GPU(s) NVML lists: it "
+                            "stops at '7'"),
+               "%s", said);
+    if (cvd && strcmp(c, "visible") == 0)
+        CHECKF(strstr(said, "CUDA_VISIBLE_DEVICES='2,0' shows 2 of the 4 GPU(s)"), "%s", said);
     if (cvd) {
         CHECKF(inv.nvml_error[0] == '\0', "%s", inv.nvml_error);
         const char *want[3] = {NULL, NULL, NULL};
