@@ -48,16 +48,8 @@ LOG_LEVEL=${LOG_LEVEL:-info}
 CURVE=${CURVE:-0}
 
 ME=control-plane/run.sh
-die() { echo "$ME: $*" >&2; exit 2; }
-# NAME MIN MAX: $NAME is a whole number from MIN to MAX (written in
-# decimal: 010 is ten, not octal eight), or the script stops here
-need_int() {
-    local v=${!1}
-    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
-        die "$1='$v': must be a whole number from $2 to $3"
-    fi
-    printf -v "$1" '%d' $((10#$v))
-}
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
 # the limits of gb_loadgen (agents), of the coordinator this script starts
 # (--max-jobs, --max-queued 1000000, --rate-limit 1000 sweeps a second)
 need_int AGENTS 1 60000

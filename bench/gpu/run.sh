@@ -56,17 +56,11 @@ FULL=${FULL:-0}
 BUILD_ONLY=${BUILD_ONLY:-0}
 AR_MAX_BYTES=${AR_MAX_BYTES:-1073741824}
 RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
-# NAME MIN MAX: $NAME is a whole number from MIN to MAX (010 is ten, not
-# octal eight), or the script stops before doing anything (a BATCH of 0
-# would fail every section on the GPU, a BUDGET_S of abc broke the clock)
-need_int() {
-  local v=${!1}
-  if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 18 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
-    echo "run.sh: $1='$v': must be a whole number from $2 to $3" >&2
-    exit 2
-  fi
-  printf -v "$1" '%d' $((10#$v))
-}
+# the sizes are checked before anything runs (a BATCH of 0 would fail every
+# section on the GPU, a BUDGET_S of abc broke the clock): need_int
+ME=run.sh
+# shellcheck source=../lib.sh
+source bench/lib.sh
 # gb_cuda_bench's limits for the sizes
 need_int BATCH 1 1000000
 need_int STEPS 1 1000000

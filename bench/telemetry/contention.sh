@@ -20,16 +20,8 @@ ROUNDS=${2:-3}
 SIZE=${3:-1024}
 REPS=${4:-30}
 N=$(nproc)
-die() { echo "$ME: $*" >&2; exit 2; }
-# NAME MIN MAX LABEL: $NAME is a whole number from MIN to MAX (written in
-# decimal: 010 is ten, not octal eight), or the script stops here
-need_int() {
-    local v=${!1}
-    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
-        die "$4 is '$v': it must be a whole number from $2 to $3"
-    fi
-    printf -v "$1" '%d' $((10#$v))
-}
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
 need_int ROUNDS 1 1000 "ROUNDS (argument 2)"
 need_int SIZE 1 65536 "SIZE (argument 3)"
 need_int REPS 1 10000 "REPS (argument 4)"

@@ -13,16 +13,8 @@ set -euo pipefail
 ME=overhead.sh
 GB=${1:-$(dirname "$0")/../../build/bin/gpubench}
 SECS=${2:-10}
-die() { echo "$ME: $*" >&2; exit 2; }
-# NAME MIN MAX LABEL: $NAME is a whole number from MIN to MAX (written in
-# decimal: 010 is ten, not octal eight), or the script stops here
-need_int() {
-    local v=${!1}
-    if ! [[ $v =~ ^[0-9]+$ ]] || [ ${#v} -gt 9 ] || [ $((10#$v)) -lt "$2" ] || [ $((10#$v)) -gt "$3" ]; then
-        die "$4 is '$v': it must be a whole number from $2 to $3"
-    fi
-    printf -v "$1" '%d' $((10#$v))
-}
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
 need_int SECS 1 86400 "SECONDS (argument 2)"
 [ -x "$GB" ] || die "no gpubench at $GB (build first: ./scripts/build.sh)"
 command -v sqlite3 >/dev/null 2>&1 || die "needs the sqlite3 command (apt-get install sqlite3)"
