@@ -452,6 +452,17 @@ static const char *not_safetensors_hint(const unsigned char *b, size_t n) {
     return "";
 }
 
+/* parse_owned with the file's name and, for what is not safetensors at
+ * all, a hint at what it is */
+static gb_st_t *parse_file(const char *path, unsigned char *file, size_t len, int mapped, char *err,
+                           size_t errlen) {
+    char why[400];
+    const char *hint = not_safetensors_hint(file, len);
+    gb_st_t *st = parse_owned(file, len, mapped, why, sizeof(why));
+    if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
+    return st;
+}
+
 gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
      * below like every other file that is not a regular one */
@@ -486,11 +497,7 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
         void *map = mmap(NULL, (size_t)sz, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map != MAP_FAILED) {
             close(fd);
-            char why[400];
-            const char *hint = not_safetensors_hint(map, (size_t)sz);
-            gb_st_t *st = parse_owned(map, (size_t)sz, 1, why, sizeof(why));
-            if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
-            return st;
+            return parse_file(path, map, (size_t)sz, 1, err, errlen);
         }
     }
     FILE *f = fdopen(fd, "rb");
@@ -507,11 +514,7 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     }
     if (sz && fread(buf, 1, (size_t)sz, f) != (size_t)sz) goto io;
     fclose(f);
-    char why[400];
-    const char *hint = not_safetensors_hint(buf, (size_t)sz);
-    gb_st_t *st = parse_owned(buf, (size_t)sz, 0, why, sizeof(why));
-    if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
-    return st;
+    return parse_file(path, buf, (size_t)sz, 0, err, errlen);
 io:
     snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
     free(buf);
