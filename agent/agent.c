@@ -531,6 +531,8 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
                           "stopped by its agent: the start could not be passed to the worker");
             return;
         }
+        /* the run's limit counts from its start, not from the fork */
+        gb_run_limit_from_now(s->run, (int64_t)st->start_at_ms - gb_wall_ms());
         gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRIu64, s->job_id, s->attempt,
                 s->rank.said.rank, st->start_at_ms);
         return;
@@ -655,6 +657,16 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     memset(&s->rank, 0, sizeof s->rank);
     s->rank.on = as->n_nodes > 1;
     s->rank.said.rank = as->rank;
+    if (s->rank.on) {
+        /* until the start, the rendezvous (rendezvous_s, which the
+         * coordinator enforces) comes before the run's own limit: this
+         * bound holds only if the coordinator never says */
+        cJSON *pj = cJSON_Parse(as->params_json);
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(pj, "rendezvous_s");
+        double rdv_s = cJSON_IsNumber(rs) && rs->valuedouble > 0 ? rs->valuedouble : 300;
+        cJSON_Delete(pj);
+        gb_run_limit_from_now(s->run, (int64_t)(rdv_s * 1000));
+    }
     tm_start(a, s, as->params_json);
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);

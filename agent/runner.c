@@ -163,6 +163,11 @@ err:
     return NULL;
 }
 
+void gb_run_limit_from_now(gb_run_t *r, int64_t ms) {
+    if (!r || r->timed_out) return;
+    r->deadline_ms = gb_mono_ms() + (ms > 0 ? ms : 0) + (int64_t)r->timeout_s * 1000;
+}
+
 static void tail_add(gb_run_t *r, const char *buf, size_t n) {
     for (size_t i = 0; i < n; i++) {
         r->tail[(r->tail_pos + r->tail_len) % GB_TAIL_BYTES] = buf[i];

@@ -52,6 +52,10 @@ int gb_run_rdv_fd(const gb_run_t *self);
  * it has not been reaped. */
 int gb_run_cpu_ticks(const gb_run_t *self, uint64_t *ticks);
 void gb_run_rdv_close(gb_run_t *self);
+/* The time limit from now: `ms` more, then timeout_s (a multi-node job's
+ * limit counts from its start, after the rendezvous: the wait there is
+ * bounded by rendezvous_s, not by the run's own limit). No-op once timed out. */
+void gb_run_limit_from_now(gb_run_t *self, int64_t ms);
 /* Kill the child if it still runs (waiting at most the grace period), reap
  * it, and free. */
 void gb_run_destroy(gb_run_t **self_p);

@@ -190,7 +190,10 @@ deadline)
     fake=$!
     PIDS+=("$fake")
     wait_nodes 2
-    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --param rendezvous_s=2 --max-attempts 1)
+    # a time limit (1 s) below rendezvous_s counts from the start, not from
+    # the fork: rank 0 waits out the rendezvous (it was killed as timed out
+    # after 1 s and blamed for the job)
+    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --param rendezvous_s=2 --timeout 1 --max-attempts 1)
     "$GB" wait "$sweep" --quiet
     eq "wait fails" "$?" 1
     wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
