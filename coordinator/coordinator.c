@@ -1373,7 +1373,26 @@ struct cgang {
     int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
     char start_iso[32];
     unsigned tick; /* gang_check's last pass */
+    /* A rank that failed because a peer went away (its ring or NCCL saw the
+     * connection close) is held, not judged: the peer's agent may be found
+     * lost (the attempt is lost, and runs again) or the peer may report a
+     * failure of its own (the job fails with that), within a lost window;
+     * only then is the held failure the job's (gang_check). */
+    int held, held_rank;                  /* ranks held; the first of them */
+    unsigned char *held_r;                /* per rank: its report is held */
+    int64_t held_until_ms;                /* monotonic */
+    char held_reason[GB_GANG_REASON_MAX]; /* the first's */
 };
+
+/* A worker's error that says another rank went away, not what went wrong
+ * with this one: the CPU ring's I/O errors, NCCL's remote errors. */
+static int peer_error(const char *e) {
+    if (strstr(e, "tcp ring: "))
+        return strstr(e, "closed the connection") || strstr(e, "timed out") ||
+               strstr(e, "no progress for") || strstr(e, "reset by peer") ||
+               strstr(e, "Broken pipe");
+    return strstr(e, "NCCL") && (strstr(e, "remote process exited") || strstr(e, "network error"));
+}
 
 static int is_multi(const cjob_t *j) {
     return j->def.n_nodes > 1;
@@ -1387,6 +1406,7 @@ static void gang_free(cgang_t **gp) {
     free(G->stored);
     free(G->worker);
     free(G->missing);
+    free(G->held_r);
     free(G);
     *gp = NULL;
 }
@@ -1564,9 +1584,32 @@ static void gang_finish(gb_coord_t *c, cjob_t *j) {
  * turn's transaction, queue the assignments, starts and cancels to be sent
  * after its commit, and end the attempt when every rank has ended (j may
  * then be freed: the caller must not use it). */
+/* Give the gang every held report: the first one's reason first (when the
+ * attempt has no cause yet, it becomes the cause). Returns the actions. */
+static int gang_release_held(cgang_t *G) {
+    int n = gb_gang_size(G->g), actions = 0;
+    G->held = 0;
+    if (G->held_r[G->held_rank]) {
+        G->held_r[G->held_rank] = 0;
+        actions |= gb_gang_on_result(G->g, G->held_rank, GB_GANG_ERR_FAILED, G->held_reason);
+    }
+    for (int r = 0; r < n; r++)
+        if (G->held_r[r]) {
+            char why[96];
+            gb_fmt(why, sizeof why, "rank %d: a peer rank went away", r);
+            G->held_r[r] = 0;
+            actions |= gb_gang_on_result(G->g, r, GB_GANG_ERR_FAILED, why);
+        }
+    return actions;
+}
+
 static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char *error) {
     cgang_t *G = j->gang;
     int n = gb_gang_size(G->g);
+    /* the attempt has its cause (the peer's agent lost, its own failure,
+     * a cancel): the held reports are now only those ranks' ends, which the
+     * attempt waits for (their workers are gone already) */
+    if (G->held && gb_gang_outcome(G->g) != GB_GANG_RUNNING) actions |= gang_release_held(G);
     if (actions & GB_GANG_START) {
         /* time for the start to reach every agent and its worker: two
          * heartbeats, 0.2..2 s */
@@ -1620,8 +1663,9 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
         G->stored = calloc((size_t)n, sizeof *G->stored);
         G->worker = calloc((size_t)n, 1);
         G->missing = calloc((size_t)n, sizeof *G->missing);
+        G->held_r = calloc((size_t)n, 1);
     }
-    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing) {
+    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->held_r) {
         gb_error("out of memory placing job %" PRIu64, j->id);
         gang_free(&G);
         return;
@@ -1891,6 +1935,23 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     char reason[GB_GANG_REASON_MAX];
     gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
            error[0] ? error : "the worker ended before the start barrier");
+    if (gs == GB_GANG_ERR_FAILED && peer_error(error) &&
+        gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
+        cgang_t *G = j->gang;
+        G->held_r[rank] = 1;
+        if (!G->held) {
+            int64_t hold = lost_window_ms(c) + c->cfg.heartbeat_ms + 1000;
+            G->held = 1;
+            G->held_rank = rank;
+            G->held_until_ms = gb_mono_ms() + hold;
+            gb_copy(G->held_reason, sizeof G->held_reason, reason);
+            gb_info("job %" PRIu64 " attempt %u: %s; held %" PRId64
+                    " ms for the peer's own report or its agent's loss",
+                    j->id, j->attempt, reason, hold);
+        }
+        ack_after_commit(c, a, r);
+        return 1;
+    }
     int act = gb_gang_on_result(j->gang->g, rank, gs, reason);
     gang_act(c, j, act, rank, gs == GB_GANG_OK ? NULL : reason); /* may end (free) j */
     ack_after_commit(c, a, r);
@@ -1904,7 +1965,8 @@ static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0) continue;
-        if (!j->gang->worker[r] || ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
+        if (!j->gang->worker[r] || j->gang->held_r[r] ||
+            ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
             ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
             hb->n_spooled_jobs < hb->spooled) {
             j->gang->missing[r] = 0;
@@ -1924,7 +1986,7 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
     for (int k = 0; k < a->n_running; k++) {
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
-        if (r < 0 || !j->gang->worker[r] ||
+        if (r < 0 || !j->gang->worker[r] || j->gang->held_r[r] ||
             ref_listed(h->running, h->n_running, j->id, j->attempt) ||
             ref_listed(h->spooled, h->n_spooled, j->id, j->attempt))
             continue;
@@ -1946,6 +2008,18 @@ static void gang_check(gb_coord_t *c) {
             cjob_t *j = a->running[k];
             if (!j->gang || j->gang->tick == tick) continue;
             j->gang->tick = tick;
+            if (j->gang->held && now >= j->gang->held_until_ms &&
+                gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
+                /* nothing else came: the held failure is the job's */
+                cgang_t *G = j->gang;
+                char reason[GB_GANG_REASON_MAX];
+                gb_copy(reason, sizeof reason, G->held_reason);
+                int hr = G->held_rank;
+                int act = gang_release_held(G);
+                gang_act(c, j, act, hr, reason);
+                k = -1;
+                continue;
+            }
             int r = gb_gang_first_unready(j->gang->g);
             if (r < 0 || now < j->gang->deadline_ms ||
                 gb_gang_outcome(j->gang->g) != GB_GANG_RUNNING)

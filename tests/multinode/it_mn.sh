@@ -155,6 +155,67 @@ kill_agent | kill_agent_give_up)
         no_workers "$survivor"
     fi
     ;;
+kill_agent_ring)
+    # the same with ranks that talk (a CPU all-reduce): the survivor's ring
+    # sees its peer go at once and fails; that failure is held until the
+    # peer's agent is found lost, so the attempt is lost and runs again (it
+    # failed the job on the spot, blaming the survivor)
+    start_coord
+    start_agent a1
+    start_agent a2
+    start_agent a3
+    wait_nodes 3
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=100)
+    wait_ranks 1 started 2
+    sleep 0.5
+    victim=$(rank_node 1 1)
+    survivor=$(rank_node 1 0)
+    kill -KILL "${AGENT_PID[$victim]}"
+    wait "${AGENT_PID[$victim]}" 2>/dev/null
+    "$GB" wait "$sweep" --quiet
+    eq "wait succeeds: the job ran again" "$?" 0
+    eq "attempt 1 lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/lost.txt"
+    contains "lost for the agent" "$T/lost.txt" "rank 1: agent $victim lost (silent for"
+    contains "the survivor's failure was held" "$T/coord.log" "held"
+    eq "attempt 1's ranks: 0 failed (its ring), 1 lost" \
+        "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks WHERE attempt = 1 ORDER BY rank)")" "failed,lost"
+    ended_once 1 done
+    eq "attempt 2, every rank done" \
+        "$(q "SELECT group_concat(state || '/' || status) FROM ranks WHERE attempt = 2")" "done/ok,done/ok"
+    eq "attempt 2 on the nodes left" \
+        "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name != '$victim'")" 2
+    others=()
+    for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
+    no_workers "${others[@]}"
+    ;;
+ring_stall)
+    # rank 1's worker stops (SIGSTOP) while its agent stays: rank 0's ring
+    # times out and its failure is held for a lost window; no agent is lost
+    # and rank 1 says nothing, so the held failure becomes the job's
+    export GB_COMM_TIMEOUT_MS=1500
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=100)
+    wait_ranks 1 started 2
+    sleep 0.3
+    victim=$(rank_node 1 1)
+    survivor=$(rank_node 1 0)
+    w=$(worker_of "$victim")
+    [ -n "$w" ] || fail "no worker under $victim"
+    kill -STOP "$w"
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    kill -CONT "$w" 2>/dev/null
+    contains "the failure was held first" "$T/coord.log" "held"
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "the held failure is the job's" "$T/error.txt" "rank 0 on $survivor: tcp ring:"
+    eq "one attempt" "$(q "SELECT group_concat(state) FROM attempts")" failed
+    no_workers a1 a2
+    ;;
 silent)
     # a rank that never arrives: its agent goes silent after it took the
     # assignment, before it reports ready. Rank 0 waits at the barrier until
