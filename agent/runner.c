@@ -90,7 +90,10 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         gb_fmt(err, errlen, "cannot create the rendezvous channel: %s", strerror(errno));
         goto err;
     }
-    char *const argv[] = {(char *)exe, "worker", "--job", job_path, "--out", out_path, NULL};
+    /* argv[0] "gpubench", so ps shows "gpubench worker --job ..." even
+     * when exe is /proc/self/exe (the worker sets its name to match) */
+    const char *arg0 = strcmp(exe, "/proc/self/exe") == 0 ? "gpubench" : exe;
+    char *const argv[] = {(char *)arg0, "worker", "--job", job_path, "--out", out_path, NULL};
     /* CUDA numbers GPUs fastest first unless told otherwise; NVML (the
      * inventory, the telemetry sampler) by PCI bus id. The worker's GPU i
      * must be the agent's GPU i, so it gets PCI order unless the agent's
@@ -129,6 +132,16 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
                 dup2(sv[1], GB_RDV_FD);
         }
         signal(SIGPIPE, SIG_DFL);
+        /* the agent's own handlers (stop on SIGTERM/SIGINT, reload on
+         * SIGHUP) must not run here: a cancel's SIGTERM to the group before
+         * the exec would set the agent's flag in this copy and be lost, and
+         * the worker would run until the SIGKILL after the grace */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGTERM, &dfl, NULL);
+        sigaction(SIGINT, &dfl, NULL);
+        sigaction(SIGHUP, &dfl, NULL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

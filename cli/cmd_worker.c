@@ -7,6 +7,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench worker --job JOB.json --out RESULT.json\n"
@@ -23,6 +24,9 @@ int cmd_worker(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *job = NULL, *out = NULL;
     int opt;
+    /* started as /proc/self/exe its name would be "exe": pgrep gpubench,
+     * ps -C gpubench and top find it by this one */
+    prctl(PR_SET_NAME, "gpubench", 0, 0, 0);
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {

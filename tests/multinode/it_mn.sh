@@ -98,6 +98,9 @@ kill_worker)
     victim=$(rank_node 1 1)
     w=$(worker_of "$victim")
     [ -n "$w" ] || fail "no worker under $victim"
+    # ps, pgrep and top name it (it was "exe": /proc/self/exe)
+    eq "the worker's name" "$(ps -o comm= -p "$w")" gpubench
+    case $(ps -o args= -p "$w") in "gpubench worker --job "*) ;; *) fail "worker args: $(ps -o args= -p "$w")" ;; esac
     kill -KILL "$w"
     "$GB" wait "$sweep" --quiet
     eq "wait fails" "$?" 1
