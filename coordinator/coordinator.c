@@ -169,6 +169,7 @@ struct gb_coord {
     gb_map_t *spoke;        /* fd -> messages read from control connections on it, not yet
                                matched with their disconnect (intptr_t) */
     int control_backlog;    /* this turn left control messages unread */
+    int srcfd_works;        /* ZMQ_SRCFD named a connection once (it is deprecated) */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     char failed_why[128];
     int failed_auth;
@@ -2629,6 +2630,7 @@ static void on_control_message(gb_coord_t *c, gb_frame_t *f) {
     /* which connection spoke (ZMQ_SRCFD): one that closes without a whole
      * message had its frame dropped by libzmq, over the hard cap */
     int fd = zmq_msg_get(&f->payload, ZMQ_SRCFD);
+    if (fd >= 0) c->srcfd_works = 1;
     if (fd >= 0 && c->spoke) {
         intptr_t n = (intptr_t)gb_map_get(c->spoke, &fd, sizeof fd);
         gb_map_put(c->spoke, &fd, sizeof fd, (void *)(n + 1));
@@ -3609,7 +3611,8 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
             else
                 gb_warn("refused a peer on the %s endpoint (%s) from %s: %s", name, where,
                         addr ? addr : "an address not known (it closed at once)", c->failed_why);
-        } else if (!c->failed_auth && mon == c->control_monitor && !spoke && !c->control_backlog) {
+        } else if (!c->failed_auth && mon == c->control_monitor && !spoke && !c->control_backlog &&
+                   c->srcfd_works) {
             /* a command closes after its reply; one that closes having sent
              * nothing whole had its request dropped (or gave up at once) */
             char host[INET6_ADDRSTRLEN + 16] = "?", key[300], *colon;
