@@ -405,6 +405,7 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         const char *k = c->string;
         if (strcmp(k, "kind") == 0) continue;
         if (strcmp(k, "name") == 0) {
+            if (cJSON_IsArray(c)) FAIL("'name' takes one value, not a list");
             if (!cJSON_IsString(c) || !text_ok(c->valuestring, sizeof out->name - 1, 1))
                 FAIL("'name' must be a string of at most %zu bytes of printable UTF-8",
                      sizeof out->name - 1);
