@@ -375,6 +375,18 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         end++;
     if (end && (size_t)(end - json) < len) FAIL("spec has trailing bytes after the JSON object");
     if (!cJSON_IsObject(root)) FAIL("spec must be a JSON object");
+    /* "\u0000" in a string: cJSON's C strings end there, and the rest of
+     * the value would be dropped without a word ("ab\u0000cd" read "ab") */
+    for (size_t i = 0, bs = 0; i < len; i++) {
+        if (json[i] == '\\') {
+            bs++;
+            continue;
+        }
+        if ((bs & 1) && json[i] == 'u' && i + 4 < len && json[i + 1] == '0' && json[i + 2] == '0' &&
+            json[i + 3] == '0' && json[i + 4] == '0')
+            FAIL("a string in the spec holds \\u0000 (NUL), which no value may");
+        bs = 0;
+    }
 
     /* Pass 1: kind, and the keys every object may hold. */
     unsigned kindmask = 0;

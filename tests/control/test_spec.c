@@ -221,6 +221,7 @@ static const struct {
      "'duration_ms' does not apply"},
     {"bad_type", "{\"kind\": \"resnet50\", \"gpus\": \"two\"}", 0, "'gpus' must be an integer"},
     {"bad_range_low", "{\"kind\": \"resnet50\", \"batch\": 0}", 0, "in 1..65536"},
+    {"bad_nul", "{\"kind\": \"sleep\", \"name\": \"ab\\u0000cd\"}", 0, "holds \\u0000 (NUL)"},
     {"bad_name_list", "{\"kind\": \"sleep\", \"name\": [\"x\", \"y\"]}", 0,
      "'name' takes one value, not a list"},
     {"bad_range_high", "{\"kind\": \"sleep\", \"duration_ms\": 900000000}", 0, "(got 900000000)"},
