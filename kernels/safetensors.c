@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,7 @@ struct gb_st {
     unsigned char *file; /* the whole file */
     size_t len;
     int mapped;        /* file is an mmap of len bytes (else malloc'd) */
+    int guard;         /* its map_slots entry, or -1 */
     gb_st_tensor_t *t; /* sorted by data offset */
     size_t *begin;     /* parallel to t */
     char **names;      /* owned copies */
@@ -57,6 +60,76 @@ struct gb_st {
     meta_kv_t *meta;
     int n_meta;
 };
+
+/* ------------------------------------------------------- mapped files
+ * A mapped file that another process truncates while it is read faults
+ * (SIGBUS) at the first page past its new end, and the run died as "Bus
+ * error" without a word. The reader's mappings are registered; a fault
+ * inside one ends the process with exit status 1 and a line naming the file.
+ * Any other SIGBUS goes to the action there was before (the default: the
+ * process dies of it). The message is made when the file is mapped: the
+ * handler only compares addresses and write()s. */
+#define MAP_SLOTS 16
+static struct map_slot {
+    _Atomic uintptr_t lo; /* 0: free */
+    size_t len;
+    size_t msg_len;
+    char msg[PATH_MAX + 160];
+} map_slots[MAP_SLOTS];
+static atomic_flag map_lock = ATOMIC_FLAG_INIT;
+static struct sigaction prev_bus;
+static int bus_installed;
+
+static void on_bus(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; si->si_code > 0 && i < MAP_SLOTS; i++) {
+        uintptr_t lo = atomic_load_explicit(&map_slots[i].lo, memory_order_acquire);
+        if (lo && a >= lo && a - lo < map_slots[i].len) {
+            ssize_t w = write(STDERR_FILENO, map_slots[i].msg, map_slots[i].msg_len);
+            (void)w;
+            _exit(1);
+        }
+    }
+    /* not ours: the old action, for this fault (it happens again on return)
+     * or for a SIGBUS sent by kill (raised again) */
+    sigaction(SIGBUS, &prev_bus, NULL);
+    if (si->si_code <= 0) raise(sig);
+}
+
+/* Registers [p, p+len) as PATH's mapping: its slot, or -1 when all are taken
+ * (the file is then read unguarded, as before). */
+static int map_guard(const char *path, const void *p, size_t len) {
+    int slot = -1;
+    while (atomic_flag_test_and_set_explicit(&map_lock, memory_order_acquire))
+        ;
+    if (!bus_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = on_bus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        bus_installed = sigaction(SIGBUS, &sa, &prev_bus) == 0;
+    }
+    for (int i = 0; bus_installed && slot < 0 && i < MAP_SLOTS; i++) {
+        struct map_slot *m = &map_slots[i];
+        if (atomic_load_explicit(&m->lo, memory_order_relaxed)) continue;
+        m->len = len;
+        int n = snprintf(m->msg, sizeof(m->msg),
+                         "gpubench: %s was cut short while it was being read (another "
+                         "process truncated or rewrote it); stopping\n",
+                         path);
+        m->msg_len = n < 0 ? 0 : (size_t)n < sizeof(m->msg) ? (size_t)n : sizeof(m->msg) - 1;
+        atomic_store_explicit(&m->lo, (uintptr_t)p, memory_order_release);
+        slot = i;
+    }
+    atomic_flag_clear_explicit(&map_lock, memory_order_release);
+    return slot;
+}
+
+static void map_unguard(int slot) {
+    if (slot >= 0) atomic_store_explicit(&map_slots[slot].lo, 0, memory_order_release);
+}
 
 void gb_st_close(gb_st_t **self_p) {
     if (!self_p || !*self_p) return;
@@ -71,9 +144,10 @@ void gb_st_close(gb_st_t **self_p) {
     free(st->meta);
     free(st->t);
     free(st->begin);
-    if (st->mapped)
+    if (st->mapped) {
+        map_unguard(st->guard);
         munmap(st->file, st->len);
-    else
+    } else
         free(st->file);
     free(st);
     *self_p = NULL;
@@ -139,13 +213,15 @@ static int cmp_order(const void *a, const void *b) {
     return 0;
 }
 
-static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, char *err, size_t errlen) {
+static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, int guard, char *err,
+                            size_t errlen) {
     gb_st_t *st = calloc(1, sizeof(*st));
     cJSON *root = NULL;
     order_t *ord = NULL;
     gb_st_tensor_t *tmp = NULL;
     char **sorted = NULL;
     if (!st) {
+        map_unguard(guard);
         if (mapped)
             munmap(file, len);
         else
@@ -156,6 +232,7 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, char *e
     st->file = file;
     st->len = len;
     st->mapped = mapped;
+    st->guard = guard;
     if (len < 8) {
         snprintf(err, errlen, "file of %zu bytes is shorter than the 8-byte header length", len);
         goto fail;
@@ -427,7 +504,7 @@ gb_st_t *gb_st_parse(const void *bytes, size_t len, char *err, size_t errlen) {
         return NULL;
     }
     if (len) memcpy(copy, bytes, len);
-    return parse_owned(copy, len, 0, err, errlen);
+    return parse_owned(copy, len, 0, -1, err, errlen);
 }
 
 /* What a path that is not a regular file is, for the messages. */
@@ -454,11 +531,11 @@ static const char *not_safetensors_hint(const unsigned char *b, size_t n) {
 
 /* parse_owned with the file's name and, for what is not safetensors at
  * all, a hint at what it is */
-static gb_st_t *parse_file(const char *path, unsigned char *file, size_t len, int mapped, char *err,
-                           size_t errlen) {
+static gb_st_t *parse_file(const char *path, unsigned char *file, size_t len, int mapped, int guard,
+                           char *err, size_t errlen) {
     char why[400];
     const char *hint = not_safetensors_hint(file, len);
-    gb_st_t *st = parse_owned(file, len, mapped, why, sizeof(why));
+    gb_st_t *st = parse_owned(file, len, mapped, guard, why, sizeof(why));
     if (!st) snprintf(err, errlen, "%s: %s%s", path, why, hint);
     return st;
 }
@@ -497,7 +574,8 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
         void *map = mmap(NULL, (size_t)sz, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map != MAP_FAILED) {
             close(fd);
-            return parse_file(path, map, (size_t)sz, 1, err, errlen);
+            int guard = map_guard(path, map, (size_t)sz);
+            return parse_file(path, map, (size_t)sz, 1, guard, err, errlen);
         }
     }
     FILE *f = fdopen(fd, "rb");
@@ -514,7 +592,7 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     }
     if (sz && fread(buf, 1, (size_t)sz, f) != (size_t)sz) goto io;
     fclose(f);
-    return parse_file(path, buf, (size_t)sz, 0, err, errlen);
+    return parse_file(path, buf, (size_t)sz, 0, -1, err, errlen);
 io:
     snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
     free(buf);

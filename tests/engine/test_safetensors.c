@@ -5,19 +5,24 @@
  * duplicate names; and the files around them: directories, FIFOs (without
  * hanging), torch.save checkpoints named as such, saves through a symbolic
  * link (the link stays), saves refused over a FIFO or a directory, a save
- * cut short by a full disk (RLIMIT_FSIZE) that leaves the old file whole. */
+ * cut short by a full disk (RLIMIT_FSIZE) that leaves the old file whole;
+ * a file truncated by another process while it is read (a line naming it
+ * and exit status 1, not "Bus error"; any other SIGBUS still kills). */
 #define _XOPEN_SOURCE 700
 #include "check.h"
 #include "safetensors.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char err[512];
@@ -217,6 +222,98 @@ static int leftovers(const char *dir) {
     return n;
 }
 
+/* Runs fn(arg) in a child with stderr into buf: the child's wait status. */
+static int in_child(void (*fn)(void *), void *arg, char *buf, size_t len) {
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], STDERR_FILENO);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t k;
+    char rest[4096];
+    while ((k = n + 1 < len ? read(pfd[0], buf + n, len - 1 - n)
+                            : read(pfd[0], rest, sizeof rest)) > 0)
+        if (n + 1 < len) n += (size_t)k; /* the rest drained: a long report must not get SIGPIPE */
+    buf[n] = '\0';
+    close(pfd[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    return status;
+}
+
+static void read_all(void *arg) {
+    const gb_st_tensor_t *t = arg;
+    volatile unsigned char sum = 0;
+    for (size_t i = 0; i < t->nbytes; i++)
+        sum += ((const unsigned char *)t->data)[i];
+    (void)sum;
+}
+
+static void bus_by_kill(void *arg) {
+    (void)arg;
+    raise(SIGBUS);
+}
+
+/* a mapping that is not the reader's, cut short and touched */
+static void bus_elsewhere(void *arg) {
+    const char *path = arg;
+    int fd = open(path, O_RDWR);
+    unsigned char *m = mmap(NULL, 1 << 16, PROT_READ, MAP_SHARED, fd, 0);
+    if (fd < 0 || m == MAP_FAILED || ftruncate(fd, 0) != 0) _exit(3);
+    volatile unsigned char c = m[100];
+    (void)c;
+}
+
+static int died_of_bus(int status, const char *stderr_text) {
+    if (strstr(stderr_text, "cut short")) return 0;
+#if defined(__SANITIZE_ADDRESS__)
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && strstr(stderr_text, "BUS")) return 1;
+#endif
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS;
+}
+
+/* Another process truncates a file while it is loaded: the run stops with
+ * the file's name and exit status 1 (it died of "Bus error"). */
+static void test_truncated_while_read(const char *dir) {
+    char p[256], q[256], buf[1024];
+    snprintf(p, sizeof(p), "%s/cut.safetensors", dir);
+    static float big[1 << 16]; /* 256 KiB of data: many pages */
+    int64_t sh[1] = {1 << 16};
+    gb_st_writer_t *w = gb_st_writer_new();
+    CHECK(w && gb_st_writer_add(w, "a", GB_ST_F32, 1, sh, big, err, sizeof(err)) == 0);
+    CHECKF(gb_st_writer_write(w, p, err, sizeof(err)) == 0, "%s", err);
+    gb_st_writer_destroy(&w);
+    gb_st_t *st = gb_st_open(p, err, sizeof(err));
+    CHECKF(st, "%s", err);
+    const gb_st_tensor_t *t = st ? gb_st_find(st, "a") : NULL;
+    CHECK(t && t->nbytes == sizeof(big));
+    CHECK(truncate(p, 4096) == 0);
+    int s = in_child(read_all, (void *)t, buf, sizeof(buf));
+    CHECKF(WIFEXITED(s) && WEXITSTATUS(s) == 1, "status %#x, stderr '%s'", s, buf);
+    CHECKF(strstr(buf, p) && strstr(buf, "cut short"), "stderr '%s'", buf);
+    /* any other SIGBUS keeps its action, sent by kill or a fault elsewhere:
+     * the default kills; under ASan its handler reports "BUS" and exits */
+    s = in_child(bus_by_kill, NULL, buf, sizeof(buf));
+    CHECKF(died_of_bus(s, buf), "kill: status %#x, stderr '%s'", s, buf);
+    snprintf(q, sizeof(q), "%s/other", dir);
+    FILE *f = fopen(q, "wb");
+    CHECK(f && fwrite(big, 1, 1 << 16, f) == 1 << 16 && fclose(f) == 0);
+    s = in_child(bus_elsewhere, q, buf, sizeof(buf));
+    CHECKF(died_of_bus(s, buf), "fault: status %#x, stderr '%s'", s, buf);
+    gb_st_close(&st);
+    /* closed: the slot is free again, nothing guards the old range */
+    unlink(q);
+    unlink(p);
+}
+
 static void test_files(void) {
     char dir[] = "/tmp/gb_stf_XXXXXX", p[256], q[256];
     CHECK(mkdtemp(dir));
@@ -293,6 +390,7 @@ static void test_files(void) {
     CHECKF(strstr(err, p) && strstr(err, "unchanged"), "%s", err);
     CHECK(first_value(p) == 3 && leftovers(dir) == 0);
     unlink(p);
+    test_truncated_while_read(dir);
     CHECK(rmdir(dir) == 0);
 }
 
