@@ -461,15 +461,6 @@ static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
     return 0;
 }
 
-uint64_t gb_replica_seed(uint64_t seed, int rank) {
-    if (rank == 0) return seed; /* one replica trains exactly as before */
-    /* splitmix64 of (seed, rank): unrelated streams per replica and node */
-    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(rank + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 uint64_t gb_fnv1a64(const void *data, size_t n) {
     const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64-bit offset basis and prime */
@@ -803,6 +794,10 @@ int gb_auto_backend(const char *requested, char *chosen, size_t chosenlen, char 
     int gpu = ops && ops->probe(&info, why, whylen) == 0;
     snprintf(chosen, chosenlen, "%s", gpu ? "cuda" : "cpu");
     if (gpu && whylen) why[0] = '\0';
+    /* a machine with a GPU the backend cannot use (a driver too old for
+     * its runtime) must not be measured on the CPU without a word */
+    if (!gpu && whylen && strstr(why, "driver too old"))
+        fprintf(stderr, "gpubench: warning: --backend auto runs the CPU backend: cuda: %s\n", why);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* engine_util.c - what the engine driver and the backends share (engine.h),
  * in gb_model so that every build with the model has it, the GPU machine's
  * (bench/gpu, no engine driver) and libgpubench_cuda.so included: the
- * precisions' names and the wall clock of the timed windows. */
+ * precisions' names, the wall clock of the timed windows and the replicas'
+ * data seeds. */
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
 
@@ -14,6 +15,15 @@ int64_t gb_engine_wall_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+uint64_t gb_replica_seed(uint64_t seed, int rank) {
+    if (rank == 0) return seed; /* one replica trains exactly as before */
+    /* splitmix64 of (seed, rank): unrelated streams per replica and node */
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(rank + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
 static const char *const prec_names[] = {"fp32", "tf32", "fp16", "bf16"};

@@ -92,6 +92,7 @@ typedef struct brep {
     int d;
     const gb_model_t *m;
     const gb_train_config_t *cfg;
+    gb_train_config_t own; /* the job's, with this replica's data seed */
     gb_comm_t *comm;
     gb_barrier_t *bar;
     const float *params, *buffers;
@@ -417,7 +418,11 @@ int main(int argc, char **argv) {
         brep_t *r = &reps[d];
         r->d = dp ? d : device;
         r->m = m;
-        r->cfg = &cfg;
+        /* each replica its own synthetic images, as the engine gives them
+         * (gb_replica_seed): the losses are the engine's, not N copies */
+        r->own = cfg;
+        r->own.seed = gb_replica_seed(cfg.seed, dp ? d : 0);
+        r->cfg = &r->own;
         r->comm = dp ? gb_comm_group_member(grp, d) : NULL;
         r->bar = bar;
         r->params = params;

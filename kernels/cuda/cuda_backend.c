@@ -29,6 +29,21 @@
 static int device_count(char *err, size_t errlen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    int rt = 0, drv = 0;
+    if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0 &&
+        cudaRuntimeGetVersion(&rt) == cudaSuccess) {
+        /* a driver, but one too old for this runtime: say so, it is not "no
+         * GPU" (CUDA 13 needs driver 580 or newer). Without any driver the
+         * runtime gives the same error, with driver version 0. */
+        snprintf(err, errlen,
+                 "NVIDIA driver too old: it supports CUDA %d.%d, this backend was built with the "
+                 "CUDA %d.%d runtime (CUDA 13 needs driver 580 or newer); update the driver or "
+                 "build with the toolkit it supports (-DCMAKE_CUDA_COMPILER=/usr/local/cuda-12.x/"
+                 "bin/nvcc, docs/engine-cuda.md)",
+                 drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+        (void)cudaGetLastError();
+        return -1;
+    }
     if (e != cudaSuccess) {
         snprintf(err, errlen, "no CUDA driver/GPU: cudaGetDeviceCount: %s (%s)",
                  cudaGetErrorString(e), cudaGetErrorName(e));

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_LOCAL 64 /* GPUs of one node */
@@ -174,7 +175,10 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
     }
     char file[300];
     snprintf(file, sizeof(file), "%s/nccl.%%h.%%p.log", g.logdir);
-    setenv("NCCL_DEBUG", "INFO", 1);
+    /* INFO is what the transports are read from; a user's TRACE says more
+     * and is kept (WARN or VERSION would say too little) */
+    const char *dbg = getenv("NCCL_DEBUG");
+    if (!dbg || strcasecmp(dbg, "TRACE") != 0) setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH", 1);
     setenv("NCCL_DEBUG_FILE", file, 1);
     snprintf(g.mode, sizeof(g.mode), "%s", interconnect);
@@ -310,6 +314,7 @@ struct gb_cuda_dp {
     double bucket_mb;
     int nvlink;
     char asked[16];
+    int *dflag, *hflag; /* gb_cuda_dp_agree: device int, pinned host pair */
 };
 
 static void dp_abort(gb_cuda_dp_t *dp) {
@@ -399,6 +404,8 @@ gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_
         for (int b = 0; b < dp->bk[gi]->n; b++)
             CK_CUDA(cudaEventCreateWithFlags(&dp->ev[gi][b], cudaEventDisableTiming));
     }
+    CK_CUDA(cudaMalloc((void **)&dp->dflag, sizeof(int)));
+    CK_CUDA(cudaMallocHost((void **)&dp->hflag, 2 * sizeof(int)));
     gb_cuda_dp_begin(dp);
     for (int gi = 0; gi < 2; gi++) {
         free(off[gi]);
@@ -453,6 +460,29 @@ fail:
     return -1;
 }
 
+int gb_cuda_dp_join_capture(gb_cuda_dp_t *dp, cudaStream_t s) {
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(dp->cs, &st) != cudaSuccess) return -1;
+    if (st != cudaStreamCaptureStatusActive) return 0;
+    if (cudaEventRecord(dp->done, dp->cs) != cudaSuccess) return -1;
+    return cudaStreamWaitEvent(s, dp->done, 0) == cudaSuccess ? 0 : -1;
+}
+
+int gb_cuda_dp_agree(gb_cuda_dp_t *dp, int ok, char *err, size_t errlen) {
+    CK_CUDA(cudaSetDevice(dp->device));
+    dp->hflag[0] = ok ? 1 : 0;
+    CK_CUDA(cudaMemcpyAsync(dp->dflag, &dp->hflag[0], sizeof(int), cudaMemcpyHostToDevice, dp->cs));
+    CK_NCCL(ncclAllReduce(dp->dflag, dp->dflag, 1, ncclInt32, ncclMin, dp->nccl, dp->cs));
+    CK_CUDA(cudaMemcpyAsync(&dp->hflag[1], dp->dflag, sizeof(int), cudaMemcpyDeviceToHost, dp->cs));
+    CK_CUDA(cudaEventRecord(dp->done, dp->cs));
+    if (gb_cuda_dp_wait(dp, dp->done, err, errlen)) return -1;
+    return dp->hflag[1] != 0;
+fail:
+    gb_comm_abort(dp->comm, err);
+    dp_abort(dp);
+    return -1;
+}
+
 char *gb_cuda_dp_report(gb_cuda_dp_t *dp) {
     const char *ic;
     char tr[512];
@@ -494,6 +524,8 @@ void gb_cuda_dp_destroy(gb_cuda_dp_t **self_p) {
     }
     if (dp->done) cudaEventDestroy(dp->done);
     if (dp->cs) cudaStreamDestroy(dp->cs);
+    if (dp->dflag) cudaFree(dp->dflag);
+    if (dp->hflag) cudaFreeHost(dp->hflag);
     free(dp);
     *self_p = NULL;
 }
@@ -508,6 +540,13 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
     cudaEvent_t e0 = NULL, e1 = NULL;
     float *buf = NULL, *dtime = NULL;
     unsigned int *dbad = NULL;
+    /* the host ends of the small copies, pinned: a copy to pageable memory
+     * waits for the stream inside the driver, where a collective whose peer
+     * died would hold it for ever; read only after nccl_poll says done */
+    struct ar_host {
+        float us_in, us_out;
+        unsigned int bad;
+    } *h = NULL;
     int nvlink = 0;
     *details_json = NULL;
     if (!comm || replica != comm->local_rank || n < 1) {
@@ -525,6 +564,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
     CK_CUDA(cudaMalloc((void **)&buf, maxc * sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dtime, sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dbad, sizeof(unsigned int)));
+    CK_CUDA(cudaMallocHost((void **)&h, sizeof(*h)));
     gb_ar_want_t want;
     for (int i = 0; i < 11; i++)
         want.v[i] = gb_allreduce_expected(comm->world, (size_t)i);
@@ -544,10 +584,10 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         if (nccl_poll(comm, nc, NULL, e1, err, errlen)) goto fail;
         float ms = 0;
         CK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        float us = ms * 1000.0f / (float)cfg->iters;
-        CK_CUDA(cudaMemcpyAsync(dtime, &us, sizeof(us), cudaMemcpyHostToDevice, s));
+        h->us_in = ms * 1000.0f / (float)cfg->iters;
+        CK_CUDA(cudaMemcpyAsync(dtime, &h->us_in, sizeof(float), cudaMemcpyHostToDevice, s));
         CK_NCCL(ncclAllReduce(dtime, dtime, 1, ncclFloat32, ncclMax, nc, s));
-        CK_CUDA(cudaMemcpyAsync(&us, dtime, sizeof(us), cudaMemcpyDeviceToHost, s));
+        CK_CUDA(cudaMemcpyAsync(&h->us_out, dtime, sizeof(float), cudaMemcpyDeviceToHost, s));
         /* the check, after timing: known inputs, exact sums */
         CK_CUDA(gb_k_ar_fill(s, buf, count, comm->rank,
                              comm->rank == cfg->fault_rank ? (long long)(count / 2) : -1));
@@ -555,11 +595,10 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         CK_CUDA(cudaMemsetAsync(dbad, 0, sizeof(unsigned int), s));
         CK_CUDA(gb_k_ar_check(s, buf, count, want, dbad));
         CK_NCCL(ncclAllReduce(dbad, dbad, 1, ncclUint32, ncclMax, nc, s));
-        unsigned int bad = 0;
-        CK_CUDA(cudaMemcpyAsync(&bad, dbad, sizeof(bad), cudaMemcpyDeviceToHost, s));
+        CK_CUDA(cudaMemcpyAsync(&h->bad, dbad, sizeof(unsigned int), cudaMemcpyDeviceToHost, s));
         if (nccl_poll(comm, nc, s, NULL, err, errlen)) goto fail;
-        sizes[k].time_us = us;
-        sizes[k].ok = bad == 0;
+        sizes[k].time_us = h->us_out;
+        sizes[k].ok = h->bad == 0;
         sizes[k].window_ms[1] = gb_engine_wall_ms();
     }
     {
@@ -582,6 +621,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
     cudaFree(buf);
     cudaFree(dtime);
     cudaFree(dbad);
+    cudaFreeHost(h);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaStreamDestroy(s);
@@ -594,6 +634,7 @@ fail:
     if (buf) cudaFree(buf);
     if (dtime) cudaFree(dtime);
     if (dbad) cudaFree(dbad);
+    if (h) cudaFreeHost(h);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     if (s) cudaStreamDestroy(s);

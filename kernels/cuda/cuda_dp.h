@@ -74,6 +74,14 @@ int gb_cuda_dp_wait(gb_cuda_dp_t *dp, cudaEvent_t ev, char *err, size_t errlen);
  * replica's communicator, so that no collective is left that never ends
  * (before anything waits on the streams); a no-op otherwise. */
 void gb_cuda_dp_stop_if_failed(gb_cuda_dp_t *dp);
+/* A capture that failed part-way may have forked the communication stream
+ * into the capture and not joined it back: join it to `s` (the capturing
+ * stream) so that ending the capture ends it on both. 0, or -1. */
+int gb_cuda_dp_join_capture(gb_cuda_dp_t *dp, cudaStream_t s);
+/* Every rank says whether it has a CUDA graph (ok): 1 when all do, 0 when
+ * any does not (a min over the ranks, eagerly, outside any capture), -1 with
+ * the reason when the collective cannot end (the group is aborted). */
+int gb_cuda_dp_agree(gb_cuda_dp_t *dp, int ok, char *err, size_t errlen);
 /* JSON members (no braces) for the report: interconnect, nccl_transports,
  * the all-reduce figures; malloc'd, NULL when out of memory. */
 char *gb_cuda_dp_report(gb_cuda_dp_t *dp);

@@ -453,6 +453,7 @@ fail:
 static int cx_capture_end(gb_exec_t *ex, int ok) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     cudaGraph_t g = NULL;
+    if (!ok && X->dp) gb_cuda_dp_join_capture(X->dp, X->stream);
     cudaError_t e = cudaStreamEndCapture(X->stream, &g);
     if (!ok) {
         snprintf(X->graph_note, sizeof(X->graph_note), "capture failed, eager steps: %.200s",
@@ -479,6 +480,23 @@ fail:
     if (g) cudaGraphDestroy(g);
     (void)cudaGetLastError(); /* capture errors are not sticky; clear them */
     return -1;
+}
+
+static int cx_graph_agree(gb_exec_t *ex, int have_graph) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    if (!X->dp) return have_graph;
+    int all = gb_cuda_dp_agree(X->dp, have_graph, ERR, ERRLEN);
+    if (all < 0) return -1;
+    if (!all && have_graph) {
+        cudaGraphExecDestroy(X->gexec);
+        cudaGraphDestroy(X->graph);
+        X->gexec = NULL;
+        X->graph = NULL;
+        X->graph_used = 0;
+        snprintf(X->graph_note, sizeof(X->graph_note),
+                 "captured, but another rank's capture failed: eager steps on every rank");
+    }
+    return all;
 }
 
 static int cx_replay(gb_exec_t *ex, gb_step_out_t *out) {
@@ -849,6 +867,7 @@ static const gb_exec_ops_t cuda_ops = {
     .capture_begin = cx_capture_begin,
     .capture_end = cx_capture_end,
     .replay = cx_replay,
+    .graph_agree = cx_graph_agree,
     .report = cx_report,
     .act_write = cx_act_write,
     .act_read = cx_act_read,

@@ -58,6 +58,13 @@ typedef struct gb_exec_ops {
     int (*capture_begin)(gb_exec_t *ex);
     int (*capture_end)(gb_exec_t *ex, int ok);
     int (*replay)(gb_exec_t *ex, gb_step_out_t *out);
+    /* Data parallel (NULL with one rank): called on every rank after its
+     * capture attempt, captured or not, with whether it has a graph. 1 when
+     * every rank has one, 0 when any has not (this rank's graph is then
+     * dropped: NCCL needs a collective captured on every rank or on none,
+     * and a graph with collectives launched on every rank that made it),
+     * -1 when the ranks could not agree (a peer gone), with err set. */
+    int (*graph_agree)(gb_exec_t *ex, int have_graph);
     int (*report)(gb_exec_t *ex, gb_replica_report_t *rep);
     /* tests: activations in and out as double (converted to the act dtype) */
     int (*act_write)(gb_exec_t *ex, void *dst, const double *src, size_t n);

@@ -232,11 +232,21 @@ int gb_net_step(gb_net_t *net, gb_step_out_t *out, char *err, size_t errlen) {
         /* the first step ran eagerly: lazy loading and library allocations
          * have happened, so the next one can be captured */
         net->graph_state = -1;
-        if (net->want_graph && o->capture_begin && o->capture_begin(ex) == 0) {
-            int rc = gb_net_enqueue(net);
-            if (o->capture_end(ex, rc == 0) == 0) net->graph_state = 1;
+        if (net->want_graph) {
+            int have = 0;
+            if (o->capture_begin && o->capture_begin(ex) == 0) {
+                int rc = gb_net_enqueue(net);
+                have = o->capture_end(ex, rc == 0) == 0;
+            }
+            ex->err[0] = 0; /* a failed capture is recorded by the executor, not fatal */
+            /* every rank graphs, or none does (one replaying its graph while
+             * a peer runs eagerly would wait in NCCL for ever) */
+            if (o->graph_agree) {
+                have = o->graph_agree(ex, have);
+                if (have < 0) return fail_from_exec(net, err, errlen);
+            }
+            if (have) net->graph_state = 1;
         }
-        ex->err[0] = 0; /* a failed capture is recorded by the executor, not fatal */
     }
     if (net->graph_state == 1) {
         if (o->replay(ex, out)) return fail_from_exec(net, err, errlen);
