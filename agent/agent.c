@@ -79,6 +79,8 @@ struct gb_agent {
     gb_telemetry_t *tm; /* NULL: telemetry off */
     void *ctx, *sock, *monitor;
     int64_t refused_logged_ms;   /* last "the coordinator rejected our message" line */
+    int64_t denied_backoff_ms;   /* > 0 while our messages are denied (a key, a pinned id) */
+    char last_handshake[300];    /* why the last handshake failed; "" once registered */
     int64_t handshake_logged_ms; /* last "cannot connect" line */
     int64_t reopen_at_ms;        /* make the socket anew then (after a refused handshake) */
     int reopen_backoff_ms;
@@ -736,6 +738,8 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
                     env->welcome->lost_after);
         a->registered = 1;
         a->reopen_backoff_ms = 0;
+        a->denied_backoff_ms = 0;
+        a->last_handshake[0] = '\0';
         a->hb_ms = (int)env->welcome->heartbeat_ms;
         a->lost_after = (int)env->welcome->lost_after;
         a->next_hb_ms = a->last_rx_ms + a->hb_ms;
@@ -787,14 +791,34 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
             a->next_hb_ms = gb_mono_ms() + a->hb_ms;
         } else {
             /* A refused hello (a cap, a key) is sent again every heartbeat:
-             * say so once, then every 30 s while it lasts. */
+             * say so once, then every 30 s while it lasts. A denial (our key
+             * taken out of the list, our id pinned to another key) lasts
+             * until someone changes a file: back off, 1 s doubling to a
+             * minute, on a new socket (a revoked key then meets the
+             * handshake's own refusal), instead of a denied message every
+             * heartbeat for as long as the agent runs. */
+            if (env->reject->code == GB__REJECT_CODE__REJECT_DENIED) {
+                int64_t b = a->denied_backoff_ms ? a->denied_backoff_ms * 2 : 1000;
+                a->denied_backoff_ms = b > 60000 ? 60000 : b;
+                a->registered = 0;
+                a->reopen_at_ms = gb_mono_ms() + a->denied_backoff_ms;
+                a->next_hb_ms = a->reopen_at_ms;
+            }
             char line[256];
             gb_fmt(line, sizeof line, "%s: %s", gb_wire_reject_name(env->reject->code),
                    env->reject->reason);
             int64_t now = gb_mono_ms();
             if (strcmp(line, a->last_reject) != 0 || now - a->refused_logged_ms >= 30000) {
-                gb_warn("the coordinator rejected our message %" PRIu64 ": %s",
-                        env->reject->ref_seq, line);
+                char more[160] = "";
+                if (env->reject->code == GB__REJECT_CODE__REJECT_DENIED)
+                    gb_fmt(more, sizeof more, "; trying again in %" PRId64 " s%s",
+                           a->denied_backoff_ms / 1000,
+                           strstr(line, "another key")
+                               ? " (this node's id is another key's: give the agent a new "
+                                 "--state-dir, or its own key)"
+                               : "");
+                gb_warn("the coordinator rejected our message %" PRIu64 ": %s%s",
+                        env->reject->ref_seq, line, more);
                 gb_copy(a->last_reject, sizeof a->last_reject, line);
                 a->refused_logged_ms = now;
             }
@@ -1048,6 +1072,7 @@ static void read_monitor(gb_agent_t *a) {
             if (gb_probe_str(p, said, a->cfg.curve != NULL, better, sizeof better))
                 snprintf(why, sizeof why, "%s", better);
         }
+        gb_copy(a->last_handshake, sizeof a->last_handshake, why);
         gb_error("cannot connect to %s: %s", where, why);
     }
 }
@@ -1127,10 +1152,15 @@ int gb_agent_run(gb_agent_t *a) {
          * 5 s (or a lost window) without an answer, then every 30 s */
         int64_t silent = now - a->last_rx_ms, window = (int64_t)a->hb_ms * a->lost_after;
         if (!a->registered && silent > (window > 5000 ? window : 5000) &&
+            !a->denied_backoff_ms && /* it answers: "denied" is logged */
             (!a->silent_warned_ms || now - a->silent_warned_ms >= 30000)) {
             char said[96], why[256];
             gb_probe_t p = gb_zmq_probe(a->cfg.connect, 500, said, sizeof said);
-            if (gb_probe_str(p, said, a->cfg.curve != NULL, why, sizeof why))
+            if (a->last_handshake[0])
+                gb_warn("no answer from %s for %" PRId64 " s; still trying: the last handshake "
+                        "failed: %s",
+                        a->cfg.connect, silent / 1000, a->last_handshake);
+            else if (gb_probe_str(p, said, a->cfg.curve != NULL, why, sizeof why))
                 gb_warn("no answer from %s for %" PRId64 " s; still trying: %s", a->cfg.connect,
                         silent / 1000, why);
             else

@@ -67,6 +67,10 @@
  * background (kernel threads, the agent, sshd) stays well under 1%. */
 #define GB_TM_CPU_FLAG_PCT    5.0
 #define GB_TM_CPU_INVALID_PCT 10.0
+/* /proc/stat counts whole clock ticks (10 ms a CPU): a window measured in
+ * fewer than this many (all CPUs together) is too coarse to judge, as one
+ * stray tick in 20 is already 5% (a 1 ms gemm was found "25% contended") */
+#define GB_TM_CPU_MIN_TICKS 100
 
 /* ---- samples -------------------------------------------------------------- */
 
@@ -135,6 +139,7 @@ typedef struct gb_tm_cpu_window {
     int64_t span_ms; /* between the two samples used */
     int covers;      /* those samples bracket the whole window */
     double others_pct, steal_pct, taken_pct, worker_pct;
+    uint64_t ticks; /* all CPU time between the two samples, in clock ticks */
 } gb_tm_cpu_window_t;
 /* Contention over [start_ms, end_ms] from cumulative samples (sorted by
  * time): from the last sample at or before the start (else the first

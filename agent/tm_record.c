@@ -118,6 +118,7 @@ void gb_tm_cpu_window(const gb_tm_cpu_sample_t *s, size_t n, int64_t start_ms, i
     out->steal_pct = 100.0 * (double)(y->steal - x->steal) / total;
     out->taken_pct = out->others_pct + out->steal_pct;
     out->worker_pct = 100.0 * worker / total;
+    out->ticks = y->total - x->total;
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -449,6 +450,7 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     }
     gb_tm_cpu_window_t w;
     gb_tm_cpu_window(d->cpus, d->n_cpu, ws, we, &w);
+    int judged = w.ok && w.ticks >= GB_TM_CPU_MIN_TICKS;
     cJSON *c = cJSON_AddObjectToObject(tm, "cpu");
     if (c && w.ok) {
         cJSON_AddNumberToObject(c, "span_ms", (double)w.span_ms);
@@ -457,7 +459,9 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
         cJSON_AddNumberToObject(c, "steal_pct", round1(w.steal_pct));
         cJSON_AddNumberToObject(c, "taken_pct", round1(w.taken_pct));
         cJSON_AddNumberToObject(c, "worker_pct", round1(w.worker_pct));
-        cJSON_AddBoolToObject(c, "flagged", w.taken_pct > GB_TM_CPU_FLAG_PCT);
+        cJSON_AddNumberToObject(c, "ticks", (double)w.ticks);
+        cJSON_AddBoolToObject(c, "judged", judged);
+        cJSON_AddBoolToObject(c, "flagged", judged && w.taken_pct > GB_TM_CPU_FLAG_PCT);
     } else if (c) {
         cJSON_AddNullToObject(c, "taken_pct");
         cJSON_AddBoolToObject(c, "flagged", 0);
@@ -466,12 +470,16 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     }
     if (c) cJSON_AddItemToObject(c, "cpu_mhz", stats(v, nv));
     free(v);
-    if (w.ok && w.taken_pct > GB_TM_CPU_INVALID_PCT)
+    if (w.ok && !judged)
+        set_item(tm, "error",
+                 cJSON_CreateString("the CPU samples around the timed window hold too few clock "
+                                    "ticks to judge contention"));
+    if (judged && w.taken_pct > GB_TM_CPU_INVALID_PCT)
         gb_fmt(p->verdict, sizeof p->verdict,
                "CPU contention in the timed window: %.1f%% of the CPU time taken by other "
                "processes (%.1f%%) and the hypervisor (%.1f%%), limit %.0f%%",
                w.taken_pct, w.others_pct, w.steal_pct, GB_TM_CPU_INVALID_PCT);
-    if (w.ok && w.taken_pct > GB_TM_CPU_FLAG_PCT)
+    if (judged && w.taken_pct > GB_TM_CPU_FLAG_PCT)
         gb_fmt(p->flag, sizeof p->flag,
                "cpu contention: %.1f%% of the CPU time taken by others (%.1f%% steal)", w.taken_pct,
                w.steal_pct);

@@ -33,9 +33,18 @@ int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
     if (server_key && !*server_key) server_key = NULL;
     if (!key && !server_key) return 0;
     char err[600];
+    if (!key || !server_key) {
+        /* say where the half that is there came from */
+        fprintf(stderr, "gpubench %s: CURVE needs both --key and --server-key: %s given, no %s\n",
+                cmd,
+                key ? (key == getenv("GB_KEY") ? "$GB_KEY" : "--key")
+                    : (server_key == getenv("GB_SERVER_KEY") ? "$GB_SERVER_KEY" : "--server-key"),
+                key ? "--server-key (or $GB_SERVER_KEY)" : "--key (or $GB_KEY)");
+        return 2;
+    }
     if (gb_curve_client_load(out, key, server_key, err, sizeof err) != 0) {
         fprintf(stderr, "gpubench %s: %s\n", cmd, err);
-        return -1;
+        return 2;
     }
     *use = out;
     return 0;

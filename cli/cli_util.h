@@ -29,9 +29,10 @@ enum { CLI_OPT_CONTROL = 3001, CLI_OPT_KEY, CLI_OPT_SERVER_KEY };
 
 struct gb_curve_client;
 /* Load the keys named by --key/--server-key (NULL: $GB_KEY/$GB_SERVER_KEY).
- * 0 with *use = out when keys are given, *use = NULL when none are; -1
- * (message printed as "gpubench CMD: ...") when they cannot be read or only
- * one of the two is given. */
+ * 0 with *use = out when keys are given, *use = NULL when none are; 2, the
+ * command's exit status for a wrong command line (message printed as
+ * "gpubench CMD: ..."), when they cannot be read or only one of the two is
+ * given: a script tells a bad key set-up from a failed sweep (1). */
 int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
                     struct gb_curve_client *out, const struct gb_curve_client **use);
 

@@ -43,10 +43,17 @@ int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want
                      Gb__Envelope **rep) {
     char err[512];
     *rep = NULL;
-    if (cli_conn_keys(cmd, c) != 0) return 1;
+    int k = cli_conn_keys(cmd, c);
+    if (k != 0) return k; /* 2: the keys given cannot be used */
     int rc = gb_request_ex(c->control, c->curve, env, GB_REQUEST_MS, rep, err, sizeof err);
     if (rc == 0 && (int)(*rep)->body_case == want) return 0;
-    fprintf(stderr, "gpubench %s: %s\n", cmd, rc == 0 ? "unexpected reply" : err);
+    if (rc == 1 && (*rep)->reject->code == GB__REJECT_CODE__REJECT_UNEXPECTED)
+        fprintf(stderr,
+                "gpubench %s: %s does not take commands (%s): is it the coordinator's agents "
+                "endpoint? --control wants its control endpoint\n",
+                cmd, c->control, err);
+    else
+        fprintf(stderr, "gpubench %s: %s\n", cmd, rc == 0 ? "unexpected reply" : err);
     gb_wire_free(rep);
     return 1;
 }
@@ -147,9 +154,27 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         } else if (rc == 1) {
             int code = rep->reject->code;
             gb_wire_free(&rep);
+            if (tty) fputc('\n', stderr);
+            if (code == GB__REJECT_CODE__REJECT_UNEXPECTED) {
+                /* the agents' endpoint answers a status request so: asking
+                 * again will not make it the control endpoint */
+                fprintf(stderr,
+                        "gpubench %s: %s does not take commands (%s): is it the coordinator's "
+                        "agents endpoint? --control wants its control endpoint\n",
+                        cmd, control, err);
+                return 1;
+            }
             fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             if (code == GB__REJECT_CODE__REJECT_NOT_FOUND) return 2;
-            if (code == GB__REJECT_CODE__REJECT_DENIED) return 1;
+            /* a refusal that asking again cannot change */
+            if (code == GB__REJECT_CODE__REJECT_DENIED || code == GB__REJECT_CODE__REJECT_DECODE ||
+                code == GB__REJECT_CODE__REJECT_VERSION || code == GB__REJECT_CODE__REJECT_RANGE ||
+                code == GB__REJECT_CODE__REJECT_TOO_LARGE)
+                return 1;
+        } else if (rc == -2 && strstr(err, "permission denied")) {
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "gpubench %s: %s\n", cmd, err);
+            return 1;
         } else if (rc == -2 && ++refused >= 3) {
             /* the coordinator answers and refuses our handshake (key not
              * listed, keys on one side only): waiting will not change that */

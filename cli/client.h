@@ -36,10 +36,12 @@ typedef struct cli_conn {
 void cli_conn_init(cli_conn_t *c);
 /* 1 when opt is one of CLI_CONN_OPTIONS (its value kept), 0 otherwise. */
 int cli_conn_opt(cli_conn_t *c, int opt, const char *arg);
-/* Load the keys; 0, or -1 with the reason printed as "gpubench CMD: ...". */
+/* Load the keys; 0, or 2 (the exit status) with the reason printed as
+ * "gpubench CMD: ...". */
 int cli_conn_keys(const char *cmd, cli_conn_t *c);
 /* Keys, then one request whose reply must have body `want`: 0 with *rep
- * (gb_wire_free it), or 1 with the reason printed as "gpubench CMD: ...". */
+ * (gb_wire_free it), or the exit status with the reason printed as
+ * "gpubench CMD: ...": 2 for keys that cannot be used, 1 otherwise. */
 int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want,
                      Gb__Envelope **rep);
 

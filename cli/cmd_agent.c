@@ -133,7 +133,8 @@ int cmd_agent(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("agent", "unexpected argument");
-    if (cli_curve_setup("agent", key_path, server_key_path, &keys, &cfg.curve) != 0) return 1;
+    int k = cli_curve_setup("agent", key_path, server_key_path, &keys, &cfg.curve);
+    if (k != 0) return k;
     gb_log_set_component("agent");
     atomic_int stop = 0;
     cfg.stop = &stop;

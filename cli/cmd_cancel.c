@@ -52,8 +52,8 @@ int cmd_cancel(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
     env.cancel_request = &rq;
     Gb__Envelope *rep = NULL;
-    if (cli_conn_request("cancel", &conn, &env, GB__ENVELOPE__BODY_CANCEL_REPLY, &rep) != 0)
-        return 1;
+    int e = cli_conn_request("cancel", &conn, &env, GB__ENVELOPE__BODY_CANCEL_REPLY, &rep);
+    if (e) return e;
     printf("sweep %ld: %u queued job(s) cancelled, %u running job(s) stopping\n", sweep,
            rep->cancel_reply->cancelled, rep->cancel_reply->stopping);
     gb_wire_free(&rep);

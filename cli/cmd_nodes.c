@@ -80,8 +80,8 @@ int cmd_nodes(int argc, char **argv) {
         fe.body_case = GB__ENVELOPE__BODY_FORGET;
         fe.forget = &fq;
         Gb__Envelope *rep = NULL;
-        if (cli_conn_request("nodes", &conn, &fe, GB__ENVELOPE__BODY_FORGET_REPLY, &rep) != 0)
-            return 1;
+        int e = cli_conn_request("nodes", &conn, &fe, GB__ENVELOPE__BODY_FORGET_REPLY, &rep);
+        if (e) return e;
         const Gb__ForgetReply *fr = rep->forget_reply;
         printf("forgot node %s (agent%s", forget, fr->n_agent_ids > 1 ? "s" : "");
         for (size_t i = 0; i < fr->n_agent_ids; i++)
@@ -105,7 +105,8 @@ int cmd_nodes(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_NODES;
     env.nodes = &rq;
     Gb__Envelope *rep = NULL;
-    if (cli_conn_request("nodes", &conn, &env, GB__ENVELOPE__BODY_NODES_REPLY, &rep) != 0) return 1;
+    int e = cli_conn_request("nodes", &conn, &env, GB__ENVELOPE__BODY_NODES_REPLY, &rep);
+    if (e) return e;
     static const char *const cols[] = {"node",      "agent_id",  "state",
                                        "cpu_model", "n_gpus",    "gpu_model",
                                        "labels",    "last_seen", "running_jobs"};

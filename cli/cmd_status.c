@@ -53,8 +53,8 @@ int cmd_status(int argc, char **argv) {
     env.body_case = GB__ENVELOPE__BODY_STATUS;
     env.status = &rq;
     Gb__Envelope *rep = NULL;
-    if (cli_conn_request("status", &conn, &env, GB__ENVELOPE__BODY_STATUS_REPLY, &rep) != 0)
-        return 1;
+    int e = cli_conn_request("status", &conn, &env, GB__ENVELOPE__BODY_STATUS_REPLY, &rep);
+    if (e) return e;
     static const char *const cols[] = {"sweep_id", "name", "state",  "total",     "queued",
                                        "running",  "done", "failed", "cancelled", "created_at"};
     gb_table_t *t = gb_table_new(10, cols);

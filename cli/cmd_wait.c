@@ -60,7 +60,8 @@ int cmd_wait(int argc, char **argv) {
     }
     if (optind != argc - 1) return cli_usage_error("wait", "give one sweep id");
     if (cli_long("wait", "SWEEP", argv[optind], 1, 0x7fffffffL, &sweep)) return 2;
-    if (cli_conn_keys("wait", &conn) != 0) return 1;
+    int k = cli_conn_keys("wait", &conn);
+    if (k != 0) return k; /* 2: unusable keys, not a failed sweep */
     atomic_int stop = 0;
     cli_stop_on_signals(&stop);
     return cli_wait("wait", conn.control, conn.curve, (uint64_t)sweep, (int)timeout, (int)interval,

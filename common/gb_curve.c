@@ -82,30 +82,45 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
     }
     char *text = NULL;
     size_t len = 0;
-    if (gb_read_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
-    int have_pub = 0, have_sec = 0, bad = 0;
+    if (gb_read_regular_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    /* exactly what keygen writes: comments, one public-key and one
+     * secret-key line; anything else means the file is not what it seems */
+    int have_pub = 0, have_sec = 0, bad = 0, bare = 0;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[strspn(line, " \t\r")] == '#' || line[strspn(line, " \t\r")] == '\0') continue;
         int r = field(line, "public-key", pub);
         if (r == 0) {
-            have_pub = 1;
+            bad |= have_pub++ > 0;
             continue;
         }
-        bad |= r < 0;
+        if (r < 0) {
+            bad = 1;
+            continue;
+        }
         r = field(line, "secret-key", sec);
         if (r == 0) {
-            have_sec = 1;
+            bad |= have_sec++ > 0;
             continue;
         }
-        bad |= r < 0;
+        bad = 1; /* an unknown line, or a key that is not 40 Z85 characters */
+        char tmp[GB_CURVE_Z85_LEN + 1];
+        bare += take_key(line, tmp) == 0;
     }
     memset(text, 0, len);
     free(text);
+    if (!have_sec && (bare == 1 || have_pub)) {
+        gb_fmt(err, errlen,
+               "%s is a public key; --key wants the key pair, NAME.key (its .pub goes in the "
+               "other side's --authorized or --server-key)",
+               path);
+        return -1;
+    }
     if (bad || !have_pub || !have_sec) {
         gb_fmt(err, errlen,
-               "%s is not a gpubench key file (want 'public-key = ...' and 'secret-key = ...' "
-               "lines of 40 Z85 characters; make one with 'gpubench keygen')",
+               "%s is not a gpubench key file (want one 'public-key = ...' and one "
+               "'secret-key = ...' line of 40 Z85 characters and comments, nothing else; make "
+               "one with 'gpubench keygen')",
                path);
         return -1;
     }
@@ -121,18 +136,19 @@ int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err
     char *text = NULL;
     size_t len = 0;
     if (has_secret) *has_secret = 0;
-    if (gb_read_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    if (gb_read_regular_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    /* the whole file: keygen writes the public key before the secret one,
+     * and a NAME.key given here must be seen for what it is */
     int found = -1;
     char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line && found != 0;
-         line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         const char *p = line + strspn(line, " \t\r");
         if (*p == '#' || *p == '\0') continue;
         if (strncmp(p, "secret-key", 10) == 0) {
             if (has_secret) *has_secret = 1;
             continue;
         }
-        if (field(p, "public-key", pub) == 0 || take_key(p, pub) == 0) found = 0;
+        if (found != 0 && (field(p, "public-key", pub) == 0 || take_key(p, pub) == 0)) found = 0;
     }
     memset(text, 0, len);
     free(text);
@@ -153,7 +169,8 @@ int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t 
         return -1;
     }
     struct stat st;
-    if (!force && (stat(key_path, &st) == 0 || stat(pub_path, &st) == 0)) {
+    /* lstat: a link, dangling or not, is there too */
+    if (!force && (lstat(key_path, &st) == 0 || lstat(pub_path, &st) == 0)) {
         gb_fmt(err, errlen, "%s or %s exists (--force replaces them)", key_path, pub_path);
         return -1;
     }

@@ -54,6 +54,9 @@ int gb_copy(char *dst, size_t dstlen, const char *src) {
     return gb_fmt(dst, dstlen, "%s", src ? src : "");
 }
 
+static int read_stream(FILE *f, const char *path, size_t max, char **data, size_t *len, char *err,
+                       size_t errlen);
+
 int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen) {
     *data = NULL;
     *len = 0;
@@ -62,6 +65,46 @@ int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *e
         gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
+    return read_stream(f, path, max, data, len, err, errlen);
+}
+
+const char *gb_file_kind(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a regular file";
+}
+
+int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,
+                         size_t errlen) {
+    *data = NULL;
+    *len = 0;
+    /* O_NONBLOCK: a FIFO must not hold the open until a writer comes */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        gb_fmt(err, errlen, "%s is %s; give a regular file", path,
+               fstat(fd, &st) != 0 ? "unreadable" : gb_file_kind(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return read_stream(f, path, max, data, len, err, errlen);
+}
+
+static int read_stream(FILE *f, const char *path, size_t max, char **data, size_t *len, char *err,
+                       size_t errlen) {
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) goto oom;

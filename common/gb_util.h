@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Keep freed heap memory in the process (glibc: no trimming of the heap top,
  * large blocks from the heap rather than their own mappings) for a
@@ -36,6 +37,12 @@ int gb_copy(char *dst, size_t dstlen, const char *src);
 /* Read a whole file into a malloc'd, NUL-terminated buffer (*len excludes
  * the NUL). Fails when the file is larger than max bytes. The caller frees. */
 int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *err, size_t errlen);
+/* gb_read_file for a file that must be a regular one (keys, lists): a FIFO,
+ * socket, directory or device is refused at once, without waiting on it. */
+int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,
+                         size_t errlen);
+/* "a directory", "a FIFO", ... for messages about what a path is. */
+const char *gb_file_kind(mode_t m);
 /* Write data to path atomically and durably: a temporary file next to it,
  * fsync, rename over path, fsync of the directory. A reader sees the old
  * file or the new one, never a part. */

@@ -166,9 +166,18 @@ void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, cha
         gb_fmt(out, outlen,
                "the coordinator ended the connection during the handshake: does it require CURVE "
                "keys (--key NAME.key, --server-key COORD.pub)?");
+    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+             (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+              value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC))
+        /* with keys: what a wrong --server-key looks like (the coordinator
+         * cannot open our hello, and hangs up) */
+        gb_fmt(out, outlen, "%s",
+               "the coordinator ended the connection during the CURVE handshake: is --server-key "
+               "the coordinator's public key (its NAME.pub), and does it run with --key?");
     else
-        gb_fmt(out, outlen, "the handshake with the coordinator failed (event 0x%x, code 0x%x)%s",
-               event, value,
+        gb_fmt(out, outlen,
+               "the handshake with the coordinator failed (libzmq event 0x%x, value 0x%x)%s", event,
+               value,
                have_keys ? ": does --server-key match the coordinator, and does it run with keys?"
                          : "");
 }
@@ -190,7 +199,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                "%s: permission denied (the socket is another user's: run as its owner, or give "
                "its directory and socket to a group you are in)",
                endpoint);
-        return -1;
+        return -2; /* refused, not away: waiting will not change it */
     }
     int rc = -1;
     void *mon = NULL;

@@ -58,7 +58,8 @@ int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Enve
 /* gb_request over CURVE when curve is non-NULL (the coordinator's key is
  * pinned). A handshake the coordinator refuses (our key is not on its
  * list, or one side speaks CURVE and the other not) fails at once with the
- * reason in err instead of waiting for the timeout, and returns -2. */
+ * reason in err instead of waiting for the timeout, and returns -2; so
+ * does an ipc:// socket this user may not open (permission denied). */
 int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb__Envelope *req,
                   int timeout_ms, Gb__Envelope **rep, char *err, size_t errlen);
 

@@ -65,6 +65,15 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
         size_t ns = start + klen;
         while (ns < end && (text[ns] == ' ' || text[ns] == '\t'))
             ns++;
+        /* "KEY name  # note": '#' after a blank starts a comment there too
+         * (the key itself may hold '#', a Z85 character) */
+        for (size_t k = ns; k < end; k++)
+            if (text[k] == '#' && (k == ns || text[k - 1] == ' ' || text[k - 1] == '\t')) {
+                end = k;
+                while (end > ns && (text[end - 1] == ' ' || text[end - 1] == '\t'))
+                    end--;
+                break;
+            }
         if (end - ns >= sizeof v[0].name) {
             gb_fmt(err, errlen, "line %zu: the name after the key is longer than %zu bytes",
                    line_no, sizeof v[0].name - 1);
@@ -133,7 +142,7 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
                (unsigned)(st.st_mode & 0777));
         return -1;
     }
-    if (gb_read_file(self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
+    if (gb_read_regular_file(self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
         gb_fmt(err, errlen, "authorized keys: %s", why);
         return -1;
     }

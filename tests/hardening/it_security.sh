@@ -16,6 +16,10 @@
 #   revoked            ... and on its open connection, from its next message
 #   pinned             another listed key cannot speak for a registered
 #                      agent id
+#   revoked_agent      a real agent whose key is revoked while it runs backs
+#                      off (it sent a denied heartbeat every interval for as
+#                      long as it ran, a coordinator log line each), says
+#                      when it tries again, and meets the handshake's refusal
 #   bad_keys           the coordinator refuses to start on a key file others
 #                      can read, a broken list, or one of --key/--authorized
 source "$(dirname "$0")/lib.sh" "$1" "$2"
@@ -57,8 +61,21 @@ client_no_key)
     timeout 20 "$GB" wait 1 >"$T/wait2.log" 2>&1
     eq "wait without keys exits 1" "$?" 1
     "$GB" status >"$T/nokey2.log" 2>&1 && fail "status without a key"
-    "$GB" submit --kind sleep --key "$T/me.key" >"$T/half.log" 2>&1 && fail "a key without --server-key"
-    contains "both needed" "$T/half.log" "needs both --key and --server-key"
+    "$GB" submit --kind sleep --key "$T/me.key" >"$T/half.log" 2>&1
+    eq "half the keys: exit 2 (a wrong command line), not 1 (a failed sweep)" "$?" 2
+    contains "both needed" "$T/half.log" "needs both --key and --server-key: --key given, no --server-key"
+    GB_SERVER_KEY=$T/coord.pub timeout 20 "$GB" wait 1 >"$T/half2.log" 2>&1
+    eq "wait with half the keys: exit 2" "$?" 2
+    contains "says the half came from the environment" "$T/half2.log" '$GB_SERVER_KEY given, no --key'
+    timeout 20 "$GB" status --key "$T/missing.key" --server-key "$T/coord.pub" >"$T/miss.log" 2>&1
+    eq "a key file that cannot be read: exit 2" "$?" 2
+    # the agents' endpoint given as --control: said at once, also by wait
+    timeout 20 "$GB" status --control "$LISTEN" --key "$T/me.key" --server-key "$T/coord.pub" >"$T/ag.log" 2>&1 &&
+        fail "status on the agents endpoint"
+    contains "names the mix-up" "$T/ag.log" "is it the coordinator's agents endpoint? --control wants its control endpoint"
+    timeout 20 "$GB" wait 1 --control "$LISTEN" --key "$T/me.key" --server-key "$T/coord.pub" >"$T/ag2.log" 2>&1
+    eq "wait on the agents endpoint exits 1 at once, not waiting" "$?" 1
+    contains "... and says why" "$T/ag2.log" "agents endpoint"
     eq "nothing stored" "$(q "SELECT count(*) FROM sweeps")" 0
     use_keys me
     wait_nodes 1
@@ -135,6 +152,23 @@ revoked)
     touch "$T/go"
     wait "$peer" || fail "revoked: $(cat "$T/hpeer.log")"
     contains "refusal logged" "$T/coord.log" "is no longer authorized"
+    ;;
+revoked_agent)
+    authorize a1 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    use_keys me
+    wait_nodes 1
+    authorize me
+    kill -HUP "$COORD_PID"
+    for _ in $(seq 50); do grep -q "1 key(s) admitted" "$T/coord.log" && break; sleep 0.1; done
+    sleep 6 # 60 heartbeats of 100 ms
+    n=$(grep -c "rejected heartbeat\|rejected hello" "$T/coord.log" || true)
+    [ "$n" -le 5 ] || fail "$n denied messages logged in 6 s (the agent does not back off)"
+    contains "the agent says when it tries again" "$T/a1.log" "trying again in 1 s"
+    contains "... and then meets the handshake's refusal" "$T/a1.log" "refused our key"
+    grep -q "is the coordinator running" "$T/a1.log" && fail "the agent blames a silent coordinator"
+    kill -0 "${AGENT_PID[a1]}" || fail "the agent exited"
     ;;
 pinned)
     authorize a1 a2 me

@@ -111,6 +111,15 @@ static void parse_case(const char *c) {
         CHECK(strcmp(v[1].key, b.pub) == 0 && strcmp(v[1].name, "") == 0);
         CHECK(strcmp(v[2].name, "person") == 0); /* no final newline */
         free(v);
+        /* '#' after a blank ends the name ("alice  # person" was the name);
+         * a '#' inside a name or a key stays */
+        snprintf(text, sizeof text, "%s   alice  # person\n%s #only a note\n%s a#b\n", a.pub, b.pub,
+                 d.pub);
+        CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
+        CHECKF(n == 3 && strcmp(v[0].name, "alice") == 0 && strcmp(v[1].name, "") == 0 &&
+                   strcmp(v[2].name, "a#b") == 0,
+               "'%s' '%s' '%s'", v[0].name, v[1].name, v[2].name);
+        free(v);
         /* an empty list is valid: it admits nobody */
         CHECK(gb_auth_parse("# nobody\n", 9, &v, &n, err, sizeof err) == 0 && n == 0 && !v);
         /* not NUL-terminated: only len bytes are read */

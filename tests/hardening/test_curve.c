@@ -31,6 +31,12 @@ static const char *path(const char *name) {
     return p[i];
 }
 
+static const char *line_of(const char *key) {
+    static char l[64];
+    snprintf(l, sizeof l, "%s\n", key);
+    return l;
+}
+
 static void expect_pair_error(const char *name, const char *word) {
     char pub[41], sec[41], err[600];
     CHECKF(gb_curve_read_pair(path(name), pub, sec, err, sizeof err) != 0, "%s was accepted", name);
@@ -100,8 +106,26 @@ int main(int argc, char **argv) {
         char only[300];
         snprintf(only, sizeof only, "public-key = %s\n", pub);
         put("only.key", only, 0600);
-        expect_pair_error("only.key", "not a gpubench key file");
+        expect_pair_error("only.key", "is a public key"); /* no secret half */
         expect_pair_error("missing.key", "cannot read");
+        /* a line that is neither is refused (it was ignored), and a field twice */
+        char extra[400];
+        snprintf(extra, sizeof extra, "public-key = %s\nsecret-key = %s\ngarbage line\n", pub, sec);
+        put("extra.key", extra, 0600);
+        expect_pair_error("extra.key", "nothing else");
+        snprintf(extra, sizeof extra, "public-key = %s\nsecret-key = %s\nsecret-key = %s\n", pub,
+                 sec, other_sec);
+        put("twice.key", extra, 0600);
+        expect_pair_error("twice.key", "one 'secret-key = ...' line");
+        /* a public key under another name than .pub, given as --key */
+        put("coordpub.key", line_of(pub), 0600);
+        expect_pair_error("coordpub.key", "is a public key; --key wants the key pair");
+        /* a FIFO or a directory is refused at once (it waited for a writer) */
+        CHECK(mkfifo(path("fifo.key"), 0600) == 0);
+        expect_pair_error("fifo.key", "is a FIFO");
+        CHECK(mkdir(path("dir.key"), 0700) == 0);
+        chmod(path("dir.key"), 0700);
+        expect_pair_error("dir.key", "is a directory");
         /* comments, quotes and CRLF are fine */
         char styled[400];
         snprintf(styled, sizeof styled, "# mine\r\n  public-key = \"%s\"\r\nsecret-key=%s\r\n", pub,
@@ -123,6 +147,16 @@ int main(int argc, char **argv) {
         int has_secret = 0;
         CHECK(gb_curve_read_public(path("a.key"), pub2, &has_secret, err, sizeof err) == 0);
         CHECK(strcmp(pub, pub2) == 0 && has_secret); /* the public half, never the secret */
+        /* in keygen's order too (public first): the secret line was never
+         * reached and coord.key passed as --server-key */
+        snprintf(pair, sizeof pair, "# gpubench\npublic-key = %s\nsecret-key = %s\n", pub, sec);
+        put("k.key", pair, 0600);
+        has_secret = 0;
+        CHECK(gb_curve_read_public(path("k.key"), pub2, &has_secret, err, sizeof err) == 0);
+        CHECK(strcmp(pub, pub2) == 0 && has_secret);
+        CHECK(mkfifo(path("fifo.pub"), 0644) == 0);
+        CHECK(gb_curve_read_public(path("fifo.pub"), pub2, NULL, err, sizeof err) != 0);
+        CHECKF(strstr(err, "is a FIFO"), "%s", err);
         /* but a client never pins the coordinator with its key pair file:
          * the fleet's secret key would travel to every node */
         gb_curve_client_t cl;
@@ -153,6 +187,14 @@ int main(int argc, char **argv) {
         CHECK(gb_curve_client_load(&k, path("me.key"), NULL, err, sizeof err) != 0);
         CHECKF(strstr(err, "both --key and --server-key"), "%s", err);
         CHECK(gb_curve_client_load(&k, path("me.pub"), path("coord.pub"), err, sizeof err) != 0);
+        /* what keygen wrote for the coordinator, given as --server-key */
+        CHECK(gb_curve_client_load(&k, path("me.key"), path("coord.key"), err, sizeof err) != 0);
+        CHECKF(strstr(err, "holds a secret key"), "%s", err);
+        /* keygen does not write over a link, dangling or not, without --force */
+        CHECK(symlink("/nonexistent-gb", path("dl.key")) == 0);
+        snprintf(prefix, sizeof prefix, "%s/dl", dir);
+        CHECK(gb_curve_keygen(prefix, 0, pub2, err, sizeof err) != 0);
+        CHECKF(strstr(err, "exists"), "%s", err);
     } else {
         CHECKF(0, "unknown case %s", c);
     }

@@ -230,8 +230,8 @@ static void t_throttled(void) {
                                          : GB_TM_REASON_SW_POWER_CAP);
     gb_tm_data_t d;
     gpu_data(&d, s, n, 2);
-    char *rec = record_text(W0, W0 + 900, 0,
-                            "p90 step time 12.00 ms is 20.0% above the median 10.00 ms (limit 10%)");
+    char *rec = record_text(
+        W0, W0 + 900, 0, "p90 step time 12.00 ms is 20.0% above the median 10.00 ms (limit 10%)");
     cJSON *o = amend(rec, &d, 1 << 19, NULL);
     CHECK(!is_true(o, "valid"));
     const char *why = str(o, "invalid_reason");
@@ -285,13 +285,12 @@ static void t_throttled(void) {
     rec = record_text(W0, W0 + 900, 1, NULL);
     o = amend(rec, &d, 1 << 19, NULL);
     why = str(o, "invalid_reason");
-    CHECKF(why && strlen(why) <= 255 && strstr(why, " more (GPU 0: 1 of 1 samples, GPU 1: "),
-           "%s", why);
-    CHECKF(strstr(why, "GPU 3: 1 of 1 samples)") || strcmp(why + strlen(why) - 3, "...") == 0,
-           "%s", why);
+    CHECKF(why && strlen(why) <= 255 && strstr(why, " more (GPU 0: 1 of 1 samples, GPU 1: "), "%s",
+           why);
+    CHECKF(strstr(why, "GPU 3: 1 of 1 samples)") || strcmp(why + strlen(why) - 3, "...") == 0, "%s",
+           why);
     const char *flag = str(o, "telemetry.flag");
-    CHECKF(flag && strlen(flag) < 160 && strcmp(flag + strlen(flag) - 5, " more") == 0, "%s",
-           flag);
+    CHECKF(flag && strlen(flag) < 160 && strcmp(flag + strlen(flag) - 5, " more") == 0, "%s", flag);
     cJSON_Delete(o);
     free(rec);
 }
@@ -533,6 +532,34 @@ static void t_cpu(void) {
         cJSON_Delete(o);
         free(rec);
     }
+    /* a window a few ms long between two samples 100 ms apart: 20 ticks on
+     * 2 cores, 5 of them others' (25%). Too coarse to judge: valid, not
+     * contended, and the flag says why it was not judged (a 1 ms gemm was
+     * made invalid by one stray tick) */
+    busy = steal = total = worker = 0;
+    for (int i = 0; i < 2; i++) {
+        s[i] = cs(W0 + 100 * i, busy, steal, total, worker);
+        busy += 10;
+        worker += 5;
+        total += 20;
+    }
+    gb_tm_data_t d;
+    memset(&d, 0, sizeof d);
+    d.interval_ms = 100;
+    d.cpu = 1;
+    d.cpus = s;
+    d.n_cpu = 2;
+    d.cores = 2;
+    char *rec = record_text(W0 + 40, W0 + 41, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECKF(num(o, "telemetry.cpu.taken_pct") == 25 && num(o, "telemetry.cpu.ticks") == 20, "%g",
+           num(o, "telemetry.cpu.taken_pct"));
+    CHECK(!is_true(o, "telemetry.cpu.judged") && !is_true(o, "telemetry.cpu.flagged"));
+    CHECKF(is_true(o, "valid"), "%s", str(o, "invalid_reason"));
+    CHECKF(strstr(str(o, "telemetry.flag"), "too few clock ticks to judge contention"), "%s",
+           str(o, "telemetry.flag"));
+    cJSON_Delete(o);
+    free(rec);
 }
 
 /* What the coordinator refuses in a record's telemetry. */
