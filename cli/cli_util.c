@@ -5,6 +5,7 @@
 
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_util.h"
 #include "worker.h"
 
 #include <cjson/cJSON.h>
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *cli_control_default(void) {
     const char *e = getenv("GB_CONTROL");
@@ -133,4 +136,70 @@ void cli_print_versions(FILE *out) {
     fprintf(out, "%s\n", line);
     gb_backend_describe("cuda", line, sizeof line);
     fprintf(out, "%s\n", line);
+}
+
+/* PATH as an SQLite URI path: what a URI gives a meaning escaped */
+static void uri_path(const char *p, char *out, size_t len) {
+    size_t o = 0;
+    for (; *p && o + 4 < len; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '%' || ch == '?' || ch == '#' || ch <= 0x20 || ch >= 0x7f)
+            o += (size_t)snprintf(out + o, len - o, "%%%02X", ch);
+        else
+            out[o++] = (char)ch;
+    }
+    out[o] = '\0';
+}
+
+struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "gpubench %s: no store at %s\n", cmd, path);
+        return NULL;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "gpubench %s: %s is a directory; --db names the store file\n", cmd, path);
+        return NULL;
+    }
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gpubench %s: cannot open %s: %s\n", cmd, path,
+                db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return db;
+    char why[300];
+    gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    db = NULL;
+    if (rc == SQLITE_NOTADB) {
+        fprintf(stderr, "gpubench %s: %s is not a gpubench store (%s)\n", cmd, path, why);
+        return NULL;
+    }
+    /* A WAL store read where this user cannot create its -shm file (a
+     * directory not its own, a read-only mount): SQLite needs one even to
+     * read. With no -wal file the store was closed cleanly and holds
+     * everything: read it as immutable, without the -shm. */
+    char wal[4200];
+    gb_fmt(wal, sizeof wal, "%s-wal", path);
+    if (access(wal, F_OK) != 0 && errno == ENOENT) {
+        char uri[8400], esc[8300];
+        uri_path(path, esc, sizeof esc);
+        gb_fmt(uri, sizeof uri, "file:%s?immutable=1", esc);
+        if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK &&
+            sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) == SQLITE_OK)
+            return db;
+        if (db) gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
+        sqlite3_close(db);
+        db = NULL;
+    }
+    fprintf(stderr,
+            "gpubench %s: cannot read %s: %s (a store in WAL mode is read with its -shm file "
+            "beside it: the directory must be writable by you, or a coordinator must have it "
+            "open)\n",
+            cmd, path, why);
+    return NULL;
 }

@@ -36,6 +36,15 @@ struct gb_curve_client;
 int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
                     struct gb_curve_client *out, const struct gb_curve_client **use);
 
+struct sqlite3;
+/* The store at PATH, read-only, for `results` and `nodes --topo` (5 s busy
+ * timeout). A missing path, a directory, a file that is not SQLite, or one
+ * that cannot be read are said as "gpubench CMD: ..." and give NULL. A WAL
+ * store closed cleanly (no -wal file) in a directory this user cannot write
+ * (or on a read-only mount) is read as immutable: SQLite would want to make
+ * its -shm file there even to read. */
+struct sqlite3 *cli_store_open(const char *cmd, const char *path);
+
 /* Parse an integer option value in [min, max]; on error print
  * "gpubench CMD: --OPT: ..." to stderr and return -1. */
 int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);

@@ -243,22 +243,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     sqlite3_stmt *st = NULL;
     gb_table_t *t = NULL;
     int rc = 1;
-    struct stat sb;
-    if (stat(db_path, &sb) != 0) {
-        fprintf(stderr, "gpubench results: no store at %s\n", db_path);
-        return 1;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "gpubench results: %s is a directory; --db names the store file\n",
-                db_path);
-        return 1;
-    }
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gpubench results: cannot open %s: %s\n", db_path,
-                db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
-    }
-    sqlite3_busy_timeout(db, 5000);
+    if (!(db = cli_store_open("results", db_path))) return 1;
     if (sqlite3_prepare_v2(db,
                            "SELECT * FROM v_results WHERE ?1 = 0 OR sweep_id = ?1"
                            " ORDER BY sweep_id, job_id",

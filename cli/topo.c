@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "topo.h"
 
+#include "cli_util.h"
 #include "gb_util.h"
 
 #include <sqlite3.h>
@@ -126,21 +127,7 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         fprintf(stderr, "gpubench nodes: out of memory\n");
         return 1;
     }
-    struct stat sb;
-    if (stat(db_path, &sb) != 0) {
-        fprintf(stderr, "gpubench nodes: no store at %s\n", db_path);
-        goto out;
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "gpubench nodes: %s is a directory; --db names the store file\n", db_path);
-        goto out;
-    }
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gpubench nodes: cannot open %s: %s\n", db_path,
-                db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
-    }
-    sqlite3_busy_timeout(db, 5000);
+    if (!(db = cli_store_open("nodes", db_path))) goto out;
     if (sqlite3_prepare_v2(
             db,
             "SELECT agent_id, name, n_gpus, gpu_model,"

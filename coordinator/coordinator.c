@@ -1478,9 +1478,11 @@ static void gang_send_start(gb_coord_t *c, cjob_t *j, cagent_t *a) {
  * `rank` (rank 0's when every rank succeeded; the failing rank's
  * otherwise) as the job's results row. A successful record must count
  * every device of the job. 0, or -1 with the reason (the job then fails).
+ * status: the row's status instead of the rank's own (a cancelled job's
+ * row says cancelled, whatever its rank 0 reported); NULL keeps it.
  * A store error is the turn's (store_err: it is rolled back). */
-static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *error, char *why,
-                             size_t whylen) {
+static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *force_status,
+                             const char *error, char *why, size_t whylen) {
     gb_rank_saved_t sv;
     int rc = gb_ranks_saved(c->ranks, j->id, j->attempt, rank, &sv);
     if (rc < 0) store_err(c, "report of rank %d of job %" PRIu64, rank, j->id);
@@ -1488,8 +1490,8 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *err
     gb_record_t rec;
     int have_rec = 0, out = 0;
     char rwhy[300];
-    const char *status = sv.status;
-    if (sv.record) {
+    const char *status = force_status ? force_status : sv.status;
+    if (sv.record && !force_status) {
         if (gb_record_parse(sv.record, strlen(sv.record), j->def.kind, &rec, rwhy, sizeof rwhy) ==
             0)
             have_rec = 1;
@@ -1548,17 +1550,20 @@ static void gang_finish(gb_coord_t *c, cjob_t *j) {
     const char *state, *att;
     if (outcome == GB_GANG_DONE) {
         state = att = "done";
-        if (gang_store_result(c, j, 0, NULL, why, sizeof why) != 0) {
+        if (gang_store_result(c, j, 0, NULL, NULL, why, sizeof why) != 0) {
             state = att = "failed";
             gb_copy(error, sizeof error, why);
         }
     } else if (cancel) {
         state = att = "cancelled";
         gb_copy(error, sizeof error, "cancelled by request");
+        /* one results row, as for every ended job: rank 0's report (its
+         * exit status, its output), as cancelled */
+        gang_store_result(c, j, 0, "cancelled", error, why, sizeof why);
     } else if (outcome == GB_GANG_FAILED) {
         state = att = "failed";
         gb_copy(error, sizeof error, gb_gang_reason(g));
-        gang_store_result(c, j, cause >= 0 ? cause : 0, error, why, sizeof why);
+        gang_store_result(c, j, cause >= 0 ? cause : 0, NULL, error, why, sizeof why);
     } else { /* lost: every rank has stopped, so it may run again */
         char reason[GB_GANG_REASON_MAX];
         gb_copy(reason, sizeof reason, gb_gang_reason(g));

@@ -196,6 +196,37 @@ ipc_perm)
     timeout 8 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" agent --connect "$LISTEN" \
         --state-dir "$T/nobody/st" --name nob --heartbeat-ms 200 >"$T/nob.log" 2>&1
     contains "the agent says why" "$T/nob.log" "still trying: permission denied (the socket is another user's"
+    # wait ends at once too (it printed "still waiting" and waited for ever)
+    timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" wait 1 --control "$CONTROL" >"$T/permw.log" 2>&1
+    eq "wait refused at once" "$?" 1
+    contains "wait says why" "$T/permw.log" "permission denied (the socket is another user's"
+;;
+readonly_store)
+    # a store another user may read, in a directory they may not write
+    # (its -shm cannot be made there), once the coordinator has stopped:
+    # read (it said "not a gpubench store (attempt to write a readonly
+    # database)"); and one on a read-only mount, as root
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "SKIP: needs root and setpriv to act as another user" >&2
+        exit 77
+    fi
+    start_coord
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    [ -e "$T/gb.db-wal" ] && fail "the clean stop left a -wal file"
+    chmod 755 "$T"; chmod 644 "$T/gb.db"
+    timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" results --db "$T/gb.db" --format csv >"$T/ro.log" 2>&1
+    eq "results as another user" "$?" 0
+    contains "the header" "$T/ro.log" "sweep_id,job_id"
+    timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" nodes --topo --db "$T/gb.db" >"$T/ro2.log" 2>&1
+    eq "nodes --topo as another user" "$?" 0
+    [ -e "$T/gb.db-shm" ] && fail "a -shm file was made"
+    # a file that is SQLite but not ours, and one that is not SQLite
+    printf 'not sqlite at all, just some bytes to fill a page\n%.0s' $(seq 100) >"$T/junk.db"
+    "$GB" results --db "$T/junk.db" >"$T/j.log" 2>&1 && fail "results on junk"
+    contains "junk named" "$T/j.log" "is not a gpubench store"
+    python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()" "$T/other.db"
+    "$GB" results --db "$T/other.db" >"$T/o.log" 2>&1 && fail "results on another SQLite file"
+    contains "another SQLite file named" "$T/o.log" "is not a gpubench store"
 ;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as

@@ -306,6 +306,10 @@ cancel)
     eq "both ranks stopped" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
         "cancelled/cancelled,cancelled/cancelled"
     eq "attempt cancelled" "$(q "SELECT state FROM attempts")" cancelled
+    # one results row, as a one-node cancelled job has (there was none)
+    eq "a results row, cancelled, with rank 0's exit" \
+        "$(q "SELECT count(*) || '/' || status || '/' || exit_code || '/' || error FROM results WHERE job_id = 1")" \
+        "1/cancelled/-15/cancelled by request"
     no_workers a1 a2
     ;;
 restart)

@@ -230,6 +230,9 @@ int main(void) {
     /* node b: a one-GPU run that measured 0 img/s is no baseline to divide by */
     run("b", 1, "bf16", 64, 0, 1, "none", NULL, "done");
     uint64_t b4 = run("b", 4, "bf16", 64, 400, 1, "nvlink", NULL, "done");
+    /* two nodes with rank 0 on node b, which has no one-GPU run of its own:
+     * the median over every node of the GPU model (node a's 100) */
+    uint64_t multi_b = run("b,a", 8, "bf16", 64, 1520, 1, "nvlink", NULL, "done");
     /* an allreduce result: three sizes */
     uint64_t ar = add_job(
         "allreduce", "a", 8, "fp32", 1, "done",
@@ -249,7 +252,7 @@ int main(void) {
     char sql[512];
 
     /* rows: valid, successful resnet50 results only */
-    EQ("SELECT count(*) FROM v_scaling", "13");
+    EQ("SELECT count(*) FROM v_scaling", "14");
     snprintf(sql, sizeof sql, "SELECT count(*) FROM v_scaling WHERE job_id IN (%llu, %llu, %llu)",
              (unsigned long long)bad1, (unsigned long long)failed1, (unsigned long long)bad8);
     EQ(sql, "0");
@@ -286,7 +289,19 @@ int main(void) {
     null(fp16, "efficiency");
     null(b4, "speedup");
     null(b4, "efficiency");
-    near(b4, "baseline_images_per_sec", 0);
+    null(b4, "baseline_images_per_sec"); /* it read 0.0 */
+    null(b4, "baseline_runs");
+    null(b4, "baseline_scope");
+    snprintf(sql, sizeof sql, "SELECT baseline_scope FROM v_scaling WHERE job_id = %llu",
+             (unsigned long long)multi);
+    EQ(sql, "node");
+    near(multi_b, "baseline_images_per_sec", 100);
+    near(multi_b, "baseline_runs", 3);
+    near(multi_b, "speedup", 15.2);
+    near(multi_b, "efficiency", 1520.0 / 1600.0);
+    snprintf(sql, sizeof sql, "SELECT baseline_scope FROM v_scaling WHERE job_id = %llu",
+             (unsigned long long)multi_b);
+    EQ(sql, "gpu_model");
 
     /* what the record says it used, and what NCCL reported */
     snprintf(sql, sizeof sql,
