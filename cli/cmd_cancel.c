@@ -13,10 +13,10 @@ static void usage(FILE *out) {
     fprintf(out, "usage: gpubench cancel [--control EP] [--job ID] SWEEP\n"
                  "  queued jobs end as cancelled at once; running ones are stopped (SIGTERM, then\n"
                  "  SIGKILL) and end as cancelled when their agent reports\n"
-                 "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
+                 "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-                 "  --job ID       only this job of the sweep (default every unfinished job)\n"
-                 "  -h, --help     this help\n");
+                 "  --job ID            only this job of the sweep (default every unfinished job)\n"
+                 "  -h, --help          this help\n");
 }
 
 int cmd_cancel(int argc, char **argv) {

@@ -12,22 +12,25 @@
 #include <stdio.h>
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: gpubench nodes [--control EP] [--format F]\n"
-                 "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
-                 "       gpubench nodes --forget NODE [--control EP]\n"
-                 "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
-                 "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
-                 "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-                 "  --topo         the GPU link matrix of each node (or of NODE, a name or\n"
-                 "                 an agent id) as nvidia-smi topo -m prints it, from the store\n"
-                 "  --db FILE      the store --topo reads (default " GB_DEFAULT_DB ")\n"
-                 "  --forget NODE  a node gone for good (name or agent id; its agent must be\n"
-                 "                 stopped): no longer placed on or counted when a spec is\n"
-                 "                 checked; its running jobs are queued again, queued jobs only\n"
-                 "                 it could run fail. It is known again if its agent returns\n"
-                 "  --format F     table | csv | json (default table; csv/json: one row per\n"
-                 "                 GPU pair with --topo)\n"
-                 "  -h, --help     this help\n");
+    fprintf(out,
+            "usage: gpubench nodes [--control EP] [--format F]\n"
+            "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
+            "       gpubench nodes --forget NODE [--control EP]\n"
+            "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
+            "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
+            "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
+            "  --topo              the GPU link matrix of each node (or of NODE, a name\n"
+            "                      or an agent id) as nvidia-smi topo -m prints it, from\n"
+            "                      the store\n"
+            "  --db FILE           the store --topo reads (default " GB_DEFAULT_DB ")\n"
+            "  --forget NODE       a node gone for good (name or agent id; its agent must\n"
+            "                      be stopped): no longer placed on or counted when a spec\n"
+            "                      is checked; its running jobs are queued again, queued\n"
+            "                      jobs only it could run fail. It is known again if its\n"
+            "                      agent returns\n"
+            "  --format F          table | csv | json (default table; csv/json: one row\n"
+            "                      per GPU pair with --topo)\n"
+            "  -h, --help          this help\n");
 }
 
 int cmd_nodes(int argc, char **argv) {

@@ -12,10 +12,10 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench status [--control EP] [--format F] [SWEEP]\n"
                  "  every sweep (or one) with its job counts\n"
-                 "  --control EP   coordinator's control endpoint (default $GB_CONTROL "
+                 "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-                 "  --format F     table | csv | json (default table)\n"
-                 "  -h, --help     this help\n");
+                 "  --format F          table | csv | json (default table)\n"
+                 "  -h, --help          this help\n");
 }
 
 int cmd_status(int argc, char **argv) {

@@ -256,8 +256,14 @@ static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
     add_window(rec, w0, gb_wall_ms());
     fprintf(stderr, "sleep: slept %lld ms\n", (long long)slept);
     if (sleep_hook(d, job->dist ? job->dist->rank : 0, "end", err, errlen) != 0) return -1;
+    /* the device the job was placed on: the CPU's model for a cpu job; a
+     * GPU job's sleep touches no GPU, and the CPU's model would be shown as
+     * its gpu_model (v_results): say that no GPU was used */
     char cpu[256];
-    gb_sys_cpu_model(cpu, sizeof cpu);
+    if (strcmp(d->backend, "cpu") == 0)
+        gb_sys_cpu_model(cpu, sizeof cpu);
+    else
+        gb_copy(cpu, sizeof cpu, "none (the sleep kind uses no GPU)");
     cJSON_AddStringToObject(rec, "device_model", cpu);
     cJSON_AddNumberToObject(rec, "n_devices", job->dist ? job->dist->world_size : d->gpus);
     cJSON_AddNullToObject(rec, "precision");

@@ -43,6 +43,8 @@ throttled)
     "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
     eq "placed as a GPU job" "$(q "SELECT backend FROM attempts")" cuda
     eq "synthetic" "$(q "SELECT synthetic FROM v_results")" 1
+    # not the CPU's model as its gpu_model (it was)
+    eq "no GPU claimed" "$(q "SELECT gpu_model FROM v_results")" "none (the sleep kind uses no GPU)"
     eq "invalid" "$(q "SELECT valid FROM v_results")" 0
     eq "reason" "$(q "SELECT invalid_reason FROM v_results")" \
         "GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown (GPU 0: $(rec '$.telemetry.gpus[0].samples') of $(rec '$.telemetry.gpus[0].samples') samples)"
