@@ -246,10 +246,22 @@ static void part_str(zmq_msg_t *m, char *out, size_t outlen) {
 
 static void log_refusal(gb_auth_t *self, const char *domain, const char *addr, const char *what) {
     int64_t now = gb_mono_ms(), retry;
+    /* an ipc peer's address is libzmq's "localhost:UID:GID:PID": every
+     * command is a new pid, so the peer is its user (and said in words) */
+    unsigned uid, gid;
+    long pid;
+    char who[160], shown[200];
+    gb_copy(who, sizeof who, addr);
+    gb_copy(shown, sizeof shown, addr[0] ? addr : "an unknown address");
+    if (sscanf(addr, "localhost:%u:%u:%ld", &uid, &gid, &pid) == 3) {
+        gb_fmt(who, sizeof who, "ipc uid %u gid %u", uid, gid);
+        gb_fmt(shown, sizeof shown, "a local process (ipc: uid %u, gid %u, pid %ld)", uid, gid,
+               pid);
+    }
     /* a refused peer retries at every reconnect: one line per peer and
      * reason every GB_AUTH_REPEAT_S */
     char peer[300];
-    gb_fmt(peer, sizeof peer, "%s|%s|%s", domain, addr, what);
+    gb_fmt(peer, sizeof peer, "%s|%s|%s", domain, who, what);
     if (self->per_peer && !gb_rate_take(self->per_peer, peer, strlen(peer), now, &retry)) {
         self->suppressed++;
         return;
@@ -267,7 +279,7 @@ static void log_refusal(gb_auth_t *self, const char *domain, const char *addr, c
     }
     self->logged++;
     gb_warn("auth: refused a handshake on the %s endpoint from %s: %s", domain[0] ? domain : "?",
-            addr[0] ? addr : "an unknown address", what);
+            shown, what);
 }
 
 static void send_str(void *s, const char *text, int more) {

@@ -16,6 +16,9 @@
 #   revoked            ... and on its open connection, from its next message
 #   pinned             another listed key cannot speak for a registered
 #                      agent id
+#   ipc_refusal        refused commands over ipc are one log line (each
+#                      command is a new pid in libzmq's ipc address: it was
+#                      a line per command), naming the local user
 #   revoked_agent      a real agent whose key is revoked while it runs backs
 #                      off (it sent a denied heartbeat every interval for as
 #                      long as it ran, a coordinator log line each), says
@@ -152,6 +155,17 @@ revoked)
     touch "$T/go"
     wait "$peer" || fail "revoked: $(cat "$T/hpeer.log")"
     contains "refusal logged" "$T/coord.log" "is no longer authorized"
+    ;;
+ipc_refusal)
+    LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    for _ in 1 2 3 4 5; do
+        "$GB" status --key "$T/stranger.key" --server-key "$T/coord.pub" >/dev/null 2>&1 &&
+            fail "an unlisted key got in"
+    done
+    sleep 0.5
+    n=$(grep -c "auth: refused a handshake on the control endpoint" "$T/coord.log" || true)
+    eq "five refused commands, one line" "$n" 1
+    contains "named as a local user" "$T/coord.log" "from a local process (ipc: uid $(id -u), gid $(id -g), pid "
     ;;
 revoked_agent)
     authorize a1 me
