@@ -1,5 +1,5 @@
 /* auth.c - see auth.h. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* S_ISVTX */
 #include "auth.h"
 
 #include "gb_curve.h"
@@ -139,6 +139,23 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
                "authorized keys %s can be written by %s (mode %03o): anyone who can could let a "
                "key in; chmod go-w it",
                self->path, (st.st_mode & 002) ? "anyone" : "its group",
+               (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    /* ... and so can whoever may replace it: its directory (a sticky one,
+     * as /tmp, lets only the file's owner rename or remove it) */
+    char dir[sizeof self->path];
+    gb_copy(dir, sizeof dir, self->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        gb_copy(dir, sizeof dir, ".");
+    else
+        slash[slash == dir ? 1 : 0] = '\0';
+    if (stat(dir, &st) == 0 && (st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+        gb_fmt(err, errlen,
+               "authorized keys %s: its directory %s can be written by %s (mode %03o): anyone who "
+               "can could put another list in its place; chmod go-w it, or move the list",
+               self->path, dir, (st.st_mode & 002) ? "anyone" : "its group",
                (unsigned)(st.st_mode & 0777));
         return -1;
     }

@@ -257,6 +257,15 @@ bad_keys)
     cp "$T/authorized" "$T/open.list"; chmod 666 "$T/open.list"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/open.list" --db "$T/x.db" >"$T/openlist.log" 2>&1 && fail "started on a world-writable list"
     contains "says why" "$T/openlist.log" "can be written by anyone (mode 666)"
+    # ... and whoever can write its directory can put another list there;
+    # a sticky directory (as /tmp) lets only the owner replace the file
+    mkdir -m 777 "$T/opendir" "$T/sticky"; chmod 777 "$T/opendir"; chmod 1777 "$T/sticky"
+    cp "$T/authorized" "$T/opendir/list"; cp "$T/authorized" "$T/sticky/list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/opendir/list" --db "$T/x.db" >"$T/opendir.log" 2>&1 && fail "started on a list in a world-writable directory"
+    contains "says why" "$T/opendir.log" "its directory $T/opendir can be written by anyone (mode 777)"
+    timeout 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/sticky/list" --db "$T/z.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/sticky.log" 2>&1
+    grep -q "its directory" "$T/sticky.log" && fail "a sticky directory refused"
     # a key listed twice is a mistake to point at, not a key counted twice
     { cat "$T/authorized"; head -n 1 "$T/authorized"; } >"$T/twice.list"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/twice.list" --db "$T/x.db" >"$T/twice.log" 2>&1 && fail "started on a list with a key twice"
