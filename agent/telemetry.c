@@ -156,7 +156,9 @@ struct gb_sampler {
     /* the reaped worker's CPU time, set before the stop: the thread's last
      * sample (after the timed window) reads it instead of /proc/PID */
     uint64_t final_ticks;
-    int have_final;
+    /* set after final_ticks (release) by the thread that reaped the worker,
+     * read by the sampler (acquire): it may be sampling at that moment */
+    atomic_int have_final;
     int cores;
     /* written by the thread only, until ENDED */
     gb_tm_gpu_sample_t *gs;
@@ -374,7 +376,7 @@ static void sample_cpu(gb_sampler_t *s) {
         return;
     }
     x.have_worker = read_pid_stat(s->job.pid, &x.worker) == 0;
-    if (!x.have_worker && s->have_final) {
+    if (!x.have_worker && atomic_load_explicit(&s->have_final, memory_order_acquire)) {
         x.worker = s->final_ticks;
         x.have_worker = 1;
     }
@@ -473,7 +475,7 @@ gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char
 void gb_sampler_worker_ended(gb_sampler_t *s, uint64_t ticks) {
     if (s->stop_asked_ms) return; /* the thread may be reading it */
     s->final_ticks = ticks;
-    s->have_final = 1;
+    atomic_store_explicit(&s->have_final, 1, memory_order_release);
 }
 
 int gb_sampler_stop(gb_sampler_t *s, int64_t now) {
