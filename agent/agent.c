@@ -389,11 +389,18 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
 
 /* ---- jobs ----------------------------------------------------------------- */
 
+/* The job's directory and every file in it: job.json, result.json, and a
+ * result.json.tmp.PID a worker killed while writing it left (the directory
+ * stayed, and every start tried and failed to remove it). */
 static void rm_job_dir(const char *dir) {
     char p[4300];
-    static const char *const files[] = {"job.json", "result.json"};
-    for (size_t i = 0; i < 2; i++)
-        if (gb_fmt(p, sizeof p, "%s/%s", dir, files[i]) == 0) unlink(p);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            gb_fmt(p, sizeof p, "%s/%s", dir, e->d_name) == 0)
+            unlink(p);
+    if (d) closedir(d);
     rmdir(dir);
 }
 
@@ -1026,6 +1033,8 @@ err:
 void gb_agent_destroy(gb_agent_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_agent_t *a = *self_p;
+    for (int i = 0; i < MAX_SLOTS; i++) /* every worker told at once, one grace for all */
+        gb_run_stop(a->slots[i].run);
     for (int i = 0; i < MAX_SLOTS; i++)
         if (a->slots[i].run) {
             gb_warn("stopping job %" PRIu64 " (worker pid %d)", a->slots[i].job_id,

@@ -28,6 +28,7 @@ struct gb_run {
     char tail[GB_TAIL_BYTES]; /* ring buffer */
     size_t tail_len, tail_pos;
     int64_t deadline_ms, kill_at_ms; /* monotonic; kill_at 0 = no SIGKILL scheduled */
+    int64_t stop_by_ms;              /* gb_run_stop: TERM sent, SIGKILL at this time */
     int timeout_s, grace_ms;
     int timed_out, cancelled, exited, wstatus;
     uint64_t cpu_ticks; /* the reaped worker's user + system time, its children's included */
@@ -139,9 +140,10 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        sigaction(SIGTERM, &dfl, NULL);
-        sigaction(SIGINT, &dfl, NULL);
-        sigaction(SIGHUP, &dfl, NULL);
+        /* every signal as new: also those ignored by whoever started the
+         * agent (a shell script's background job ignores SIGQUIT/SIGINT) */
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -216,6 +218,9 @@ static int reap(gb_run_t *r) {
     struct rusage ru;
     pid_t w = wait4(r->pid, &st, WNOHANG, &ru);
     if (w != r->pid) return 0;
+    /* what the worker started and left behind goes with it: its group
+     * (a pgid is not given to a new process while members of it live) */
+    kill(-r->pid, SIGKILL);
     r->exited = 1;
     r->wstatus = st;
     long hz = sysconf(_SC_CLK_TCK);
@@ -225,6 +230,12 @@ static int reap(gb_run_t *r) {
     r->finished_wall = gb_wall_ms();
     kill(-r->pid, SIGKILL); /* anything the worker left behind in its group */
     return 1;
+}
+
+void gb_run_stop(gb_run_t *r) {
+    if (!r || reap(r) || r->stop_by_ms) return;
+    kill_group(r, SIGTERM);
+    r->stop_by_ms = gb_mono_ms() + r->grace_ms;
 }
 
 void gb_run_cancel(gb_run_t *r, const char *why) {
@@ -238,6 +249,10 @@ void gb_run_cancel(gb_run_t *r, const char *why) {
 }
 
 int gb_run_poll(gb_run_t *r, int64_t now) {
+    /* reaped first: a worker that ended while the agent's loop was held up
+     * (a stopped agent, a slow fsync of the spool) ended in time, and its
+     * result stands (it was thrown away as "timed out") */
+    reap(r);
     if (!r->exited) {
         if (!r->timed_out && !r->cancelled && now >= r->deadline_ms) {
             r->timed_out = 1;
@@ -329,8 +344,10 @@ void gb_run_destroy(gb_run_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_run_t *r = *self_p;
     if (!r->exited && r->pid > 0) {
-        kill_group(r, SIGTERM);
-        int64_t until = gb_mono_ms() + r->grace_ms;
+        /* one grace for all: gb_run_stop has sent the TERM already when
+         * an agent stops every slot (it waited a grace per slot in turn) */
+        int64_t until = r->stop_by_ms ? r->stop_by_ms : gb_mono_ms() + r->grace_ms;
+        if (!r->stop_by_ms) kill_group(r, SIGTERM);
         while (!r->exited && gb_mono_ms() < until) {
             int st;
             if (waitpid(r->pid, &st, WNOHANG) == r->pid)
@@ -342,6 +359,7 @@ void gb_run_destroy(gb_run_t **self_p) {
             kill_group(r, SIGKILL);
             waitpid(r->pid, NULL, 0);
         }
+        kill(-r->pid, SIGKILL); /* what the worker started that ignored the TERM */
     }
     if (r->fd >= 0) close(r->fd);
     gb_run_rdv_close(r);

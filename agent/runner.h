@@ -56,9 +56,13 @@ void gb_run_rdv_close(gb_run_t *self);
  * limit counts from its start, after the rendezvous: the wait there is
  * bounded by rendezvous_s, not by the run's own limit). No-op once timed out. */
 void gb_run_limit_from_now(gb_run_t *self, int64_t ms);
-/* Kill the child if it still runs (waiting at most the grace period), reap
- * it, and free. */
+/* Kill the child if it still runs (waiting at most the grace period, or
+ * until the end of the one gb_run_stop began), reap it, SIGKILL what is
+ * left of its process group, and free. */
 void gb_run_destroy(gb_run_t **self_p);
+/* The agent stops: SIGTERM to the worker's group now, so that the graces of
+ * every slot run at once (NULL: nothing). */
+void gb_run_stop(gb_run_t *self);
 
 /* The pipe to poll for output, or -1 once it reached end of file. */
 int gb_run_fd(const gb_run_t *self);

@@ -17,6 +17,27 @@
 
 static char dir[128];
 
+/* Has process pid ended (gone, or a zombie nobody reaps)? */
+static int ended(pid_t pid) {
+    char p[64], st[512];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return 1;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = '\0';
+    const char *rp = strrchr(st, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* A "worker" script in dir: name, text. */
+static void script(const char *name, const char *text, char *exe, size_t len) {
+    snprintf(exe, len, "%s/%s", dir, name);
+    FILE *f = fopen(exe, "w");
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    CHECK(chmod(exe, 0700) == 0);
+}
+
 /* Run exe on a sleep job until it ends; cancel_after_ms >= 0 cancels it. */
 static void run(const char *exe, const char *params, int timeout_s, int cancel_after_ms,
                 gb_run_result_t *out) {
@@ -129,6 +150,86 @@ int main(int argc, char **argv) {
         for (const char *p = res.tail; *p; p++)
             CHECKF(*p == '\n' || *p == '\t' || (*p >= 0x20 && *p < 0x7f), "byte %d in the tail",
                    *p);
+        unlink(exe);
+    } else if (strcmp(c, "late_poll") == 0) {
+        /* the worker ends in time, but the agent's loop is held up past the
+         * limit (a stopped agent, a slow fsync) before it polls: the result
+         * stands (it was "timed out after 1 s (worker killed)") */
+        char job[256], err[512];
+        snprintf(job, sizeof job,
+                 "{\"job_id\": 5, \"attempt\": 2, \"params\": {\"kind\": \"sleep\", "
+                 "\"backend\": \"cpu\", \"duration_ms\": 50}}");
+        gb_run_t *r = gb_run_start(gb, dir, job, 1, 300, err, sizeof err);
+        CHECKF(r, "%s", err);
+        struct timespec ts = {1, 600000000};
+        nanosleep(&ts, NULL);
+        for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
+            CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
+        gb_run_result(r, &res);
+        gb_run_destroy(&r);
+        CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
+        free(res.record_json);
+    } else if (strcmp(c, "group") == 0) {
+        /* what a worker started goes with it when the agent stops: a child
+         * that ignores SIGTERM outlived the agent under pid 1 */
+        char exe[256], sh[600], pidfile[200];
+        snprintf(pidfile, sizeof pidfile, "%s/gc.pid", dir);
+        snprintf(
+            sh, sizeof sh,
+            "#!/bin/sh\nsh -c 'trap \"\" TERM; exec sleep 60' &\necho $! > %s\nexec sleep 60\n",
+            pidfile);
+        script("spawner.sh", sh, exe, sizeof exe);
+        char job[256], err[512];
+        snprintf(job, sizeof job, "{\"job_id\": 5, \"attempt\": 2, \"params\": {}}");
+        gb_run_t *r = gb_run_start(exe, dir, job, 100, 300, err, sizeof err);
+        CHECKF(r, "%s", err);
+        long gc = 0;
+        for (int i = 0; i < 200 && gc <= 0; i++) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            FILE *f = fopen(pidfile, "r");
+            if (f && fscanf(f, "%ld", &gc) != 1) gc = 0;
+            if (f) fclose(f);
+        }
+        CHECKF(gc > 0 && !ended((pid_t)gc), "no grandchild (%ld)", gc);
+        gb_run_stop(r);
+        gb_run_destroy(&r);
+        for (int i = 0; i < 100 && !ended((pid_t)gc); i++) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        CHECKF(ended((pid_t)gc), "the worker's child %ld outlived it", gc);
+        unlink(pidfile);
+        unlink(exe);
+    } else if (strcmp(c, "stop_all") == 0) {
+        /* three workers that ignore SIGTERM, grace 1 s each: the agent's
+         * stop waits one grace for all (it waited one per slot in turn) */
+        char exe[256], err[512];
+        script("deaf.sh", "#!/bin/sh\ntrap '' TERM\nexec sleep 60\n", exe, sizeof exe);
+        gb_run_t *r[3];
+        char sub_dir[3][200];
+        for (int i = 0; i < 3; i++) {
+            snprintf(sub_dir[i], sizeof sub_dir[i], "%s/%d", dir, i);
+            CHECK(mkdir(sub_dir[i], 0700) == 0);
+            r[i] = gb_run_start(exe, sub_dir[i], "{\"job_id\": 5, \"attempt\": 2, \"params\": {}}",
+                                100, 1000, err, sizeof err);
+            CHECKF(r[i], "%s", err);
+        }
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        int64_t t0 = gb_mono_ms();
+        for (int i = 0; i < 3; i++)
+            gb_run_stop(r[i]);
+        for (int i = 0; i < 3; i++)
+            gb_run_destroy(&r[i]);
+        int64_t took = gb_mono_ms() - t0;
+        CHECKF(took >= 900 && took < 2500, "stopping 3 deaf workers took %lld ms", (long long)took);
+        for (int i = 0; i < 3; i++) {
+            char p[1024];
+            snprintf(p, sizeof p, "%s/job.json", sub_dir[i]);
+            unlink(p);
+            rmdir(sub_dir[i]);
+        }
         unlink(exe);
     } else if (strcmp(c, "no_record") == 0) {
         /* exits 0 without writing a record */
