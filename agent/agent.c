@@ -329,12 +329,26 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
             return;
         }
     } else {
+        /* an entry that cannot be read (a directory, a FIFO, no permission,
+         * too large) will not become readable: it was retried five times a
+         * second for ever, and the job stayed running */
         if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, err, sizeof err) != 0) {
             gb_error("spool: %s", err);
-            return;
+            r = NULL;
+        } else {
+            r = gb__result__unpack(NULL, len, data);
+            free(data);
         }
-        r = gb__result__unpack(NULL, len, data);
-        free(data);
+        /* the entry must be the one its name says (an empty file decodes as
+         * job 0, which the coordinator refuses at every resend; a renamed
+         * one stored its result under another attempt) */
+        if (r && (r->job_id != u->job_id || r->attempt != u->attempt)) {
+            gb_error("spool: the entry of job %" PRIu64 " attempt %u holds job %" PRIu64
+                     " attempt %u",
+                     u->job_id, u->attempt, r->job_id, r->attempt);
+            gb__result__free_unpacked(r, NULL);
+            r = NULL;
+        }
     }
     if (!r) {
         /* It could never be acknowledged: keep the bytes aside and report

@@ -79,7 +79,8 @@ int gb_spool_get(gb_spool_t *self, uint64_t job_id, uint32_t attempt, void **dat
         return -1;
     }
     char *buf = NULL;
-    if (gb_read_file(p, SPOOL_MAX_ENTRY, &buf, len, err, errlen) != 0) return -1;
+    /* a regular file: a FIFO put there would hold the agent in open() */
+    if (gb_read_regular_file(p, SPOOL_MAX_ENTRY, &buf, len, err, errlen) != 0) return -1;
     *data = buf;
     return 0;
 }

@@ -88,6 +88,49 @@ agent_spool_full)
     rm -f "$T/a1/spool/filler"
     assert_exactly_once 1
     ;;
+spool_damaged)
+    # a spooled result damaged while the agent was down: a directory, a
+    # FIFO, an empty file, an entry under another attempt's name. Each ends
+    # the job failed ("unreadable", moved aside) instead of a job running
+    # for ever while the agent retried 5 times a second (or, for the FIFO,
+    # hung in open()). The coordinator is down when the job ends, so the
+    # result is only in the spool.
+    start_coord
+    job=0
+    for mode in dir fifo empty wrongname; do
+        job=$((job + 1))
+        start_agent a1
+        wait_nodes 1
+        sweep=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
+        wait_running "$sweep" 1
+        kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+        f="$T/a1/spool/result-$job-1.pb"
+        for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
+        [ -s "$f" ] || fail "$mode: nothing spooled"
+        kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+        case $mode in
+        dir) rm "$f"; mkdir "$f" ;;
+        fifo) rm "$f"; mkfifo "$f" ;;
+        empty) : >"$f" ;;
+        wrongname) mv "$f" "$T/a1/spool/result-$job-2.pb" ;;
+        esac
+        start_coord
+        start_agent a1
+        "$GB" wait "$sweep" --quiet --timeout 20
+        eq "$mode: the job ends failed" "$?" 1
+        if [ "$mode" = wrongname ]; then
+            # the entry says attempt 1 under attempt 2's name: attempt 1
+            # came back without its result (it was stored as superseded and
+            # attempt 2 waited for ever)
+            contains "$mode: said" "$T/a1.log" "the entry of job $job attempt 2 holds job $job attempt 1"
+        else
+            eq "$mode: why" "$(q "SELECT status || ',' || error FROM results WHERE job_id = $job")" \
+                "failed,the agent's spooled result was unreadable"
+        fi
+        kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    done
+    eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 4
+    ;;
 worker_kill)
     start_coord
     start_agent a1
