@@ -78,11 +78,12 @@ struct gb_agent {
     gb_inventory_t *inv;
     gb_telemetry_t *tm; /* NULL: telemetry off */
     void *ctx, *sock, *monitor;
-    int64_t refused_logged_ms;   /* last "the coordinator rejected our message" line */
-    int64_t denied_backoff_ms;   /* > 0 while our messages are denied (a key, a pinned id) */
-    char last_handshake[300];    /* why the last handshake failed; "" once registered */
-    int64_t handshake_logged_ms; /* last "cannot connect" line */
-    int64_t reopen_at_ms;        /* make the socket anew then (after a refused handshake) */
+    int64_t refused_logged_ms;    /* last "the coordinator rejected our message" line */
+    int64_t denied_backoff_ms;    /* > 0 while our messages are denied (a key, a pinned id) */
+    int64_t start_fail_logged_ms; /* last "cannot start a worker" line */
+    char last_handshake[300];     /* why the last handshake failed; "" once registered */
+    int64_t handshake_logged_ms;  /* last "cannot connect" line */
+    int64_t reopen_at_ms;         /* make the socket anew then (after a refused handshake) */
     int reopen_backoff_ms;
     unsigned n_sockets;
     char last_reject[256];
@@ -670,10 +671,10 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
                text ? "job directory path too long" : "job parameters are not JSON");
         goto failed;
     }
-    if (gb_mkdir_p(s->dir, err, sizeof err) != 0) goto failed;
+    if (gb_mkdir_p(s->dir, err, sizeof err) != 0) goto refused;
     s->run = gb_run_start_ex(a->cfg.worker_exe, s->dir, text, (int)as->timeout_s,
                              a->cfg.kill_grace_ms, as->n_nodes > 1, err, sizeof err);
-    if (!s->run) goto failed;
+    if (!s->run) goto refused;
     free(text);
     s->job_id = as->job_id;
     s->attempt = as->attempt;
@@ -694,6 +695,26 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
     send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
+    return;
+refused:
+    /* this node cannot start a worker now (its state dir's disk full, out
+     * of fds or processes): that is the node's trouble, not the job's. It
+     * was failed for good, and a sick node drained a sweep of failures:
+     * refused, the job goes back to the queue without using up an attempt
+     * (a healthy node takes it; this one is offered it again after its
+     * next heartbeat) */
+    free(text);
+    rm_job_dir(s->dir);
+    {
+        int64_t now = gb_mono_ms();
+        if (now - a->start_fail_logged_ms >= 30000) {
+            gb_error("cannot start a worker: %s: refusing jobs until it can", err);
+            a->start_fail_logged_ms = now;
+        }
+        char msg[GB_WIRE_ERROR_MAX];
+        gb_fmt(msg, sizeof msg, "cannot start a worker: %s", err);
+        send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_REFUSED, msg);
+    }
     return;
 failed:
     free(text);

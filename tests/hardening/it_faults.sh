@@ -88,6 +88,27 @@ agent_spool_full)
     rm -f "$T/a1/spool/filler"
     assert_exactly_once 1
     ;;
+sick_node)
+    # one node cannot start workers (its state dir's disk is full): it
+    # refuses its jobs, which go to the healthy node, instead of failing
+    # them for good (it drained half a sweep into failures)
+    mkdir -p "$T/nc"
+    if ! mount -t tmpfs -o size=256k gb-test-sick "$T/nc" 2>"$T/mount.err"; then
+        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); this test needs root" >&2
+        exit 77
+    fi
+    trap 'rc=$?; umount -l "$T/nc" 2>/dev/null; (exit $rc); cleanup' EXIT
+    start_coord
+    start_agent nb
+    start_agent nc
+    wait_nodes 2
+    dd if=/dev/zero of="$T/nc/filler" bs=4k >/dev/null 2>&1
+    sweep=$(submit --kind sleep --param duration_ms=100 --repeat 12)
+    check "the sweep ends done" "$GB" wait "$sweep" --quiet --timeout 60
+    eq "none failed" "$(q "SELECT count(*) FROM jobs WHERE state != 'done'")" 0
+    eq "all on the healthy node" "$(q "SELECT count(DISTINCT node) || ',' || min(node) FROM v_results")" "1,nb"
+    contains "the sick node says why" "$T/nc.log" "cannot start a worker"
+    ;;
 spool_damaged)
     # a spooled result damaged while the agent was down: a directory, a
     # FIFO, an empty file, an entry under another attempt's name. Each ends
