@@ -1011,7 +1011,13 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     char lock[4200];
     gb_fmt(lock, sizeof lock, "%s/lock", a->state_dir);
     a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (a->lock_fd < 0 || flock(a->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (a->lock_fd < 0) {
+        /* not "in use": a read-only mount, a lock file of another user */
+        gb_fmt(err, errlen, "state directory %s cannot be used: %s: %s", a->state_dir, lock,
+               strerror(errno));
+        goto err;
+    }
+    if (flock(a->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         gb_fmt(err, errlen, "state directory %s is in use by another agent (%s)", a->state_dir,
                strerror(errno));
         goto err;

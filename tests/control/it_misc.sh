@@ -13,6 +13,13 @@ state_dir_lock)
     # a name that would put an escape sequence into terminals is refused
     timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a9" --name $'bad\e]0;x\a' >"$T/esc.log" 2>&1 && fail "an agent named with an escape sequence started"
     contains "says why" "$T/esc.log" "node name must be 1..128 bytes without control characters"
+    # a lock file it may not open is not "in use by another agent"
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+        mkdir -m 777 "$T/shared"; chmod 755 "$T"; : >"$T/shared/lock"; chmod 600 "$T/shared/lock"
+        timeout 10 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" agent --connect "$LISTEN" \
+            --state-dir "$T/shared" --name other >"$T/perm.log" 2>&1 && fail "started on a lock it cannot open"
+        contains "says what it is" "$T/perm.log" "cannot be used: $T/shared/lock: Permission denied"
+    fi
     ;;
 store_lock)
     # one coordinator per store: a second would hand out the same jobs
