@@ -115,6 +115,7 @@ struct cagent {
      * a connected agent saying the same again is not written again */
     uint64_t hello_hash;
     int64_t last_heard_ms;
+    int64_t dup_warned_ms; /* last "two agents share this id" line */
     int64_t seen_written_ms;
     cjob_t *running[MAX_SLOTS];
     int n_running;
@@ -968,6 +969,18 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         gb_info("agent %s (%s), forgotten, registers again", a->id, h->name);
         a->forgotten = 0;
         c->n_forgotten--;
+    }
+    /* A Hello under another name for an id that is connected and heard
+     * from within the lost window: two agents share one id (a state dir
+     * copied with a VM image). They take the id's connection from each
+     * other and every job runs twice; nothing said so. */
+    if (a->state == A_CONNECTED && a->name[0] && strcmp(a->name, h->name) != 0 &&
+        gb_mono_ms() - a->last_heard_ms < lost_window_ms(c) &&
+        (!a->dup_warned_ms || gb_mono_ms() - a->dup_warned_ms >= 30000)) {
+        gb_warn("agent id %s: a Hello from '%s' while '%s' is connected: two agents share one "
+                "id (a copied --state-dir?), unless it was just renamed; give each its own --state-dir",
+                a->id, h->name, a->name);
+        a->dup_warned_ms = gb_mono_ms();
     }
     gb_copy(a->name, sizeof a->name, h->name);
     gb_copy(a->cpu_model, sizeof a->cpu_model, inv->cpu_model);

@@ -21,6 +21,19 @@ state_dir_lock)
         contains "says what it is" "$T/perm.log" "cannot be used: $T/shared/lock: Permission denied"
     fi
     ;;
+dup_id)
+    # a state dir copied with a VM image: two agents with one id take its
+    # connection from each other and every job runs twice; said now
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    cp -a "$T/a1" "$T/a2"; rm -f "$T/a2/lock"
+    start_agent a1
+    start_agent a2 --state-dir "$T/a2"
+    for _ in $(seq 100); do grep -q "two agents share one id" "$T/coord.log" && break; sleep 0.05; done
+    contains "said" "$T/coord.log" "two agents share one id (a copied --state-dir?)"
+    ;;
 store_lock)
     # one coordinator per store: a second would hand out the same jobs
     start_coord
