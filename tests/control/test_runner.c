@@ -30,6 +30,14 @@ static int ended(pid_t pid) {
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
+/* Poll r until its worker has ended (10 s at most), then its result; r freed. */
+static void finish(gb_run_t *r, gb_run_result_t *out) {
+    for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
+        CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
+    gb_run_result(r, out);
+    gb_run_destroy(&r);
+}
+
 /* A "worker" script in dir: name, text. */
 static void script(const char *name, const char *text, char *exe, size_t len) {
     snprintf(exe, len, "%s/%s", dir, name);
@@ -118,10 +126,7 @@ int main(int argc, char **argv) {
         CHECK(kill(gb_run_pid(r), SIGKILL) == 0);
         nanosleep(&ts, NULL); /* a zombie now, not reaped */
         gb_run_cancel(r, "stopped: rank 0 failed");
-        for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
-            CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
-        gb_run_result(r, &res);
-        gb_run_destroy(&r);
+        finish(r, &res);
         CHECKF(res.status == GB_RUN_CRASHED && res.exit_code == -SIGKILL, "status %d: %s",
                res.status, res.error);
         CHECKF(strstr(res.error, "worker killed by signal 9"), "%s", res.error);
@@ -137,12 +142,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "tail") == 0) {
         /* a "worker" that floods its output with binary noise, then says one line */
         char exe[256];
-        snprintf(exe, sizeof exe, "%s/noisy.sh", dir);
-        FILE *f = fopen(exe, "w");
-        CHECK(f);
-        fputs("#!/bin/sh\nhead -c 50000 /dev/urandom\necho\necho the last line\nexit 3\n", f);
-        fclose(f);
-        CHECK(chmod(exe, 0700) == 0);
+        script("noisy.sh",
+               "#!/bin/sh\nhead -c 50000 /dev/urandom\necho\necho the last line\nexit 3\n", exe,
+               sizeof exe);
         run(exe, "{\"kind\": \"sleep\", \"backend\": \"cpu\"}", 10, -1, &res);
         CHECK(res.status == GB_RUN_FAILED && res.exit_code == 3);
         CHECKF(strstr(res.error, "worker exited with status 3: the last line"), "%s", res.error);
@@ -163,10 +165,7 @@ int main(int argc, char **argv) {
         CHECKF(r, "%s", err);
         struct timespec ts = {1, 600000000};
         nanosleep(&ts, NULL);
-        for (int64_t t0 = gb_mono_ms(); !gb_run_poll(r, gb_mono_ms());)
-            CHECKF(gb_mono_ms() - t0 < 10000, "the worker never ended");
-        gb_run_result(r, &res);
-        gb_run_destroy(&r);
+        finish(r, &res);
         CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
         free(res.record_json);
     } else if (strcmp(c, "group") == 0) {
@@ -234,12 +233,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "no_record") == 0) {
         /* exits 0 without writing a record */
         char exe[256];
-        snprintf(exe, sizeof exe, "%s/silent.sh", dir);
-        FILE *f = fopen(exe, "w");
-        CHECK(f);
-        fputs("#!/bin/sh\nexit 0\n", f);
-        fclose(f);
-        CHECK(chmod(exe, 0700) == 0);
+        script("silent.sh", "#!/bin/sh\nexit 0\n", exe, sizeof exe);
         run(exe, "{\"kind\": \"sleep\", \"backend\": \"cpu\"}", 10, -1, &res);
         CHECK(res.status == GB_RUN_CRASHED);
         CHECKF(strstr(res.error, "without a result record"), "%s", res.error);

@@ -35,15 +35,21 @@ case=${3:?case}
 
 worker_of() { pgrep -P "${AGENT_PID[$1]}" | head -n 1; }
 
+# small_disk DIR SIZE: a tmpfs of SIZE at DIR, unmounted at the end (the
+# test is skipped where none can be mounted: it needs root)
+small_disk() {
+    mkdir -p "$1"
+    if ! mount -t tmpfs -o "size=$2" gb-test-disk "$1" 2>"$T/mount.err"; then
+        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); this test needs root" >&2
+        exit 77
+    fi
+    trap "rc=\$?; umount -l '$1' 2>/dev/null; (exit \$rc); cleanup" EXIT
+}
+
 # mount_dbfs: a 3 MiB tmpfs at $T/dbfs for the store, $T/gb.db pointing
 # into it (q reads $T/gb.db); exits 77 (skip) where mounting is not allowed
 mount_dbfs() {
-    mkdir -p "$T/dbfs"
-    if ! mount -t tmpfs -o size=3m gb-test-dbfs "$T/dbfs" 2>"$T/mount.err"; then
-        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); the disk-full test needs root" >&2
-        exit 77
-    fi
-    trap 'rc=$?; umount -l "$T/dbfs" 2>/dev/null; (exit $rc); cleanup' EXIT
+    small_disk "$T/dbfs" 3m
     rm -f "$T/gb.db"
     ln -s "$T/dbfs/gb.db" "$T/gb.db"
 }
@@ -70,12 +76,7 @@ stopped_worker() {
 
 case "$case" in
 agent_spool_full)
-    mkdir -p "$T/a1/spool"
-    if ! mount -t tmpfs -o size=64k gb-test-spool "$T/a1/spool" 2>"$T/mount.err"; then
-        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); this test needs root" >&2
-        exit 77
-    fi
-    trap 'rc=$?; umount -l "$T/a1/spool" 2>/dev/null; (exit $rc); cleanup' EXIT
+    small_disk "$T/a1/spool" 64k
     start_coord
     start_agent a1
     wait_nodes 1
@@ -92,12 +93,7 @@ sick_node)
     # one node cannot start workers (its state dir's disk is full): it
     # refuses its jobs, which go to the healthy node, instead of failing
     # them for good (it drained half a sweep into failures)
-    mkdir -p "$T/nc"
-    if ! mount -t tmpfs -o size=256k gb-test-sick "$T/nc" 2>"$T/mount.err"; then
-        echo "SKIP: cannot mount a tmpfs here ($(cat "$T/mount.err")); this test needs root" >&2
-        exit 77
-    fi
-    trap 'rc=$?; umount -l "$T/nc" 2>/dev/null; (exit $rc); cleanup' EXIT
+    small_disk "$T/nc" 256k
     start_coord
     start_agent nb
     start_agent nc
