@@ -54,6 +54,18 @@ gb_barrier_t *gb_barrier_new(int n) {
     return b;
 }
 
+/* One arrival at b (b->mu held): 1 when it was the last, which opens the
+ * barrier for its generation (and notes whether it was aborted by then,
+ * for barrier_through's one answer). */
+static int arrive(gb_barrier_t *b) {
+    if (++b->count < b->n) return 0;
+    b->count = 0;
+    b->gen++;
+    b->gen_aborted = b->aborted;
+    pthread_cond_broadcast(&b->cv);
+    return 1;
+}
+
 int gb_barrier_wait(gb_barrier_t *b, char *err, size_t errlen) {
     pthread_mutex_lock(&b->mu);
     if (b->aborted) {
@@ -62,10 +74,7 @@ int gb_barrier_wait(gb_barrier_t *b, char *err, size_t errlen) {
         return -1;
     }
     unsigned gen = b->gen;
-    if (++b->count == b->n) {
-        b->count = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
+    if (arrive(b)) {
         pthread_mutex_unlock(&b->mu);
         return 0;
     }
@@ -86,16 +95,10 @@ int gb_barrier_wait(gb_barrier_t *b, char *err, size_t errlen) {
 static int barrier_through(gb_barrier_t *b, char *err, size_t errlen) {
     pthread_mutex_lock(&b->mu);
     unsigned gen = b->gen;
-    if (++b->count == b->n) {
-        b->count = 0;
-        b->gen++;
-        b->gen_aborted = b->aborted; /* one answer for all: an abort after it is the next's */
-        pthread_cond_broadcast(&b->cv);
-    } else {
+    if (!arrive(b))
         while (gen == b->gen)
             pthread_cond_wait(&b->cv, &b->mu);
-    }
-    int rc = b->gen_aborted ? -1 : 0;
+    int rc = b->gen_aborted ? -1 : 0; /* one answer for all: an abort after it is the next's */
     if (rc) snprintf(err, errlen, "%s", b->why);
     pthread_mutex_unlock(&b->mu);
     return rc;

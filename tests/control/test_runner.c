@@ -46,13 +46,19 @@ static void script(const char *name, const char *text, char *exe, size_t len) {
     CHECK(chmod(exe, 0700) == 0);
 }
 
-/* Run exe on a sleep job until it ends; cancel_after_ms >= 0 cancels it. */
-static void run(const char *exe, const char *params, int timeout_s, int cancel_after_ms,
-                gb_run_result_t *out) {
+/* exe started on job 5 attempt 2 with these parameters, grace 300 ms. */
+static gb_run_t *start(const char *exe, const char *params, int timeout_s) {
     char job[1024], err[512];
     snprintf(job, sizeof job, "{\"job_id\": 5, \"attempt\": 2, \"params\": %s}", params);
     gb_run_t *r = gb_run_start(exe, dir, job, timeout_s, 300, err, sizeof err);
     CHECKF(r, "%s", err);
+    return r;
+}
+
+/* Run exe on a sleep job until it ends; cancel_after_ms >= 0 cancels it. */
+static void run(const char *exe, const char *params, int timeout_s, int cancel_after_ms,
+                gb_run_result_t *out) {
+    gb_run_t *r = start(exe, params, timeout_s);
     CHECK(gb_run_pid(r) > 0 && gb_run_fd(r) >= 0);
     int64_t t0 = gb_mono_ms();
     int cancelled = 0;
@@ -115,12 +121,8 @@ int main(int argc, char **argv) {
         /* killed from outside, and the stop for it arrives before the next
          * poll has reaped it (a rank of a multi-node job whose death failed
          * the job): it reports the signal, not "cancelled by request" */
-        char job[256], err[512];
-        snprintf(job, sizeof job,
-                 "{\"job_id\": 5, \"attempt\": 2, \"params\": {\"kind\": \"sleep\", "
-                 "\"backend\": \"cpu\", \"duration_ms\": 60000}}");
-        gb_run_t *r = gb_run_start(gb, dir, job, 100, 300, err, sizeof err);
-        CHECKF(r, "%s", err);
+        gb_run_t *r =
+            start(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 60000}", 100);
         struct timespec ts = {0, 200000000};
         nanosleep(&ts, NULL);
         CHECK(kill(gb_run_pid(r), SIGKILL) == 0);
@@ -157,12 +159,8 @@ int main(int argc, char **argv) {
         /* the worker ends in time, but the agent's loop is held up past the
          * limit (a stopped agent, a slow fsync) before it polls: the result
          * stands (it was "timed out after 1 s (worker killed)") */
-        char job[256], err[512];
-        snprintf(job, sizeof job,
-                 "{\"job_id\": 5, \"attempt\": 2, \"params\": {\"kind\": \"sleep\", "
-                 "\"backend\": \"cpu\", \"duration_ms\": 50}}");
-        gb_run_t *r = gb_run_start(gb, dir, job, 1, 300, err, sizeof err);
-        CHECKF(r, "%s", err);
+        gb_run_t *r =
+            start(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 50}", 1);
         struct timespec ts = {1, 600000000};
         nanosleep(&ts, NULL);
         finish(r, &res);
@@ -178,10 +176,7 @@ int main(int argc, char **argv) {
             "#!/bin/sh\nsh -c 'trap \"\" TERM; exec sleep 60' &\necho $! > %s\nexec sleep 60\n",
             pidfile);
         script("spawner.sh", sh, exe, sizeof exe);
-        char job[256], err[512];
-        snprintf(job, sizeof job, "{\"job_id\": 5, \"attempt\": 2, \"params\": {}}");
-        gb_run_t *r = gb_run_start(exe, dir, job, 100, 300, err, sizeof err);
-        CHECKF(r, "%s", err);
+        gb_run_t *r = start(exe, "{}", 100);
         long gc = 0;
         for (int i = 0; i < 200 && gc <= 0; i++) {
             struct timespec ts = {0, 10000000};

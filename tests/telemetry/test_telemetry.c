@@ -458,6 +458,18 @@ static gb_tm_cpu_sample_t cs(int64_t t, uint64_t busy, uint64_t steal, uint64_t 
 
 /* CPU contention from cumulative counters: the bracketing samples, the
  * worker's own time left out, the 5% flag and the 10% limit. */
+/* A CPU job's telemetry of n samples, 2 cores, every 100 ms. */
+static gb_tm_data_t cpu_data(gb_tm_cpu_sample_t *s, size_t n) {
+    gb_tm_data_t d;
+    memset(&d, 0, sizeof d);
+    d.interval_ms = 100;
+    d.cpu = 1;
+    d.cpus = s;
+    d.n_cpu = n;
+    d.cores = 2;
+    return d;
+}
+
 static void t_cpu(void) {
     /* 2 cores, 100 ticks/s: 20 ticks a 100 ms interval; the worker takes
      * 18, others `o` per interval, steal 1 */
@@ -502,13 +514,7 @@ static void t_cpu(void) {
             steal += lv[k].steal;
             total += 100;
         }
-        gb_tm_data_t d;
-        memset(&d, 0, sizeof d);
-        d.interval_ms = 100;
-        d.cpu = 1;
-        d.cpus = s;
-        d.n_cpu = 12;
-        d.cores = 2;
+        gb_tm_data_t d = cpu_data(s, 12);
         char *rec = record_text(W0, W0 + 1000, 1, NULL);
         cJSON *o = amend(rec, &d, 1 << 19, NULL);
         double taken = (double)(lv[k].others + lv[k].steal);
@@ -543,13 +549,7 @@ static void t_cpu(void) {
         worker += 5;
         total += 20;
     }
-    gb_tm_data_t d;
-    memset(&d, 0, sizeof d);
-    d.interval_ms = 100;
-    d.cpu = 1;
-    d.cpus = s;
-    d.n_cpu = 2;
-    d.cores = 2;
+    gb_tm_data_t d = cpu_data(s, 2);
     char *rec = record_text(W0 + 40, W0 + 41, 1, NULL);
     cJSON *o = amend(rec, &d, 1 << 19, NULL);
     CHECKF(num(o, "telemetry.cpu.taken_pct") == 25 && num(o, "telemetry.cpu.ticks") == 20, "%g",
