@@ -213,7 +213,7 @@ ipc_perm)
     contains "says why" "$T/perm.log" "permission denied (the socket is another user's"
     # an agent says so in its "no answer" warning (it said "is the coordinator running?")
     mkdir -m 777 "$T/nobody"
-    timeout 8 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" agent --connect "$LISTEN" \
+    run_for 8 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" agent --connect "$LISTEN" \
         --state-dir "$T/nobody/st" --name nob --heartbeat-ms 200 >"$T/nob.log" 2>&1
     contains "the agent says why" "$T/nob.log" "still trying: permission denied (the socket is another user's"
     # wait ends at once too (it printed "still waiting" and waited for ever)

@@ -40,6 +40,23 @@ check() { local what=$1; shift; "$@" || fail "$what"; }
 eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
 contains() { grep -qF -- "$3" "$2" || fail "$1: '$3' not in $2"; }
 
+# run_for SECS cmd...: run cmd for SECS seconds (or until it ends), then
+# stop it with one SIGTERM; returns its status. Not coreutils' timeout for a
+# process meant to be stopped: that follows its SIGTERM with a SIGCONT,
+# which under LeakSanitizer can land while the exit-time leak check stops
+# the threads, discard its SIGSTOP and hang the check (a CI pass under ASan
+# timed out so).
+run_for() {
+    local secs=$1 p i
+    shift
+    "$@" &
+    p=$!
+    PIDS+=("$p")
+    for ((i = 0; i < secs * 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    kill -TERM "$p" 2>/dev/null
+    wait "$p"
+}
+
 # start_coord [flags...]: coordinator on ephemeral ports, store $T/gb.db;
 # sets LISTEN, CONTROL, COORD_PID. Reuses LISTEN/CONTROL if already set
 # (a restart binds the same ports).

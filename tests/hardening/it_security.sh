@@ -263,7 +263,7 @@ bad_keys)
     cp "$T/authorized" "$T/opendir/list"; cp "$T/authorized" "$T/sticky/list"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/opendir/list" --db "$T/x.db" >"$T/opendir.log" 2>&1 && fail "started on a list in a world-writable directory"
     contains "says why" "$T/opendir.log" "its directory $T/opendir can be written by anyone (mode 777)"
-    timeout 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/sticky/list" --db "$T/z.db" \
+    run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/sticky/list" --db "$T/z.db" \
         --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/sticky.log" 2>&1
     grep -q "its directory" "$T/sticky.log" && fail "a sticky directory refused"
     # a key listed twice is a mistake to point at, not a key counted twice
@@ -272,7 +272,7 @@ bad_keys)
     contains "says which line" "$T/twice.log" "the key of entry 1 again"
     # an empty list starts (keys may come later, with SIGHUP) and says so
     printf '# no keys yet\n' >"$T/empty.list"
-    timeout 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
+    run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
         --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/empty.log" 2>&1
     contains "an empty list is warned about" "$T/empty.log" "lists no key: no agent or command can connect"
     ;;
