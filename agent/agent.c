@@ -85,6 +85,11 @@ struct gb_agent {
     int64_t handshake_logged_ms;  /* last "cannot connect" line */
     int64_t reopen_at_ms;         /* make the socket anew then (after a refused handshake) */
     int reopen_backoff_ms;
+    /* why no worker could start ("" once one has): said in heartbeats until
+     * unable_until_ms, so that the coordinator offers this node no job
+     * meanwhile; then it is offered one again, a try (2 s doubling to 60 s) */
+    char unable[GB_WIRE_UNABLE_MAX + 1];
+    int64_t unable_until_ms, unable_backoff_ms;
     unsigned n_sockets;
     char last_reject[256];
     int registered;
@@ -264,6 +269,21 @@ out:
     free(spool_p);
 }
 
+/* text as one line the wire accepts: control characters become '?' */
+static void one_line(char *out, size_t outlen, const char *text) {
+    size_t o = 0;
+    for (const char *p = text; *p && o + 1 < outlen;) {
+        size_t n = gb_wire_control_len(p);
+        if (n) {
+            out[o++] = '?';
+            p += n;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+}
+
 static void send_heartbeat(gb_agent_t *a) {
     Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
     size_t nr = 0;
@@ -279,6 +299,7 @@ static void send_heartbeat(gb_agent_t *a) {
     hb.n_running = nr;
     hb.running = run_p;
     hb.spooled = (uint32_t)a->n_unacked;
+    if (a->unable[0] && gb_mono_ms() < a->unable_until_ms) hb.unable = a->unable;
     size_t ns = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
     Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
     Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
@@ -691,6 +712,8 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
         cJSON_Delete(pj);
         gb_run_limit_from_now(s->run, (int64_t)(rdv_s * 1000));
     }
+    a->unable[0] = '\0';
+    a->unable_backoff_ms = 0;
     tm_start(a, s, as->params_json);
     gb_info("job %" PRIu64 " attempt %u started: %s (worker pid %d, limit %u s)", as->job_id,
             as->attempt, as->kind, gb_run_pid(s->run), as->timeout_s);
@@ -714,6 +737,13 @@ refused:
         char msg[GB_WIRE_ERROR_MAX];
         gb_fmt(msg, sizeof msg, "cannot start a worker: %s", err);
         send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_REFUSED, msg);
+        /* and until the back-off ends, no job is offered to it at all (a
+         * node alone in its pool bounced each job once a heartbeat, up to
+         * the attempt cap) */
+        a->unable_backoff_ms = a->unable_backoff_ms ? a->unable_backoff_ms * 2 : 2000;
+        if (a->unable_backoff_ms > 60000) a->unable_backoff_ms = 60000;
+        a->unable_until_ms = now + a->unable_backoff_ms;
+        one_line(a->unable, sizeof a->unable, msg);
     }
     return;
 failed:

@@ -12,25 +12,25 @@
 #include <stdio.h>
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: gpubench nodes [--control EP] [--format F]\n"
-            "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
-            "       gpubench nodes --forget NODE [--control EP]\n"
-            "  every agent ever seen: state, CPU, GPUs, labels, the job it runs\n"
-            "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
-            "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-            "  --topo              the GPU link matrix of each node (or of NODE, a name\n"
-            "                      or an agent id) as nvidia-smi topo -m prints it, from\n"
-            "                      the store\n"
-            "  --db FILE           the store --topo reads (default " GB_DEFAULT_DB ")\n"
-            "  --forget NODE       a node gone for good (name or agent id; its agent must\n"
-            "                      be stopped): no longer placed on or counted when a spec\n"
-            "                      is checked; its running jobs are queued again, queued\n"
-            "                      jobs only it could run fail. It is known again if its\n"
-            "                      agent returns\n"
-            "  --format F          table | csv | json (default table; csv/json: one row\n"
-            "                      per GPU pair with --topo)\n"
-            "  -h, --help          this help\n");
+    fprintf(out, "usage: gpubench nodes [--control EP] [--format F]\n"
+                 "       gpubench nodes --topo [NODE] [--db FILE] [--format F]\n"
+                 "       gpubench nodes --forget NODE [--control EP]\n"
+                 "  every agent ever seen: state, CPU, GPUs, labels, the jobs it runs, and why\n"
+                 "  it is offered no job when it cannot start workers (problem)\n"
+                 "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
+                 "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
+                 "  --topo              the GPU link matrix of each node (or of NODE, a name\n"
+                 "                      or an agent id) as nvidia-smi topo -m prints it, from\n"
+                 "                      the store\n"
+                 "  --db FILE           the store --topo reads (default " GB_DEFAULT_DB ")\n"
+                 "  --forget NODE       a node gone for good (name or agent id; its agent must\n"
+                 "                      be stopped): no longer placed on or counted when a spec\n"
+                 "                      is checked; its running jobs are queued again, queued\n"
+                 "                      jobs only it could run fail. It is known again if its\n"
+                 "                      agent returns\n"
+                 "  --format F          table | csv | json (default table; csv/json: one row\n"
+                 "                      per GPU pair with --topo)\n"
+                 "  -h, --help          this help\n");
 }
 
 int cmd_nodes(int argc, char **argv) {
@@ -110,10 +110,10 @@ int cmd_nodes(int argc, char **argv) {
     Gb__Envelope *rep = NULL;
     int e = cli_conn_request("nodes", &conn, &env, GB__ENVELOPE__BODY_NODES_REPLY, &rep);
     if (e) return e;
-    static const char *const cols[] = {"node",      "agent_id",  "state",
-                                       "cpu_model", "n_gpus",    "gpu_model",
-                                       "labels",    "last_seen", "running_jobs"};
-    gb_table_t *t = gb_table_new(9, cols);
+    static const char *const cols[] = {"node",         "agent_id",  "state",  "cpu_model",
+                                       "n_gpus",       "gpu_model", "labels", "last_seen",
+                                       "running_jobs", "problem"};
+    gb_table_t *t = gb_table_new(10, cols);
     for (size_t i = 0; t && i < rep->nodes_reply->n_nodes; i++) {
         const Gb__NodeStatus *n = rep->nodes_reply->nodes[i];
         if (gb_table_row(t) != 0) break;
@@ -134,6 +134,8 @@ int cmd_nodes(int argc, char **argv) {
                                   n->running_jobs[k]);
         if (!o && n->running_job) snprintf(jobs, sizeof jobs, "%" PRIu64, n->running_job);
         gb_table_text(t, 8, jobs[0] ? jobs : NULL); /* "45,46": text in every format */
+        /* why a connected node is offered no job (it cannot start workers) */
+        gb_table_text(t, 9, n->unable && n->unable[0] ? n->unable : NULL);
     }
     if (t) gb_table_print(t, stdout, fmt);
     gb_table_destroy(&t);

@@ -258,6 +258,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         return 0;
     case GB__ENVELOPE__BODY_HEARTBEAT:
         if (env->heartbeat->spooled > 1000000) FAIL(RANGE, "heartbeat.spooled out of range");
+        CHECK_LINE(env->heartbeat->unable, 0, GB_WIRE_UNABLE_MAX, "heartbeat.unable");
         if (check_jobrefs(env->heartbeat->running, env->heartbeat->n_running, "heartbeat.running",
                           why, whylen))
             return RANGE;
@@ -339,6 +340,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
             CHECK_LINE(n->gpu_model, 0, GB_WIRE_TEXT_MAX, "nodes_reply.gpu_model");
             CHECK_LINE(n->labels, 0, 8192, "nodes_reply.labels");
             CHECK_LINE(n->last_seen, 0, 40, "nodes_reply.last_seen");
+            CHECK_LINE(n->unable, 0, GB_WIRE_UNABLE_MAX, "nodes_reply.unable");
         }
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REQUEST:

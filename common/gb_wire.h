@@ -36,6 +36,7 @@
 #define GB_WIRE_PARAMS_MAX  (64u << 10)
 #define GB_WIRE_RECORD_MAX  (512u << 10)
 #define GB_WIRE_ERROR_MAX   4096
+#define GB_WIRE_UNABLE_MAX  1024 /* Heartbeat.unable, NodeStatus.unable: one line */
 #define GB_WIRE_TAIL_MAX    (16u << 10)
 #define GB_WIRE_SPEC_MAX    (256u << 10)
 #define GB_WIRE_ATTEMPT_MAX 1000

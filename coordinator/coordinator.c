@@ -123,6 +123,9 @@ struct cagent {
     int seen_dirty;    /* last_seen changed and is not written yet */
     int in_store;      /* found in the store by the last resync */
     char key[GB_CURVE_Z85_LEN + 1]; /* CURVE key it registered with ("" without CURVE) */
+    /* why it cannot start workers now, from its heartbeats ("" when it
+     * can): it is offered no job meanwhile (docs/control-plane.md) */
+    char unable[GB_WIRE_UNABLE_MAX + 1];
 };
 
 typedef struct csweep {
@@ -737,6 +740,24 @@ static int runs_rank(const cagent_t *a) {
     return 0;
 }
 
+/* What its heartbeat says about starting workers: a node that cannot (its
+ * disk full, no processes left) is offered nothing until it says it can
+ * again; each change is logged once. */
+static void agent_unable(gb_coord_t *c, cagent_t *a, const char *unable) {
+    const char *u = unable ? unable : "";
+    if (!*u && !a->unable[0]) return;
+    if (!*u) {
+        gb_info("agent %s tries to run jobs again (it could not: %s)", a->name, a->unable);
+        a->unable[0] = '\0';
+        c->dirty = 1;
+        return;
+    }
+    if (!a->unable[0])
+        gb_warn("agent %s cannot run jobs now: %s; it is offered none until it says it can",
+                a->name, u);
+    gb_copy(a->unable, sizeof a->unable, u);
+}
+
 static void dispatch(gb_coord_t *c) {
     if (!c->dirty || !c->q_head) return;
     if (c->store_retry_ms && gb_mono_ms() < c->store_retry_ms) return; /* after a failure */
@@ -744,7 +765,7 @@ static void dispatch(gb_coord_t *c) {
     gang_dispatch(c); /* multi-node jobs first: they need several idle nodes at once */
     for (size_t i = 0; i < c->n_agents && c->q_head; i++) {
         cagent_t *a = c->agent_list[i];
-        if (a->state != A_CONNECTED || runs_rank(a)) continue;
+        if (a->state != A_CONNECTED || runs_rank(a) || a->unable[0]) continue;
         gb_node_caps_t caps;
         agent_caps(a, &caps);
         for (cjob_t *j = c->q_head, *next;
@@ -977,9 +998,10 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     if (a->state == A_CONNECTED && a->name[0] && strcmp(a->name, h->name) != 0 &&
         gb_mono_ms() - a->last_heard_ms < lost_window_ms(c) &&
         (!a->dup_warned_ms || gb_mono_ms() - a->dup_warned_ms >= 30000)) {
-        gb_warn("agent id %s: a Hello from '%s' while '%s' is connected: two agents share one "
-                "id (a copied --state-dir?), unless it was just renamed; give each its own --state-dir",
-                a->id, h->name, a->name);
+        gb_warn(
+            "agent id %s: a Hello from '%s' while '%s' is connected: two agents share one "
+            "id (a copied --state-dir?), unless it was just renamed; give each its own --state-dir",
+            a->id, h->name, a->name);
         a->dup_warned_ms = gb_mono_ms();
     }
     gb_copy(a->name, sizeof a->name, h->name);
@@ -1082,6 +1104,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     if (key) gb_copy(a->key, sizeof a->key, key); /* pinned for this coordinator's life */
     a->state = A_CONNECTED;
     a->reported_busy = (int)h->n_running;
+    a->unable[0] = '\0'; /* a restarted agent tries again; a sick one says so again */
     a->last_heard_ms = gb_mono_ms();
     a->seen_written_ms = a->last_heard_ms;
     gb_copy(a->last_seen, sizeof a->last_seen, now);
@@ -1739,7 +1762,7 @@ static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *back
             /* idle, not only a free slot: a rank beside another job on the
              * node would measure both (docs/scaling.md) */
             if (a->state != A_CONNECTED || a->rendezvous < 1 || a->n_running > 0 ||
-                a->reported_busy > 0)
+                a->reported_busy > 0 || a->unable[0])
                 continue;
             gb_node_caps_t caps;
             char be[8], why[256];
@@ -2127,6 +2150,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
         /* a free slot for a one-node job; an idle agent for a rank */
         if ((was_full && a->reported_busy < a->slots) || (was_busy && a->reported_busy == 0))
             c->dirty = 1;
+        agent_unable(c, a, hb->unable);
         /* A started job its agent neither runs nor holds a result for has
          * vanished (e.g. its result could not be spooled). Its result, had it
          * been sent, arrives before this heartbeat (one connection is FIFO),
@@ -2275,6 +2299,7 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         n->gpu_model = a->gpu_model;
         n->labels = a->labels;
         n->last_seen = a->last_seen;
+        n->unable = a->state == A_CONNECTED ? a->unable : "";
         n->running_job = a->n_running ? a->running[0]->id : 0;
         n->n_running_jobs = (size_t)a->n_running;
         n->running_jobs = ids + used;

@@ -372,6 +372,36 @@ int main(int argc, char **argv) {
         env.body_case = GB__ENVELOPE__BODY_PROGRESS;
         env.progress = &p;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "progress.phase 0");
+    } else if (strcmp(c, "heartbeat_unable") == 0) {
+        /* why a node cannot start workers: one line, shown in logs and by
+         * `gpubench nodes`, so no control character and bounded */
+        Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        hb.unable = "cannot start a worker: No space left on device";
+        Gb__Envelope *o = roundtrip(&env);
+        CHECK(strcmp(o->heartbeat->unable, hb.unable) == 0);
+        gb_wire_free(&o);
+        hb.unable = "disk full\n\x1b]0;owned\a";
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "heartbeat.unable");
+        char big[GB_WIRE_UNABLE_MAX + 2];
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        hb.unable = big;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "heartbeat.unable");
+        Gb__NodeStatus ns = GB__NODE_STATUS__INIT;
+        Gb__NodeStatus *nsp = &ns;
+        ns.agent_id = "a1";
+        ns.name = "n1";
+        ns.state = "connected";
+        ns.unable = "x\x1b[2J";
+        Gb__NodesReply nr = GB__NODES_REPLY__INIT;
+        nr.n_nodes = 1;
+        nr.nodes = &nsp;
+        env.body_case = GB__ENVELOPE__BODY_NODES_REPLY;
+        env.nodes_reply = &nr;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "nodes_reply.unable");
     } else if (strcmp(c, "reject_code") == 0) {
         Gb__Reject rej = GB__REJECT__INIT;
         rej.code = (Gb__RejectCode)77;

@@ -30,6 +30,10 @@
 #                is full when a job ends: the result is sent from memory
 #                and stored, the measurement is not lost; once acknowledged
 #                nothing is left in memory or on disk
+#   sick_node    a node that cannot start workers refuses its jobs to a
+#                healthy one instead of failing them
+#   sick_alone   the only node cannot start workers: offered no job until its
+#                back-off ends, `nodes` says why, the job runs once it can
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -104,6 +108,33 @@ sick_node)
     eq "none failed" "$(q "SELECT count(*) FROM jobs WHERE state != 'done'")" 0
     eq "all on the healthy node" "$(q "SELECT count(DISTINCT node) || ',' || min(node) FROM v_results")" "1,nb"
     contains "the sick node says why" "$T/nc.log" "cannot start a worker"
+    ;;
+sick_alone)
+    # the only node cannot start workers: it says so in its heartbeats and
+    # is offered nothing until a back-off ends (2 s, doubling), instead of
+    # bouncing the job once a heartbeat up to the 1000-attempt cap; the job
+    # waits queued; `nodes` says why; once there is room again it runs
+    small_disk "$T/nc" 256k
+    start_coord
+    start_agent nc
+    wait_nodes 1
+    dd if=/dev/zero of="$T/nc/filler" bs=4k >/dev/null 2>&1
+    sweep=$(submit --kind sleep --param duration_ms=100)
+    for _ in $(seq 100); do grep -q "cannot run jobs now" "$T/coord.log" && break; sleep 0.05; done
+    contains "the coordinator says so" "$T/coord.log" "agent nc cannot run jobs now: cannot start a worker: "
+    "$GB" nodes --format csv >"$T/nodes.csv" || fail "nodes"
+    contains "nodes says why" "$T/nodes.csv" ",cannot start a worker: "
+    sleep 2.5 # 25 heartbeats: it was offered the job once a heartbeat
+    eq "still queued" "$(q "SELECT state FROM jobs")" queued
+    tries=$(q "SELECT attempt FROM jobs")
+    [ "$tries" -le 3 ] || fail "offered $tries times in ~3 s (a back-off of 2 s, then 4 s)"
+    rm -f "$T/nc/filler"
+    check "it runs once there is room" "$GB" wait "$sweep" --quiet --timeout 20
+    eq "done" "$(q "SELECT state FROM jobs")" done
+    for _ in $(seq 40); do grep -q "agent nc tries to run jobs again" "$T/coord.log" && break; sleep 0.05; done
+    contains "said" "$T/coord.log" "agent nc tries to run jobs again"
+    "$GB" nodes --format csv >"$T/nodes.csv" || fail "nodes"
+    grep -q "cannot start a worker" "$T/nodes.csv" && fail "nodes still shows the problem"
     ;;
 spool_damaged)
     # a spooled result damaged while the agent was down: a directory, a
