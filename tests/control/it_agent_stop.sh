@@ -19,7 +19,12 @@ start_agent a1
 wait_nodes 1
 extra=()
 [ "$case" = gave_up ] && extra=(--max-attempts 1)
-sweep=$(submit --kind sleep --param duration_ms=1500 "${extra[@]}")
+# superseded: the stale worker (not stopped with its agent) must still run
+# when the agent thaws, ~1 s of lost window and re-run later; 1.5 s ended
+# first under ASan on a loaded machine (CI)
+dur=1500
+[ "$case" = superseded ] && dur=4000
+sweep=$(submit --kind sleep --param duration_ms=$dur "${extra[@]}")
 wait_running "$sweep" 1
 [ "$case" = superseded ] && start_agent a2
 kill -STOP "${AGENT_PID[a1]}"
