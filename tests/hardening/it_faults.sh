@@ -108,6 +108,7 @@ sick_node)
     eq "none failed" "$(q "SELECT count(*) FROM jobs WHERE state != 'done'")" 0
     eq "all on the healthy node" "$(q "SELECT count(DISTINCT node) || ',' || min(node) FROM v_results")" "1,nb"
     contains "the sick node says why" "$T/nc.log" "cannot start a worker"
+    assert_exactly_once 12
     ;;
 sick_alone)
     # the only node cannot start workers: it says so in its heartbeats and
@@ -135,6 +136,7 @@ sick_alone)
     contains "said" "$T/coord.log" "agent nc tries to run jobs again"
     "$GB" nodes --format csv >"$T/nodes.csv" || fail "nodes"
     grep -q "cannot start a worker" "$T/nodes.csv" && fail "nodes still shows the problem"
+    assert_exactly_once 1
     ;;
 spool_damaged)
     # a spooled result damaged while the agent was down: a directory, a
