@@ -159,6 +159,12 @@ int cmd_coordinator(int argc, char **argv) {
     cli_stop_on_signals(&stop);
     cli_reload_on_sighup(&reload);
     char err[1024];
+    /* keys that cannot be used are a configuration error (exit 2), as for
+     * the agent and the commands */
+    if (gb_coord_check_keys(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench coordinator: %s\n", err);
+        return 2;
+    }
     gb_coord_t *c = gb_coord_new(&cfg, err, sizeof err);
     if (!c) {
         fprintf(stderr, "gpubench coordinator: %s\n", err);

@@ -3355,6 +3355,35 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) {
+    if (!cfg->key_path != !cfg->authorized_path) {
+        gb_fmt(err, errlen,
+               "keys: give both --key (the coordinator's NAME.key) and --authorized "
+               "(the public keys it admits)");
+        return -1;
+    }
+    if (!cfg->key_path) return 0;
+    if (!gb_curve_available()) {
+        gb_fmt(err, errlen, "--key: this libzmq was built without CURVE");
+        return -1;
+    }
+    char pub[GB_CURVE_Z85_LEN + 1], sec[GB_CURVE_Z85_LEN + 1];
+    int rc = gb_curve_read_pair(cfg->key_path, pub, sec, err, errlen);
+    memset(sec, 0, sizeof sec);
+    if (rc != 0) return -1;
+    /* the list as the ZAP handler will load it (on a context of its own) */
+    void *ctx = zmq_ctx_new();
+    if (!ctx) {
+        gb_fmt(err, errlen, "cannot create a ZeroMQ context");
+        return -1;
+    }
+    gb_auth_t *auth = gb_auth_new(ctx, cfg->authorized_path, err, errlen);
+    rc = auth ? 0 : -1;
+    gb_auth_destroy(&auth);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
 gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000 || cfg->lost_after < 1 ||
         cfg->lost_after > 1000 || cfg->max_attempts < 1 ||

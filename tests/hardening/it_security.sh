@@ -104,7 +104,8 @@ bind)
     "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://0.0.0.0:*' --db "$T/x.db" >"$T/refuse2.log" 2>&1 &&
         fail "bound a public control address without keys"
     contains "says why" "$T/refuse2.log" "--insecure"
-    "$GB" coordinator --key "$T/coord.key" --db "$T/x.db" >"$T/half.log" 2>&1 && fail "started with --key alone"
+    "$GB" coordinator --key "$T/coord.key" --db "$T/x.db" >"$T/half.log" 2>&1
+    eq "started with --key alone: exit 2" "$?" 2
     contains "both needed" "$T/half.log" "give both --key"
     # with keys, any address is fine and no warning is printed
     LISTEN='tcp://0.0.0.0:*'
@@ -246,30 +247,38 @@ claimed)
     ;;
 bad_keys)
     cp "$T/coord.key" "$T/open.key"; chmod 644 "$T/open.key"
-    "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1 && fail "started on a world-readable key"
+    "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1
+    eq "started on a world-readable key: exit 2" "$?" 2
     contains "says why" "$T/open.log" "can be read by others"
     echo "not-a-key" >"$T/bad.list"
-    "$GB" coordinator --key "$T/coord.key" --authorized "$T/bad.list" --db "$T/x.db" >"$T/list.log" 2>&1 && fail "started on a broken list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/bad.list" --db "$T/x.db" >"$T/list.log" 2>&1
+    eq "started on a broken list: exit 2" "$?" 2
     contains "says why" "$T/list.log" "line 1: not a public key"
-    "$GB" coordinator --key "$T/coord.key" --authorized "$T/none" --db "$T/x.db" >"$T/none.log" 2>&1 && fail "started without its list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/none" --db "$T/x.db" >"$T/none.log" 2>&1
+    eq "started without its list: exit 2" "$?" 2
     contains "says why" "$T/none.log" "authorized keys"
     # whoever can write the list can let any key in
     cp "$T/authorized" "$T/open.list"; chmod 666 "$T/open.list"
-    "$GB" coordinator --key "$T/coord.key" --authorized "$T/open.list" --db "$T/x.db" >"$T/openlist.log" 2>&1 && fail "started on a world-writable list"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/open.list" --db "$T/x.db" >"$T/openlist.log" 2>&1
+    eq "started on a world-writable list: exit 2" "$?" 2
     contains "says why" "$T/openlist.log" "can be written by anyone (mode 666)"
     # ... and whoever can write its directory can put another list there;
     # a sticky directory (as /tmp) lets only the owner replace the file
     mkdir -m 777 "$T/opendir" "$T/sticky"; chmod 777 "$T/opendir"; chmod 1777 "$T/sticky"
     cp "$T/authorized" "$T/opendir/list"; cp "$T/authorized" "$T/sticky/list"
-    "$GB" coordinator --key "$T/coord.key" --authorized "$T/opendir/list" --db "$T/x.db" >"$T/opendir.log" 2>&1 && fail "started on a list in a world-writable directory"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/opendir/list" --db "$T/x.db" >"$T/opendir.log" 2>&1
+    eq "started on a list in a world-writable directory: exit 2" "$?" 2
     contains "says why" "$T/opendir.log" "its directory $T/opendir can be written by anyone (mode 777)"
     run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/sticky/list" --db "$T/z.db" \
         --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/sticky.log" 2>&1
     grep -q "its directory" "$T/sticky.log" && fail "a sticky directory refused"
     # a key listed twice is a mistake to point at, not a key counted twice
     { cat "$T/authorized"; head -n 1 "$T/authorized"; } >"$T/twice.list"
-    "$GB" coordinator --key "$T/coord.key" --authorized "$T/twice.list" --db "$T/x.db" >"$T/twice.log" 2>&1 && fail "started on a list with a key twice"
+    "$GB" coordinator --key "$T/coord.key" --authorized "$T/twice.list" --db "$T/x.db" >"$T/twice.log" 2>&1
+    eq "started on a list with a key twice: exit 2" "$?" 2
     contains "says which line" "$T/twice.log" "the key of entry 1 again"
+    # refused before anything was opened or bound
+    [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
     # an empty list starts (keys may come later, with SIGHUP) and says so
     printf '# no keys yet\n' >"$T/empty.list"
     run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
