@@ -3355,13 +3355,17 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* --key without --authorized, or the reverse */
+static int keys_half(const gb_coord_config_t *cfg, char *err, size_t errlen) {
+    if (!cfg->key_path == !cfg->authorized_path) return 0;
+    gb_fmt(err, errlen,
+           "keys: give both --key (the coordinator's NAME.key) and --authorized "
+           "(the public keys it admits)");
+    return -1;
+}
+
 int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) {
-    if (!cfg->key_path != !cfg->authorized_path) {
-        gb_fmt(err, errlen,
-               "keys: give both --key (the coordinator's NAME.key) and --authorized "
-               "(the public keys it admits)");
-        return -1;
-    }
+    if (keys_half(cfg, err, errlen)) return -1;
     if (!cfg->key_path) return 0;
     if (!gb_curve_available()) {
         gb_fmt(err, errlen, "--key: this libzmq was built without CURVE");
@@ -3395,12 +3399,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                GB_WIRE_ATTEMPT_MAX);
         return NULL;
     }
-    if (!cfg->key_path != !cfg->authorized_path) {
-        gb_fmt(err, errlen,
-               "keys: give both --key (the coordinator's NAME.key) and --authorized "
-               "(the public keys it admits)");
-        return NULL;
-    }
+    if (keys_half(cfg, err, errlen)) return NULL;
     if (cfg->max_agents < 1 || cfg->max_queued < 1 || cfg->rate_per_s < 0 ||
         (cfg->rate_per_s > 0 && cfg->rate_burst < 1)) {
         gb_fmt(err, errlen,
