@@ -269,21 +269,6 @@ out:
     free(spool_p);
 }
 
-/* text as one line the wire accepts: control characters become '?' */
-static void one_line(char *out, size_t outlen, const char *text) {
-    size_t o = 0;
-    for (const char *p = text; *p && o + 1 < outlen;) {
-        size_t n = gb_wire_control_len(p);
-        if (n) {
-            out[o++] = '?';
-            p += n;
-        } else {
-            out[o++] = *p++;
-        }
-    }
-    out[o] = '\0';
-}
-
 static void send_heartbeat(gb_agent_t *a) {
     Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
     size_t nr = 0;
@@ -743,7 +728,7 @@ refused:
         a->unable_backoff_ms = a->unable_backoff_ms ? a->unable_backoff_ms * 2 : 2000;
         if (a->unable_backoff_ms > 60000) a->unable_backoff_ms = 60000;
         a->unable_until_ms = now + a->unable_backoff_ms;
-        one_line(a->unable, sizeof a->unable, msg);
+        gb_log_escape(msg, a->unable, sizeof a->unable); /* one line, as the wire wants */
     }
     return;
 failed:

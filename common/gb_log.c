@@ -30,20 +30,30 @@ void gb_log_set_component(const char *name) {
     snprintf(log_component, sizeof log_component, "%s", name ? name : "gpubench");
 }
 
-void gb_log_escape(const char *in, char *out, size_t outlen) {
+static void put_hex(char *out, size_t *o, unsigned char b) {
     static const char hex[] = "0123456789abcdef";
+    out[(*o)++] = '\\';
+    out[(*o)++] = 'x';
+    out[(*o)++] = hex[b >> 4];
+    out[(*o)++] = hex[b & 15];
+}
+
+void gb_log_escape(const char *in, char *out, size_t outlen) {
     size_t o = 0;
     if (outlen == 0) return;
     for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-        if (*p >= 0x20 && *p != 0x7f) {
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            /* a C1 control as UTF-8 (0x9b is CSI to some terminals) */
+            if (o + 8 >= outlen) break;
+            put_hex(out, &o, p[0]);
+            put_hex(out, &o, p[1]);
+            p++;
+        } else if (*p >= 0x20 && *p != 0x7f) {
             if (o + 1 >= outlen) break;
             out[o++] = (char)*p;
         } else {
             if (o + 4 >= outlen) break;
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
+            put_hex(out, &o, *p);
         }
     }
     out[o] = '\0';

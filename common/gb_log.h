@@ -22,9 +22,10 @@ int gb_log_level_parse(const char *s, gb_log_level_t *out);
 void gb_log_set_component(const char *name);
 
 /* Copy in to out (outlen bytes, always terminated, cut short when it does
- * not fit) with every control character (bytes below 0x20 and 0x7f) written
- * as \xHH. gb_log does this to each record: peers' text cannot start a new
- * log line or send terminal escapes. */
+ * not fit) with every control character (bytes below 0x20, 0x7f, and C1
+ * controls as UTF-8, C2 80..9F) written as \xHH: the result is a line
+ * gb_wire_line_ok accepts. gb_log does this to each record: peers' text
+ * cannot start a new log line or send terminal escapes. */
 void gb_log_escape(const char *in, char *out, size_t outlen);
 
 void gb_log(gb_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -57,6 +57,12 @@ int main(int argc, char **argv) {
         /* UTF-8 passes untouched */
         gb_log_escape("n\xc3\xa9ud", out, sizeof out);
         CHECK(strcmp(out, "n\xc3\xa9ud") == 0);
+        /* but not a C1 control in it (U+009B, CSI to some terminals) */
+        gb_log_escape("a\xc2\x9b"
+                      "31mX\xc2\xa0",
+                      out, sizeof out);
+        CHECKF(strcmp(out, "a\\xc2\\x9b31mX\xc2\xa0") == 0, "%s", out);
+        CHECK(gb_wire_line_ok(out, 0, 64));
         /* cut short, never overrun, never half an escape */
         char tiny[6];
         gb_log_escape("ab\ncd", tiny, sizeof tiny);
