@@ -12,7 +12,9 @@ start_agent rack-c-1 --labels rack=c
 wait_nodes 4
 s1=$(submit --kind sleep --param duration_ms=100 --repeat 4 --labels rack=a)
 s2=$(submit --kind sleep --param duration_ms=100 --repeat 4 --nodes 'rack-b-*')
-s3=$(submit --kind sleep --param duration_ms=600 --repeat 3 --nodes rack-b-2)
+# (2.5 s: each poll below starts python3, ~0.8 s through pyenv's shim on a
+# loaded CI machine, which missed a 0.6 s overlap)
+s3=$(submit --kind sleep --param duration_ms=2500 --repeat 3 --nodes rack-b-2)
 # while two run there, nodes lists both (it showed the first only)
 for _ in $(seq 100); do
     jobs=$("$GB" nodes --format json | python3 -c 'import json, sys
