@@ -209,15 +209,18 @@ worker_hang)
     start_coord
     start_agent a1    # --kill-grace-ms 500 (lib.sh)
     wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=60000 --timeout 1 --name hang)
-    wait_running "$sweep" 1
-    w=$(worker_of a1)
-    [ -n "$w" ] || fail "no worker under the agent"
-    kill -STOP "$w"
+    # the worker stops itself (SIGSTOP) at once: the test stopped it from
+    # outside once `status` said running, and on a loaded CI machine that
+    # came after the 1 s limit had already killed it (no worker to stop)
     t0=$(date +%s%N)
+    sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --timeout 1 --name hang)
     "$GB" wait "$sweep" --quiet --timeout 20
     eq "wait fails" "$?" 1
     t1=$(date +%s%N)
+    w=$(sed -n 's/.*job 1 attempt 1 started: .*(worker pid \([0-9]*\),.*/\1/p' "$T/a1.log")
+    [ -n "$w" ] || fail "the agent did not say its worker's pid"
+    q "SELECT output_tail FROM results" >"$T/tail.txt"
+    contains "the worker stopped itself" "$T/tail.txt" "raising signal 19 at end"
     eq "the job failed once, as timed out" "$(q "SELECT v.status || ',' || r.status FROM v_results v JOIN results r USING (job_id, attempt)")" "failed,timeout"
     q "SELECT error FROM v_results" >"$T/err.txt"
     contains "reason kept" "$T/err.txt" "timed out after 1 s (worker killed)"
