@@ -410,9 +410,10 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
 
 /* ---- jobs ----------------------------------------------------------------- */
 
-/* The job's directory and every file in it: job.json, result.json, and a
- * result.json.tmp.PID a worker killed while writing it left (the directory
- * stayed, and every start tried and failed to remove it). */
+/* The job's directory and every file in it: job.json, result.json, and
+ * anything else in it (a result.json.tmp.PID an older worker killed while
+ * writing left kept the directory, and every start tried and failed to
+ * remove it). */
 static void rm_job_dir(const char *dir) {
     char p[4300];
     DIR *d = opendir(dir);

@@ -55,6 +55,31 @@ void gb_run_rdv_close(gb_run_t *r) {
     r->rdv_fd = -1;
 }
 
+/* An empty result file with RECORD_MAX bytes of blocks allocated past its
+ * end (FALLOC_FL_KEEP_SIZE): the worker writes its record into them, so a
+ * disk that fills while the job runs (a minutes-long training run) cannot
+ * cost the measurement. No room for it: the job is refused before it starts
+ * rather than lost at the end. A file system without fallocate gets no
+ * reservation. */
+static int reserve_record(const char *path, char *err, size_t errlen) {
+    unlink(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gb_fmt(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, RECORD_MAX) != 0 && errno != EOPNOTSUPP &&
+        errno != ENOSYS) {
+        gb_fmt(err, errlen, "no room for the result record (%u KiB) in %s: %s", RECORD_MAX >> 10,
+               path, strerror(errno));
+        rc = -1;
+    }
+    close(fd);
+    if (rc != 0) unlink(path);
+    return rc;
+}
+
 gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
                        int kill_grace_ms, char *err, size_t errlen) {
     return gb_run_start_ex(exe, dir, job_json, timeout_s, kill_grace_ms, 0, err, errlen);
@@ -69,7 +94,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         return NULL;
     }
     if (gb_write_file_atomic(job_path, job_json, strlen(job_json), err, errlen) != 0) return NULL;
-    unlink(out_path);
+    if (reserve_record(out_path, err, errlen) != 0) return NULL;
     gb_run_t *r = calloc(1, sizeof *r);
     if (!r) {
         gb_fmt(err, errlen, "out of memory");

@@ -152,6 +152,21 @@ static int fsync_dir_of(const char *path) {
     return rc;
 }
 
+/* write(2) all of data, through EINTR and short writes */
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
 int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
     char tmp[4096];
     if (gb_fmt(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0) {
@@ -163,17 +178,9 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
         gb_fmt(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            gb_fmt(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-            goto fail;
-        }
-        p += w;
-        left -= (size_t)w;
+    if (write_all(fd, data, len) != 0) {
+        gb_fmt(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        goto fail;
     }
     if (fsync(fd) != 0) {
         gb_fmt(err, errlen, "cannot fsync %s: %s", tmp, strerror(errno));
@@ -198,6 +205,26 @@ fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
     return -1;
+}
+
+int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,
+                           size_t errlen) {
+    /* no O_TRUNC: truncating would free the blocks reserved for this */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (write_all(fd, data, len) != 0 || ftruncate(fd, (off_t)len) != 0) {
+        gb_fmt(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (close(fd) != 0) {
+        gb_fmt(err, errlen, "cannot close %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int gb_mkdir_p(const char *path, char *err, size_t errlen) {

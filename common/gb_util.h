@@ -47,6 +47,12 @@ const char *gb_file_kind(mode_t m);
  * fsync, rename over path, fsync of the directory. A reader sees the old
  * file or the new one, never a part. */
 int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* Write data over the start of path (created if missing), then cut the
+ * file to len: blocks reserved for it beforehand (fallocate, see the
+ * agent's runner) are written into, so this needs no free space where they
+ * cover it. Not atomic: for a file read only once its writer has exited. */
+int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,
+                           size_t errlen);
 /* mkdir -p with mode 0700 for the directories it creates. */
 int gb_mkdir_p(const char *path, char *err, size_t errlen);
 /* n random bytes from the kernel (getrandom), written as 2n hex characters

@@ -2,11 +2,12 @@
  * binary as the worker: how a job can end (ok, failed, crashed, timed out,
  * cancelled, not started) and what is kept of its output.
  * `test_runner GPUBENCH CASE`. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "check.h"
 #include "gb_util.h"
 #include "runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,34 @@ int main(int argc, char **argv) {
         CHECK(res.exit_code == 0 && res.record_json && strstr(res.record_json, "\"slept_ms\""));
         CHECK(strstr(res.tail, "worker: job 5 attempt 2: sleep on cpu"));
         CHECK(res.finished_ms >= res.started_ms + 30);
+        free(res.record_json);
+    } else if (strcmp(c, "reserved") == 0) {
+        /* the result file exists from the start, empty, with the record's
+         * 512 KiB of blocks allocated past its end (where the file system
+         * has fallocate: probed on a file of our own) */
+        char probe[200];
+        snprintf(probe, sizeof probe, "%s/probe", dir);
+        int pfd = open(probe, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        CHECK(pfd >= 0);
+        int can = fallocate(pfd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+        close(pfd);
+        unlink(probe);
+        gb_run_t *r =
+            start(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 300}", 10);
+        char out[200];
+        struct stat st;
+        snprintf(out, sizeof out, "%s/result.json", dir);
+        CHECK(stat(out, &st) == 0 && st.st_size == 0);
+        if (can)
+            CHECKF((long long)st.st_blocks * 512 >= 512 << 10, "%lld blocks reserved",
+                   (long long)st.st_blocks);
+        else
+            printf("no fallocate on %s: nothing reserved\n", dir);
+        finish(r, &res);
+        CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
+        CHECK(res.record_json && strstr(res.record_json, "\"slept_ms\""));
+        /* the record written in place, the file cut to its length */
+        CHECK(stat(out, &st) == 0 && (size_t)st.st_size == strlen(res.record_json));
         free(res.record_json);
     } else if (strcmp(c, "failed") == 0) {
         run(gb,
@@ -222,7 +251,9 @@ int main(int argc, char **argv) {
             char p[1024];
             snprintf(p, sizeof p, "%s/job.json", sub_dir[i]);
             unlink(p);
-            rmdir(sub_dir[i]);
+            snprintf(p, sizeof p, "%s/result.json", sub_dir[i]);
+            unlink(p);
+            CHECK(rmdir(sub_dir[i]) == 0);
         }
         unlink(exe);
     } else if (strcmp(c, "no_record") == 0) {

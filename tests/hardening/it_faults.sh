@@ -30,6 +30,13 @@
 #                is full when a job ends: the result is sent from memory
 #                and stored, the measurement is not lost; once acknowledged
 #                nothing is left in memory or on disk
+#   worker_disk_full
+#                the agent's disk (its whole state dir) fills while a job
+#                runs: the worker writes its record into the blocks reserved
+#                at its start (cutting the file to the record frees the rest,
+#                where the agent's spool then fits), the result is stored;
+#                the next job is refused before it starts (no room
+#                to reserve), not lost at its end, and runs once there is room
 #   sick_node    a node that cannot start workers refuses its jobs to a
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
@@ -97,11 +104,38 @@ agent_spool_full)
     rm -f "$T/a1/spool/filler"
     assert_exactly_once 1
     ;;
+worker_disk_full)
+    small_disk "$T/a1" 4m
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
+    wait_running "$sweep" 1
+    dd if=/dev/zero of="$T/a1/filler" bs=4k >/dev/null 2>&1
+    check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    eq "the measurement is stored" "$(q "SELECT status FROM results")" ok
+    q "SELECT record FROM results" >"$T/rec.txt"
+    contains "... with its record" "$T/rec.txt" '"slept_ms":'
+    # fill again (the first job's reservation was freed at its end), then
+    # free 256 KiB: room for a job file, not for a record's 512 KiB
+    dd if=/dev/zero of="$T/a1/filler" bs=4k oflag=append conv=notrunc >/dev/null 2>&1
+    truncate -s -256K "$T/a1/filler"
+    sweep2=$(submit --kind sleep --param duration_ms=10 --max-attempts 1)
+    for _ in $(seq 100); do grep -q "cannot start a worker" "$T/a1.log" && break; sleep 0.05; done
+    contains "the next job is refused at its start, for want of room for its record" "$T/a1.log" \
+        "cannot start a worker: no room for the result record (512 KiB) in $T/a1/"
+    for _ in $(seq 100); do [ "$(sweep_field "$sweep2" queued)" = 1 ] && break; sleep 0.05; done
+    eq "... and waits queued" "$(sweep_field "$sweep2" queued)" 1
+    rm -f "$T/a1/filler"
+    check "it runs once there is room" "$GB" wait "$sweep2" --quiet --timeout 30
+    eq "both done" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 2
+    assert_exactly_once 2
+    ;;
 sick_node)
     # one node cannot start workers (its state dir's disk is full): it
     # refuses its jobs, which go to the healthy node, instead of failing
     # them for good (it drained half a sweep into failures)
-    small_disk "$T/nc" 256k
+    small_disk "$T/nc" 2m
     start_coord
     start_agent nb
     start_agent nc
@@ -119,7 +153,7 @@ sick_alone)
     # is offered nothing until a back-off ends (2 s, doubling), instead of
     # bouncing the job once a heartbeat up to the 1000-attempt cap; the job
     # waits queued; `nodes` says why; once there is room again it runs
-    small_disk "$T/nc" 256k
+    small_disk "$T/nc" 2m
     start_coord
     start_agent nc
     wait_nodes 1
