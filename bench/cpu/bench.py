@@ -11,8 +11,13 @@ process under /usr/bin/time -v (peak RSS). It prints a table of median
 images/s over rounds, the ratio gpubench / PyTorch and peak memory, and writes
 RESULTS.md next to this script with the date and the machine line.
 
-Usage: bench.py [--gpubench PATH] [--rounds 3] [--steps 8] [--warmup 2]
-                [--threads 2] [--batches 8,32] [--out RESULTS.md]
+With --precision bf16 it runs `gpubench train --precision bf16` against
+PyTorch under CPU autocast to bfloat16 (the same four PyTorch configurations)
+and writes BF16_RESULTS.md; both need a CPU with avx512_bf16.
+
+Usage: bench.py [--gpubench PATH] [--precision fp32|bf16] [--rounds 3]
+                [--steps 8] [--warmup 2] [--threads 2] [--batches 8,32]
+                [--out RESULTS.md]
 Relative --gpubench and --out are the current directory's (a bare name is
 looked up in PATH); both, the sizes and PyTorch are checked before the first
 run. Ctrl-C or SIGTERM stops the run under way with everything it started.
@@ -35,13 +40,16 @@ TUNED = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
          "glibc.malloc.trim_threshold=68719476736")
 
 
-def configs(gpubench, batch, steps, warmup, threads):
+def configs(gpubench, precision, batch, steps, warmup, threads):
     common = ["--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup),
               "--threads", str(threads)]
-    g = [gpubench, "train", "--backend", "cpu", "--precision", "fp32", "--format", "json"] + common
+    g = [gpubench, "train", "--backend", "cpu", "--precision", precision, "--format",
+         "json"] + common
     t = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")] + common
+    if precision == "bf16":
+        t.append("--bf16")
     return [
-        ("gpubench fp32", g, None),
+        ("gpubench " + precision, g, None),
         ("PyTorch NCHW, default malloc", t, None),
         ("PyTorch NCHW, tuned malloc", t, TUNED),
         ("PyTorch channels_last, default malloc", t + ["--channels-last"], None),
@@ -109,13 +117,16 @@ def machine_line():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpubench", default=os.path.join(HERE, "..", "..", "build", "bin", "gpubench"))
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", default="8,32")
-    ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--out")
     a = ap.parse_args()
+    if a.out is None:
+        a.out = os.path.join(HERE, "RESULTS.md" if a.precision == "fp32" else "BF16_RESULTS.md")
     try:
         batches = [int(b) for b in a.batches.split(",")]
     except ValueError:
@@ -132,12 +143,17 @@ def main():
     if subprocess.run(["/usr/bin/python3", "-c", "import torch, torchvision"],
                       capture_output=True).returncode != 0:
         ap.error("/usr/bin/python3 cannot import torch and torchvision (the PyTorch side)")
+    if a.precision == "bf16":
+        with open("/proc/cpuinfo") as f:
+            if "avx512_bf16" not in f.read():
+                ap.error("--precision bf16: this CPU has no avx512_bf16 (gpubench refuses bf16 "
+                         "without it, and PyTorch's autocast would emulate it slowly)")
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()
     results = {}  # (batch, name) -> list of (ips, rss)
     versions = {}
     for batch in batches:
-        cfgs = configs(a.gpubench, batch, a.steps, a.warmup, a.threads)
+        cfgs = configs(a.gpubench, a.precision, batch, a.steps, a.warmup, a.threads)
         for r in range(a.rounds):
             order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
             for name, cmd, tun in order:
@@ -152,8 +168,8 @@ def main():
                  % a.rounds)
     lines.append("| ---: | --- | ---: | ---: | ---: |")
     for batch in batches:
-        ours = statistics.median(v[0] for v in results[(batch, "gpubench fp32")])
-        for name, _, _ in configs(a.gpubench, batch, a.steps, a.warmup, a.threads):
+        ours = statistics.median(v[0] for v in results[(batch, "gpubench " + a.precision)])
+        for name, _, _ in configs(a.gpubench, a.precision, batch, a.steps, a.warmup, a.threads):
             v = results[(batch, name)]
             ips = statistics.median(x[0] for x in v)
             rss = max(x[1] for x in v)
@@ -164,16 +180,21 @@ def main():
     print()
     print(table)
     with open(a.out, "w") as f:
-        f.write("# bench/cpu results\n\n")
-        f.write("Run: %s, `bench/cpu/bench.py --rounds %d --steps %d --warmup %d --threads %d "
-                "--batches %s`\n\n" % (started, a.rounds, a.steps, a.warmup, a.threads, a.batches))
+        f.write("# bench/cpu results%s\n\n" % ("" if a.precision == "fp32" else ", bf16"))
+        f.write("Run: %s, `bench/cpu/bench.py --precision %s --rounds %d --steps %d --warmup %d "
+                "--threads %d --batches %s`\n\n" % (started, a.precision, a.rounds, a.steps,
+                                                   a.warmup, a.threads, a.batches))
         f.write("Machine: %s; gpubench oneDNN %s (%s)\n\n" % (
             machine_line(), versions.get("onednn", "?"), versions.get("isa", "?")))
+        how = ("fp32" if a.precision == "fp32" else
+               "bf16 (gpubench: bf16 activations, gradients and compute weights, fp32 master "
+               "weights and batch-norm statistics; PyTorch: forward and loss under CPU autocast "
+               "to bfloat16, fp32 weights)")
         f.write("ResNet-50 v1.5 training step (forward, loss, backward, SGD with momentum and "
-                "weight decay), 224x224, fp32, %d threads, synthetic data, %d warm-up and %d "
+                "weight decay), 224x224, %s, %d threads, synthetic data, %d warm-up and %d "
                 "timed steps per run; every configuration once per round, rounds interleaved. "
                 "Peak RSS from /usr/bin/time -v (the whole process).\n\n"
-                % (a.threads, a.warmup, a.steps))
+                % (how, a.threads, a.warmup, a.steps))
         f.write(table + "\n")
         load1 = os.getloadavg()
         f.write("\nLoad average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "

@@ -2,7 +2,9 @@
 """torch_train.py - the PyTorch side of bench/cpu: torchvision resnet50
 training steps (SGD, momentum 0.9, weight decay 1e-4, lr 0.1) on a synthetic
 batch made before timing, timed per step with a monotonic clock, the same way
-`gpubench train` times its steps. Prints one JSON line."""
+`gpubench train` times its steps; --bf16 runs forward and loss under CPU
+autocast to bfloat16 (PyTorch's mixed precision: fp32 weights, bf16
+convolutions and matrix products). Prints one JSON line."""
 import argparse
 import json
 import resource
@@ -18,6 +20,7 @@ ap.add_argument("--steps", type=int, default=10)
 ap.add_argument("--warmup", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--channels-last", action="store_true")
+ap.add_argument("--bf16", action="store_true")
 a = ap.parse_args()
 if a.batch < 1 or a.image_size < 1 or a.steps < 1 or a.threads < 1 or a.warmup < 0:
     ap.error("--batch, --image-size, --steps and --threads must be at least 1, --warmup 0 or more")
@@ -36,7 +39,8 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-
 
 def step():
     opt.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
     return loss.item()
