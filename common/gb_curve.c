@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define MAX_KEY_FILE 4096
@@ -78,6 +79,14 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
                : (st.st_mode & 022)                     ? "written"
                                                         : "used",
                (st.st_mode & 007) ? "others" : "its group", (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    /* its owner could change it under us (and chmod it back) */
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        gb_fmt(err, errlen,
+               "%s belongs to uid %u, not to this process's user (uid %u) or root: its owner "
+               "could put another key in it; chown it",
+               path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     char *text = NULL;

@@ -215,7 +215,9 @@ int gb_write_file_in_place(const char *path, const void *data, size_t len, char 
         gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    if (write_all(fd, data, len) != 0 || ftruncate(fd, (off_t)len) != 0) {
+    struct stat st;
+    if (write_all(fd, data, len) != 0 || fstat(fd, &st) != 0 ||
+        (S_ISREG(st.st_mode) && ftruncate(fd, (off_t)len) != 0)) {
         gb_fmt(err, errlen, "cannot write %s: %s", path, strerror(errno));
         close(fd);
         return -1;

@@ -50,7 +50,8 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
 /* Write data over the start of path (created if missing), then cut the
  * file to len: blocks reserved for it beforehand (fallocate, see the
  * agent's runner) are written into, so this needs no free space where they
- * cover it. Not atomic: for a file read only once its writer has exited. */
+ * cover it. Not atomic: for a file read only once its writer has exited.
+ * A path that is not a regular file (a pipe, /dev/stdout) is written only. */
 int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,
                            size_t errlen);
 /* mkdir -p with mode 0700 for the directories it creates. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define ZAP_ENDPOINT  "inproc://zeromq.zap.01"
@@ -140,6 +141,14 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
                "key in; chmod go-w it",
                self->path, (st.st_mode & 002) ? "anyone" : "its group",
                (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    /* ... and so can its owner (who can chmod it) */
+    if (stat(self->path, &st) == 0 && st.st_uid != geteuid() && st.st_uid != 0) {
+        gb_fmt(err, errlen,
+               "authorized keys %s belongs to uid %u, not to this process's user (uid %u) or "
+               "root: its owner could let a key in; chown it",
+               self->path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     /* ... and so can whoever may replace it: its directory (a sticky one,

@@ -24,7 +24,8 @@
 #                      long as it ran, a coordinator log line each), says
 #                      when it tries again, and meets the handshake's refusal
 #   bad_keys           the coordinator refuses to start on a key file others
-#                      can read, a broken list, or one of --key/--authorized
+#                      can read or another user owns, a broken list, a list
+#                      another user owns, or one of --key/--authorized
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -250,6 +251,21 @@ bad_keys)
     "$GB" coordinator --key "$T/open.key" --authorized "$T/authorized" --db "$T/x.db" >"$T/open.log" 2>&1
     eq "started on a world-readable key: exit 2" "$?" 2
     contains "says why" "$T/open.log" "can be read by others"
+    # a key or a list another user owns: its owner could change it (and chmod it back)
+    if [ "$(id -u)" = 0 ]; then
+        cp "$T/coord.key" "$T/theirs.key"; chown 65534 "$T/theirs.key"
+        run_for 5 "$GB" coordinator --key "$T/theirs.key" --authorized "$T/authorized" --db "$T/x.db" \
+            --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirs.log" 2>&1
+        eq "started on another user's key: exit 2" "$?" 2
+        contains "says why" "$T/theirs.log" "theirs.key belongs to uid 65534, not to this process's user (uid 0) or root"
+        cp "$T/authorized" "$T/theirs.list"; chown 65534 "$T/theirs.list"
+        run_for 5 "$GB" coordinator --key "$T/coord.key" --authorized "$T/theirs.list" --db "$T/x.db" \
+            --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirsl.log" 2>&1
+        eq "started on another user's list: exit 2" "$?" 2
+        contains "says why" "$T/theirsl.log" "theirs.list belongs to uid 65534"
+    else
+        echo "not root: the checks of files another user owns are skipped"
+    fi
     echo "not-a-key" >"$T/bad.list"
     "$GB" coordinator --key "$T/coord.key" --authorized "$T/bad.list" --db "$T/x.db" >"$T/list.log" 2>&1
     eq "started on a broken list: exit 2" "$?" 2
