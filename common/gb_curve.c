@@ -82,7 +82,7 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
         return -1;
     }
     /* its owner could change it under us (and chmod it back) */
-    if (st.st_uid != geteuid() && st.st_uid != 0) {
+    if (!gb_trusted_owner(&st)) {
         gb_fmt(err, errlen,
                "%s belongs to uid %u, not to this process's user (uid %u) or root: its owner "
                "could put another key in it; chown it",

@@ -41,6 +41,10 @@ int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *e
  * socket, directory or device is refused at once, without waiting on it. */
 int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,
                          size_t errlen);
+/* Does st belong to this process's user or to root? A key or list anyone
+ * else owns can be changed under us (its owner can chmod it back). */
+struct stat;
+int gb_trusted_owner(const struct stat *st);
 /* "a directory", "a FIFO", ... for messages about what a path is. */
 const char *gb_file_kind(mode_t m);
 /* Write data to path atomically and durably: a temporary file next to it,

@@ -135,7 +135,8 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
     char why[512];
     /* whoever can write the list can let any key in */
     struct stat st;
-    if (stat(self->path, &st) == 0 && (st.st_mode & 022)) {
+    int have_st = stat(self->path, &st) == 0;
+    if (have_st && (st.st_mode & 022)) {
         gb_fmt(err, errlen,
                "authorized keys %s can be written by %s (mode %03o): anyone who can could let a "
                "key in; chmod go-w it",
@@ -144,7 +145,7 @@ static int load(gb_auth_t *self, char *err, size_t errlen) {
         return -1;
     }
     /* ... and so can its owner (who can chmod it) */
-    if (stat(self->path, &st) == 0 && st.st_uid != geteuid() && st.st_uid != 0) {
+    if (have_st && !gb_trusted_owner(&st)) {
         gb_fmt(err, errlen,
                "authorized keys %s belongs to uid %u, not to this process's user (uid %u) or "
                "root: its owner could let a key in; chown it",
