@@ -1,9 +1,12 @@
 /* agent.c - see agent.h.
  *
  * Invariants: a job's Result is on disk (spool) before it is sent and stays
- * there until a ResultAck for that (job, attempt) arrives; the unacked list
- * mirrors the spool. A slot holds at most one running worker. Every message
- * from the coordinator is validated by gb_wire_decode before use. */
+ * there until a ResultAck for that (job, attempt) arrives (a full disk
+ * aside: then it is held in memory and spooled once there is room); the
+ * unacked list mirrors the spool, with copies in memory (keep_state_dir
+ * writes them back into a spool removed under the agent). A slot holds at
+ * most one running worker. Every message from the coordinator is validated
+ * by gb_wire_decode before use. */
 #define _GNU_SOURCE
 #include "agent.h"
 
@@ -29,10 +32,15 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SLOTS 64
 #define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
+/* unacknowledged results are held in memory as well as in the spool, up to
+ * this much in all: a spool removed under the agent (a tmp cleaner, a hand)
+ * is written again from them */
+#define MEM_COPIES_MAX (64u << 20)
 
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
@@ -61,8 +69,11 @@ typedef struct unacked {
     uint64_t job_id;
     uint32_t attempt;
     int64_t next_send_ms;
-    /* the packed Result when the spool could not keep it (a full disk):
-     * held in memory until acknowledged, lost only if the agent dies first */
+    int on_disk; /* the spool has it */
+    /* the packed Result, or NULL: a copy of the spool's (while
+     * MEM_COPIES_MAX allows), or the only one when the spool could not keep
+     * it (a full disk; lost only if the agent dies before it is
+     * acknowledged or spooled) */
     uint8_t *mem;
     size_t mem_len;
 } unacked_t;
@@ -100,6 +111,8 @@ struct gb_agent {
     slot_t slots[MAX_SLOTS];
     unacked_t *unacked;
     size_t n_unacked, unacked_cap;
+    size_t mem_held;         /* bytes of unacked[].mem */
+    int64_t state_logged_ms; /* last "cannot make the state directory again" line */
 };
 
 void gb_agent_config_default(gb_agent_config_t *cfg) {
@@ -331,7 +344,8 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     Gb__Result *r;
     if (u->mem) {
         r = gb__result__unpack(NULL, u->mem_len, u->mem);
-        if (!r) { /* our own packing: only memory can fail here; the next round retries */
+        if (!r && !u->on_disk) {
+            /* our own packing: only memory can fail here; the next round retries */
             gb_error("out of memory sending the result of job %" PRIu64, u->job_id);
             return;
         }
@@ -346,16 +360,15 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
             r = gb__result__unpack(NULL, len, data);
             free(data);
         }
-        /* the entry must be the one its name says (an empty file decodes as
-         * job 0, which the coordinator refuses at every resend; a renamed
-         * one stored its result under another attempt) */
-        if (r && (r->job_id != u->job_id || r->attempt != u->attempt)) {
-            gb_error("spool: the entry of job %" PRIu64 " attempt %u holds job %" PRIu64
-                     " attempt %u",
-                     u->job_id, u->attempt, r->job_id, r->attempt);
-            gb__result__free_unpacked(r, NULL);
-            r = NULL;
-        }
+    }
+    /* the entry must be the one its name says (an empty file decodes as job
+     * 0, which the coordinator refuses at every resend; a renamed one stored
+     * its result under another attempt) */
+    if (r && (r->job_id != u->job_id || r->attempt != u->attempt)) {
+        gb_error("spool: the entry of job %" PRIu64 " attempt %u holds job %" PRIu64 " attempt %u",
+                 u->job_id, u->attempt, r->job_id, r->attempt);
+        gb__result__free_unpacked(r, NULL);
+        r = NULL;
     }
     if (!r) {
         /* It could never be acknowledged: keep the bytes aside and report
@@ -403,9 +416,38 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
     u->job_id = job;
     u->attempt = attempt;
     u->next_send_ms = 0;
+    u->on_disk = 0;
     u->mem = NULL;
     u->mem_len = 0;
     return u;
+}
+
+/* Hold buf (malloc'd, len bytes) as u's copy in memory, or free it: kept
+ * when it is the only copy, or while MEM_COPIES_MAX allows. */
+static void unacked_hold(gb_agent_t *a, unacked_t *u, uint8_t *buf, size_t len) {
+    if (u->mem) {
+        a->mem_held -= u->mem_len;
+        free(u->mem);
+        u->mem = NULL;
+        u->mem_len = 0;
+    }
+    if (!u->on_disk || a->mem_held + len <= MEM_COPIES_MAX) {
+        u->mem = buf;
+        u->mem_len = len;
+        a->mem_held += len;
+    } else {
+        free(buf);
+    }
+}
+
+/* Forget an acknowledged result: its spool entry and its copy in memory. */
+static void unacked_drop(gb_agent_t *a, unacked_t *u) {
+    char why[600];
+    if (u->on_disk && gb_spool_del(a->spool, u->job_id, u->attempt, why, sizeof why) != 0)
+        gb_error("spool: %s", why);
+    a->mem_held -= u->mem_len;
+    free(u->mem);
+    *u = a->unacked[--a->n_unacked];
 }
 
 /* ---- jobs ----------------------------------------------------------------- */
@@ -460,13 +502,8 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_
         free(buf);
         return;
     }
-    if (rc != 0) {
-        free(u->mem);
-        u->mem = buf;
-        u->mem_len = len;
-    } else {
-        free(buf);
-    }
+    u->on_disk = rc == 0;
+    unacked_hold(a, u, buf, len);
     gb_info("job %" PRIu64 " attempt %u ended: %s%s%s", job, attempt,
             rr->status == GB_RUN_OK ? "ok" : "not ok", rr->error[0] ? ": " : "", rr->error);
     if (a->registered) send_spooled(a, u);
@@ -817,13 +854,11 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
     case GB__ENVELOPE__BODY_RESULT_ACK: {
         const Gb__ResultAck *ack = env->result_ack;
         unacked_t *u = unacked_find(a, ack->job_id, ack->attempt);
-        if ((!u || !u->mem) &&
-            gb_spool_del(a->spool, ack->job_id, ack->attempt, why, sizeof why) != 0)
-            gb_error("spool: %s", why);
         if (u) {
-            free(u->mem);
-            *u = a->unacked[--a->n_unacked];
+            unacked_drop(a, u);
             gb_info("result of job %" PRIu64 " attempt %u acknowledged", ack->job_id, ack->attempt);
+        } else if (gb_spool_del(a->spool, ack->job_id, ack->attempt, why, sizeof why) != 0) {
+            gb_error("spool: %s", why);
         }
         break;
     }
@@ -919,6 +954,120 @@ static int load_id(gb_agent_t *a, char *err, size_t errlen) {
     char line[GB_WIRE_ID_MAX + 2];
     gb_fmt(line, sizeof line, "%s\n", a->id);
     return gb_write_file_atomic(path, line, strlen(line), err, errlen);
+}
+
+/* 1 when path names nothing (ENOENT), 0 otherwise. */
+static int gone(const char *path) {
+    struct stat st;
+    return lstat(path, &st) != 0 && errno == ENOENT;
+}
+
+/* The state directory stays the agent's while it runs. Removed, whole or in
+ * part (by hand; by a tmp cleaner that deletes old files, the lock and the
+ * id among them), it is made again: the directories, the lock (else a
+ * second agent could start in it), the id, the spool entries of results
+ * not yet acknowledged (from their copies in memory) and the directories of
+ * running jobs, where their workers write their records. Results the spool
+ * could not keep (a full disk) are spooled once it can. Checked once a
+ * heartbeat. -1 when another agent holds the directory now: this one
+ * stops, leaving it to that one. */
+static int keep_state_dir(gb_agent_t *a) {
+    char path[4200], err[600];
+    int failed = 0;
+    int64_t now = gb_mono_ms();
+    if (gone(a->state_dir) || gone(a->jobs_dir)) {
+        if (gb_mkdir_p(a->jobs_dir, err, sizeof err) == 0)
+            gb_warn("state directory %s was removed while the agent ran: made it again",
+                    a->state_dir);
+        else
+            failed = 1;
+    }
+    struct stat st, own;
+    gb_fmt(path, sizeof path, "%s/lock", a->state_dir);
+    if (!failed && (stat(path, &st) != 0 || fstat(a->lock_fd, &own) != 0 ||
+                    st.st_dev != own.st_dev || st.st_ino != own.st_ino)) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            gb_fmt(err, sizeof err, "cannot make %s again: %s", path, strerror(errno));
+            failed = 1;
+        } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            close(fd);
+            gb_error("state directory %s: its lock file was removed and another agent holds "
+                     "the new one: this agent stops and leaves the directory to it",
+                     a->state_dir);
+            return -1;
+        } else {
+            close(a->lock_fd);
+            a->lock_fd = fd;
+            gb_warn("state directory %s: its lock file was removed: locked it again", a->state_dir);
+        }
+    }
+    gb_fmt(path, sizeof path, "%s/agent_id", a->state_dir);
+    if (!failed && gone(path)) {
+        char line[GB_WIRE_ID_MAX + 2];
+        gb_fmt(line, sizeof line, "%s\n", a->id);
+        if (gb_write_file_atomic(path, line, strlen(line), err, sizeof err) == 0)
+            gb_warn("state directory %s: its agent_id was removed: wrote it again", a->state_dir);
+        else
+            failed = 1;
+    }
+    int made = failed ? 0 : gb_spool_ensure(a->spool, err, sizeof err);
+    if (made < 0) failed = 1;
+    if (made > 0) gb_warn("state directory %s: its spool was removed: made it again", a->state_dir);
+    for (size_t i = 0; !failed && i < a->n_unacked; i++) {
+        unacked_t *u = &a->unacked[i];
+        int has = gb_spool_has(a->spool, u->job_id, u->attempt, err, sizeof err);
+        if (has != 0) {
+            failed = has < 0;
+            continue;
+        }
+        if (!u->mem) {
+            /* beyond MEM_COPIES_MAX: sending it finds it missing and
+             * reports the job failed rather than leave it waiting */
+            gb_error("spool: the result of job %" PRIu64 " attempt %u was removed from the "
+                     "spool and has no copy in memory: it is lost",
+                     u->job_id, u->attempt);
+            u->on_disk = 0;
+            continue;
+        }
+        if (gb_spool_put(a->spool, u->job_id, u->attempt, u->mem, u->mem_len, err, sizeof err) !=
+            0) {
+            /* a full disk: tried again at the next heartbeat (a result only
+             * in memory already said so when it ended) */
+            failed = u->on_disk;
+            break;
+        }
+        if (u->on_disk)
+            gb_warn("spool: the result of job %" PRIu64 " attempt %u was removed from the "
+                    "spool: written again from memory",
+                    u->job_id, u->attempt);
+        else
+            gb_info("spool: the result of job %" PRIu64 " attempt %u, held in memory, is in "
+                    "the spool now",
+                    u->job_id, u->attempt);
+        u->on_disk = 1;
+        uint8_t *mem = u->mem;
+        u->mem = NULL;
+        a->mem_held -= u->mem_len;
+        unacked_hold(a, u, mem, u->mem_len); /* within the budget now, or freed */
+    }
+    for (int i = 0; !failed && i < a->cfg.slots; i++) {
+        slot_t *sl = &a->slots[i];
+        if (!sl->run || !gone(sl->dir)) continue;
+        if (gb_run_restore_dir(sl->run, err, sizeof err) != 0) {
+            failed = 1;
+            break;
+        }
+        gb_warn("the directory of job %" PRIu64 " was removed while it ran: made it again",
+                sl->job_id);
+    }
+    if (failed && now - a->state_logged_ms >= 30000) {
+        a->state_logged_ms = now;
+        gb_error("state directory %s cannot be made whole again: %s; trying again at each "
+                 "heartbeat",
+                 a->state_dir, err);
+    }
+    return 0;
 }
 
 static void clean_jobs_dir(gb_agent_t *a) {
@@ -1046,8 +1195,23 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     gb_spool_entry_t *entries = NULL;
     size_t n = 0;
     if (gb_spool_list(a->spool, &entries, &n, err, errlen) != 0) goto err;
-    for (size_t i = 0; i < n; i++)
-        unacked_add(a, entries[i].job_id, entries[i].attempt);
+    for (size_t i = 0; i < n; i++) {
+        unacked_t *u = unacked_add(a, entries[i].job_id, entries[i].attempt);
+        void *data;
+        size_t len;
+        char why[600];
+        if (!u) {
+            free(entries);
+            gb_fmt(err, errlen, "out of memory");
+            goto err;
+        }
+        u->on_disk = 1;
+        /* a copy in memory too; one that cannot be read is dealt with when
+         * it is sent (moved aside, the job reported failed) */
+        if (a->mem_held < MEM_COPIES_MAX &&
+            gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, why, sizeof why) == 0)
+            unacked_hold(a, u, data, len);
+    }
     free(entries);
     clean_jobs_dir(a);
     a->inv = calloc(1, sizeof *a->inv);
@@ -1237,6 +1401,7 @@ int gb_agent_run(gb_agent_t *a) {
         }
         if (a->registered) a->silent_warned_ms = 0;
         if (now >= a->next_hb_ms) {
+            if (keep_state_dir(a) != 0) return -1;
             if (a->registered) {
                 send_heartbeat(a);
                 for (int i = 0; i < a->cfg.slots; i++)

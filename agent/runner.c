@@ -61,9 +61,10 @@ void gb_run_rdv_close(gb_run_t *r) {
  * cost the measurement. No room for it: the job is refused before it starts
  * rather than lost at the end. A file system without fallocate gets no
  * reservation. */
-static int reserve_record(const char *path, char *err, size_t errlen) {
-    unlink(path);
+static int reserve_record(const char *path, int keep, char *err, size_t errlen) {
+    if (!keep) unlink(path);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && keep && errno == EEXIST) return 0; /* the worker wrote its record */
     if (fd < 0) {
         gb_fmt(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -80,6 +81,16 @@ static int reserve_record(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
+int gb_run_restore_dir(const gb_run_t *self, char *err, size_t errlen) {
+    char out_path[4200];
+    if (gb_mkdir_p(self->dir, err, errlen) != 0) return -1;
+    if (gb_fmt(out_path, sizeof out_path, "%s/result.json", self->dir) != 0) {
+        gb_fmt(err, errlen, "job directory path too long");
+        return -1;
+    }
+    return reserve_record(out_path, 1, err, errlen);
+}
+
 gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, int timeout_s,
                        int kill_grace_ms, char *err, size_t errlen) {
     return gb_run_start_ex(exe, dir, job_json, timeout_s, kill_grace_ms, 0, err, errlen);
@@ -94,7 +105,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         return NULL;
     }
     if (gb_write_file_atomic(job_path, job_json, strlen(job_json), err, errlen) != 0) return NULL;
-    if (reserve_record(out_path, err, errlen) != 0) return NULL;
+    if (reserve_record(out_path, 0, err, errlen) != 0) return NULL;
     gb_run_t *r = calloc(1, sizeof *r);
     if (!r) {
         gb_fmt(err, errlen, "out of memory");

@@ -44,6 +44,10 @@ gb_run_t *gb_run_start(const char *exe, const char *dir, const char *job_json, i
  * other (non-blocking) is gb_run_rdv_fd(). */
 gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json, int timeout_s,
                           int kill_grace_ms, int rdv, char *err, size_t errlen);
+/* Make the job's directory again (removed while its worker ran, with the
+ * agent's state directory), with the record's reservation unless the worker
+ * already wrote its record there. */
+int gb_run_restore_dir(const gb_run_t *self, char *err, size_t errlen);
 /* The agent's end of the rendezvous channel, or -1 without one (or after
  * gb_run_rdv_close). */
 int gb_run_rdv_fd(const gb_run_t *self);

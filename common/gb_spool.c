@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SPOOL_MAX_ENTRY (64u << 20) /* far above any Result the wire accepts */
@@ -111,6 +112,29 @@ int gb_spool_quarantine(gb_spool_t *self, uint64_t job_id, uint32_t attempt, cha
         return -1;
     }
     return 0;
+}
+
+int gb_spool_has(gb_spool_t *self, uint64_t job_id, uint32_t attempt, char *err, size_t errlen) {
+    char p[4200];
+    struct stat st;
+    if (entry_path(self, job_id, attempt, "", p, sizeof p) != 0) {
+        gb_fmt(err, errlen, "spool path too long");
+        return -1;
+    }
+    if (lstat(p, &st) == 0) return 1;
+    if (errno == ENOENT) return 0;
+    gb_fmt(err, errlen, "cannot look at %s: %s", p, strerror(errno));
+    return -1;
+}
+
+int gb_spool_ensure(gb_spool_t *self, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(self->dir, &st) == 0) return 0;
+    if (errno != ENOENT) {
+        gb_fmt(err, errlen, "cannot look at spool %s: %s", self->dir, strerror(errno));
+        return -1;
+    }
+    return gb_mkdir_p(self->dir, err, errlen) == 0 ? 1 : -1;
 }
 
 static int cmp_entry(const void *a, const void *b) {

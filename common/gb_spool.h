@@ -37,6 +37,12 @@ int gb_spool_del(gb_spool_t *self, uint64_t job_id, uint32_t attempt, char *err,
 /* Move an unreadable entry aside as "<name>.bad" so it is not resent. */
 int gb_spool_quarantine(gb_spool_t *self, uint64_t job_id, uint32_t attempt, char *err,
                         size_t errlen);
+/* 1 when (job, attempt) has an entry (whatever it holds), 0 when it has
+ * none, -1 when that cannot be told (err says why). */
+int gb_spool_has(gb_spool_t *self, uint64_t job_id, uint32_t attempt, char *err, size_t errlen);
+/* Make the spool directory again when it is gone (removed while the agent
+ * ran): 1 when it was made, 0 when it was there, -1 on failure. */
+int gb_spool_ensure(gb_spool_t *self, char *err, size_t errlen);
 /* Every entry, sorted by (job_id, attempt); *out is malloc'd (may be NULL
  * when *n is 0). */
 int gb_spool_list(gb_spool_t *self, gb_spool_entry_t **out, size_t *n, char *err, size_t errlen);

@@ -1,7 +1,7 @@
 /* test_spool.c - the agent's result spool (common/gb_spool.c) on a real
  * temp directory: what is put survives a reopen, deletes are idempotent,
  * leftovers of an interrupted write are cleaned, foreign files ignored,
- * quarantined entries no longer listed. */
+ * quarantined entries no longer listed, a removed directory made again. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_spool.h"
@@ -31,7 +31,7 @@ static int exists(const char *name) {
 }
 
 int main(void) {
-    char base[] = "/tmp/gb-spool-XXXXXX";
+    char base[] = "/tmp/gb-spool-XXXXXX", cmd[600];
     CHECK(mkdtemp(base));
     snprintf(dir, sizeof dir, "%s/deep/spool", base); /* created with parents */
     char err[512];
@@ -84,6 +84,20 @@ int main(void) {
     CHECK(gb_spool_list(s, &e, &n, err, sizeof err) == 0);
     CHECK(n == 1 && e[0].job_id == 12 && e[0].attempt == 2);
     free(e);
+
+    /* has / ensure: the directory removed under an open spool */
+    CHECK(gb_spool_has(s, 12, 2, err, sizeof err) == 1);
+    CHECK(gb_spool_has(s, 12, 1, err, sizeof err) == 0);
+    CHECK(gb_spool_ensure(s, err, sizeof err) == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/deep'", base);
+    CHECK(system(cmd) == 0);
+    CHECK(gb_spool_has(s, 12, 2, err, sizeof err) == 0);
+    CHECK(gb_spool_put(s, 12, 2, "x", 1, err, sizeof err) != 0); /* no directory */
+    CHECKF(gb_spool_ensure(s, err, sizeof err) == 1, "%s", err);
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    CHECK(gb_spool_ensure(s, err, sizeof err) == 0);
+    CHECK(gb_spool_put(s, 12, 2, "x", 1, err, sizeof err) == 0);
+    CHECK(gb_spool_has(s, 12, 2, err, sizeof err) == 1);
     gb_spool_destroy(&s);
 
     /* a spool where a file is in the way */
@@ -95,7 +109,6 @@ int main(void) {
     CHECK(gb_spool_new(file, err, sizeof err) == NULL);
     CHECKF(strstr(err, "afile"), "%s", err);
 
-    char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     CHECK(system(cmd) == 0);
     return 0;

@@ -29,7 +29,9 @@
 #                the agent's spool (its state dir's spool/, a 64 KiB tmpfs)
 #                is full when a job ends: the result is sent from memory
 #                and stored, the measurement is not lost; once acknowledged
-#                nothing is left in memory or on disk
+#                nothing is left in memory or on disk. Again with the
+#                coordinator down: spooled once there is room, it survives
+#                the agent's SIGKILL
 #   worker_disk_full
 #                the agent's disk (its whole state dir) fills while a job
 #                runs: the worker writes its record into the blocks reserved
@@ -37,6 +39,17 @@
 #                where the agent's spool then fits), the result is stored;
 #                the next job is refused before it starts (no room
 #                to reserve), not lost at its end, and runs once there is room
+#   state_dir_removed
+#                the agent's state dir removed (rm -rf) while a job runs, and
+#                again while a result waits for a coordinator that is down:
+#                the agent makes it again (lock, same id, spool entry from
+#                its copy in memory, the job's directory) and both results
+#                are stored with their records; a second agent on the
+#                directory is refused
+#   state_dir_taken
+#                the state dir removed and a second agent started on it at
+#                once: exactly one agent keeps it (whichever locks first;
+#                the other stops saying why)
 #   sick_node    a node that cannot start workers refuses its jobs to a
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
@@ -101,8 +114,23 @@ agent_spool_full)
     contains "the agent says what it did" "$T/a1.log" "sending it from memory"
     eq "the result is stored" "$(q "SELECT status FROM results")" ok
     eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+    # again with the coordinator down: held in memory, spooled once there
+    # is room, so it survives the agent's SIGKILL
+    sweep2=$(submit --kind sleep --param duration_ms=800 --max-attempts 1)
+    wait_running "$sweep2" 1
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    for _ in $(seq 100); do [ "$(grep -c "sending it from memory" "$T/a1.log")" = 2 ] && break; sleep 0.05; done
+    eq "held in memory" "$(grep -c "sending it from memory" "$T/a1.log")" 2
     rm -f "$T/a1/spool/filler"
-    assert_exactly_once 1
+    for _ in $(seq 100); do [ -s "$T/a1/spool/result-2-1.pb" ] && break; sleep 0.05; done
+    contains "spooled once there is room" "$T/a1.log" "the result of job 2 attempt 1, held in memory, is in the spool now"
+    kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1
+    start_coord
+    check "it lands after the agent's restart" "$GB" wait "$sweep2" --quiet --timeout 30
+    q "SELECT record FROM results WHERE job_id = 2" >"$T/rec2.txt"
+    contains "... with its record" "$T/rec2.txt" '"slept_ms":'
+    assert_exactly_once 2
     ;;
 worker_disk_full)
     small_disk "$T/a1" 4m
@@ -130,6 +158,64 @@ worker_disk_full)
     check "it runs once there is room" "$GB" wait "$sweep2" --quiet --timeout 30
     eq "both done" "$(q "SELECT count(*) FROM v_results WHERE status = 'done'")" 2
     assert_exactly_once 2
+    ;;
+state_dir_removed)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    sweep=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
+    wait_running "$sweep" 1
+    rm -rf "$T/a1"
+    for _ in $(seq 100); do [ -f "$T/a1/agent_id" ] && break; sleep 0.05; done
+    contains "the agent says so" "$T/a1.log" "state directory $T/a1 was removed while the agent ran: made it again"
+    eq "the same id again" "$(cat "$T/a1/agent_id")" "$id"
+    run_for 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a1" --name other >"$T/other.log" 2>&1
+    eq "a second agent on it is refused" "$?" 1
+    contains "... because it is locked" "$T/other.log" "is in use by another agent"
+    check "the running job ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    contains "its directory was made again" "$T/a1.log" "the directory of job 1 was removed while it ran"
+    q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
+    contains "... and its record stored" "$T/rec1.txt" '"slept_ms":'
+    # a result waiting in the spool for a coordinator that is down
+    sweep2=$(submit --kind sleep --param duration_ms=1000 --max-attempts 1)
+    wait_running "$sweep2" 1
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    f="$T/a1/spool/result-2-1.pb"
+    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
+    [ -s "$f" ] || fail "nothing spooled"
+    rm -rf "$T/a1"
+    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
+    [ -s "$f" ] || fail "the spool entry was not written again"
+    contains "the agent says so" "$T/a1.log" "the result of job 2 attempt 1 was removed from the spool: written again from memory"
+    start_coord
+    check "the waiting result lands" "$GB" wait "$sweep2" --quiet --timeout 30
+    q "SELECT record FROM results WHERE job_id = 2" >"$T/rec2.txt"
+    contains "... with its record" "$T/rec2.txt" '"slept_ms":'
+    for _ in $(seq 100); do [ -e "$f" ] || break; sleep 0.05; done
+    [ -e "$f" ] && fail "the acknowledged result is still spooled"
+    assert_exactly_once 2
+    ;;
+state_dir_taken)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    rm -rf "$T/a1"
+    start_agent a2 --state-dir "$T/a1"
+    for _ in $(seq 100); do
+        n=0
+        for p in "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
+        [ "$n" = 1 ] && break
+        sleep 0.05
+    done
+    eq "one agent keeps the directory" "$n" 1
+    if kill -0 "${AGENT_PID[a1]}" 2>/dev/null; then
+        contains "the new one is refused" "$T/a2.log" "is in use by another agent"
+    else
+        contains "the old one stops, saying why" "$T/a1.log" "another agent holds the new one: this agent stops"
+    fi
+    sleep 0.5
+    eq "... and the other goes on" "$(for p in "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"; do kill -0 "$p" 2>/dev/null && echo x; done | wc -l)" 1
     ;;
 sick_node)
     # one node cannot start workers (its state dir's disk is full): it
