@@ -70,11 +70,25 @@ int gb_read_file(const char *path, size_t max, char **data, size_t *len, char *e
 
 const char *gb_file_kind(mode_t m) {
     return S_ISDIR(m)    ? "a directory"
-           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISFIFO(m) ? "a pipe or FIFO"
            : S_ISSOCK(m) ? "a socket"
            : S_ISCHR(m)  ? "a character device"
            : S_ISBLK(m)  ? "a block device"
                          : "not a regular file";
+}
+
+int gb_same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    if (strcmp(na ? na + 1 : a, nb ? nb + 1 : b) != 0) return 0;
+    char da[4096], db[4096];
+    if (gb_fmt(da, sizeof da, "%.*s", na ? (na == a ? 1 : (int)(na - a)) : 1, na ? a : ".") != 0 ||
+        gb_fmt(db, sizeof db, "%.*s", nb ? (nb == b ? 1 : (int)(nb - b)) : 1, nb ? b : ".") != 0)
+        return 0;
+    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }
 
 int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,

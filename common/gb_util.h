@@ -45,8 +45,12 @@ int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len,
  * else owns can be changed under us (its owner can chmod it back). */
 struct stat;
 int gb_trusted_owner(const struct stat *st);
-/* "a directory", "a FIFO", ... for messages about what a path is. */
+/* "a directory", "a pipe or FIFO", ... for messages about what a path is. */
 const char *gb_file_kind(mode_t m);
+/* Do two paths name one file, whether or not it exists yet? The same inode
+ * when both exist; else the same directory (by inode: "./x", "/abs/x" and
+ * "sub/../x" are one) and the same name. */
+int gb_same_path(const char *a, const char *b);
 /* Write data to path atomically and durably: a temporary file next to it,
  * fsync, rename over path, fsync of the directory. A reader sees the old
  * file or the new one, never a part. */

@@ -3230,22 +3230,6 @@ static int ipc_in_use(const char *ep) {
     return up;
 }
 
-/* PATH made absolute through its directory (the file itself may not
- * exist yet): out, or "" when the directory does not resolve. */
-static void abs_path(const char *p, char *out, size_t outlen) {
-    char dir[PATH_MAX], real[PATH_MAX];
-    const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
-    if (!slash)
-        gb_copy(dir, sizeof dir, ".");
-    else
-        gb_fmt(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
-    if (!realpath(dir, real)) {
-        out[0] = '\0';
-        return;
-    }
-    gb_fmt(out, outlen, "%s/%s", strcmp(real, "/") == 0 ? "" : real, base);
-}
-
 /* What binding ipc://PATH would destroy: libzmq unlinks whatever is at
  * PATH before it binds, a store or any other file included. */
 static int ipc_path_check(const gb_coord_config_t *cfg, const char *ep, char *err, size_t errlen) {
@@ -3260,13 +3244,11 @@ static int ipc_path_check(const gb_coord_config_t *cfg, const char *ep, char *er
                ep, path);
         return -1;
     }
-    char a[PATH_MAX + 8], b[PATH_MAX + 8], side[PATH_MAX + 16];
-    abs_path(path, a, sizeof a);
-    abs_path(cfg->db_path, b, sizeof b);
+    char side[PATH_MAX + 16];
     static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; a[0] && b[0] && i < sizeof sfx / sizeof sfx[0]; i++) {
-        gb_fmt(side, sizeof side, "%s%s", b, sfx[i]);
-        if (strcmp(a, side) == 0) {
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        if (gb_fmt(side, sizeof side, "%s%s", cfg->db_path, sfx[i]) != 0) continue;
+        if (gb_same_path(path, side)) {
             gb_fmt(err, errlen, "cannot bind %s: that is the store's path (--db %s)", ep,
                    cfg->db_path);
             return -1;
@@ -3446,10 +3428,8 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     }
     if (strncmp(cfg->listen, "ipc://", 6) == 0 && strncmp(cfg->control, "ipc://", 6) == 0 &&
         strcmp(cfg->listen + 6, "*") != 0) {
-        char a[PATH_MAX + 8], b[PATH_MAX + 8];
-        abs_path(cfg->listen + 6, a, sizeof a);
-        abs_path(cfg->control + 6, b, sizeof b);
-        if (strcmp(cfg->listen, cfg->control) == 0 || (a[0] && strcmp(a, b) == 0)) {
+        if (strcmp(cfg->listen, cfg->control) == 0 ||
+            gb_same_path(cfg->listen + 6, cfg->control + 6)) {
             gb_fmt(err, errlen, "--listen and --control must be two endpoints (both are %s)",
                    cfg->listen);
             goto err;

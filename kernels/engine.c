@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "cpu_backend.h"
 #include "engine_stats.h"
+#include "gb_util.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -359,22 +360,6 @@ static size_t peak_rss_bytes(void) {
     return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
 }
 
-/* Do two paths name one file, whether or not it exists yet? The same
- * inode when both exist; else the same directory (by inode: "./x", "/abs/x"
- * and "sub/../x" are one) and the same name. */
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
-    if (strcmp(na ? na + 1 : a, nb ? nb + 1 : b) != 0) return 0;
-    char da[PATH_MAX], db[PATH_MAX];
-    snprintf(da, sizeof(da), "%.*s", na ? (na == a ? 1 : (int)(na - a)) : 1, na ? a : ".");
-    snprintf(db, sizeof(db), "%.*s", nb ? (nb == b ? 1 : (int)(nb - b)) : 1, nb ? b : ".");
-    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 /* --save and --save-grads: writable now, not after the run, and not the
  * same file (the second write would replace the first), nor an input the
  * run reads (--save may replace its own --load: a checkpoint carried on). */
@@ -388,18 +373,18 @@ static int check_save_paths(const gb_train_config_t *c, char *err, size_t errlen
         snprintf(err, errlen, "--save-grads %s", why);
         return -1;
     }
-    if (a[0] && b[0] && same_file(a, b)) {
+    if (a[0] && b[0] && gb_same_path(a, b)) {
         snprintf(err, errlen, "--save and --save-grads name the same file (%s)", c->save_path);
         return -1;
     }
-    if (b[0] && c->load_path && same_file(b, c->load_path)) {
+    if (b[0] && c->load_path && gb_same_path(b, c->load_path)) {
         snprintf(err, errlen, "--save-grads names the --load file (%s): it would be overwritten",
                  c->load_path);
         return -1;
     }
     for (int i = 0; c->data_path && i < 2; i++) {
         const char *t = i ? b : a;
-        if (t[0] && same_file(t, c->data_path)) {
+        if (t[0] && gb_same_path(t, c->data_path)) {
             snprintf(err, errlen, "%s names the --data file (%s): it would be overwritten",
                      i ? "--save-grads" : "--save", c->data_path);
             return -1;

@@ -2,6 +2,7 @@
  * cJSON parses the header; every number and offset is checked here. */
 #define _XOPEN_SOURCE 700 /* realpath, and POSIX 2008 */
 #include "safetensors.h"
+#include "gb_util.h"
 
 #include <cjson/cJSON.h>
 
@@ -507,15 +508,6 @@ gb_st_t *gb_st_parse(const void *bytes, size_t len, char *err, size_t errlen) {
     return parse_owned(copy, len, 0, -1, err, errlen);
 }
 
-/* What a path that is not a regular file is, for the messages. */
-static const char *file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a pipe or FIFO";
-    if (S_ISSOCK(m)) return "a socket";
-    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
-    return "not a regular file";
-}
-
 /* The first bytes of what people pass instead: torch.save writes a zip
  * archive (PyTorch >= 1.6) or a bare pickle (older, or
  * _use_new_zipfile_serialization=False). */
@@ -556,7 +548,7 @@ gb_st_t *gb_st_open(const char *path, char *err, size_t errlen) {
     }
     if (!S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s: is %s; give a safetensors file on disk", path,
-                 file_kind(sb.st_mode));
+                 gb_file_kind(sb.st_mode));
         close(fd);
         return NULL;
     }
@@ -922,7 +914,7 @@ int gb_st_target(const char *path, char *real, size_t reallen, char *err, size_t
     int rc = -1;
     if (stat(use, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s: is %s; give the name of a file to write", path,
-                 file_kind(sb.st_mode));
+                 gb_file_kind(sb.st_mode));
         goto done;
     }
     if (strlen(use) >= reallen || strlen(use) + 32 > PATH_MAX) {

@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
         expect_pair_error("coordpub.key", "is a public key; --key wants the key pair");
         /* a FIFO or a directory is refused at once (it waited for a writer) */
         CHECK(mkfifo(path("fifo.key"), 0600) == 0);
-        expect_pair_error("fifo.key", "is a FIFO");
+        expect_pair_error("fifo.key", "is a pipe or FIFO");
         CHECK(mkdir(path("dir.key"), 0700) == 0);
         chmod(path("dir.key"), 0700);
         expect_pair_error("dir.key", "is a directory");
@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
         CHECK(strcmp(pub, pub2) == 0 && has_secret);
         CHECK(mkfifo(path("fifo.pub"), 0644) == 0);
         CHECK(gb_curve_read_public(path("fifo.pub"), pub2, NULL, err, sizeof err) != 0);
-        CHECKF(strstr(err, "is a FIFO"), "%s", err);
+        CHECKF(strstr(err, "is a pipe or FIFO"), "%s", err);
         /* but a client never pins the coordinator with its key pair file:
          * the fleet's secret key would travel to every node */
         gb_curve_client_t cl;

@@ -1,0 +1,58 @@
+/* test_util.c - path helpers of common/gb_util.c shared by the coordinator
+ * (an ipc path that is the store's) and the engine (--save over --load or
+ * --data): gb_same_path on real files in a temp directory, existing or not,
+ * through ".", "..", a relative path and a symbolic link; gb_file_kind. */
+#define _DEFAULT_SOURCE
+#include "check.h"
+#include "gb_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int main(void) {
+    char base[] = "/tmp/gb-util-XXXXXX", p[4][512], cmd[600];
+    CHECK(mkdtemp(base));
+    snprintf(p[0], sizeof p[0], "%s/sub", base);
+    CHECK(mkdir(p[0], 0700) == 0);
+    CHECK(chdir(base) == 0);
+
+    /* neither exists: the same directory and name, however written */
+    CHECK(gb_same_path("x.db", "./x.db"));
+    CHECK(gb_same_path("x.db", "sub/../x.db"));
+    snprintf(p[1], sizeof p[1], "%s/x.db", base);
+    CHECK(gb_same_path("x.db", p[1]));
+    CHECK(!gb_same_path("x.db", "sub/x.db"));
+    CHECK(!gb_same_path("x.db", "x.db-wal"));
+    CHECK(!gb_same_path("nodir/x.db", "nodir/x.db")); /* a directory that does not resolve */
+    /* both exist: the same inode, a link to it included */
+    FILE *f = fopen("x.db", "w");
+    CHECK(f);
+    fclose(f);
+    CHECK(symlink("../x.db", "sub/link.db") == 0);
+    CHECK(gb_same_path("sub/link.db", p[1]));
+    CHECK(gb_same_path("sub/../x.db", "./x.db"));
+    f = fopen("y.db", "w");
+    CHECK(f);
+    fclose(f);
+    CHECK(!gb_same_path("x.db", "y.db"));
+    /* one exists, the other does not */
+    CHECK(gb_same_path("x.db-new", "./x.db-new"));
+    CHECK(!gb_same_path("x.db", "sub/x.db"));
+    /* the root's entries */
+    CHECK(gb_same_path("/gb-util-none", "/./gb-util-none"));
+
+    struct stat st;
+    CHECK(stat(base, &st) == 0 && strcmp(gb_file_kind(st.st_mode), "a directory") == 0);
+    CHECK(mkfifo("fifo", 0600) == 0 && stat("fifo", &st) == 0);
+    CHECK(strcmp(gb_file_kind(st.st_mode), "a pipe or FIFO") == 0);
+    CHECK(stat("/dev/null", &st) == 0 &&
+          strcmp(gb_file_kind(st.st_mode), "a character device") == 0);
+
+    CHECK(chdir("/") == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    CHECK(system(cmd) == 0);
+    return 0;
+}
