@@ -37,10 +37,6 @@
 
 #define MAX_SLOTS 64
 #define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
-/* unacknowledged results are held in memory as well as in the spool, up to
- * this much in all: a spool removed under the agent (a tmp cleaner, a hand)
- * is written again from them */
-#define MEM_COPIES_MAX (64u << 20)
 
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
@@ -126,6 +122,7 @@ void gb_agent_config_default(gb_agent_config_t *cfg) {
     cfg->slots = 1;
     cfg->kill_grace_ms = 2000;
     cfg->telemetry_ms = 100;
+    cfg->result_memory_mb = 64;
 }
 
 const char *gb_agent_id(const gb_agent_t *a) {
@@ -341,8 +338,11 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     size_t len = 0;
     char err[512];
     u->next_send_ms = gb_mono_ms() + resend_ms(a);
-    Gb__Result *r;
-    if (u->mem) {
+    Gb__Result *r = NULL;
+    int removed = !u->mem && !u->on_disk; /* from the spool, with no copy (keep_state_dir) */
+    if (removed) {
+        /* nothing to send: the job is reported failed below */
+    } else if (u->mem) {
         r = gb__result__unpack(NULL, u->mem_len, u->mem);
         if (!r && !u->on_disk) {
             /* our own packing: only memory can fail here; the next round retries */
@@ -375,16 +375,21 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
          * the job failed instead, so it ends rather than waits forever. */
         uint64_t job = u->job_id;
         uint32_t attempt = u->attempt;
-        gb_error("spool: result of job %" PRIu64 " attempt %u is unreadable: moved aside", job,
-                 attempt);
-        if (gb_spool_quarantine(a->spool, job, attempt, err, sizeof err) != 0)
-            gb_error("spool: %s", err);
+        if (!removed) {
+            gb_error("spool: result of job %" PRIu64 " attempt %u is unreadable: moved aside", job,
+                     attempt);
+            if (gb_spool_quarantine(a->spool, job, attempt, err, sizeof err) != 0)
+                gb_error("spool: %s", err);
+        }
         gb_run_result_t rr;
         memset(&rr, 0, sizeof rr);
         rr.status = GB_RUN_FAILED;
         rr.exit_code = -1;
         rr.started_ms = rr.finished_ms = gb_wall_ms();
-        gb_fmt(rr.error, sizeof rr.error, "the agent's spooled result was unreadable");
+        gb_fmt(rr.error, sizeof rr.error,
+               removed ? "the agent's spooled result was removed before it was acknowledged "
+                         "(with its state directory?) and no copy was held in memory"
+                       : "the agent's spooled result was unreadable");
         finish_result(a, job, attempt, &rr);
         return;
     }
@@ -422,8 +427,15 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
     return u;
 }
 
+/* Unacknowledged results are held in memory as well as in the spool, up to
+ * --result-memory-mb in all: a spool removed under the agent (a tmp
+ * cleaner, a hand) is written again from them. */
+static size_t mem_copies_max(const gb_agent_t *a) {
+    return (size_t)a->cfg.result_memory_mb << 20;
+}
+
 /* Hold buf (malloc'd, len bytes) as u's copy in memory, or free it: kept
- * when it is the only copy, or while MEM_COPIES_MAX allows. */
+ * when it is the only copy, or while mem_copies_max allows. */
 static void unacked_hold(gb_agent_t *a, unacked_t *u, uint8_t *buf, size_t len) {
     if (u->mem) {
         a->mem_held -= u->mem_len;
@@ -431,7 +443,7 @@ static void unacked_hold(gb_agent_t *a, unacked_t *u, uint8_t *buf, size_t len) 
         u->mem = NULL;
         u->mem_len = 0;
     }
-    if (!u->on_disk || a->mem_held + len <= MEM_COPIES_MAX) {
+    if (!u->on_disk || a->mem_held + len <= mem_copies_max(a)) {
         u->mem = buf;
         u->mem_len = len;
         a->mem_held += len;
@@ -1016,14 +1028,15 @@ static int keep_state_dir(gb_agent_t *a) {
     if (made > 0) gb_warn("state directory %s: its spool was removed: made it again", a->state_dir);
     for (size_t i = 0; !failed && i < a->n_unacked; i++) {
         unacked_t *u = &a->unacked[i];
+        if (!u->on_disk && !u->mem) continue; /* lost already: its job is reported failed */
         int has = gb_spool_has(a->spool, u->job_id, u->attempt, err, sizeof err);
         if (has != 0) {
             failed = has < 0;
             continue;
         }
         if (!u->mem) {
-            /* beyond MEM_COPIES_MAX: sending it finds it missing and
-             * reports the job failed rather than leave it waiting */
+            /* beyond --result-memory-mb: sending it finds it missing
+             * and reports the job failed rather than leave it waiting */
             gb_error("spool: the result of job %" PRIu64 " attempt %u was removed from the "
                      "spool and has no copy in memory: it is lost",
                      u->job_id, u->attempt);
@@ -1143,10 +1156,11 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
 gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
     if (cfg->slots < 1 || cfg->slots > MAX_SLOTS || cfg->heartbeat_ms < 10 || cfg->lost_after < 1 ||
         cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir ||
-        (cfg->telemetry_ms != 0 && (cfg->telemetry_ms < 10 || cfg->telemetry_ms > 60000))) {
+        (cfg->telemetry_ms != 0 && (cfg->telemetry_ms < 10 || cfg->telemetry_ms > 60000)) ||
+        cfg->result_memory_mb < 0 || cfg->result_memory_mb > 65536) {
         gb_fmt(err, errlen,
                "bad configuration: slots 1..%d, heartbeat >= 10 ms, lost-after >= 1, telemetry "
-               "0 or 10..60000 ms",
+               "0 or 10..60000 ms, result memory 0..65536 MiB",
                MAX_SLOTS);
         return NULL;
     }
@@ -1208,7 +1222,7 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         u->on_disk = 1;
         /* a copy in memory too; one that cannot be read is dealt with when
          * it is sent (moved aside, the job reported failed) */
-        if (a->mem_held < MEM_COPIES_MAX &&
+        if (a->mem_held < mem_copies_max(a) &&
             gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, why, sizeof why) == 0)
             unacked_hold(a, u, data, len);
     }

@@ -40,7 +40,11 @@ typedef struct gb_agent_config {
     int slots;                  /* 1: jobs run at once (benchmarks must not share a node) */
     int kill_grace_ms;          /* 2000: SIGTERM to SIGKILL on timeout or cancel */
     int telemetry_ms;           /* 100: GPU/CPU telemetry interval (telemetry.h); 0: off */
-    atomic_int *stop;           /* the loop returns once *stop != 0; may be NULL */
+    /* 64: MiB of unacknowledged results held in memory as well as in the
+     * spool, from which a spool removed under the agent is written again;
+     * 0: none (a result the spool cannot keep is held in memory anyway) */
+    int result_memory_mb;
+    atomic_int *stop; /* the loop returns once *stop != 0; may be NULL */
     /* CURVE (docs/security.md): the agent's key pair and the coordinator's
      * public key, pinned; NULL: plaintext (a coordinator on loopback) */
     const struct gb_curve_client *curve;

@@ -44,6 +44,8 @@ static void usage(FILE *out) {
         "2000)\n" CLI_KEY_HELP
         "  --telemetry-ms N    GPU (NVML) and CPU telemetry interval while a job runs; 0 off\n"
         "                      (default 100)\n"
+        "  --result-memory-mb N  results not yet acknowledged held in memory as well as in the\n"
+        "                      spool, to write it again if it is removed (default 64; 0 none)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n",
         dir);
@@ -60,6 +62,7 @@ int cmd_agent(int argc, char **argv) {
                                          {"kill-grace-ms", required_argument, 0, 'k'},
                                          CLI_KEY_OPTIONS,
                                          {"telemetry-ms", required_argument, 0, 'T'},
+                                         {"result-memory-mb", required_argument, 0, 'M'},
                                          {"log-level", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -116,6 +119,10 @@ int cmd_agent(int argc, char **argv) {
             cfg.telemetry_ms = (int)t;
             break;
         }
+        case 'M':
+            if (cli_long("agent", "--result-memory-mb", optarg, 0, 65536, &v)) return 2;
+            cfg.result_memory_mb = (int)v;
+            break;
         case 'g':
             if (cli_log_level("agent", optarg)) return 2;
             break;

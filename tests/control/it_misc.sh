@@ -183,6 +183,8 @@ PY
     "$GB" wait 1 --progress --quiet >"$T/u.log" 2>&1; eq "--progress --quiet" "$?" 2
     "$GB" agent --name "" >"$T/u.log" 2>&1; eq "agent --name ''" "$?" 2
     contains "says why" "$T/u.log" "--name is empty"
+    "$GB" agent --result-memory-mb -1 >"$T/u.log" 2>&1; eq "agent --result-memory-mb -1" "$?" 2
+    contains "says why" "$T/u.log" "--result-memory-mb: '-1' is not an integer in 0..65536"
     # help CMD is CMD -h
     "$GB" help submit >"$T/h.log" || fail "help submit"
     contains "help submit shows submit's options" "$T/h.log" "usage: gpubench submit"

@@ -46,6 +46,10 @@
 #                its copy in memory, the job's directory) and both results
 #                are stored with their records; a second agent on the
 #                directory is refused
+#   state_dir_lost
+#                the same with --result-memory-mb 0 (no copies in memory):
+#                the removed result is lost, and its job ends failed saying
+#                so instead of waiting for ever
 #   state_dir_taken
 #                the state dir removed and a second agent started on it at
 #                once: exactly one agent keeps it (whichever locks first;
@@ -195,6 +199,28 @@ state_dir_removed)
     for _ in $(seq 100); do [ -e "$f" ] || break; sleep 0.05; done
     [ -e "$f" ] && fail "the acknowledged result is still spooled"
     assert_exactly_once 2
+    ;;
+state_dir_lost)
+    start_coord
+    start_agent a1 --result-memory-mb 0
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=1000 --max-attempts 1)
+    wait_running "$sweep" 1
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    f="$T/a1/spool/result-1-1.pb"
+    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
+    [ -s "$f" ] || fail "nothing spooled"
+    rm -rf "$T/a1"
+    for _ in $(seq 100); do grep -q "it is lost" "$T/a1.log" && break; sleep 0.05; done
+    contains "the agent says so" "$T/a1.log" "the result of job 1 attempt 1 was removed from the spool and has no copy in memory: it is lost"
+    sleep 0.5
+    eq "... once" "$(grep -c "it is lost" "$T/a1.log")" 1
+    start_coord
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "the job ends failed" "$?" 1
+    eq "why" "$(q "SELECT status || ',' || error FROM results WHERE job_id = 1")" \
+        "failed,the agent's spooled result was removed before it was acknowledged (with its state directory?) and no copy was held in memory"
+    assert_exactly_once 1
     ;;
 state_dir_taken)
     start_coord
