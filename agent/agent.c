@@ -107,7 +107,11 @@ struct gb_agent {
     slot_t slots[MAX_SLOTS];
     unacked_t *unacked;
     size_t n_unacked, unacked_cap;
-    size_t mem_held;         /* bytes of unacked[].mem */
+    size_t mem_held; /* bytes of unacked[].mem */
+    /* the spool directory as keep_state_dir last found every entry in it
+     * (dev, inode, mtime): unchanged, the entries are not looked at again */
+    struct stat spool_seen;
+    int spool_seen_ok;
     int64_t state_logged_ms; /* last "cannot make the state directory again" line */
 };
 
@@ -987,12 +991,16 @@ static int keep_state_dir(gb_agent_t *a) {
     char path[4200], err[600];
     int failed = 0;
     int64_t now = gb_mono_ms();
-    if (gone(a->state_dir) || gone(a->jobs_dir)) {
-        if (gb_mkdir_p(a->jobs_dir, err, sizeof err) == 0)
+    int whole = gone(a->state_dir);
+    if (whole || gone(a->jobs_dir)) {
+        if (gb_mkdir_p(a->jobs_dir, err, sizeof err) != 0)
+            failed = 1;
+        else if (whole)
             gb_warn("state directory %s was removed while the agent ran: made it again",
                     a->state_dir);
         else
-            failed = 1;
+            gb_warn("state directory %s: its jobs directory was removed: made it again",
+                    a->state_dir);
     }
     struct stat st, own;
     gb_fmt(path, sizeof path, "%s/lock", a->state_dir);
@@ -1026,7 +1034,24 @@ static int keep_state_dir(gb_agent_t *a) {
     int made = failed ? 0 : gb_spool_ensure(a->spool, err, sizeof err);
     if (made < 0) failed = 1;
     if (made > 0) gb_warn("state directory %s: its spool was removed: made it again", a->state_dir);
-    for (size_t i = 0; !failed && i < a->n_unacked; i++) {
+    /* the entries are looked at only when the spool directory changed (a
+     * removed file changes its mtime) or a result waits in memory alone: a
+     * backlog of thousands while the coordinator is away must not cost a
+     * benchmark running beside the agent a stat per result per heartbeat */
+    struct stat sd;
+    int scan = 0, have_sd = 0;
+    gb_fmt(path, sizeof path, "%s/spool", a->state_dir);
+    if (!failed && a->n_unacked > 0) {
+        have_sd = stat(path, &sd) == 0;
+        scan = !(have_sd && a->spool_seen_ok && sd.st_dev == a->spool_seen.st_dev &&
+                 sd.st_ino == a->spool_seen.st_ino &&
+                 sd.st_mtim.tv_sec == a->spool_seen.st_mtim.tv_sec &&
+                 sd.st_mtim.tv_nsec == a->spool_seen.st_mtim.tv_nsec);
+        for (size_t i = 0; !scan && i < a->n_unacked; i++)
+            scan = !a->unacked[i].on_disk && a->unacked[i].mem;
+    }
+    if (scan) a->spool_seen_ok = 0;
+    for (size_t i = 0; scan && !failed && i < a->n_unacked; i++) {
         unacked_t *u = &a->unacked[i];
         if (!u->on_disk && !u->mem) continue; /* lost already: its job is reported failed */
         int has = gb_spool_has(a->spool, u->job_id, u->attempt, err, sizeof err);
@@ -1063,6 +1088,10 @@ static int keep_state_dir(gb_agent_t *a) {
         u->mem = NULL;
         a->mem_held -= u->mem_len;
         unacked_hold(a, u, mem, u->mem_len); /* within the budget now, or freed */
+    }
+    if (scan && have_sd && !failed) {
+        a->spool_seen = sd; /* as it was before the entries were looked at */
+        a->spool_seen_ok = 1;
     }
     for (int i = 0; !failed && i < a->cfg.slots; i++) {
         slot_t *sl = &a->slots[i];

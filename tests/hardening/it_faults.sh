@@ -41,7 +41,8 @@
 #                to reserve), not lost at its end, and runs once there is room
 #   state_dir_removed
 #                the agent's state dir removed (rm -rf) while a job runs, and
-#                again while a result waits for a coordinator that is down:
+#                again while a result waits for a coordinator that is down,
+#                then only its files (as a tmp cleaner does):
 #                the agent makes it again (lock, same id, spool entry from
 #                its copy in memory, the job's directory) and both results
 #                are stored with their records; a second agent on the
@@ -192,6 +193,14 @@ state_dir_removed)
     for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     [ -s "$f" ] || fail "the spool entry was not written again"
     contains "the agent says so" "$T/a1.log" "the result of job 2 attempt 1 was removed from the spool: written again from memory"
+    # a tmp cleaner removes old files, not directories: the entry alone
+    sleep 0.3
+    rm -f "$f" "$T/a1/lock" "$T/a1/agent_id"
+    for _ in $(seq 100); do [ -s "$f" ] && [ -s "$T/a1/agent_id" ] && break; sleep 0.05; done
+    [ -s "$f" ] || fail "the spool entry removed alone was not written again"
+    eq "written again twice" "$(grep -c "job 2 attempt 1 was removed from the spool: written again" "$T/a1.log")" 2
+    contains "the lock too" "$T/a1.log" "its lock file was removed: locked it again"
+    eq "the same id again" "$(cat "$T/a1/agent_id")" "$id"
     start_coord
     check "the waiting result lands" "$GB" wait "$sweep2" --quiet --timeout 30
     q "SELECT record FROM results WHERE job_id = 2" >"$T/rec2.txt"
