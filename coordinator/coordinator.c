@@ -36,6 +36,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <sqlite3.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -151,7 +152,8 @@ typedef struct outmsg {
 
 struct gb_coord {
     gb_coord_config_t cfg;
-    int db_lock; /* fd of the store file, flock'ed: one coordinator per store; -1 */
+    int db_lock;            /* fd of the store file, flock'ed: one coordinator per store; -1 */
+    int64_t store_check_ms; /* keep_store: next look at the store's path */
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -3337,6 +3339,139 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* Make what was written to path durable: the file, then its directory. */
+static int fsync_path(const char *path, int dir) {
+    int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* VACUUM INTO path from the open store: a consistent copy of everything
+ * committed, made durable. */
+static int store_copy(gb_coord_t *c, const char *path, char *err, size_t errlen) {
+    sqlite3 *db = gb_store_db(c->store);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "VACUUM INTO ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    if (rc != SQLITE_OK)
+        gb_fmt(err, errlen, "cannot copy the store into %s: %s", path, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) {
+        unlink(path);
+        return -1;
+    }
+    char dir[PATH_MAX];
+    gb_copy(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        gb_copy(dir, sizeof dir, ".");
+    if (fsync_path(path, 0) != 0 || fsync_path(dir, 1) != 0) {
+        gb_fmt(err, errlen, "cannot make %s durable: %s", path, strerror(errno));
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The store's path now names another file: what this coordinator stored is
+ * saved beside it (PATH.saved-UNIXTIME) and the coordinator stops, leaving
+ * the new file alone. Its WAL is kept at close (SQLite would delete the
+ * WAL by path: the new store's, if it has one). */
+static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
+    char saved[PATH_MAX + 64], err[PATH_MAX + 300];
+    int one = 1;
+    gb_fmt(saved, sizeof saved, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
+    if (store_copy(c, saved, err, sizeof err) == 0)
+        gb_error("store %s %s while the coordinator ran: everything this coordinator stored is "
+                 "saved in %s; stopping (the agents keep what was not acknowledged)",
+                 path, why, saved);
+    else
+        gb_error("store %s %s while the coordinator ran, and %s; stopping", path, why, err);
+    sqlite3_file_control(gb_store_db(c->store), "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+    c->fatal = 1;
+}
+
+/* The store at --db stays the file this coordinator writes. Removed while
+ * it runs (rm gpubench.db*, a cleaner), SQLite would go on writing into the
+ * unlinked file, and every result in it would vanish when the coordinator
+ * stopped; a second coordinator could open a new store at the path. Looked
+ * at once a heartbeat, between transactions: removed, the store is written
+ * back from the open connection (VACUUM INTO a file beside it, made
+ * durable and locked before it is linked into place) and opened there;
+ * replaced by another file, store_replaced. */
+static void keep_store(gb_coord_t *c) {
+    const char *path = c->cfg.db_path;
+    struct stat st, own;
+    int64_t now = gb_mono_ms();
+    if (c->db_lock < 0 || now < c->store_check_ms || c->store_failed || c->reload_changes ||
+        gb_store_in_tx(c->store))
+        return;
+    c->store_check_ms = now + c->cfg.heartbeat_ms;
+    if (fstat(c->db_lock, &own) != 0) return;
+    if (stat(path, &st) == 0) {
+        if (st.st_dev != own.st_dev || st.st_ino != own.st_ino)
+            store_replaced(c, path, "was replaced by another file");
+        return;
+    }
+    if (errno != ENOENT) return;
+    char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
+    gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
+    unlink(tmp);
+    if (store_copy(c, tmp, err, sizeof err) != 0) {
+        gb_error("store %s was removed while the coordinator ran, and %s; stopping (the agents "
+                 "keep what was not acknowledged)",
+                 path, err);
+        c->fatal = 1;
+        return;
+    }
+    int fd = open(tmp, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        gb_error("store %s was removed while the coordinator ran; its copy %s cannot be locked: "
+                 "%s; stopping",
+                 path, tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        c->fatal = 1;
+        return;
+    }
+    /* the old connections first: closing, SQLite deletes PATH-wal and
+     * PATH-shm by name, which must not be the new store's */
+    if (c->syncer) {
+        if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
+            release_held(c); /* durable: in the copy */
+        gb_syncer_destroy(&c->syncer);
+    }
+    gb_ranks_destroy(&c->ranks);
+    gb_store_close(&c->store);
+    close(c->db_lock);
+    c->db_lock = fd;
+    if (link(tmp, path) != 0) {
+        gb_error("store %s was removed while the coordinator ran, and cannot be put back (%s): "
+                 "everything this coordinator stored is in %s; stopping",
+                 path, strerror(errno), tmp);
+        c->fatal = 1;
+        return;
+    }
+    unlink(tmp);
+    c->store = gb_store_open(path, err, sizeof err);
+    if (!c->store || gb_store_set_synchronous(c->store, c->cfg.sync == GB_SYNC_FULL) != 0 ||
+        (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
+        !(c->ranks = gb_ranks_new(c->store, err, sizeof err)) ||
+        (c->cfg.sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(path, err, sizeof err)))) {
+        gb_error("store %s was written back but cannot be opened again: %s; stopping", path,
+                 c->store ? (err[0] ? err : gb_store_errmsg(c->store)) : err);
+        c->fatal = 1;
+        return;
+    }
+    gb_warn("store %s was removed while the coordinator ran: wrote it back from the open store "
+            "and use it again",
+            path);
+}
+
 /* --key without --authorized, or the reverse */
 static int keys_half(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     if (!cfg->key_path == !cfg->authorized_path) return 0;
@@ -3734,7 +3869,7 @@ static void reload_keys(gb_coord_t *c) {
 int gb_coord_run(gb_coord_t *c) {
     zmq_pollitem_t items[6] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
                                {c->control_sock, 0, ZMQ_POLLIN, 0}};
-    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1;
+    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1, i_sync = -1;
     if (c->monitor) {
         i_mon = n_items;
         items[n_items++] = (zmq_pollitem_t){c->monitor, 0, ZMQ_POLLIN, 0};
@@ -3747,14 +3882,17 @@ int gb_coord_run(gb_coord_t *c) {
         i_auth = n_items;
         items[n_items++] = (zmq_pollitem_t){gb_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
     }
-    if (c->syncer) /* wakes the loop when a flush finished: release_held */
+    if (c->syncer) { /* wakes the loop when a flush finished: release_held */
+        i_sync = n_items;
         items[n_items++] = (zmq_pollitem_t){NULL, gb_syncer_fd(c->syncer), ZMQ_POLLIN, 0};
+    }
     int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
     while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
         int64_t now = gb_mono_ms();
         long timeout = (long)(c->next_tick_ms - now);
         if (timeout < 0) timeout = 0;
         if (timeout > 100) timeout = 100; /* notice a stop request quickly */
+        if (i_sync >= 0 && c->syncer) items[i_sync].fd = gb_syncer_fd(c->syncer); /* keep_store */
         int rc = zmq_poll(items, n_items, timeout);
         if (rc < 0) {
             if (errno == EINTR) continue;
@@ -3800,6 +3938,7 @@ int gb_coord_run(gb_coord_t *c) {
         t_dispatch = gb_mono_us();
         n_out = c->n_out - n_out;
         flush(c);
+        keep_store(c);
         int64_t t_end = gb_mono_us();
         if (t_end - t_start > SLOW_TURN_US)
             gb_debug("slow turn: %.1f ms: %d agent message(s) %.1f ms, %d request(s) %.1f ms, "

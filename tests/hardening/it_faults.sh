@@ -55,6 +55,17 @@
 #                the state dir removed and a second agent started on it at
 #                once: exactly one agent keeps it (whichever locks first;
 #                the other stops saying why)
+#   store_removed
+#                the coordinator's store removed (rm gb.db*) while it runs:
+#                written back from the open store (VACUUM INTO) within a
+#                heartbeat, with every result, and used again; a second
+#                coordinator on it is refused (--sync group; store_removed_full:
+#                --sync full)
+#   store_replaced
+#                another file moved over the store while the coordinator
+#                runs: what it stored is saved beside it (.saved-TIME), the
+#                new file is left alone, the coordinator stops (exit 1); the
+#                result that waited is stored once a coordinator runs again
 #   sick_node    a node that cannot start workers refuses its jobs to a
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
@@ -251,6 +262,53 @@ state_dir_taken)
     fi
     sleep 0.5
     eq "... and the other goes on" "$(for p in "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"; do kill -0 "$p" 2>/dev/null && echo x; done | wc -l)" 1
+    ;;
+store_removed)
+    start_coord ${4:+--sync "$4"}
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    for _ in $(seq 100); do grep -q "was removed while the coordinator ran" "$T/coord.log" && break; sleep 0.05; done
+    contains "the coordinator says so" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store"
+    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    ls "$T" | grep -q 'restore-' && fail "a restore file was left: $(ls "$T")"
+    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
+    eq "both results stored" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 2
+    run_for 10 "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" >"$T/other.log" 2>&1
+    eq "a second coordinator on it is refused" "$?" 1
+    contains "... because it is locked" "$T/other.log" "is in use by another coordinator"
+    kill -TERM "$COORD_PID"; wait "$COORD_PID"
+    eq "the coordinator stops cleanly" "$?" 0
+    eq "and the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    start_coord
+    assert_exactly_once 2
+    ;;
+store_replaced)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    sweep2=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
+    wait_running "$sweep2" 1
+    sqlite3 "$T/other.db" "CREATE TABLE mine(x); INSERT INTO mine VALUES (7)"
+    mv -f "$T/other.db" "$T/gb.db"
+    for _ in $(seq 100); do kill -0 "$COORD_PID" 2>/dev/null || break; sleep 0.05; done
+    wait "$COORD_PID"
+    eq "the coordinator stops" "$?" 1
+    contains "says why and where" "$T/coord.log" "store $T/gb.db was replaced by another file while the coordinator ran: everything this coordinator stored is saved in $T/gb.db.saved-"
+    eq "the new file is left alone" "$(sqlite3 "$T/gb.db" "SELECT x FROM mine")" 7
+    saved=$(ls "$T"/gb.db.saved-* | grep -v -- '-wal$\|-shm$' | head -n 1)
+    eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    # a coordinator on the saved store: the job that ran meanwhile lands there
+    mv "$saved" "$T/gb.db"
+    rm -f "$T/gb.db-wal" "$T/gb.db-shm"
+    start_coord
+    check "the waiting result lands" "$GB" wait "$sweep2" --quiet --timeout 30
+    assert_exactly_once 2
     ;;
 sick_node)
     # one node cannot start workers (its state dir's disk is full): it
