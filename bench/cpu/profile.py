@@ -46,12 +46,12 @@ def train(gpubench, args, verbose):
     rec = None
     for line in p.stdout.splitlines():
         if line.startswith("{"):
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                pass
     if rec is None:
-        try:
-            rec = json.loads(p.stdout[p.stdout.index("{"):])
-        except ValueError:
-            sys.exit("no result record in gpubench's output")
+        sys.exit("no result record in gpubench's output")
     return rec, p.stdout + p.stderr
 
 
