@@ -132,9 +132,10 @@ agent_spool_full)
     eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
     # again with the coordinator down: held in memory, spooled once there
     # is room, so it survives the agent's SIGKILL
-    sweep2=$(submit --kind sleep --param duration_ms=800 --max-attempts 1)
-    wait_running "$sweep2" 1
+    sweep2=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker a1)
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    kill -CONT "$w"
     for _ in $(seq 100); do [ "$(grep -c "sending it from memory" "$T/a1.log")" = 2 ] && break; sleep 0.05; done
     eq "held in memory" "$(grep -c "sending it from memory" "$T/a1.log")" 2
     rm -f "$T/a1/spool/filler"
@@ -180,8 +181,10 @@ state_dir_removed)
     start_agent a1
     wait_nodes 1
     id=$(cat "$T/a1/agent_id")
-    sweep=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
-    wait_running "$sweep" 1
+    # workers stop themselves before they end and go on when the test says
+    # (a job of a fixed length raced the test's polls under load)
+    sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker a1)
     rm -rf "$T/a1"
     for _ in $(seq 100); do [ -f "$T/a1/agent_id" ] && break; sleep 0.05; done
     contains "the agent says so" "$T/a1.log" "state directory $T/a1 was removed while the agent ran: made it again"
@@ -189,14 +192,16 @@ state_dir_removed)
     run_for 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a1" --name other >"$T/other.log" 2>&1
     eq "a second agent on it is refused" "$?" 1
     contains "... because it is locked" "$T/other.log" "is in use by another agent"
+    kill -CONT "$w"
     check "the running job ends done" "$GB" wait "$sweep" --quiet --timeout 30
     contains "its directory was made again" "$T/a1.log" "the directory of job 1 was removed while it ran"
     q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
     contains "... and its record stored" "$T/rec1.txt" '"slept_ms":'
     # a result waiting in the spool for a coordinator that is down
-    sweep2=$(submit --kind sleep --param duration_ms=1000 --max-attempts 1)
-    wait_running "$sweep2" 1
+    sweep2=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker a1)
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    kill -CONT "$w"
     f="$T/a1/spool/result-2-1.pb"
     for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     [ -s "$f" ] || fail "nothing spooled"
@@ -224,9 +229,10 @@ state_dir_lost)
     start_coord
     start_agent a1 --result-memory-mb 0
     wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=1000 --max-attempts 1)
-    wait_running "$sweep" 1
+    sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker a1)
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    kill -CONT "$w"
     f="$T/a1/spool/result-1-1.pb"
     for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     [ -s "$f" ] || fail "nothing spooled"
@@ -292,13 +298,14 @@ store_replaced)
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
     check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
-    sweep2=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
-    wait_running "$sweep2" 1
+    sweep2=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker a1)
     sqlite3 "$T/other.db" "CREATE TABLE mine(x); INSERT INTO mine VALUES (7)"
     mv -f "$T/other.db" "$T/gb.db"
     for _ in $(seq 100); do kill -0 "$COORD_PID" 2>/dev/null || break; sleep 0.05; done
     wait "$COORD_PID"
     eq "the coordinator stops" "$?" 1
+    kill -CONT "$w"
     contains "says why and where" "$T/coord.log" "store $T/gb.db was replaced by another file while the coordinator ran: everything this coordinator stored is saved in $T/gb.db.saved-"
     eq "the new file is left alone" "$(sqlite3 "$T/gb.db" "SELECT x FROM mine")" 7
     saved=$(ls "$T"/gb.db.saved-* | grep -v -- '-wal$\|-shm$' | head -n 1)
@@ -368,9 +375,14 @@ spool_damaged)
         job=$((job + 1))
         start_agent a1
         wait_nodes 1
-        sweep=$(submit --kind sleep --param duration_ms=1500 --max-attempts 1)
-        wait_running "$sweep" 1
+        # the worker stops itself before it ends, and goes on once the
+        # coordinator is down (a 1.5 s job and `status` polls raced under
+        # load: the result was stored before the coordinator stopped, and
+        # the job ended done)
+        sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+        w=$(stopped_worker a1)
         kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+        kill -CONT "$w"
         f="$T/a1/spool/result-$job-1.pb"
         for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
         [ -s "$f" ] || fail "$mode: nothing spooled"
