@@ -35,6 +35,7 @@
 #include "syncer.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <sqlite3.h>
 #include <inttypes.h>
@@ -152,8 +153,10 @@ typedef struct outmsg {
 
 struct gb_coord {
     gb_coord_config_t cfg;
-    int db_lock;            /* fd of the store file, flock'ed: one coordinator per store; -1 */
-    int64_t store_check_ms; /* keep_store: next look at the store's path */
+    int db_lock;             /* fd of the store file, flock'ed: one coordinator per store; -1 */
+    int64_t store_check_ms;  /* keep_store: next look at the store's path */
+    int64_t store_logged_ms; /* keep_store: last "cannot write it back" line */
+    char db_real[PATH_MAX];  /* the store's file, symbolic links resolved at the start */
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -3378,20 +3381,43 @@ static int store_copy(gb_coord_t *c, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* Is the file at path one this process has open? */
+static int open_here(const char *path) {
+    struct stat st, fst;
+    if (stat(path, &st) != 0) return 0;
+    DIR *d = opendir("/proc/self/fd");
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        int fd = atoi(e->d_name);
+        found = e->d_name[0] != '.' && fd != dirfd(d) && fstat(fd, &fst) == 0 &&
+                fst.st_dev == st.st_dev && fst.st_ino == st.st_ino;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
 /* The store's path now names another file: what this coordinator stored is
  * saved beside it (PATH.saved-UNIXTIME) and the coordinator stops, leaving
- * the new file alone. Its WAL is kept at close (SQLite would delete the
- * WAL by path: the new store's, if it has one). */
+ * the new file alone. Our PATH-wal and PATH-shm, if still there, are
+ * removed: whoever opened the new file next would have our WAL applied to
+ * it (SQLite does not delete the WAL of a database file that was unlinked
+ * while open: seen here, the new file then read as our store). The new
+ * store's own WAL is never touched (persistent WAL at our close). */
 static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
-    char saved[PATH_MAX + 64], err[PATH_MAX + 300];
+    char saved[PATH_MAX + 64], err[PATH_MAX + 300], side[PATH_MAX + 8];
     int one = 1;
     gb_fmt(saved, sizeof saved, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
     if (store_copy(c, saved, err, sizeof err) == 0)
         gb_error("store %s %s while the coordinator ran: everything this coordinator stored is "
                  "saved in %s; stopping (the agents keep what was not acknowledged)",
-                 path, why, saved);
+                 c->cfg.db_path, why, saved);
     else
-        gb_error("store %s %s while the coordinator ran, and %s; stopping", path, why, err);
+        gb_error("store %s %s while the coordinator ran, and %s; stopping", c->cfg.db_path, why,
+                 err);
+    for (int i = 0; i < 2; i++) {
+        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
+        if (open_here(side)) unlink(side);
+    }
     sqlite3_file_control(gb_store_db(c->store), "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     c->fatal = 1;
 }
@@ -3405,7 +3431,8 @@ static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
  * durable and locked before it is linked into place) and opened there;
  * replaced by another file, store_replaced. */
 static void keep_store(gb_coord_t *c) {
-    const char *path = c->cfg.db_path;
+    /* a --db that is a symbolic link: its target is what is removed */
+    const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path, *name = c->cfg.db_path;
     struct stat st, own;
     int64_t now = gb_mono_ms();
     if (c->db_lock < 0 || now < c->store_check_ms || c->store_failed || c->reload_changes ||
@@ -3419,27 +3446,40 @@ static void keep_store(gb_coord_t *c) {
         return;
     }
     if (errno != ENOENT) return;
-    char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
+    char tmp[PATH_MAX + 64], err[PATH_MAX + 300], side[PATH_MAX + 8];
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
     unlink(tmp);
     if (store_copy(c, tmp, err, sizeof err) != 0) {
-        gb_error("store %s was removed while the coordinator ran, and %s; stopping (the agents "
-                 "keep what was not acknowledged)",
-                 path, err);
-        c->fatal = 1;
+        /* (a full disk): stopping would lose all of it, the open file being
+         * its only copy; tried again at every heartbeat */
+        if (now - c->store_logged_ms >= 30000 || !c->store_logged_ms) {
+            c->store_logged_ms = now;
+            gb_error("store %s was removed while the coordinator ran, and %s: everything stored "
+                     "lives only in this coordinator's open file until it can be written back "
+                     "(trying again at each heartbeat): make room, and do not stop the "
+                     "coordinator",
+                     name, err);
+        }
         return;
     }
+    c->store_logged_ms = 0;
     int fd = open(tmp, O_RDWR | O_CLOEXEC);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
         gb_error("store %s was removed while the coordinator ran; its copy %s cannot be locked: "
                  "%s; stopping",
-                 path, tmp, strerror(errno));
+                 name, tmp, strerror(errno));
         if (fd >= 0) close(fd);
         c->fatal = 1;
         return;
     }
-    /* the old connections first: closing, SQLite deletes PATH-wal and
-     * PATH-shm by name, which must not be the new store's */
+    /* our PATH-wal and PATH-shm, if still there (only PATH was removed),
+     * go too: SQLite would apply that WAL to the copy when it opens it
+     * (it does not delete the WAL of a database file unlinked while open) */
+    for (int i = 0; i < 2; i++) {
+        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
+        if (open_here(side)) unlink(side);
+    }
+    /* then the old connections, before the copy is in place */
     if (c->syncer) {
         if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
             release_held(c); /* durable: in the copy */
@@ -3452,7 +3492,7 @@ static void keep_store(gb_coord_t *c) {
     if (link(tmp, path) != 0) {
         gb_error("store %s was removed while the coordinator ran, and cannot be put back (%s): "
                  "everything this coordinator stored is in %s; stopping",
-                 path, strerror(errno), tmp);
+                 name, strerror(errno), tmp);
         c->fatal = 1;
         return;
     }
@@ -3462,14 +3502,14 @@ static void keep_store(gb_coord_t *c) {
         (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
         !(c->ranks = gb_ranks_new(c->store, err, sizeof err)) ||
         (c->cfg.sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(path, err, sizeof err)))) {
-        gb_error("store %s was written back but cannot be opened again: %s; stopping", path,
+        gb_error("store %s was written back but cannot be opened again: %s; stopping", name,
                  c->store ? (err[0] ? err : gb_store_errmsg(c->store)) : err);
         c->fatal = 1;
         return;
     }
     gb_warn("store %s was removed while the coordinator ran: wrote it back from the open store "
             "and use it again",
-            path);
+            name);
 }
 
 /* --key without --authorized, or the reverse */
@@ -3571,6 +3611,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         }
     }
     if (lock_store(c, err, errlen) != 0) goto err;
+    if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
     if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||

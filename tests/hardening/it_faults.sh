@@ -60,12 +60,22 @@
 #                written back from the open store (VACUUM INTO) within a
 #                heartbeat, with every result, and used again; a second
 #                coordinator on it is refused (--sync group; store_removed_full:
-#                --sync full)
+#                --sync full, and only the file removed, its WAL left)
+#   store_removed_disk_full
+#                the same on a full disk (the store on a 3 MiB tmpfs behind a
+#                symbolic link, as --db): it cannot be written back, the
+#                coordinator says so and goes on (stopping would lose it: its
+#                open file is the only copy); once there is room it is
+#                written back beside the link's target, every result kept
 #   store_replaced
 #                another file moved over the store while the coordinator
 #                runs: what it stored is saved beside it (.saved-TIME), the
 #                new file is left alone, the coordinator stops (exit 1); the
 #                result that waited is stored once a coordinator runs again
+#   store_taken  the store removed and a second coordinator started on the
+#                path at once: exactly one goes on (whichever locks first);
+#                when the new one does, the old one saves what it stored and
+#                stops without touching the new store's WAL (integrity_check)
 #   sick_node    a node that cannot start workers refuses its jobs to a
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
@@ -275,9 +285,19 @@ store_removed)
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
     check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
-    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    if [ "${4:-}" = full ]; then
+        # the file alone: its WAL (with frames not yet checkpointed, no
+        # syncer) stays beside it and must not be applied to the copy
+        old_wal=$(stat -c %i "$T/gb.db-wal")
+        rm -f "$T/gb.db"
+    else
+        rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    fi
     for _ in $(seq 100); do grep -q "was removed while the coordinator ran" "$T/coord.log" && break; sleep 0.05; done
     contains "the coordinator says so" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store"
+    if [ -n "${old_wal:-}" ] && [ -e "$T/gb.db-wal" ]; then
+        [ "$(stat -c %i "$T/gb.db-wal")" != "$old_wal" ] || fail "the copy was opened with the old store's WAL"
+    fi
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     ls "$T" | grep -q 'restore-' && fail "a restore file was left: $(ls "$T")"
     sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
@@ -292,8 +312,69 @@ store_removed)
     start_coord
     assert_exactly_once 2
     ;;
-store_replaced)
+store_removed_disk_full)
+    mount_dbfs
     start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    fill_disk
+    rm -f "$T/dbfs/gb.db" "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
+    for _ in $(seq 100); do grep -q "cannot copy the store" "$T/coord.log" && break; sleep 0.05; done
+    contains "the coordinator says why" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, and cannot copy the store into $(cd "$T/dbfs" && pwd -P)/gb.db.restore-"
+    contains "... and what to do" "$T/coord.log" "make room, and do not stop the coordinator"
+    kill -0 "$COORD_PID" 2>/dev/null || fail "the coordinator stopped"
+    ls "$T/dbfs" | grep -q 'restore-' && fail "a partial copy was left: $(ls "$T/dbfs")"
+    rm -f "$T/dbfs/filler"
+    for _ in $(seq 100); do grep -q "wrote it back" "$T/coord.log" && break; sleep 0.05; done
+    contains "written back once there is room" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store"
+    [ -f "$T/dbfs/gb.db" ] || fail "not written back behind the link"
+    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
+    assert_exactly_once 2
+    ;;
+store_taken)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" \
+        --ready-file "$T/ready2" --heartbeat-ms $HB --lost-after $LOST >"$T/coord2.log" 2>&1 &
+    C2=$!
+    PIDS+=("$C2")
+    for _ in $(seq 100); do
+        n=0
+        for p in "$COORD_PID" "$C2"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
+        [ "$n" = 1 ] && break
+        sleep 0.05
+    done
+    eq "one coordinator goes on" "$n" 1
+    if kill -0 "$C2" 2>/dev/null; then
+        contains "the old one saved its store" "$T/coord.log" "was replaced by another file while the coordinator ran: everything this coordinator stored is saved in"
+        saved=$(ls "$T"/gb.db.saved-* | grep -v -- '-wal$\|-shm$' | head -n 1)
+        eq "... with its result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+        # the new store works, its WAL untouched by the old coordinator
+        wait "$COORD_PID"
+        [ -e "$T/gb.db-wal" ] || fail "the old coordinator deleted the new store's WAL"
+        GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready2") "$GB" status >/dev/null || fail "the new coordinator does not answer"
+        kill -TERM "$C2"; wait "$C2"
+        eq "the new coordinator stops cleanly" "$?" 0
+        eq "the new store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+        eq "... and has its schema, no old rows" "$(sqlite3 "$T/gb.db" "SELECT count(*) FROM results")" 0
+    else
+        contains "the new one is refused" "$T/coord2.log" "is in use by another coordinator"
+        eq "the old store was written back" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    fi
+    ;;
+store_replaced)
+    # --sync full: no syncer checkpointing the WAL, so frames of ours wait
+    # in it when the file is replaced (whoever opened the new file would
+    # have them applied to it, unless the coordinator removes its WAL)
+    start_coord --sync full
     start_agent a1
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
@@ -306,7 +387,7 @@ store_replaced)
     wait "$COORD_PID"
     eq "the coordinator stops" "$?" 1
     kill -CONT "$w"
-    contains "says why and where" "$T/coord.log" "store $T/gb.db was replaced by another file while the coordinator ran: everything this coordinator stored is saved in $T/gb.db.saved-"
+    contains "says why and where" "$T/coord.log" "store $T/gb.db was replaced by another file while the coordinator ran: everything this coordinator stored is saved in $(cd "$T" && pwd -P)/gb.db.saved-"
     eq "the new file is left alone" "$(sqlite3 "$T/gb.db" "SELECT x FROM mine")" 7
     saved=$(ls "$T"/gb.db.saved-* | grep -v -- '-wal$\|-shm$' | head -n 1)
     eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
