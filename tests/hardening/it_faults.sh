@@ -288,16 +288,12 @@ store_removed)
     if [ "${4:-}" = full ]; then
         # the file alone: its WAL (with frames not yet checkpointed, no
         # syncer) stays beside it and must not be applied to the copy
-        old_wal=$(stat -c %i "$T/gb.db-wal")
         rm -f "$T/gb.db"
     else
         rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
     fi
     for _ in $(seq 100); do grep -q "was removed while the coordinator ran" "$T/coord.log" && break; sleep 0.05; done
     contains "the coordinator says so" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store"
-    if [ -n "${old_wal:-}" ] && [ -e "$T/gb.db-wal" ]; then
-        [ "$(stat -c %i "$T/gb.db-wal")" != "$old_wal" ] || fail "the copy was opened with the old store's WAL"
-    fi
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     ls "$T" | grep -q 'restore-' && fail "a restore file was left: $(ls "$T")"
     sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
