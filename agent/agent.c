@@ -33,6 +33,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_SLOTS 64
@@ -1089,7 +1090,12 @@ static int keep_state_dir(gb_agent_t *a) {
         a->mem_held -= u->mem_len;
         unacked_hold(a, u, mem, u->mem_len); /* within the budget now, or freed */
     }
-    if (scan && have_sd && !failed) {
+    /* an mtime less than 2 s old is not trusted: file systems stamp times
+     * from a coarse clock (a tick of some ms), so a removal in the same
+     * tick as the look would leave it unchanged */
+    struct timespec rt;
+    if (scan && have_sd && !failed && clock_gettime(CLOCK_REALTIME, &rt) == 0 &&
+        rt.tv_sec - sd.st_mtim.tv_sec >= 2) {
         a->spool_seen = sd; /* as it was before the entries were looked at */
         a->spool_seen_ok = 1;
     }
