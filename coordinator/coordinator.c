@@ -3497,6 +3497,7 @@ static void keep_store(gb_coord_t *c) {
         return;
     }
     unlink(tmp);
+    err[0] = '\0';
     c->store = gb_store_open(path, err, sizeof err);
     if (!c->store || gb_store_set_synchronous(c->store, c->cfg.sync == GB_SYNC_FULL) != 0 ||
         (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
