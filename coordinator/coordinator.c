@@ -3490,9 +3490,20 @@ static void keep_store(gb_coord_t *c) {
     close(c->db_lock);
     c->db_lock = fd;
     if (link(tmp, path) != 0) {
-        gb_error("store %s was removed while the coordinator ran, and cannot be put back (%s): "
-                 "everything this coordinator stored is in %s; stopping",
-                 name, strerror(errno), tmp);
+        /* another file is there now (a second coordinator made its store
+         * while the copy was made): as store_replaced */
+        int e = errno;
+        char saved[PATH_MAX + 64];
+        gb_fmt(saved, sizeof saved, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
+        if (e == EEXIST && rename(tmp, saved) == 0)
+            gb_error("store %s was replaced by another file while the coordinator ran: "
+                     "everything this coordinator stored is saved in %s; stopping (the agents "
+                     "keep what was not acknowledged)",
+                     name, saved);
+        else
+            gb_error("store %s was removed while the coordinator ran, and cannot be put back "
+                     "(%s): everything this coordinator stored is in %s; stopping",
+                     name, strerror(e), tmp);
         c->fatal = 1;
         return;
     }

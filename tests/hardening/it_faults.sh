@@ -74,8 +74,10 @@
 #                result that waited is stored once a coordinator runs again
 #   store_taken  the store removed and a second coordinator started on the
 #                path at once: exactly one goes on (whichever locks first);
-#                when the new one does, the old one saves what it stored and
-#                stops without touching the new store's WAL (integrity_check)
+#                when the new one does (its file there before the old one
+#                looked, or made while the old one copied its store: CI hit
+#                that one), the old one saves what it stored and stops
+#                without touching the new store's WAL (integrity_check)
 #   sick_node    a node that cannot start workers refuses its jobs to a
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
