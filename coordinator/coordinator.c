@@ -3396,6 +3396,22 @@ static int open_here(const char *path) {
     return found;
 }
 
+/* Remove PATH-wal and PATH-shm where they are still this process's own (the
+ * store's file was unlinked while open): SQLite does not delete the WAL of
+ * such a file, and would apply it to whatever file is opened at PATH next. */
+static void drop_own_wal(const char *path) {
+    char side[PATH_MAX + 8];
+    for (int i = 0; i < 2; i++) {
+        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
+        if (open_here(side)) unlink(side);
+    }
+}
+
+/* Where a store this coordinator can no longer use at PATH is kept. */
+static void saved_path(const char *path, char *out, size_t outlen) {
+    gb_fmt(out, outlen, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
+}
+
 /* The store's path now names another file: what this coordinator stored is
  * saved beside it (PATH.saved-UNIXTIME) and the coordinator stops, leaving
  * the new file alone. Our PATH-wal and PATH-shm, if still there, are
@@ -3404,9 +3420,9 @@ static int open_here(const char *path) {
  * while open: seen here, the new file then read as our store). The new
  * store's own WAL is never touched (persistent WAL at our close). */
 static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
-    char saved[PATH_MAX + 64], err[PATH_MAX + 300], side[PATH_MAX + 8];
+    char saved[PATH_MAX + 64], err[PATH_MAX + 300];
     int one = 1;
-    gb_fmt(saved, sizeof saved, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
+    saved_path(path, saved, sizeof saved);
     if (store_copy(c, saved, err, sizeof err) == 0)
         gb_error("store %s %s while the coordinator ran: everything this coordinator stored is "
                  "saved in %s; stopping (the agents keep what was not acknowledged)",
@@ -3414,10 +3430,7 @@ static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
     else
         gb_error("store %s %s while the coordinator ran, and %s; stopping", c->cfg.db_path, why,
                  err);
-    for (int i = 0; i < 2; i++) {
-        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
-        if (open_here(side)) unlink(side);
-    }
+    drop_own_wal(path);
     sqlite3_file_control(gb_store_db(c->store), "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     c->fatal = 1;
 }
@@ -3446,7 +3459,7 @@ static void keep_store(gb_coord_t *c) {
         return;
     }
     if (errno != ENOENT) return;
-    char tmp[PATH_MAX + 64], err[PATH_MAX + 300], side[PATH_MAX + 8];
+    char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
     unlink(tmp);
     if (store_copy(c, tmp, err, sizeof err) != 0) {
@@ -3475,10 +3488,7 @@ static void keep_store(gb_coord_t *c) {
     /* our PATH-wal and PATH-shm, if still there (only PATH was removed),
      * go too: SQLite would apply that WAL to the copy when it opens it
      * (it does not delete the WAL of a database file unlinked while open) */
-    for (int i = 0; i < 2; i++) {
-        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
-        if (open_here(side)) unlink(side);
-    }
+    drop_own_wal(path);
     /* then the old connections, before the copy is in place */
     if (c->syncer) {
         if (c->n_held > c->held_head && gb_syncer_wait(c->syncer, c->commit_seq, 5000) == 0)
@@ -3494,7 +3504,7 @@ static void keep_store(gb_coord_t *c) {
          * while the copy was made): as store_replaced */
         int e = errno;
         char saved[PATH_MAX + 64];
-        gb_fmt(saved, sizeof saved, "%s.saved-%lld", path, (long long)(gb_wall_ms() / 1000));
+        saved_path(path, saved, sizeof saved);
         if (e == EEXIST && rename(tmp, saved) == 0)
             gb_error("store %s was replaced by another file while the coordinator ran: "
                      "everything this coordinator stored is saved in %s; stopping (the agents "

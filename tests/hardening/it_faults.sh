@@ -118,6 +118,24 @@ fill_disk() {
     dd if=/dev/zero of="$T/dbfs/filler" bs=4k oflag=append conv=notrunc >/dev/null 2>&1
 }
 
+# alive PID...: how many of the processes live
+alive() {
+    local n=0 p
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
+    echo "$n"
+}
+
+# one_alive PID PID: until only one of the two lives (5 s); says how many do
+one_alive() {
+    local n
+    for _ in $(seq 100); do
+        n=$(alive "$@")
+        [ "$n" = 1 ] && break
+        sleep 0.05
+    done
+    echo "$n"
+}
+
 # stopped_worker AGENT: the pid of the agent's worker once it has stopped
 # itself (SIGSTOP; state T), 10 s at most
 stopped_worker() {
@@ -266,20 +284,14 @@ state_dir_taken)
     wait_nodes 1
     rm -rf "$T/a1"
     start_agent a2 --state-dir "$T/a1"
-    for _ in $(seq 100); do
-        n=0
-        for p in "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
-        [ "$n" = 1 ] && break
-        sleep 0.05
-    done
-    eq "one agent keeps the directory" "$n" 1
+    eq "one agent keeps the directory" "$(one_alive "${AGENT_PID[a1]}" "${AGENT_PID[a2]}")" 1
     if kill -0 "${AGENT_PID[a1]}" 2>/dev/null; then
         contains "the new one is refused" "$T/a2.log" "is in use by another agent"
     else
         contains "the old one stops, saying why" "$T/a1.log" "another agent holds the new one: this agent stops"
     fi
     sleep 0.5
-    eq "... and the other goes on" "$(for p in "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"; do kill -0 "$p" 2>/dev/null && echo x; done | wc -l)" 1
+    eq "... and the other goes on" "$(alive "${AGENT_PID[a1]}" "${AGENT_PID[a2]}")" 1
     ;;
 store_removed)
     start_coord ${4:+--sync "$4"}
@@ -344,13 +356,7 @@ store_taken)
         --ready-file "$T/ready2" --heartbeat-ms $HB --lost-after $LOST >"$T/coord2.log" 2>&1 &
     C2=$!
     PIDS+=("$C2")
-    for _ in $(seq 100); do
-        n=0
-        for p in "$COORD_PID" "$C2"; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done
-        [ "$n" = 1 ] && break
-        sleep 0.05
-    done
-    eq "one coordinator goes on" "$n" 1
+    eq "one coordinator goes on" "$(one_alive "$COORD_PID" "$C2")" 1
     if kill -0 "$C2" 2>/dev/null; then
         contains "the old one saved its store" "$T/coord.log" "was replaced by another file while the coordinator ran: everything this coordinator stored is saved in"
         saved=$(ls "$T"/gb.db.saved-* | grep -v -- '-wal$\|-shm$' | head -n 1)
