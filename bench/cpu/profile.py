@@ -3,11 +3,11 @@
 
 Runs `gpubench train` once with ONEDNN_VERBOSE=1 (oneDNN then times and
 prints every primitive it executes), cuts the log into steps at the
-classifier's forward (once a step), keeps the steps after the warm-up, and
+stem convolution (once a step, its first), keeps the steps after the warm-up, and
 prints a table: milliseconds per step and share of the step for each kind of
 primitive (convolution 1x1 / 3x3 / 7x7 by pass, batch norm, the residual
 add, ReLU backward, pooling, the classifier, reorders). What oneDNN did not
-run is the last row, "ours": the step's wall time (from gpubench's own
+run is the last row, "ours": the step's mean wall time (from gpubench's own
 record) less the primitives' sum: SGD, the loss, our AVX2 Winograd where it
 runs, and the glue. Timing every primitive slows the step a little: the
 table says by how much against a run without it.
@@ -80,7 +80,7 @@ def kind_of(prim, impl, prop, shape):
 
 
 def parse(log, warmup, steps):
-    """{row: ms per step} over `steps` whole steps after the warm-up."""
+    """{row: ms per step} over the `steps` whole steps after the warm-up."""
     execs = []
     for line in log.splitlines():
         if not line.startswith("onednn_verbose,exec,cpu,"):
@@ -91,17 +91,22 @@ def parse(log, warmup, steps):
         except ValueError:
             continue
         execs.append((f[3], f[4], f[5], f[-2], ms))
+    # a step's first primitive is the stem's forward (the only 7x7): the
+    # weights' set-up reorders come before the first one, and the step's
+    # last primitive is the stem's backward, so [stem, next stem) is one
+    # whole step, lined up with the step gpubench times (a window cut
+    # elsewhere, at the classifier, holds the backward of one step and the
+    # forward of the next, and adds up to more than either when the host
+    # slows one of them)
     marks = [i for i, e in enumerate(execs)
-             if e[0] == "inner_product" and e[2] == "forward_training"]
+             if e[0] == "convolution" and e[2] == "forward_training" and "kh7" in e[3]]
     if len(marks) != warmup + steps:
-        sys.exit("expected %d classifier forwards (one a step), found %d: is this oneDNN's "
+        sys.exit("expected %d stem convolutions (one a step), found %d: is this oneDNN's "
                  "verbose format?" % (warmup + steps, len(marks)))
-    # from the last warm-up step's classifier forward to the last timed
-    # step's: `steps` whole cycles, every one after a warm-up forward
-    lo, hi = marks[warmup - 1], marks[warmup + steps - 1]
+    bounds = marks[warmup:] + [len(execs)]
     rows = collections.defaultdict(float)
     counts = collections.defaultdict(int)
-    for prim, impl, prop, shape, ms in execs[lo:hi]:
+    for prim, impl, prop, shape, ms in execs[bounds[0]:bounds[-1]]:
         k = kind_of(prim, impl, prop, shape)
         rows[k] += ms / steps
         counts[k] += 1
@@ -125,16 +130,17 @@ def main():
     plain, _ = train(gpubench, args, verbose=False)
     rec, log = train(gpubench, args, verbose=True)
     rows, counts = parse(log, args.warmup, args.steps)
-    wall = statistics.median(rec["step_ms_samples"])
-    wall_plain = statistics.median(plain["step_ms_samples"])
+    # the rows are means over the timed steps, so the step is too
+    wall = statistics.mean(rec["step_ms_samples"])
+    wall_plain = statistics.mean(plain["step_ms_samples"])
     total = sum(rows.values())
     ours = max(wall - total, 0.0)
     versions = rec.get("versions", {})
     print("resnet50 cpu %s, batch %d, %dx%d, %d threads; %s, oneDNN %s, ISA %s" % (
         args.precision, args.batch, args.image_size, args.image_size, rec.get("threads", 0),
         rec.get("device_model", "?"), versions.get("onednn", "?"), versions.get("isa", "?")))
-    print("step %.1f ms with every primitive timed, %.1f ms without (%.1f%% slower); "
-          "median of %d steps after %d warm-up" % (
+    print("step %.1f ms with every primitive timed, %.1f ms without (%+.1f%%); "
+          "mean of %d steps after %d warm-up" % (
               wall, wall_plain, 100.0 * (wall / wall_plain - 1.0), args.steps, args.warmup))
     print()
     print("| %-44s | %6s | %9s | %6s |" % ("what", "runs", "ms/step", "share"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_profile.py - bench/cpu/profile.py on a small step: oneDNN's verbose
-log is cut into whole steps (one classifier forward each), so every
-ResNet-50 primitive is counted as often as the model has it per step, and
+log is cut into whole steps (from one stem convolution to the next), so
+every ResNet-50 primitive is counted as often as the model has it per step, and
 the table adds up to the step. Fails if oneDNN's verbose format or our
 primitives change under the script."""
 import os
@@ -13,7 +13,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "bench", "cpu", "profile.py")
 
 
+def check_cutting():
+    """parse() on a made-up log: a slow warm-up step (its backward 1000 ms)
+    and two timed steps of 10 ms stay apart; cut at the classifier, the
+    warm-up's backward fell into the timed window (CI, 2026-12-02: the rows
+    added up to 1046.6 ms against a step of 926.6)"""
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import profile as prof  # bench/cpu/profile.py, ahead of Python's own
+    stem = "mb2_ic3oc64_ih64oh32kh7sh2dh0ph3_iw64ow32kw7sw2dw0pw3"
+    fc = "mb2ic2048oc1000"
+
+    def ex(prim, prop, shape, ms):
+        return "onednn_verbose,exec,cpu,%s,jit:avx512_core,%s,src_f32,,alg,%s,%s" % (
+            prim, prop, shape, ms)
+
+    def step(bwd_ms):
+        return [ex("convolution", "forward_training", stem, 2.0),
+                ex("inner_product", "forward_training", fc, 1.0),
+                ex("inner_product", "backward_data", fc, bwd_ms / 2),
+                ex("convolution", "backward_weights", stem, bwd_ms / 2)]
+
+    log = "\n".join([ex("reorder", "undef", "64x3x7x7", 50.0)] + step(1000.0) + step(7.0)
+                     + step(7.0))
+    rows, counts = prof.parse(log, 1, 2)
+    total = sum(rows.values())
+    if abs(total - 10.0) > 1e-9 or counts.get("conv 7x7/2 direct, forward") != 1:
+        sys.exit("cutting: %.1f ms a timed step (want 10.0), rows %s" % (total, dict(rows)))
+
+
 def main():
+    check_cutting()
     gpubench = sys.argv[1]
     out = subprocess.run([sys.executable, SCRIPT, "--gpubench", gpubench, "--batch", "2",
                           "--image-size", "64", "--steps", "2", "--warmup", "1"],
