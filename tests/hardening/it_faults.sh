@@ -148,6 +148,29 @@ stopped_worker() {
     fail "no stopped worker under $1"
 }
 
+# ends_while_down AGENT: submits a job whose worker stops itself, stops the
+# coordinator, then lets the worker go on: its result comes while nobody is
+# there to take it; sets SWEEP. (A job of a fixed length raced the test's
+# polls under load: its result was stored before the coordinator stopped.)
+ends_while_down() {
+    local w
+    SWEEP=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    w=$(stopped_worker "$1")
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    kill -CONT "$w"
+}
+
+# spooled_while_down AGENT JOB: ends_while_down, then waits (5 s) for the
+# result in AGENT's spool; sets SWEEP and SPOOLED (the entry's path). JOB is
+# the job id the submission gets.
+spooled_while_down() {
+    ends_while_down "$1"
+    SPOOLED="$T/$1/spool/result-$2-1.pb"
+    for _ in $(seq 100); do [ -s "$SPOOLED" ] && break; sleep 0.05; done
+    [ -s "$SPOOLED" ] || fail "job $2: nothing spooled"
+}
+
 case "$case" in
 agent_spool_full)
     small_disk "$T/a1/spool" 64k
@@ -162,10 +185,8 @@ agent_spool_full)
     eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
     # again with the coordinator down: held in memory, spooled once there
     # is room, so it survives the agent's SIGKILL
-    sweep2=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
-    w=$(stopped_worker a1)
-    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    kill -CONT "$w"
+    ends_while_down a1
+    sweep2=$SWEEP
     for _ in $(seq 100); do [ "$(grep -c "sending it from memory" "$T/a1.log")" = 2 ] && break; sleep 0.05; done
     eq "held in memory" "$(grep -c "sending it from memory" "$T/a1.log")" 2
     rm -f "$T/a1/spool/filler"
@@ -228,13 +249,8 @@ state_dir_removed)
     q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
     contains "... and its record stored" "$T/rec1.txt" '"slept_ms":'
     # a result waiting in the spool for a coordinator that is down
-    sweep2=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
-    w=$(stopped_worker a1)
-    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    kill -CONT "$w"
-    f="$T/a1/spool/result-2-1.pb"
-    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
-    [ -s "$f" ] || fail "nothing spooled"
+    spooled_while_down a1 2
+    sweep2=$SWEEP f=$SPOOLED
     rm -rf "$T/a1"
     for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     [ -s "$f" ] || fail "the spool entry was not written again"
@@ -259,13 +275,8 @@ state_dir_lost)
     start_coord
     start_agent a1 --result-memory-mb 0
     wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
-    w=$(stopped_worker a1)
-    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    kill -CONT "$w"
-    f="$T/a1/spool/result-1-1.pb"
-    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
-    [ -s "$f" ] || fail "nothing spooled"
+    spooled_while_down a1 1
+    sweep=$SWEEP f=$SPOOLED
     rm -rf "$T/a1"
     for _ in $(seq 100); do grep -q "it is lost" "$T/a1.log" && break; sleep 0.05; done
     contains "the agent says so" "$T/a1.log" "the result of job 1 attempt 1 was removed from the spool and has no copy in memory: it is lost"
@@ -460,17 +471,8 @@ spool_damaged)
         job=$((job + 1))
         start_agent a1
         wait_nodes 1
-        # the worker stops itself before it ends, and goes on once the
-        # coordinator is down (a 1.5 s job and `status` polls raced under
-        # load: the result was stored before the coordinator stopped, and
-        # the job ended done)
-        sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
-        w=$(stopped_worker a1)
-        kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-        kill -CONT "$w"
-        f="$T/a1/spool/result-$job-1.pb"
-        for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
-        [ -s "$f" ] || fail "$mode: nothing spooled"
+        spooled_while_down a1 "$job"
+        sweep=$SWEEP f=$SPOOLED
         kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
         case $mode in
         dir) rm "$f"; mkdir "$f" ;;
