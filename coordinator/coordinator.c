@@ -52,6 +52,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <zmq.h>
@@ -156,7 +157,13 @@ struct gb_coord {
     int db_lock;             /* fd of the store file, flock'ed: one coordinator per store; -1 */
     int64_t store_check_ms;  /* keep_store: next look at the store's path */
     int64_t store_logged_ms; /* keep_store: last "cannot write it back" line */
-    char db_real[PATH_MAX];  /* the store's file, symbolic links resolved at the start */
+    /* keep_store: the store's PATH-wal and PATH-shm (0 wal, 1 shm) as this
+     * process has them open, once seen there (side_known) */
+    int side_known[2];
+    int64_t side_failed_ms; /* keep_side_files: first failed checkpoint, 0 */
+    dev_t side_dev[2];
+    ino_t side_ino[2];
+    char db_real[PATH_MAX]; /* the store's file, symbolic links resolved at the start */
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -3435,6 +3442,134 @@ static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
     c->fatal = 1;
 }
 
+/* The store's connections closed by keep_store opened again at PATH: the
+ * store, its settings, the ranks' statements, the syncer. 1, or 0 (said,
+ * with `what` before "cannot be opened again", and the coordinator stops). */
+static int store_reopen(gb_coord_t *c, const char *path, const char *name, const char *what) {
+    char err[PATH_MAX + 300] = "";
+    c->side_known[0] = c->side_known[1] = 0;
+    c->store = gb_store_open(path, err, sizeof err);
+    if (!c->store || gb_store_set_synchronous(c->store, c->cfg.sync == GB_SYNC_FULL) != 0 ||
+        (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
+        !(c->ranks = gb_ranks_new(c->store, err, sizeof err)) ||
+        (c->cfg.sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(path, err, sizeof err)))) {
+        gb_error("store %s %s cannot be opened again: %s; stopping", name, what,
+                 c->store ? (err[0] ? err : gb_store_errmsg(c->store)) : err);
+        c->fatal = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* Was PATH-wal or PATH-shm, as this process has it open, removed (or
+ * replaced) while the store at PATH stayed? Each is noted the first time
+ * it is seen there and open here (after every opening of the store). */
+static int side_gone(gb_coord_t *c, const char *path) {
+    char side[PATH_MAX + 8];
+    struct stat st;
+    for (int i = 0; i < 2; i++) {
+        gb_fmt(side, sizeof side, "%s-%s", path, i ? "shm" : "wal");
+        int there = stat(side, &st) == 0;
+        if (!c->side_known[i]) {
+            if (there && open_here(side)) {
+                c->side_known[i] = 1;
+                c->side_dev[i] = st.st_dev;
+                c->side_ino[i] = st.st_ino;
+            }
+            continue;
+        }
+        if (!there ? errno == ENOENT : st.st_dev != c->side_dev[i] || st.st_ino != c->side_ino[i])
+            return 1;
+    }
+    return 0;
+}
+
+/* A WAL another process made at PATH-wal while ours had no name holds
+ * what that process wrote (the `sqlite3` shell) to the store's file as it
+ * was then, without what ours held: applied to the file now, its pages
+ * would overwrite ours. Set aside (PATH-wal.aside-UNIXTIME; its index
+ * removed) before the store is opened again; an empty one (a reader's) is
+ * used. -1 (said) when it cannot be moved. */
+static int set_aside_foreign_wal(const char *path, const char *name) {
+    char wal[PATH_MAX + 8], shm[PATH_MAX + 8], aside[PATH_MAX + 64];
+    struct stat st;
+    gb_fmt(wal, sizeof wal, "%s-wal", path);
+    if (stat(wal, &st) != 0 || st.st_size == 0) return 0;
+    gb_fmt(shm, sizeof shm, "%s-shm", path);
+    gb_fmt(aside, sizeof aside, "%s.aside-%lld", wal, (long long)(gb_wall_ms() / 1000));
+    if (rename(wal, aside) != 0) {
+        gb_error("store %s: %s, written by another process while the coordinator's write-ahead "
+                 "log had no name, cannot be set aside (%s); stopping (it would overwrite the "
+                 "store: move it away before the next start)",
+                 name, wal, strerror(errno));
+        return -1;
+    }
+    gb_warn("store %s: another process wrote to the store while the coordinator's write-ahead "
+            "log had no name; what it wrote is set aside in %s, not applied (it was written "
+            "against the store without what the coordinator's log held)",
+            name, aside);
+    unlink(shm);
+    return 0;
+}
+
+/* PATH-wal or PATH-shm was removed while the store stayed (rm gb.db-wal
+ * gb.db-shm, taken for leftovers): SQLite goes on writing the WAL it has
+ * open, which no longer has a name, so whatever was not checkpointed yet
+ * would vanish with a crash of the coordinator (or of the machine), and
+ * `sqlite3` on the store reads only what was. Everything is checkpointed
+ * into the store's file from the open connection (TRUNCATE: every frame,
+ * and the file synced), then the connections are opened again on new
+ * files. A checkpoint that cannot finish (a full disk: the file grows) is
+ * said every 30 s and tried again at each heartbeat; nothing is torn down
+ * before it has. */
+static void keep_side_files(gb_coord_t *c, const char *path, const char *name, int64_t now) {
+    int log = -1, ckpt = -1, one = 1, rc = SQLITE_BUSY;
+    sqlite3 *db = gb_store_db(c->store);
+    /* the syncer's own PASSIVE checkpoints hold the checkpoint lock
+     * briefly: busy is waited out here, a little, then at the next
+     * heartbeat (a new connection, a new syncer, is no way around it: it
+     * would open the file now at PATH-wal, not the WAL our index is of) */
+    for (int i = 0; i < 50 && rc == SQLITE_BUSY; i++) {
+        if (i) nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+        rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
+    }
+    if (rc != SQLITE_OK || log != ckpt) {
+        if (!c->side_failed_ms) c->side_failed_ms = now;
+        if ((rc != SQLITE_BUSY || now - c->side_failed_ms >= 10000) &&
+            (now - c->store_logged_ms >= 30000 || !c->store_logged_ms)) {
+            c->store_logged_ms = now;
+            gb_error("store %s: its write-ahead log (%s-wal or -shm) was removed while the "
+                     "coordinator ran, and what it holds cannot be written into the store yet "
+                     "(%s): it lives only in this coordinator's open file until then (trying "
+                     "again at each heartbeat): %sdo not stop the coordinator",
+                     name, path,
+                     rc != SQLITE_OK ? sqlite3_errmsg(db) : "a checkpoint stopped short",
+                     sqlite3_errcode(db) == SQLITE_FULL ? "make room, and " : "");
+        }
+        return;
+    }
+    c->side_failed_ms = 0;
+    c->store_logged_ms = 0;
+    /* everything committed is in the store's file, synced: what waited for
+     * durability goes now */
+    if (c->syncer) gb_syncer_destroy(&c->syncer);
+    while (c->held_head < c->n_held)
+        out_send(&c->held[c->held_head++]);
+    gb_ranks_destroy(&c->ranks);
+    /* the files at PATH-wal and -shm now are somebody else's (a `sqlite3`
+     * that opened the store meanwhile): not deleted at the close */
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+    gb_store_close(&c->store);
+    if (set_aside_foreign_wal(path, name) != 0) {
+        c->fatal = 1;
+        return;
+    }
+    if (store_reopen(c, path, name, "was checkpointed but"))
+        gb_warn("store %s: its write-ahead log (%s-wal or -shm) was removed while the "
+                "coordinator ran: wrote everything in it into the store and opened it again",
+                name, path);
+}
+
 /* The store at --db stays the file this coordinator writes. Removed while
  * it runs (rm gpubench.db*, a cleaner), SQLite would go on writing into the
  * unlinked file, and every result in it would vanish when the coordinator
@@ -3442,7 +3577,8 @@ static void store_replaced(gb_coord_t *c, const char *path, const char *why) {
  * at once a heartbeat, between transactions: removed, the store is written
  * back from the open connection (VACUUM INTO a file beside it, made
  * durable and locked before it is linked into place) and opened there;
- * replaced by another file, store_replaced. */
+ * replaced by another file, store_replaced; its -wal or -shm removed
+ * alone, keep_side_files. */
 static void keep_store(gb_coord_t *c) {
     /* a --db that is a symbolic link: its target is what is removed */
     const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path, *name = c->cfg.db_path;
@@ -3456,6 +3592,8 @@ static void keep_store(gb_coord_t *c) {
     if (stat(path, &st) == 0) {
         if (st.st_dev != own.st_dev || st.st_ino != own.st_ino)
             store_replaced(c, path, "was replaced by another file");
+        else if (side_gone(c, path))
+            keep_side_files(c, path, name, now);
         return;
     }
     if (errno != ENOENT) return;
@@ -3518,20 +3656,10 @@ static void keep_store(gb_coord_t *c) {
         return;
     }
     unlink(tmp);
-    err[0] = '\0';
-    c->store = gb_store_open(path, err, sizeof err);
-    if (!c->store || gb_store_set_synchronous(c->store, c->cfg.sync == GB_SYNC_FULL) != 0 ||
-        (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
-        !(c->ranks = gb_ranks_new(c->store, err, sizeof err)) ||
-        (c->cfg.sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(path, err, sizeof err)))) {
-        gb_error("store %s was written back but cannot be opened again: %s; stopping", name,
-                 c->store ? (err[0] ? err : gb_store_errmsg(c->store)) : err);
-        c->fatal = 1;
-        return;
-    }
-    gb_warn("store %s was removed while the coordinator ran: wrote it back from the open store "
-            "and use it again",
-            name);
+    if (store_reopen(c, path, name, "was written back but"))
+        gb_warn("store %s was removed while the coordinator ran: wrote it back from the open "
+                "store and use it again",
+                name);
 }
 
 /* --key without --authorized, or the reverse */

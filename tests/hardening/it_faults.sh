@@ -61,6 +61,24 @@
 #                heartbeat, with every result, and used again; a second
 #                coordinator on it is refused (--sync group; store_removed_full:
 #                --sync full, and only the file removed, its WAL left)
+#   wal_removed  the store's WAL and shared-memory files removed (rm
+#                gb.db-wal gb.db-shm) while it runs, a `sqlite3` reading the
+#                store meanwhile: within a heartbeat everything in the WAL is
+#                checkpointed into the store's file and the store opened
+#                again; the reader keeps working; a result that comes after
+#                survives the coordinator's SIGKILL (before, it lived in the
+#                WAL that had no name: lost, after being acknowledged)
+#                (--sync group; wal_removed_full: --sync full, where nothing
+#                else checkpoints, so `sqlite3` read an empty file)
+#   wal_removed_writer
+#                the same (--sync full) with another process writing to the
+#                store before the repair: its writes, made into a WAL of
+#                its own against the file without what ours held, are set
+#                aside (PATH-wal.aside-TIME), not applied over the store
+#   wal_removed_disk_full
+#                the same (--sync full) on a full disk: the checkpoint cannot
+#                grow the store's file; said, the coordinator goes on and
+#                repairs it once there is room
 #   store_removed_disk_full
 #                the same on a full disk (the store on a 3 MiB tmpfs behind a
 #                symbolic link, as --db): it cannot be written back, the
@@ -330,6 +348,92 @@ store_removed)
     kill -TERM "$COORD_PID"; wait "$COORD_PID"
     eq "the coordinator stops cleanly" "$?" 0
     eq "and the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    start_coord
+    assert_exactly_once 2
+    ;;
+wal_removed)
+    start_coord ${4:+--sync "$4"}
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    rm -f "$T/gb.db-wal" "$T/gb.db-shm"
+    # a reader that opens the store now (making new files at those names)
+    # and stays across the coordinator's repair
+    { echo "SELECT 'before', count(*) FROM results;"; sleep 3
+      echo "SELECT 'after', count(*) FROM results;"; } |
+        sqlite3 -batch -noheader -separator , -cmd ".timeout 5000" "$T/gb.db" >"$T/reader.out" 2>&1 &
+    reader=$!
+    for _ in $(seq 100); do grep -q "write-ahead log" "$T/coord.log" && break; sleep 0.05; done
+    contains "the coordinator says so" "$T/coord.log" "store $T/gb.db: its write-ahead log ($T/gb.db-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+    eq "sqlite3 reads the first result" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
+    wait "$reader"
+    # (its first query may come before the repair: with --sync full it then
+    # reads the store's file without the WAL, where nothing is yet)
+    eq "the reader reads on after the repair" "$(tail -n 1 "$T/reader.out")" "after,2"
+    # the crash that lost the second result
+    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    start_coord
+    assert_exactly_once 2
+    ;;
+wal_removed_writer)
+    # --sync full: the store's file is a page or so, the store in the WAL
+    start_coord --sync full
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    rm -f "$T/gb.db-wal" "$T/gb.db-shm"
+    # another process writes to the store now: into a WAL of its own, made
+    # against the file without what the coordinator's WAL holds (unless the
+    # coordinator repaired it first: then it writes into the store)
+    sqlite3 -cmd ".timeout 5000" "$T/gb.db" "CREATE TABLE mine(x); INSERT INTO mine VALUES (7)" ||
+        fail "the writer failed"
+    for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
+    contains "repaired" "$T/coord.log" "was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+    eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    if grep -q "set aside in" "$T/coord.log"; then
+        echo "the writer came before the repair: its WAL set aside"
+        ls "$T"/gb.db-wal.aside-* >/dev/null 2>&1 || fail "nothing set aside"
+        contains "said" "$T/coord.log" "store $T/gb.db: another process wrote to the store while the coordinator's write-ahead log had no name; what it wrote is set aside in $T/gb.db-wal.aside-"
+    else
+        echo "the repair came before the writer"
+        eq "the writer's table is in the store" "$(q "SELECT x FROM mine")" 7
+    fi
+    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
+    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    eq "the store is whole after a SIGKILL" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    start_coord
+    assert_exactly_once 2
+    ;;
+wal_removed_disk_full)
+    # --sync full: nothing checkpoints but the coordinator's repair, so the
+    # WAL holds the store (its file is a page or so) when the disk fills
+    mount_dbfs
+    start_coord --sync full
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    dd if=/dev/zero of="$T/dbfs/filler" bs=4k >/dev/null 2>&1
+    rm -f "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
+    real=$(cd "$T/dbfs" && pwd -P)/gb.db
+    for _ in $(seq 100); do grep -q "cannot be written into the store yet" "$T/coord.log" && break; sleep 0.05; done
+    contains "the coordinator says why and what to do" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran, and what it holds cannot be written into the store yet (database or disk is full): it lives only in this coordinator's open file until then (trying again at each heartbeat): make room, and do not stop the coordinator"
+    kill -0 "$COORD_PID" || fail "the coordinator stopped"
+    rm -f "$T/dbfs/filler"
+    for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
+    contains "repaired once there is room" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
+    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
     start_coord
     assert_exactly_once 2
     ;;
