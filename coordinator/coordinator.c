@@ -3512,6 +3512,27 @@ static int set_aside_foreign_wal(const char *path, const char *name) {
     return 0;
 }
 
+/* A reader that stayed connected across keep_side_files (the `sqlite3`
+ * shell) reads the pages it cached before: the store's file changed under
+ * the WAL index it shares with us now, which says nothing changed, so it
+ * kept reading the store without what our nameless WAL held (seen: "no
+ * such table" after the repair). A commit into the WAL makes every reader
+ * drop its cache: user_version written back as it is. */
+static void wake_readers(sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    int v = 0;
+    char sql[48];
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    gb_fmt(sql, sizeof sql, "PRAGMA user_version = %d", v);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        gb_warn("store: a reader that stayed connected may read stale pages until the next "
+                "write: %s",
+                sqlite3_errmsg(db));
+}
+
 /* PATH-wal or PATH-shm was removed while the store stayed (rm gb.db-wal
  * gb.db-shm, taken for leftovers): SQLite goes on writing the WAL it has
  * open, which no longer has a name, so whatever was not checkpointed yet
@@ -3564,10 +3585,11 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
         c->fatal = 1;
         return;
     }
-    if (store_reopen(c, path, name, "was checkpointed but"))
-        gb_warn("store %s: its write-ahead log (%s-wal or -shm) was removed while the "
-                "coordinator ran: wrote everything in it into the store and opened it again",
-                name, path);
+    if (!store_reopen(c, path, name, "was checkpointed but")) return;
+    wake_readers(gb_store_db(c->store));
+    gb_warn("store %s: its write-ahead log (%s-wal or -shm) was removed while the coordinator "
+            "ran: wrote everything in it into the store and opened it again",
+            name, path);
 }
 
 /* The store at --db stays the file this coordinator writes. Removed while

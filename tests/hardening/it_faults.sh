@@ -166,6 +166,30 @@ stopped_worker() {
     fail "no stopped worker under $1"
 }
 
+# first_job COORD_ARGS...: a coordinator (with the arguments), agent a1
+# and one job done
+first_job() {
+    start_coord "$@"
+    start_agent a1
+    wait_nodes 1
+    local sweep
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+}
+
+# second_job_survives_kill: a second job done, the coordinator SIGKILLed
+# right after: the store is whole and both results are in it, once
+second_job_survives_kill() {
+    local sweep
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "a second job" "$GB" wait "$sweep" --quiet --timeout 30
+    kill -KILL "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    eq "the store is whole after a SIGKILL" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
+    start_coord
+    assert_exactly_once 2
+}
+
 # ends_while_down AGENT: submits a job whose worker stops itself, stops the
 # coordinator, then lets the worker go on: its result comes while nobody is
 # there to take it; sets SWEEP. (A job of a fixed length raced the test's
@@ -352,11 +376,7 @@ store_removed)
     assert_exactly_once 2
     ;;
 wal_removed)
-    start_coord ${4:+--sync "$4"}
-    start_agent a1
-    wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    first_job ${4:+--sync "$4"}
     rm -f "$T/gb.db-wal" "$T/gb.db-shm"
     # a reader that opens the store now (making new files at those names)
     # and stays across the coordinator's repair
@@ -367,25 +387,16 @@ wal_removed)
     for _ in $(seq 100); do grep -q "write-ahead log" "$T/coord.log" && break; sleep 0.05; done
     contains "the coordinator says so" "$T/coord.log" "store $T/gb.db: its write-ahead log ($T/gb.db-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
     eq "sqlite3 reads the first result" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
-    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
     wait "$reader"
     # (its first query may come before the repair: with --sync full it then
     # reads the store's file without the WAL, where nothing is yet)
-    eq "the reader reads on after the repair" "$(tail -n 1 "$T/reader.out")" "after,2"
-    # the crash that lost the second result
-    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
-    start_coord
-    assert_exactly_once 2
+    eq "the reader reads on after the repair" "$(tail -n 1 "$T/reader.out")" "after,1"
+    # the crash that lost a result that came after
+    second_job_survives_kill
     ;;
 wal_removed_writer)
     # --sync full: the store's file is a page or so, the store in the WAL
-    start_coord --sync full
-    start_agent a1
-    wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    first_job --sync full
     rm -f "$T/gb.db-wal" "$T/gb.db-shm"
     # another process writes to the store now: into a WAL of its own, made
     # against the file without what the coordinator's WAL holds (unless the
@@ -404,22 +415,13 @@ wal_removed_writer)
         echo "the repair came before the writer"
         eq "the writer's table is in the store" "$(q "SELECT x FROM mine")" 7
     fi
-    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
-    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    eq "the store is whole after a SIGKILL" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
-    start_coord
-    assert_exactly_once 2
+    second_job_survives_kill
     ;;
 wal_removed_disk_full)
     # --sync full: nothing checkpoints but the coordinator's repair, so the
     # WAL holds the store (its file is a page or so) when the disk fills
     mount_dbfs
-    start_coord --sync full
-    start_agent a1
-    wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a first job" "$GB" wait "$sweep" --quiet --timeout 30
+    first_job --sync full
     dd if=/dev/zero of="$T/dbfs/filler" bs=4k >/dev/null 2>&1
     rm -f "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
     real=$(cd "$T/dbfs" && pwd -P)/gb.db
@@ -430,12 +432,7 @@ wal_removed_disk_full)
     for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
     contains "repaired once there is room" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
-    sweep2=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
-    check "a second job" "$GB" wait "$sweep2" --quiet --timeout 30
-    kill -KILL "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
-    eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
-    start_coord
-    assert_exactly_once 2
+    second_job_survives_kill
     ;;
 store_removed_disk_full)
     mount_dbfs
