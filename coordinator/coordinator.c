@@ -3592,6 +3592,30 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
             name, path);
 }
 
+/* The directory of PATH (the store's file), removed with it (rm -rf of
+ * the directory), made again (mode 0700: who could read it before is not
+ * known) and made durable in its parent. 0, or -1 with the reason. */
+static int remake_dir(const char *path, const char *name, char *err, size_t errlen) {
+    char dir[PATH_MAX];
+    struct stat st;
+    gb_copy(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0; /* the root, or the cwd: not ours to make */
+    *slash = '\0';
+    if (stat(dir, &st) == 0 || errno != ENOENT) return 0;
+    if (gb_mkdir_p(dir, err, errlen) != 0) return -1;
+    slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        fsync_path(dir, 1);
+        *slash = '/';
+    }
+    gb_warn("store %s was removed while the coordinator ran, with its directory: made %s again "
+            "(mode 0700)",
+            name, dir);
+    return 0;
+}
+
 /* The store at --db stays the file this coordinator writes. Removed while
  * it runs (rm gpubench.db*, a cleaner), SQLite would go on writing into the
  * unlinked file, and every result in it would vanish when the coordinator
@@ -3620,6 +3644,17 @@ static void keep_store(gb_coord_t *c) {
     }
     if (errno != ENOENT) return;
     char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
+    if (remake_dir(path, name, err, sizeof err) != 0) {
+        if (now - c->store_logged_ms >= 30000 || !c->store_logged_ms) {
+            c->store_logged_ms = now;
+            gb_error("store %s was removed while the coordinator ran, with its directory, and "
+                     "%s: everything stored lives only in this coordinator's open file until it "
+                     "can be written back (trying again at each heartbeat; a stop saves it in "
+                     "$TMPDIR or /tmp)",
+                     name, err);
+        }
+        return;
+    }
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
     unlink(tmp);
     if (store_copy(c, tmp, err, sizeof err) != 0) {
@@ -3682,6 +3717,39 @@ static void keep_store(gb_coord_t *c) {
         gb_warn("store %s was removed while the coordinator ran: wrote it back from the open "
                 "store and use it again",
                 name);
+}
+
+/* At the stop: a store removed while the coordinator ran and not yet
+ * written back (a full disk, a directory that cannot be made) exists only
+ * as this process's open file, gone when it exits. Tried once more where it
+ * was, then saved as $TMPDIR/NAME.saved-UNIXTIME (or in /tmp). 0 when the
+ * store is where it belongs, -1 (said) otherwise: the coordinator exits 1. */
+static int rescue_store(gb_coord_t *c) {
+    struct stat own;
+    if (c->db_lock < 0 || !c->store || c->fatal || fstat(c->db_lock, &own) != 0 || own.st_nlink > 0)
+        return 0;
+    if (gb_store_in_tx(c->store)) gb_store_rollback(c->store); /* a reload's: made again */
+    c->store_failed = 0;
+    c->reload_changes = 0;
+    c->store_check_ms = 0;
+    keep_store(c);
+    if (c->fatal) return -1;
+    if (fstat(c->db_lock, &own) == 0 && own.st_nlink > 0) return 0;
+    const char *dir = getenv("TMPDIR"), *name = c->cfg.db_path, *base = strrchr(name, '/');
+    char saved[PATH_MAX + 64], err[PATH_MAX + 300];
+    if (!dir || !dir[0]) dir = "/tmp";
+    gb_fmt(saved, sizeof saved, "%s/%s.saved-%lld", dir, base ? base + 1 : name,
+           (long long)(gb_wall_ms() / 1000));
+    if (store_copy(c, saved, err, sizeof err) == 0)
+        gb_error("store %s was removed while the coordinator ran and could not be written back "
+                 "there: everything this coordinator stored is saved in %s; put it back at %s "
+                 "before a coordinator starts again (the agents keep what was not acknowledged)",
+                 name, saved, name);
+    else
+        gb_error("store %s was removed while the coordinator ran, could not be written back "
+                 "there, and %s: what this coordinator stored is lost with it",
+                 name, err);
+    return -1;
 }
 
 /* --key without --authorized, or the reverse */
@@ -4163,6 +4231,7 @@ int gb_coord_run(gb_coord_t *c) {
     }
     flush(c);
     mark_disconnected(c);
+    int rc = rescue_store(c);
     gb_info("coordinator stopping");
-    return 0;
+    return rc;
 }

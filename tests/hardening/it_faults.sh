@@ -85,6 +85,14 @@
 #                coordinator says so and goes on (stopping would lose it: its
 #                open file is the only copy); once there is room it is
 #                written back beside the link's target, every result kept
+#   store_dir_removed
+#                the store removed with its directory (rm -rf): the
+#                directory is made again (0700) and the store written back
+#   store_removed_stop
+#                the coordinator stopped (SIGTERM) while a store removed on a
+#                full disk could not be written back: it is saved in $TMPDIR
+#                (NAME.saved-TIME), said, exit status 1; a coordinator on the
+#                saved store finds every result
 #   store_replaced
 #                another file moved over the store while the coordinator
 #                runs: what it stored is saved beside it (.saved-TIME), the
@@ -433,6 +441,41 @@ wal_removed_disk_full)
     contains "repaired once there is room" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     second_job_survives_kill
+    ;;
+store_dir_removed)
+    # the store in a directory of its own ($T/gb.db a link into it), removed
+    # with the directory (rm -rf): the directory is made again
+    mkdir "$T/sd"
+    ln -s "$T/sd/gb.db" "$T/gb.db"
+    first_job
+    rm -rf "$T/sd"
+    for _ in $(seq 100); do grep -q "wrote it back" "$T/coord.log" && break; sleep 0.05; done
+    contains "the directory made again" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, with its directory: made $T/sd again (mode 0700)"
+    contains "the store written back" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store and use it again"
+    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    second_job_survives_kill
+    ;;
+store_removed_stop)
+    # removed on a full disk (not written back), then the coordinator is
+    # stopped: the store, only an open file, is saved in $TMPDIR
+    mount_dbfs
+    mkdir "$T/rescue"
+    TMPDIR="$T/rescue" first_job
+    fill_disk
+    rm -f "$T/dbfs/gb.db" "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
+    for _ in $(seq 100); do grep -q "cannot copy the store" "$T/coord.log" && break; sleep 0.05; done
+    contains "not written back" "$T/coord.log" "cannot copy the store into"
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    eq "the coordinator's exit status says so" "$?" 1
+    contains "says where the store is" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran and could not be written back there: everything this coordinator stored is saved in $T/rescue/gb.db.saved-"
+    saved=$(ls "$T"/rescue/gb.db.saved-* | head -n 1)
+    eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    eq "... and is whole" "$(sqlite3 "$saved" "PRAGMA integrity_check")" ok
+    rm -f "$T/dbfs/filler"
+    mv "$saved" "$T/dbfs/gb.db"
+    start_coord
+    assert_exactly_once 1
     ;;
 store_removed_disk_full)
     mount_dbfs
