@@ -1356,6 +1356,49 @@ static void read_monitor(gb_agent_t *a) {
     }
 }
 
+/* At the stop: a result held only in memory (the spool was full when it
+ * ended) would be gone with the process. Spooled if there is room now;
+ * otherwise saved as a spool entry under $TMPDIR/gpubench-spool-AGENT_ID
+ * (/tmp without TMPDIR), for the user to move into the state dir's spool/
+ * before the agent starts again. 0, or -1 (said) when any was not spooled:
+ * the agent exits 1. */
+static int rescue_unspooled(gb_agent_t *a) {
+    gb_spool_t *elsewhere = NULL;
+    char err[512], err2[512], dir[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    int rc = 0;
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    gb_fmt(dir, sizeof dir, "%s/gpubench-spool-%s", tmp, a->id);
+    for (size_t i = 0; i < a->n_unacked; i++) {
+        unacked_t *u = &a->unacked[i];
+        if (u->on_disk || !u->mem) continue;
+        if (gb_spool_ensure(a->spool, err, sizeof err) == 0 &&
+            gb_spool_put(a->spool, u->job_id, u->attempt, u->mem, u->mem_len, err, sizeof err) ==
+                0) {
+            u->on_disk = 1;
+            gb_info("spool: the result of job %" PRIu64 " attempt %u, held in memory, is in the "
+                    "spool now (at the stop)",
+                    u->job_id, u->attempt);
+            continue;
+        }
+        rc = -1;
+        err2[0] = '\0';
+        if (!elsewhere) elsewhere = gb_spool_new(dir, err2, sizeof err2);
+        if (elsewhere && gb_spool_put(elsewhere, u->job_id, u->attempt, u->mem, u->mem_len, err2,
+                                      sizeof err2) == 0)
+            gb_error("spool: the result of job %" PRIu64 " attempt %u, held only in memory, "
+                     "cannot be spooled at the stop (%s): saved in %s; move %s/result-*.pb "
+                     "into %s/spool/ before the agent starts again",
+                     u->job_id, u->attempt, err, dir, dir, a->state_dir);
+        else
+            gb_error("spool: the result of job %" PRIu64 " attempt %u, held only in memory, "
+                     "cannot be spooled at the stop (%s), nor saved in %s (%s): it is lost",
+                     u->job_id, u->attempt, err, dir, err2);
+    }
+    gb_spool_destroy(&elsewhere);
+    return rc;
+}
+
 int gb_agent_run(gb_agent_t *a) {
     zmq_pollitem_t items[2 + 2 * MAX_SLOTS];
     a->next_hb_ms = 0; /* hello at once */
@@ -1464,6 +1507,7 @@ int gb_agent_run(gb_agent_t *a) {
             for (size_t i = 0; i < a->n_unacked; i++)
                 if (now >= a->unacked[i].next_send_ms) send_spooled(a, &a->unacked[i]);
     }
+    int rc = rescue_unspooled(a);
     gb_info("agent stopping");
-    return 0;
+    return rc;
 }

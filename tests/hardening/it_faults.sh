@@ -32,6 +32,11 @@
 #                nothing is left in memory or on disk. Again with the
 #                coordinator down: spooled once there is room, it survives
 #                the agent's SIGKILL
+#   agent_stop_unspooled
+#                the agent stopped (SIGTERM) while a result is held only in
+#                memory (spool full, coordinator down): saved as a spool
+#                entry in $TMPDIR/gpubench-spool-AGENT_ID, said, exit status
+#                1; moved into the spool, it is sent and stored once
 #   worker_disk_full
 #                the agent's disk (its whole state dir) fills while a job
 #                runs: the worker writes its record into the blocks reserved
@@ -249,6 +254,34 @@ agent_spool_full)
     q "SELECT record FROM results WHERE job_id = 2" >"$T/rec2.txt"
     contains "... with its record" "$T/rec2.txt" '"slept_ms":'
     assert_exactly_once 2
+    ;;
+agent_stop_unspooled)
+    # a result held only in memory (spool full, coordinator down) when the
+    # agent is stopped: saved as a spool entry in $TMPDIR, moved back, sent
+    small_disk "$T/a1/spool" 64k
+    mkdir "$T/rescue"
+    start_coord
+    TMPDIR="$T/rescue" start_agent a1
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    dd if=/dev/zero of="$T/a1/spool/filler" bs=4k >/dev/null 2>&1
+    ends_while_down a1
+    for _ in $(seq 100); do grep -q "sending it from memory" "$T/a1.log" && break; sleep 0.05; done
+    contains "held in memory" "$T/a1.log" "sending it from memory"
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent's exit status says so" "$?" 1
+    contains "says where it is" "$T/a1.log" "spool: the result of job 1 attempt 1, held only in memory, cannot be spooled at the stop"
+    contains "... and what to do" "$T/a1.log" "saved in $T/rescue/gpubench-spool-$id; move $T/rescue/gpubench-spool-$id/result-*.pb into $T/a1/spool/ before the agent starts again"
+    [ -s "$T/rescue/gpubench-spool-$id/result-1-1.pb" ] || fail "nothing saved"
+    rm -f "$T/a1/spool/filler"
+    mv "$T/rescue/gpubench-spool-$id"/result-*.pb "$T/a1/spool/"
+    start_agent a1
+    start_coord
+    check "it lands" "$GB" wait "$SWEEP" --quiet --timeout 30
+    q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
+    contains "... with its record" "$T/rec1.txt" '"slept_ms":'
+    assert_exactly_once 1
     ;;
 worker_disk_full)
     small_disk "$T/a1" 4m
