@@ -3721,34 +3721,45 @@ static void keep_store(gb_coord_t *c) {
 
 /* At the stop: a store removed while the coordinator ran and not yet
  * written back (a full disk, a directory that cannot be made) exists only
- * as this process's open file, gone when it exits. Tried once more where it
- * was, then saved as $TMPDIR/NAME.saved-UNIXTIME (or in /tmp). 0 when the
- * store is where it belongs, -1 (said) otherwise: the coordinator exits 1. */
+ * as this process's open file, gone when it exits; a WAL removed alone
+ * and not yet checkpointed (a full disk) holds what the file lacks, gone
+ * too. Tried once more, then the store is saved as
+ * $TMPDIR/NAME.saved-UNIXTIME (or in /tmp). 0 when the store is whole
+ * where it belongs, -1 (said) otherwise: the coordinator exits 1. */
 static int rescue_store(gb_coord_t *c) {
     struct stat own;
-    if (c->db_lock < 0 || !c->store || c->fatal || fstat(c->db_lock, &own) != 0 || own.st_nlink > 0)
-        return 0;
+    const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path;
+    if (c->db_lock < 0 || !c->store || c->fatal || fstat(c->db_lock, &own) != 0) return 0;
+    int side = own.st_nlink > 0;
+    if (side && !side_gone(c, path)) return 0;
     if (gb_store_in_tx(c->store)) gb_store_rollback(c->store); /* a reload's: made again */
     c->store_failed = 0;
     c->reload_changes = 0;
     c->store_check_ms = 0;
     keep_store(c);
     if (c->fatal) return -1;
-    if (fstat(c->db_lock, &own) == 0 && own.st_nlink > 0) return 0;
+    if (side ? !c->side_failed_ms : fstat(c->db_lock, &own) == 0 && own.st_nlink > 0) return 0;
     const char *dir = getenv("TMPDIR"), *name = c->cfg.db_path, *base = strrchr(name, '/');
-    char saved[PATH_MAX + 64], err[PATH_MAX + 300];
+    char saved[PATH_MAX + 64], err[PATH_MAX + 300], what[PATH_MAX + 100];
     if (!dir || !dir[0]) dir = "/tmp";
     gb_fmt(saved, sizeof saved, "%s/%s.saved-%lld", dir, base ? base + 1 : name,
            (long long)(gb_wall_ms() / 1000));
-    if (store_copy(c, saved, err, sizeof err) == 0)
-        gb_error("store %s was removed while the coordinator ran and could not be written back "
-                 "there: everything this coordinator stored is saved in %s; put it back at %s "
-                 "before a coordinator starts again (the agents keep what was not acknowledged)",
-                 name, saved, name);
+    if (side)
+        gb_fmt(what, sizeof what,
+               "store %s: its write-ahead log was removed while the coordinator "
+               "ran and could not be written into the store",
+               name);
     else
-        gb_error("store %s was removed while the coordinator ran, could not be written back "
-                 "there, and %s: what this coordinator stored is lost with it",
-                 name, err);
+        gb_fmt(what, sizeof what,
+               "store %s was removed while the coordinator ran and could not be written back "
+               "there",
+               name);
+    if (store_copy(c, saved, err, sizeof err) == 0)
+        gb_error("%s: everything this coordinator stored is saved in %s; put it back at %s%s "
+                 "before a coordinator starts again (the agents keep what was not acknowledged)",
+                 what, saved, name, side ? " (removing its -wal and -shm)" : "");
+    else
+        gb_error("%s, and %s: what this coordinator stored is lost with it", what, err);
     return -1;
 }
 

@@ -83,7 +83,9 @@
 #   wal_removed_disk_full
 #                the same (--sync full) on a full disk: the checkpoint cannot
 #                grow the store's file; said, the coordinator goes on and
-#                repairs it once there is room
+#                repairs it once there is room (wal_removed_stop: stopped
+#                before there is room, it saves the store in $TMPDIR and
+#                exits 1; a coordinator on the saved store finds the result)
 #   store_removed_disk_full
 #                the same on a full disk (the store on a 3 MiB tmpfs behind a
 #                symbolic link, as --db): it cannot be written back, the
@@ -462,18 +464,33 @@ wal_removed_disk_full)
     # --sync full: nothing checkpoints but the coordinator's repair, so the
     # WAL holds the store (its file is a page or so) when the disk fills
     mount_dbfs
-    first_job --sync full
+    mkdir "$T/rescue"
+    TMPDIR="$T/rescue" first_job --sync full
     dd if=/dev/zero of="$T/dbfs/filler" bs=4k >/dev/null 2>&1
     rm -f "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
     real=$(cd "$T/dbfs" && pwd -P)/gb.db
     for _ in $(seq 100); do grep -q "cannot be written into the store yet" "$T/coord.log" && break; sleep 0.05; done
     contains "the coordinator says why and what to do" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran, and what it holds cannot be written into the store yet (database or disk is full): it lives only in this coordinator's open file until then (trying again at each heartbeat): make room, and do not stop the coordinator"
     kill -0 "$COORD_PID" || fail "the coordinator stopped"
-    rm -f "$T/dbfs/filler"
-    for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
-    contains "repaired once there is room" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
-    eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
-    second_job_survives_kill
+    if [ "${4:-}" = stop ]; then
+        # stopped now: what the nameless WAL holds would go with the process
+        kill -TERM "$COORD_PID"
+        wait "$COORD_PID"
+        eq "the coordinator's exit status says so" "$?" 1
+        contains "says where the store is" "$T/coord.log" "store $T/gb.db: its write-ahead log was removed while the coordinator ran and could not be written into the store: everything this coordinator stored is saved in $T/rescue/gb.db.saved-"
+        saved=$(ls "$T"/rescue/gb.db.saved-* | head -n 1)
+        eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+        rm -f "$T/dbfs/filler" "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
+        mv "$saved" "$T/dbfs/gb.db"
+        start_coord
+        assert_exactly_once 1
+    else
+        rm -f "$T/dbfs/filler"
+        for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
+        contains "repaired once there is room" "$T/coord.log" "store $T/gb.db: its write-ahead log ($real-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+        eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+        second_job_survives_kill
+    fi
     ;;
 store_dir_removed)
     # the store in a directory of its own ($T/gb.db a link into it), removed
