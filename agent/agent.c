@@ -1356,23 +1356,40 @@ static void read_monitor(gb_agent_t *a) {
     }
 }
 
+/* Where rescue_unspooled saves: DIR, made as a state directory of this
+ * agent's id (DIR/agent_id, DIR/spool/), so that an agent started on it
+ * sends what is there. NULL (err says why) when it cannot be made. */
+static gb_spool_t *rescue_dir(gb_agent_t *a, const char *dir, char *err, size_t errlen) {
+    char path[PATH_MAX + 16], line[GB_WIRE_ID_MAX + 2];
+    if (gb_mkdir_p(dir, err, errlen) != 0) return NULL;
+    gb_fmt(path, sizeof path, "%s/agent_id", dir);
+    gb_fmt(line, sizeof line, "%s\n", a->id);
+    if (gb_write_file_atomic(path, line, strlen(line), err, errlen) != 0) return NULL;
+    gb_fmt(path, sizeof path, "%s/spool", dir);
+    return gb_spool_new(path, err, errlen);
+}
+
 /* At the stop: a result held only in memory (the spool was full when it
  * ended) would be gone with the process. Spooled if there is room now;
- * otherwise saved as a spool entry under $TMPDIR/gpubench-spool-AGENT_ID
- * (/tmp without TMPDIR), for the user to move into the state dir's spool/
- * before the agent starts again. 0, or -1 (said) when any was not spooled:
- * the agent exits 1. */
-static int rescue_unspooled(gb_agent_t *a) {
+ * otherwise saved under $TMPDIR/gpubench-state-AGENT_ID (/tmp without
+ * TMPDIR), a state directory of this agent's id: an agent started on it
+ * sends it, or its spool entries go back into the state dir's spool/
+ * before the agent starts again. With !own_spool (the state dir is
+ * another agent's now: it took it while it was gone) every result held in
+ * memory is saved there at once. 0, or -1 (said) when any was not
+ * spooled: the agent exits 1. */
+static int rescue_unspooled(gb_agent_t *a, int own_spool) {
     gb_spool_t *elsewhere = NULL;
     char err[512], err2[512], dir[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     int rc = 0;
     if (!tmp || !tmp[0]) tmp = "/tmp";
-    gb_fmt(dir, sizeof dir, "%s/gpubench-spool-%s", tmp, a->id);
+    gb_fmt(dir, sizeof dir, "%s/gpubench-state-%s", tmp, a->id);
     for (size_t i = 0; i < a->n_unacked; i++) {
         unacked_t *u = &a->unacked[i];
-        if (u->on_disk || !u->mem) continue;
-        if (gb_spool_ensure(a->spool, err, sizeof err) == 0 &&
+        if ((own_spool && u->on_disk) || !u->mem) continue; /* not ours: its entries neither */
+        gb_copy(err, sizeof err, "the state directory is another agent's now");
+        if (own_spool && gb_spool_ensure(a->spool, err, sizeof err) == 0 &&
             gb_spool_put(a->spool, u->job_id, u->attempt, u->mem, u->mem_len, err, sizeof err) ==
                 0) {
             u->on_disk = 1;
@@ -1383,13 +1400,17 @@ static int rescue_unspooled(gb_agent_t *a) {
         }
         rc = -1;
         err2[0] = '\0';
-        if (!elsewhere) elsewhere = gb_spool_new(dir, err2, sizeof err2);
+        if (!elsewhere) elsewhere = rescue_dir(a, dir, err2, sizeof err2);
         if (elsewhere && gb_spool_put(elsewhere, u->job_id, u->attempt, u->mem, u->mem_len, err2,
                                       sizeof err2) == 0)
             gb_error("spool: the result of job %" PRIu64 " attempt %u, held only in memory, "
-                     "cannot be spooled at the stop (%s): saved in %s; move %s/result-*.pb "
-                     "into %s/spool/ before the agent starts again",
-                     u->job_id, u->attempt, err, dir, dir, a->state_dir);
+                     "cannot be spooled at the stop (%s): saved in %s, a state directory of this "
+                     "agent's id: `gpubench agent --state-dir %s` (with the other options) sends "
+                     "it%s%s%s",
+                     u->job_id, u->attempt, err, dir, dir,
+                     own_spool ? "; or move its spool/result-*.pb into " : "",
+                     own_spool ? a->state_dir : "",
+                     own_spool ? "/spool/ before the agent starts again" : "");
         else
             gb_error("spool: the result of job %" PRIu64 " attempt %u, held only in memory, "
                      "cannot be spooled at the stop (%s), nor saved in %s (%s): it is lost",
@@ -1432,6 +1453,7 @@ int gb_agent_run(gb_agent_t *a) {
         if (zmq_poll(items, n, timeout) < 0) {
             if (errno == EINTR) continue;
             gb_error("poll: %s", zmq_strerror(errno));
+            rescue_unspooled(a, 1);
             return -1;
         }
         if (items[0].revents & ZMQ_POLLIN)
@@ -1458,6 +1480,7 @@ int gb_agent_run(gb_agent_t *a) {
             close_socket(a);
             if (open_socket(a, err, sizeof err) != 0) {
                 gb_error("%s", err);
+                rescue_unspooled(a, 1);
                 return -1;
             }
             gb_debug("connecting to %s again on a new socket", a->cfg.connect);
@@ -1493,7 +1516,10 @@ int gb_agent_run(gb_agent_t *a) {
         }
         if (a->registered) a->silent_warned_ms = 0;
         if (now >= a->next_hb_ms) {
-            if (keep_state_dir(a) != 0) return -1;
+            if (keep_state_dir(a) != 0) {
+                rescue_unspooled(a, 0);
+                return -1;
+            }
             if (a->registered) {
                 send_heartbeat(a);
                 for (int i = 0; i < a->cfg.slots; i++)
@@ -1507,7 +1533,7 @@ int gb_agent_run(gb_agent_t *a) {
             for (size_t i = 0; i < a->n_unacked; i++)
                 if (now >= a->unacked[i].next_send_ms) send_spooled(a, &a->unacked[i]);
     }
-    int rc = rescue_unspooled(a);
+    int rc = rescue_unspooled(a, 1);
     gb_info("agent stopping");
     return rc;
 }

@@ -35,8 +35,14 @@
 #   agent_stop_unspooled
 #                the agent stopped (SIGTERM) while a result is held only in
 #                memory (spool full, coordinator down): saved as a spool
-#                entry in $TMPDIR/gpubench-spool-AGENT_ID, said, exit status
-#                1; moved into the spool, it is sent and stored once
+#                entry in $TMPDIR/gpubench-state-AGENT_ID (a state dir of
+#                the agent's id), said, exit status 1; moved into the spool,
+#                it is sent and stored once
+#   agent_taken_unspooled
+#                a result waiting for a coordinator that is down when the
+#                state dir is removed and taken by a second agent: the first
+#                saves it there too and stops (exit 1); an agent started on
+#                the saved directory delivers it, stored once
 #   worker_disk_full
 #                the agent's disk (its whole state dir) fills while a job
 #                runs: the worker writes its record into the blocks reserved
@@ -274,13 +280,49 @@ agent_stop_unspooled)
     wait "${AGENT_PID[a1]}"
     eq "the agent's exit status says so" "$?" 1
     contains "says where it is" "$T/a1.log" "spool: the result of job 1 attempt 1, held only in memory, cannot be spooled at the stop"
-    contains "... and what to do" "$T/a1.log" "saved in $T/rescue/gpubench-spool-$id; move $T/rescue/gpubench-spool-$id/result-*.pb into $T/a1/spool/ before the agent starts again"
-    [ -s "$T/rescue/gpubench-spool-$id/result-1-1.pb" ] || fail "nothing saved"
+    r="$T/rescue/gpubench-state-$id"
+    contains "... and what to do" "$T/a1.log" "saved in $r, a state directory of this agent's id: \`gpubench agent --state-dir $r\` (with the other options) sends it; or move its spool/result-*.pb into $T/a1/spool/ before the agent starts again"
+    [ -s "$r/spool/result-1-1.pb" ] || fail "nothing saved"
+    eq "... with the agent's id" "$(cat "$r/agent_id")" "$id"
     rm -f "$T/a1/spool/filler"
-    mv "$T/rescue/gpubench-spool-$id"/result-*.pb "$T/a1/spool/"
+    mv "$r"/spool/result-*.pb "$T/a1/spool/"
     start_agent a1
     start_coord
     check "it lands" "$GB" wait "$SWEEP" --quiet --timeout 30
+    q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
+    contains "... with its record" "$T/rec1.txt" '"slept_ms":'
+    assert_exactly_once 1
+    ;;
+agent_taken_unspooled)
+    # a result waiting for a coordinator that is down, the agent's state dir
+    # removed and taken by a second agent before the first looks (it is
+    # stopped meanwhile): the first saves the result in a state dir of its
+    # id under $TMPDIR and stops; an agent on that directory delivers it
+    mkdir "$T/rescue"
+    start_coord
+    TMPDIR="$T/rescue" start_agent a1
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    spooled_while_down a1 1
+    kill -STOP "${AGENT_PID[a1]}"
+    rm -rf "$T/a1"
+    start_agent a2 --state-dir "$T/a1"
+    for _ in $(seq 100); do [ -s "$T/a1/agent_id" ] && break; sleep 0.05; done
+    [ "$(cat "$T/a1/agent_id")" != "$id" ] || fail "the second agent has the first one's id"
+    kill -CONT "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the first agent stops, exit status 1" "$?" 1
+    r="$T/rescue/gpubench-state-$id"
+    contains "says where the result is" "$T/a1.log" "spool: the result of job 1 attempt 1, held only in memory, cannot be spooled at the stop (the state directory is another agent's now): saved in $r, a state directory of this agent's id: \`gpubench agent --state-dir $r\` (with the other options) sends it"
+    [ -s "$r/spool/result-1-1.pb" ] || fail "nothing saved"
+    kill -TERM "${AGENT_PID[a2]}"
+    wait "${AGENT_PID[a2]}"
+    start_coord
+    "$GB" agent --connect "$LISTEN" --state-dir "$r" --name a1 --heartbeat-ms $HB \
+        --lost-after $LOST >>"$T/a1.log" 2>&1 &
+    AGENT_PID[a1]=$!
+    PIDS+=("$!")
+    check "it lands, sent by an agent on the saved directory" "$GB" wait "$SWEEP" --quiet --timeout 30
     q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
     contains "... with its record" "$T/rec1.txt" '"slept_ms":'
     assert_exactly_once 1
