@@ -3602,7 +3602,7 @@ static int remake_dir(const char *path, const char *name, char *err, size_t errl
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return 0; /* the root, or the cwd: not ours to make */
     *slash = '\0';
-    if (stat(dir, &st) == 0 || errno != ENOENT) return 0;
+    if (stat(dir, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return 0;
     if (gb_mkdir_p(dir, err, errlen) != 0) return -1;
     slash = strrchr(dir, '/');
     if (slash && slash != dir) {
@@ -3642,31 +3642,23 @@ static void keep_store(gb_coord_t *c) {
             keep_side_files(c, path, name, now);
         return;
     }
-    if (errno != ENOENT) return;
+    if (errno != ENOENT && errno != ENOTDIR) return; /* ENOTDIR: a file where its directory was */
     char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
-    if (remake_dir(path, name, err, sizeof err) != 0) {
-        if (now - c->store_logged_ms >= 30000 || !c->store_logged_ms) {
-            c->store_logged_ms = now;
-            gb_error("store %s was removed while the coordinator ran, with its directory, and "
-                     "%s: everything stored lives only in this coordinator's open file until it "
-                     "can be written back (trying again at each heartbeat; a stop saves it in "
-                     "$TMPDIR or /tmp)",
-                     name, err);
-        }
-        return;
-    }
+    int no_dir = remake_dir(path, name, err, sizeof err) != 0;
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
-    unlink(tmp);
-    if (store_copy(c, tmp, err, sizeof err) != 0) {
+    if (!no_dir) unlink(tmp);
+    if (no_dir || store_copy(c, tmp, err, sizeof err) != 0) {
         /* (a full disk): stopping would lose all of it, the open file being
-         * its only copy; tried again at every heartbeat */
+         * its only copy (rescue_store saves it elsewhere then); tried again
+         * at every heartbeat */
         if (now - c->store_logged_ms >= 30000 || !c->store_logged_ms) {
             c->store_logged_ms = now;
-            gb_error("store %s was removed while the coordinator ran, and %s: everything stored "
-                     "lives only in this coordinator's open file until it can be written back "
-                     "(trying again at each heartbeat): make room, and do not stop the "
-                     "coordinator",
-                     name, err);
+            gb_error("store %s was removed while the coordinator ran%s, and %s: everything "
+                     "stored lives only in this coordinator's open file until it can be written "
+                     "back (trying again at each heartbeat): %s",
+                     name, no_dir ? ", with its directory" : "", err,
+                     no_dir ? "a stop saves it in $TMPDIR or /tmp"
+                            : "make room, and do not stop the coordinator");
         }
         return;
     }

@@ -101,6 +101,10 @@
 #   store_dir_removed
 #                the store removed with its directory (rm -rf): the
 #                directory is made again (0700) and the store written back
+#   store_dir_blocked
+#                the store's directory removed and a file put in its place:
+#                it cannot be made again, said every 30 s; a stop saves the
+#                store in $TMPDIR (exit 1), every result in it
 #   store_removed_stop
 #                the coordinator stopped (SIGTERM) while a store removed on a
 #                full disk could not be written back: it is saved in $TMPDIR
@@ -209,6 +213,20 @@ second_job_survives_kill() {
     eq "the store is whole after a SIGKILL" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
     start_coord
     assert_exactly_once 2
+}
+
+# stop_saves_store WHAT: SIGTERM to the coordinator, which cannot keep its
+# store where it belongs: it exits 1 saying "WHAT: everything this
+# coordinator stored is saved in $T/rescue/gb.db.saved-..." (its TMPDIR),
+# and the saved store has the one result; sets SAVED
+stop_saves_store() {
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    eq "the coordinator's exit status says so" "$?" 1
+    contains "says where the store is" "$T/coord.log" "$1: everything this coordinator stored is saved in $T/rescue/gb.db.saved-"
+    SAVED=$(ls "$T"/rescue/gb.db.saved-* | head -n 1)
+    eq "the saved store has the result" "$(sqlite3 "$SAVED" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    eq "... and is whole" "$(sqlite3 "$SAVED" "PRAGMA integrity_check")" ok
 }
 
 # ends_while_down AGENT: submits a job whose worker stops itself, stops the
@@ -516,14 +534,9 @@ wal_removed_disk_full)
     kill -0 "$COORD_PID" || fail "the coordinator stopped"
     if [ "${4:-}" = stop ]; then
         # stopped now: what the nameless WAL holds would go with the process
-        kill -TERM "$COORD_PID"
-        wait "$COORD_PID"
-        eq "the coordinator's exit status says so" "$?" 1
-        contains "says where the store is" "$T/coord.log" "store $T/gb.db: its write-ahead log was removed while the coordinator ran and could not be written into the store: everything this coordinator stored is saved in $T/rescue/gb.db.saved-"
-        saved=$(ls "$T"/rescue/gb.db.saved-* | head -n 1)
-        eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+        stop_saves_store "store $T/gb.db: its write-ahead log was removed while the coordinator ran and could not be written into the store"
         rm -f "$T/dbfs/filler" "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
-        mv "$saved" "$T/dbfs/gb.db"
+        mv "$SAVED" "$T/dbfs/gb.db"
         start_coord
         assert_exactly_once 1
     else
@@ -547,6 +560,27 @@ store_dir_removed)
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     second_job_survives_kill
     ;;
+store_dir_blocked)
+    # the store's directory removed and a file put where it was (the
+    # coordinator stopped meanwhile, so it cannot look in between): the
+    # directory cannot be made again, said; a stop saves the store in
+    # $TMPDIR
+    mkdir -p "$T/x/y" "$T/rescue"
+    ln -s "$T/x/y/gb.db" "$T/gb.db"
+    TMPDIR="$T/rescue" first_job
+    kill -STOP "$COORD_PID"
+    rm -rf "$T/x"
+    touch "$T/x"
+    kill -CONT "$COORD_PID"
+    for _ in $(seq 100); do grep -q "with its directory, and" "$T/coord.log" && break; sleep 0.05; done
+    contains "says why" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, with its directory, and cannot create directory $T/x/y: Not a directory: everything stored lives only in this coordinator's open file until it can be written back (trying again at each heartbeat): a stop saves it in \$TMPDIR or /tmp"
+    stop_saves_store "store $T/gb.db was removed while the coordinator ran and could not be written back there"
+    rm -f "$T/x"
+    mkdir -p "$T/x/y"
+    mv "$SAVED" "$T/x/y/gb.db"
+    start_coord
+    assert_exactly_once 1
+    ;;
 store_removed_stop)
     # removed on a full disk (not written back), then the coordinator is
     # stopped: the store, only an open file, is saved in $TMPDIR
@@ -557,15 +591,9 @@ store_removed_stop)
     rm -f "$T/dbfs/gb.db" "$T/dbfs/gb.db-wal" "$T/dbfs/gb.db-shm"
     for _ in $(seq 100); do grep -q "cannot copy the store" "$T/coord.log" && break; sleep 0.05; done
     contains "not written back" "$T/coord.log" "cannot copy the store into"
-    kill -TERM "$COORD_PID"
-    wait "$COORD_PID"
-    eq "the coordinator's exit status says so" "$?" 1
-    contains "says where the store is" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran and could not be written back there: everything this coordinator stored is saved in $T/rescue/gb.db.saved-"
-    saved=$(ls "$T"/rescue/gb.db.saved-* | head -n 1)
-    eq "the saved store has the result" "$(sqlite3 "$saved" "SELECT count(*) FROM results WHERE status = 'ok'")" 1
-    eq "... and is whole" "$(sqlite3 "$saved" "PRAGMA integrity_check")" ok
+    stop_saves_store "store $T/gb.db was removed while the coordinator ran and could not be written back there"
     rm -f "$T/dbfs/filler"
-    mv "$saved" "$T/dbfs/gb.db"
+    mv "$SAVED" "$T/dbfs/gb.db"
     start_coord
     assert_exactly_once 1
     ;;
