@@ -1381,10 +1381,8 @@ static gb_spool_t *rescue_dir(gb_agent_t *a, const char *dir, char *err, size_t 
 static int rescue_unspooled(gb_agent_t *a, int own_spool) {
     gb_spool_t *elsewhere = NULL;
     char err[512], err2[512], dir[PATH_MAX];
-    const char *tmp = getenv("TMPDIR");
     int rc = 0;
-    if (!tmp || !tmp[0]) tmp = "/tmp";
-    gb_fmt(dir, sizeof dir, "%s/gpubench-state-%s", tmp, a->id);
+    gb_fmt(dir, sizeof dir, "%s/gpubench-state-%s", gb_tmpdir(), a->id);
     for (size_t i = 0; i < a->n_unacked; i++) {
         unacked_t *u = &a->unacked[i];
         if ((own_spool && u->on_disk) || !u->mem) continue; /* not ours: its entries neither */

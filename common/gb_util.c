@@ -247,6 +247,11 @@ int gb_write_file_in_place(const char *path, const void *data, size_t len, char 
     return 0;
 }
 
+const char *gb_tmpdir(void) {
+    const char *dir = getenv("TMPDIR");
+    return dir && dir[0] ? dir : "/tmp";
+}
+
 int gb_mkdir_p(const char *path, char *err, size_t errlen) {
     char buf[4096];
     if (gb_copy(buf, sizeof buf, path) != 0 || buf[0] == '\0') {

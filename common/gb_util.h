@@ -62,6 +62,9 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
  * A path that is not a regular file (a pipe, /dev/stdout) is written only. */
 int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,
                            size_t errlen);
+/* Where temporary and rescued files go: $TMPDIR when set and not empty,
+ * else /tmp. */
+const char *gb_tmpdir(void);
 /* mkdir -p with mode 0700 for the directories it creates. */
 int gb_mkdir_p(const char *path, char *err, size_t errlen);
 /* n random bytes from the kernel (getrandom), written as 2n hex characters

@@ -3731,9 +3731,8 @@ static int rescue_store(gb_coord_t *c) {
     keep_store(c);
     if (c->fatal) return -1;
     if (side ? !c->side_failed_ms : fstat(c->db_lock, &own) == 0 && own.st_nlink > 0) return 0;
-    const char *dir = getenv("TMPDIR"), *name = c->cfg.db_path, *base = strrchr(name, '/');
+    const char *dir = gb_tmpdir(), *name = c->cfg.db_path, *base = strrchr(name, '/');
     char saved[PATH_MAX + 64], err[PATH_MAX + 300], what[PATH_MAX + 100];
-    if (!dir || !dir[0]) dir = "/tmp";
     gb_fmt(saved, sizeof saved, "%s/%s.saved-%lld", dir, base ? base + 1 : name,
            (long long)(gb_wall_ms() / 1000));
     if (side)

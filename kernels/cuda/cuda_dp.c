@@ -167,10 +167,10 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
         g.p2p_off = 1;
     }
     const char *tmp = getenv("TMPDIR");
-    snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp);
     if (!mkdtemp(g.logdir)) {
-        snprintf(err, errlen, "cannot make a directory for NCCL's log under %s",
-                 tmp && tmp[0] ? tmp : "/tmp");
+        snprintf(err, errlen, "cannot make a directory for NCCL's log under %s", tmp);
         goto out;
     }
     char file[300];

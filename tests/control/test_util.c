@@ -51,6 +51,11 @@ int main(void) {
     CHECK(stat("/dev/null", &st) == 0 &&
           strcmp(gb_file_kind(st.st_mode), "a character device") == 0);
 
+    /* $TMPDIR when set and not empty, else /tmp */
+    CHECK(setenv("TMPDIR", base, 1) == 0 && strcmp(gb_tmpdir(), base) == 0);
+    CHECK(setenv("TMPDIR", "", 1) == 0 && strcmp(gb_tmpdir(), "/tmp") == 0);
+    CHECK(unsetenv("TMPDIR") == 0 && strcmp(gb_tmpdir(), "/tmp") == 0);
+
     CHECK(chdir("/") == 0);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     CHECK(system(cmd) == 0);
