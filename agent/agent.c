@@ -942,6 +942,17 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+/* DIR/agent_id: this agent's id and a newline, written atomically. */
+static int write_id(const gb_agent_t *a, const char *dir, char *err, size_t errlen) {
+    char path[PATH_MAX + 16], line[GB_WIRE_ID_MAX + 2];
+    if (gb_fmt(path, sizeof path, "%s/agent_id", dir) != 0) {
+        gb_fmt(err, errlen, "state directory path too long");
+        return -1;
+    }
+    gb_fmt(line, sizeof line, "%s\n", a->id);
+    return gb_write_file_atomic(path, line, strlen(line), err, errlen);
+}
+
 static int load_id(gb_agent_t *a, char *err, size_t errlen) {
     char path[4200];
     if (gb_fmt(path, sizeof path, "%s/agent_id", a->state_dir) != 0) {
@@ -968,9 +979,7 @@ static int load_id(gb_agent_t *a, char *err, size_t errlen) {
         return -1;
     }
     if (gb_random_hex(a->id, 16, err, errlen) != 0) return -1;
-    char line[GB_WIRE_ID_MAX + 2];
-    gb_fmt(line, sizeof line, "%s\n", a->id);
-    return gb_write_file_atomic(path, line, strlen(line), err, errlen);
+    return write_id(a, a->state_dir, err, errlen);
 }
 
 /* 1 when path names nothing (ENOENT), 0 otherwise. */
@@ -1025,9 +1034,7 @@ static int keep_state_dir(gb_agent_t *a) {
     }
     gb_fmt(path, sizeof path, "%s/agent_id", a->state_dir);
     if (!failed && gone(path)) {
-        char line[GB_WIRE_ID_MAX + 2];
-        gb_fmt(line, sizeof line, "%s\n", a->id);
-        if (gb_write_file_atomic(path, line, strlen(line), err, sizeof err) == 0)
+        if (write_id(a, a->state_dir, err, sizeof err) == 0)
             gb_warn("state directory %s: its agent_id was removed: wrote it again", a->state_dir);
         else
             failed = 1;
@@ -1360,11 +1367,8 @@ static void read_monitor(gb_agent_t *a) {
  * agent's id (DIR/agent_id, DIR/spool/), so that an agent started on it
  * sends what is there. NULL (err says why) when it cannot be made. */
 static gb_spool_t *rescue_dir(gb_agent_t *a, const char *dir, char *err, size_t errlen) {
-    char path[PATH_MAX + 16], line[GB_WIRE_ID_MAX + 2];
-    if (gb_mkdir_p(dir, err, errlen) != 0) return NULL;
-    gb_fmt(path, sizeof path, "%s/agent_id", dir);
-    gb_fmt(line, sizeof line, "%s\n", a->id);
-    if (gb_write_file_atomic(path, line, strlen(line), err, errlen) != 0) return NULL;
+    char path[PATH_MAX + 16];
+    if (gb_mkdir_p(dir, err, errlen) != 0 || write_id(a, dir, err, errlen) != 0) return NULL;
     gb_fmt(path, sizeof path, "%s/spool", dir);
     return gb_spool_new(path, err, errlen);
 }
