@@ -1424,7 +1424,8 @@ static int rescue_unspooled(gb_agent_t *a, int own_spool) {
 
 int gb_agent_run(gb_agent_t *a) {
     zmq_pollitem_t items[2 + 2 * MAX_SLOTS];
-    a->next_hb_ms = 0; /* hello at once */
+    int failed = 0, own_spool = 1; /* !own_spool: another agent took the state dir */
+    a->next_hb_ms = 0;             /* hello at once */
     a->last_rx_ms = gb_mono_ms();
     while (!(a->cfg.stop && atomic_load(a->cfg.stop))) {
         int n = 0;
@@ -1455,8 +1456,8 @@ int gb_agent_run(gb_agent_t *a) {
         if (zmq_poll(items, n, timeout) < 0) {
             if (errno == EINTR) continue;
             gb_error("poll: %s", zmq_strerror(errno));
-            rescue_unspooled(a, 1);
-            return -1;
+            failed = 1;
+            break;
         }
         if (items[0].revents & ZMQ_POLLIN)
             for (int i = 0; i < 1000; i++) {
@@ -1482,8 +1483,8 @@ int gb_agent_run(gb_agent_t *a) {
             close_socket(a);
             if (open_socket(a, err, sizeof err) != 0) {
                 gb_error("%s", err);
-                rescue_unspooled(a, 1);
-                return -1;
+                failed = 1;
+                break;
             }
             gb_debug("connecting to %s again on a new socket", a->cfg.connect);
             a->registered = 0;
@@ -1519,8 +1520,9 @@ int gb_agent_run(gb_agent_t *a) {
         if (a->registered) a->silent_warned_ms = 0;
         if (now >= a->next_hb_ms) {
             if (keep_state_dir(a) != 0) {
-                rescue_unspooled(a, 0);
-                return -1;
+                failed = 1;
+                own_spool = 0;
+                break;
             }
             if (a->registered) {
                 send_heartbeat(a);
@@ -1535,7 +1537,9 @@ int gb_agent_run(gb_agent_t *a) {
             for (size_t i = 0; i < a->n_unacked; i++)
                 if (now >= a->unacked[i].next_send_ms) send_spooled(a, &a->unacked[i]);
     }
-    int rc = rescue_unspooled(a, 1);
+    /* every exit: a result held only in memory is saved first */
+    int rc = rescue_unspooled(a, own_spool);
+    if (failed) return -1;
     gb_info("agent stopping");
     return rc;
 }
