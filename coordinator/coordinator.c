@@ -22,6 +22,7 @@
 #include "gang.h"
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_peer.h"
 #include "gb_place.h"
 #include "gb_spec.h"
 #include "gb_util.h"
@@ -1423,25 +1424,15 @@ struct cgang {
     char start_iso[32];
     unsigned tick; /* gang_check's last pass */
     /* A rank that failed because a peer went away (its ring or NCCL saw the
-     * connection close) is held, not judged: the peer's agent may be found
-     * lost (the attempt is lost, and runs again) or the peer may report a
-     * failure of its own (the job fails with that), within a lost window;
-     * only then is the held failure the job's (gang_check). */
+     * connection close: its error says so, gb_peer.h) is held, not judged: the peer's agent may be
+     * found lost (the attempt is lost, and runs again) or the peer may report a failure of its own
+     * (the job fails with that), within a lost window; only then is the held failure the job's
+     * (gang_check). */
     int held, held_rank;                  /* ranks held; the first of them */
     unsigned char *held_r;                /* per rank: its report is held */
     int64_t held_until_ms;                /* monotonic */
     char held_reason[GB_GANG_REASON_MAX]; /* the first's */
 };
-
-/* A worker's error that says another rank went away, not what went wrong
- * with this one: the CPU ring's I/O errors, NCCL's remote errors. */
-static int peer_error(const char *e) {
-    if (strstr(e, "tcp ring: "))
-        return strstr(e, "closed the connection") || strstr(e, "timed out") ||
-               strstr(e, "no progress for") || strstr(e, "reset by peer") ||
-               strstr(e, "Broken pipe");
-    return strstr(e, "NCCL") && (strstr(e, "remote process exited") || strstr(e, "network error"));
-}
 
 static int is_multi(const cjob_t *j) {
     return j->def.n_nodes > 1;
@@ -1989,7 +1980,7 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     char reason[GB_GANG_REASON_MAX];
     gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
            error[0] ? error : "the worker ended before the start barrier");
-    if (gs == GB_GANG_ERR_FAILED && peer_error(error) &&
+    if (gs == GB_GANG_ERR_FAILED && gb_peer_gone(error) &&
         gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
         cgang_t *G = j->gang;
         G->held_r[rank] = 1;

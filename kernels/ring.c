@@ -13,6 +13,8 @@
 #define _DEFAULT_SOURCE /* getifaddrs */
 #include "ring.h"
 
+#include "gb_peer.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -152,10 +154,13 @@ static int send_all(int fd, const void *buf, size_t len, int64_t deadline, const
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int w = wait_fd(fd, POLLOUT, deadline);
             if (w > 0) continue;
-            snprintf(err, errlen, "tcp ring: %s %s", who, w == 0 ? "timed out" : strerror(errno));
+            if (w == 0)
+                snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s timed out", who);
+            else
+                snprintf(err, errlen, "tcp ring: %s %s", who, strerror(errno));
             return -1;
         }
-        snprintf(err, errlen, "tcp ring: %s closed the connection (%s)", who,
+        snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s closed the connection (%s)", who,
                  k < 0 ? strerror(errno) : "send returned 0");
         return -1;
     }
@@ -173,18 +178,21 @@ static int recv_all(int fd, void *buf, size_t len, int64_t deadline, const char 
             continue;
         }
         if (k == 0) {
-            snprintf(err, errlen, "tcp ring: %s closed the connection", who);
+            snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s closed the connection", who);
             return -1;
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             int w = wait_fd(fd, POLLIN, deadline);
             if (w > 0) continue;
-            snprintf(err, errlen, "tcp ring: %s %s", who,
-                     w == 0 ? "sent nothing in time" : strerror(errno));
+            if (w == 0)
+                snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s sent nothing in time", who);
+            else
+                snprintf(err, errlen, "tcp ring: %s %s", who, strerror(errno));
             return -1;
         }
-        snprintf(err, errlen, "tcp ring: %s closed the connection (%s)", who, strerror(errno));
+        snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s closed the connection (%s)", who,
+                 strerror(errno));
         return -1;
     }
     return 0;
@@ -369,13 +377,13 @@ static int tcp_connect(uint32_t ip, uint16_t port, int64_t deadline, const char 
 
 /* Accept one connection on the listening socket before deadline and read
  * its hello. 0 with *fd and *h, 1 when a stranger was turned away (note
- * says who), -1 on timeout or error. */
+ * says who), -2 on timeout (a peer that never came), -1 on error. */
 static int accept_hello(gb_ring_t *r, int64_t deadline, int *fd, hello_t *h, uint32_t *peer_ip,
                         char *note, size_t notelen, char *err, size_t errlen) {
     int w = wait_fd(r->lfd, POLLIN, deadline);
     if (w <= 0) {
         snprintf(err, errlen, "%s", w == 0 ? "timed out" : strerror(errno));
-        return -1;
+        return w == 0 ? -2 : -1;
     }
     struct sockaddr_in sa;
     socklen_t sl = sizeof(sa);
@@ -445,8 +453,8 @@ static int gather_joins(gb_ring_t *r, uint32_t *ips, uint16_t *ports, char *err,
         if (a < 0) {
             char miss[256];
             ranks_missing(have, n, miss, sizeof(miss));
-            snprintf(err, errlen, "tcp ring: rank 0 waited for rank(s) %s to join: %s%s%s", miss,
-                     why, note[0] ? "; " : "", note);
+            snprintf(err, errlen, "tcp ring: %srank 0 waited for rank(s) %s to join: %s%s%s",
+                     a == -2 ? GB_PEER_GONE : "", miss, why, note[0] ? "; " : "", note);
             goto done;
         }
         if (a > 0) continue;
@@ -592,8 +600,9 @@ int gb_ring_connect(gb_ring_t *r, const unsigned char *id, size_t len, char *err
         uint32_t pip = 0;
         int a = accept_hello(r, deadline, &fd, &ph, &pip, note, sizeof(note), why, sizeof(why));
         if (a < 0) {
-            snprintf(err, errlen, "tcp ring: rank %d waited for %s to connect: %s%s%s", r->rank,
-                     r->prev_name, why, note[0] ? "; " : "", note);
+            snprintf(err, errlen, "tcp ring: %srank %d waited for %s to connect: %s%s%s",
+                     a == -2 ? GB_PEER_GONE : "", r->rank, r->prev_name, why, note[0] ? "; " : "",
+                     note);
             goto done;
         }
         if (a > 0) continue;
@@ -660,8 +669,8 @@ static int xfer(gb_ring_t *r, const void *sbuf, size_t sbytes, float *dst, size_
         }
         int64_t left = deadline - now_ms();
         if (left <= 0) {
-            snprintf(err, errlen, "tcp ring: rank %d: no progress for %d ms %s %s", r->rank,
-                     r->timeout_ms, got < rbytes ? "receiving from" : "sending to",
+            snprintf(err, errlen, "tcp ring: rank %d: " GB_PEER_GONE "no progress for %d ms %s %s",
+                     r->rank, r->timeout_ms, got < rbytes ? "receiving from" : "sending to",
                      got < rbytes ? r->prev_name : r->next_name);
             return -1;
         }
@@ -679,8 +688,8 @@ static int xfer(gb_ring_t *r, const void *sbuf, size_t sbytes, float *dst, size_
                 sent += (size_t)k;
                 progress = 1;
             } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                snprintf(err, errlen, "tcp ring: %s closed the connection (%s)", r->next_name,
-                         strerror(errno));
+                snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s closed the connection (%s)",
+                         r->next_name, strerror(errno));
                 return -1;
             }
         }
@@ -693,8 +702,9 @@ static int xfer(gb_ring_t *r, const void *sbuf, size_t sbytes, float *dst, size_
                 k = recv(r->prev, r->tmp + fill, room < rest ? room : rest, 0);
             }
             if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                snprintf(err, errlen, "tcp ring: %s closed the connection%s%s%s", r->prev_name,
-                         k < 0 ? " (" : "", k < 0 ? strerror(errno) : "", k < 0 ? ")" : "");
+                snprintf(err, errlen, "tcp ring: " GB_PEER_GONE "%s closed the connection%s%s%s",
+                         r->prev_name, k < 0 ? " (" : "", k < 0 ? strerror(errno) : "",
+                         k < 0 ? ")" : "");
                 return -1;
             }
             if (k > 0) {

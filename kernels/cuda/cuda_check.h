@@ -5,6 +5,8 @@
 #ifndef GB_CUDA_CHECK_H
 #define GB_CUDA_CHECK_H
 
+#include "gb_peer.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -63,7 +65,8 @@ static inline void gb_cuda_errf(char *err, size_t errlen, const char *file, int 
         if (r_ != ncclSuccess) {                                                                   \
             const char *l_ = ncclGetLastError(NULL); /* NCCL's detail, or "" */                    \
             int d_ = l_ != NULL && l_[0] != 0;                                                     \
-            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s%s%s", ncclGetErrorString(r_), \
+            gb_cuda_errf(ERR, ERRLEN, __FILE__, __LINE__, #call, "%s%s%s%s",                       \
+                         r_ == ncclRemoteError ? GB_PEER_GONE : "", ncclGetErrorString(r_),        \
                          d_ ? ": " : "", d_ ? l_ : "");                                            \
             goto fail;                                                                             \
         }                                                                                          \

@@ -281,7 +281,8 @@ static int nccl_poll(gb_comm_t *comm, ncclComm_t nc, cudaStream_t s, cudaEvent_t
         if (nc && ncclCommGetAsyncError(nc, &ar) == ncclSuccess && ar != ncclSuccess &&
             ar != ncclInProgress) {
             const char *l = ncclGetLastError(nc);
-            snprintf(err, errlen, "NCCL failed asynchronously: %s%s%s", ncclGetErrorString(ar),
+            snprintf(err, errlen, "NCCL failed asynchronously: %s%s%s%s",
+                     ar == ncclRemoteError ? GB_PEER_GONE : "", ncclGetErrorString(ar),
                      l && l[0] ? ": " : "", l && l[0] ? l : "");
             return -1;
         }

@@ -215,7 +215,8 @@ ring_stall)
     contains "the failure was held first" "$T/coord.log" "held"
     ended_once 1 failed
     q "SELECT error FROM v_results" >"$T/error.txt"
-    contains "the held failure is the job's" "$T/error.txt" "rank 0 on $survivor: tcp ring:"
+    contains "the held failure is the job's, saying a peer is gone (gb_peer.h)" "$T/error.txt" \
+        "rank 0 on $survivor: tcp ring: rank 0: peer gone: no progress for"
     eq "one attempt" "$(q "SELECT group_concat(state) FROM attempts")" failed
     no_workers a1 a2
     ;;

@@ -14,10 +14,13 @@
  *                with the rendezvous callbacks of gb_dist_t
  *     nonce      a stranger with a wrong nonce is refused while the real
  *                ranks join; a rank given a tampered id is refused and told
- *                so, and rank 0 gives up naming it
+ *                so (its own fault: not a peer-gone error, gb_peer.h), and
+ *                rank 0 gives up naming it
  *     dead       a peer process killed (SIGKILL) mid-job: the others fail
- *                at once with "closed the connection", no hang
- *     silent     a peer that never joins, one that stops sending: timeouts
+ *                at once with "closed the connection", a peer-gone error,
+ *                no hang
+ *     silent     a peer that never joins, one that stops sending: timeouts,
+ *                peer-gone errors
  *     reducer    buckets averaged as their tensors complete, in any order;
  *                a failure surfaces at finish
  */
@@ -26,6 +29,7 @@
 #include "buckets.h"
 #include "check.h"
 #include "comm.h"
+#include "gb_peer.h"
 #include "reducer.h"
 #include "ring.h"
 
@@ -620,7 +624,7 @@ static void test_hier(void) {
     float x = 1;
     CHECK(gb_comm_allreduce(gb_comm_group_member(g, 0), &x, 1, GB_COMM_AVG, err, sizeof(err)) ==
           -1);
-    CHECKF(strstr(err, "needs the ring"), "%s", err);
+    CHECKF(strstr(err, "needs the ring") && !gb_peer_gone(err), "%s", err);
     gb_comm_group_destroy(&g);
 }
 
@@ -701,6 +705,7 @@ static void test_nonce(void) {
         pthread_join(th[k], NULL);
     CHECK(c[1].rc == -1);
     CHECKF(strstr(c[1].err, "refused this rank: wrong nonce"), "%s", c[1].err);
+    CHECKF(!gb_peer_gone(c[1].err), "its own fault, not a peer's: %s", c[1].err);
     CHECK(c[0].rc == -1);
     CHECKF(strstr(c[0].err, "waited for rank(s) 1 to join") && strstr(c[0].err, "wrong nonce"),
            "%s", c[0].err);
@@ -777,6 +782,7 @@ static void test_dead(void) {
     for (int k = 0; k < 2; k++) {
         CHECK(c[k].rc == -1);
         CHECKF(strstr(c[k].err, "closed the connection"), "rank %d: %s", k, c[k].err);
+        CHECKF(gb_peer_gone(c[k].err), "rank %d: a peer's fault: %s", k, c[k].err);
         CHECK(c[k].buf[0][9] == expected(GB_COMM_SUM, 3, 9)); /* the first one was right */
     }
     /* rank 1 sends to rank 2; rank 0 receives from it */
@@ -823,6 +829,7 @@ static void test_silent(void) {
     CHECK(gb_ring_connect(r0, id, len, err, sizeof(err)) == -1);
     double dt = now_s() - t0;
     CHECKF(strstr(err, "waited for rank(s) 1 to join: timed out"), "%s", err);
+    CHECKF(gb_peer_gone(err), "%s", err);
     CHECK(dt >= 0.45 && dt < 5);
     gb_ring_destroy(&r0);
     /* 2. rank 1 joins, then never takes part in the all-reduce */
@@ -838,6 +845,7 @@ static void test_silent(void) {
     CHECK(gb_ring_allreduce(r0, buf, 16, GB_COMM_SUM, 0, err, sizeof(err)) == -1);
     dt = now_s() - t0;
     CHECKF(strstr(err, "no progress for 500 ms receiving from rank 1"), "%s", err);
+    CHECKF(gb_peer_gone(err), "%s", err);
     CHECK(dt >= 0.45 && dt < 1.9);
     pthread_join(th, NULL);
     gb_ring_destroy(&r0);
