@@ -165,6 +165,7 @@ struct gb_coord {
     dev_t side_dev[2];
     ino_t side_ino[2];
     char db_real[PATH_MAX]; /* the store's file, symbolic links resolved at the start */
+    mode_t db_dir_mode;     /* its directory's permission bits at the start (0: unknown) */
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -3584,9 +3585,10 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
 }
 
 /* The directory of PATH (the store's file), removed with it (rm -rf of
- * the directory), made again (mode 0700: who could read it before is not
- * known) and made durable in its parent. 0, or -1 with the reason. */
-static int remake_dir(const char *path, const char *name, char *err, size_t errlen) {
+ * the directory), made again with MODE, its permission bits when the
+ * coordinator started (0700 when they are not known), and made durable in
+ * its parent. Its owner is this process. 0, or -1 with the reason. */
+static int remake_dir(const char *path, const char *name, mode_t mode, char *err, size_t errlen) {
     char dir[PATH_MAX];
     struct stat st;
     gb_copy(dir, sizeof dir, path);
@@ -3595,6 +3597,12 @@ static int remake_dir(const char *path, const char *name, char *err, size_t errl
     *slash = '\0';
     if (stat(dir, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return 0;
     if (gb_mkdir_p(dir, err, errlen) != 0) return -1;
+    if (mode && mode != 0700 && chmod(dir, mode) != 0) {
+        gb_warn("store %s: cannot give its directory %s its old mode %04o again: %s", name, dir,
+                (unsigned)mode, strerror(errno));
+        mode = 0;
+    }
+    if (!mode) mode = 0700; /* what gb_mkdir_p made */
     slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
@@ -3602,8 +3610,8 @@ static int remake_dir(const char *path, const char *name, char *err, size_t errl
         *slash = '/';
     }
     gb_warn("store %s was removed while the coordinator ran, with its directory: made %s again "
-            "(mode 0700)",
-            name, dir);
+            "(mode %04o%s)",
+            name, dir, (unsigned)mode, mode == 0700 ? "" : ", as it was");
     return 0;
 }
 
@@ -3635,7 +3643,7 @@ static void keep_store(gb_coord_t *c) {
     }
     if (errno != ENOENT && errno != ENOTDIR) return; /* ENOTDIR: a file where its directory was */
     char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
-    int no_dir = remake_dir(path, name, err, sizeof err) != 0;
+    int no_dir = remake_dir(path, name, c->db_dir_mode, err, sizeof err) != 0;
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
     if (!no_dir) unlink(tmp);
     if (no_dir || store_copy(c, tmp, err, sizeof err) != 0) {
@@ -3845,6 +3853,14 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     }
     if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
+    if (c->db_real[0]) { /* its directory's mode, for remake_dir */
+        char dir[PATH_MAX];
+        struct stat dst;
+        gb_copy(dir, sizeof dir, c->db_real);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) *slash = '\0';
+        if (slash && stat(dir, &dst) == 0) c->db_dir_mode = dst.st_mode & 07777;
+    }
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
     if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||

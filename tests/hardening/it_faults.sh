@@ -100,7 +100,8 @@
 #                written back beside the link's target, every result kept
 #   store_dir_removed
 #                the store removed with its directory (rm -rf): the
-#                directory is made again (0700) and the store written back
+#                directory is made again (with its mode, 0750) and the store
+#                written back
 #   store_dir_blocked
 #                the store's directory removed and a file put in its place:
 #                it cannot be made again, said every 30 s; a stop saves the
@@ -550,12 +551,13 @@ wal_removed_disk_full)
 store_dir_removed)
     # the store in a directory of its own ($T/gb.db a link into it), removed
     # with the directory (rm -rf): the directory is made again
-    mkdir "$T/sd"
+    mkdir -m 0750 "$T/sd"
     ln -s "$T/sd/gb.db" "$T/gb.db"
     first_job
     rm -rf "$T/sd"
     for _ in $(seq 100); do grep -q "wrote it back" "$T/coord.log" && break; sleep 0.05; done
-    contains "the directory made again" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, with its directory: made $T/sd again (mode 0700)"
+    contains "the directory made again" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, with its directory: made $T/sd again (mode 0750, as it was)"
+    eq "with its mode" "$(stat -c %a "$T/sd")" 750
     contains "the store written back" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store and use it again"
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     second_job_survives_kill
