@@ -103,6 +103,9 @@ struct gb_agent {
     int registered;
     int hb_ms, lost_after;
     int64_t last_rx_ms, next_hb_ms;
+    /* a hello that could not go out (the connection not made yet: the
+     * socket is ZMQ_IMMEDIATE) is tried again then, not a heartbeat later */
+    int64_t hello_retry_ms;
     int64_t silent_warned_ms; /* last "no answer" line, or 0 */
     uint64_t seq;
     slot_t slots[MAX_SLOTS];
@@ -157,8 +160,10 @@ static int n_running(const gb_agent_t *a) {
 }
 
 /* Hello with the whole inventory; the protobuf structures live on the stack
- * and in a few arrays freed before returning. */
+ * and in a few arrays freed before returning. One not sent (no connection
+ * yet) is tried again 100 ms later (hello_retry_ms). */
 static void send_hello(gb_agent_t *a) {
+    int sent = 0;
     const gb_inventory_t *inv = a->inv;
     Gb__Inventory pi = GB__INVENTORY__INIT;
     pi.hostname = (char *)inv->hostname;
@@ -274,8 +279,9 @@ static void send_hello(gb_agent_t *a) {
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HELLO;
     env.hello = &h;
-    send_env(a, &env);
+    sent = send_env(a, &env) == 0;
 out:
+    a->hello_retry_ms = sent ? 0 : gb_mono_ms() + 100;
     free(gpus);
     free(gpu_p);
     free(links);
@@ -1532,6 +1538,8 @@ int gb_agent_run(gb_agent_t *a) {
                 send_hello(a);
             }
             a->next_hb_ms = now + a->hb_ms;
+        } else if (!a->registered && a->hello_retry_ms && now >= a->hello_retry_ms) {
+            send_hello(a);
         }
         if (a->registered)
             for (size_t i = 0; i < a->n_unacked; i++)

@@ -99,6 +99,17 @@ agent_sighup)
     kill -0 "${AGENT_PID[a1]}" 2>/dev/null || fail "SIGHUP killed the agent"
     eq "still connected" "$(connected)" 1
     ;;
+register_at_once)
+    # the agent's first hello goes out before its connection is made (the
+    # socket queues nothing then: ZMQ_IMMEDIATE) and is sent again 100 ms
+    # later, not a heartbeat later: with a heartbeat of 30 s the agent
+    # registers at once (it took 30 s)
+    HB=30000
+    start_coord
+    start_agent a1
+    for _ in $(seq 60); do [ "$(connected)" -ge 1 ] && break; sleep 0.05; done
+    eq "registered within 3 s" "$(connected)" 1
+    ;;
 agent_unreachable)
     # a mistyped --connect must not look like an idle agent
     LISTEN="ipc://$T/nobody" start_agent lonely
