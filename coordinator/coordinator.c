@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/un.h>
 #include <time.h>
@@ -166,6 +167,9 @@ struct gb_coord {
     ino_t side_ino[2];
     char db_real[PATH_MAX]; /* the store's file, symbolic links resolved at the start */
     mode_t db_dir_mode;     /* its directory's permission bits at the start (0: unknown) */
+    /* watch_store: an inotify descriptor (-1 none yet, -2 none to be had)
+     * and its watch on the store's directory (-1 none now) */
+    int watch_fd, watch_wd;
     void *ctx, *agents_sock, *control_sock, *monitor, *control_monitor;
     gb_auth_t *auth; /* NULL without keys */
     gb_rate_t *rate; /* NULL when --rate-limit 0 */
@@ -3615,6 +3619,75 @@ static int remake_dir(const char *path, const char *name, mode_t mode, char *err
     return 0;
 }
 
+/* The store's path, the directory of it and the name in it. */
+static const char *store_dir(const gb_coord_t *c, char *dir, size_t len) {
+    const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path;
+    const char *slash = strrchr(path, '/');
+    gb_copy(dir, len, path);
+    if (!slash)
+        gb_copy(dir, len, ".");
+    else if (slash == path)
+        dir[1] = '\0';
+    else
+        dir[slash - path] = '\0';
+    return slash ? slash + 1 : path;
+}
+
+/* keep_store looks at the store's path once a heartbeat. An inotify watch
+ * on its directory makes it look at once when the store, its -wal or its
+ * -shm is removed or moved, or something moved over them, or the
+ * directory itself goes: the window in which a reader opens the store
+ * without what the removed WAL held, or an acknowledgement is durable only
+ * in an unlinked file, is a turn of the loop, not a heartbeat. Watched
+ * again (once a heartbeat) when the directory was made again. Without
+ * inotify (its limits reached) the heartbeat's look stands alone. */
+static void watch_store(gb_coord_t *c) {
+    char dir[PATH_MAX];
+    if (c->db_lock < 0 || c->watch_fd == -2 || c->watch_wd >= 0) return;
+    if (c->watch_fd < 0 && (c->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+        gb_debug("store %s: no inotify (%s): its path is looked at once a heartbeat",
+                 c->cfg.db_path, strerror(errno));
+        c->watch_fd = -2;
+        return;
+    }
+    store_dir(c, dir, sizeof dir);
+    c->watch_wd = inotify_add_watch(c->watch_fd, dir,
+                                    IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
+                                        IN_MOVE_SELF | IN_ONLYDIR);
+    if (c->watch_wd < 0 && errno != ENOENT && errno != ENOTDIR)
+        gb_debug("store %s: cannot watch %s (%s): its path is looked at once a heartbeat",
+                 c->cfg.db_path, dir, strerror(errno));
+}
+
+/* The watch's events: one that names the store or its side files, or the
+ * directory, has keep_store look 50 ms later (a turn or two): the command
+ * that removes them (rm gb.db gb.db-wal gb.db-shm, rm -rf DIR) has
+ * finished by then, and is not raced. */
+static void read_watch(gb_coord_t *c) {
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event)))), dir[PATH_MAX];
+    const char *base = store_dir(c, dir, sizeof dir);
+    size_t bl = strlen(base);
+    int due = 0;
+    ssize_t n;
+    while ((n = read(c->watch_fd, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            p += sizeof *ev + ev->len;
+            if (ev->mask & IN_MOVE_SELF && ev->wd == c->watch_wd) {
+                inotify_rm_watch(c->watch_fd, c->watch_wd); /* it watches the moved one */
+                c->watch_wd = -1;
+            }
+            if (ev->mask & IN_IGNORED && ev->wd == c->watch_wd) c->watch_wd = -1;
+            if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW) ||
+                (ev->len && strncmp(ev->name, base, bl) == 0 &&
+                 (ev->name[bl] == '\0' || strcmp(ev->name + bl, "-wal") == 0 ||
+                  strcmp(ev->name + bl, "-shm") == 0)))
+                due = 1;
+        }
+    int64_t at = gb_mono_ms() + 50;
+    if (due && at < c->store_check_ms) c->store_check_ms = at;
+}
+
 /* The store at --db stays the file this coordinator writes. Removed while
  * it runs (rm gpubench.db*, a cleaner), SQLite would go on writing into the
  * unlinked file, and every result in it would vanish when the coordinator
@@ -3633,6 +3706,7 @@ static void keep_store(gb_coord_t *c) {
         gb_store_in_tx(c->store))
         return;
     c->store_check_ms = now + c->cfg.heartbeat_ms;
+    watch_store(c); /* when the directory was made again */
     if (fstat(c->db_lock, &own) != 0) return;
     if (stat(path, &st) == 0) {
         if (st.st_dev != own.st_dev || st.st_ino != own.st_ino)
@@ -3820,6 +3894,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     }
     c->cfg = *cfg;
     c->db_lock = -1;
+    c->watch_fd = c->watch_wd = -1;
     c->started_ms = gb_mono_ms();
     c->agents = gb_map_new();
     c->jobs = gb_map_new();
@@ -3863,6 +3938,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     }
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
+    watch_store(c);
     if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||
         (cfg->sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0)) {
         gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
@@ -3966,6 +4042,7 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     /* after every SQLite connection to the file is closed: closing any fd of
      * a file drops the process's POSIX locks on it, SQLite's included */
     if (c->db_lock >= 0) close(c->db_lock);
+    if (c->watch_fd >= 0) close(c->watch_fd);
     for (size_t i = 0; i < c->n_agents; i++)
         free(c->agent_list[i]);
     gb_map_destroy(&c->agents);
@@ -4157,9 +4234,9 @@ static void reload_keys(gb_coord_t *c) {
 }
 
 int gb_coord_run(gb_coord_t *c) {
-    zmq_pollitem_t items[6] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
+    zmq_pollitem_t items[7] = {{c->agents_sock, 0, ZMQ_POLLIN, 0},
                                {c->control_sock, 0, ZMQ_POLLIN, 0}};
-    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1, i_sync = -1;
+    int n_items = 2, i_mon = -1, i_cmon = -1, i_auth = -1, i_sync = -1, i_watch = -1;
     if (c->monitor) {
         i_mon = n_items;
         items[n_items++] = (zmq_pollitem_t){c->monitor, 0, ZMQ_POLLIN, 0};
@@ -4175,6 +4252,10 @@ int gb_coord_run(gb_coord_t *c) {
     if (c->syncer) { /* wakes the loop when a flush finished: release_held */
         i_sync = n_items;
         items[n_items++] = (zmq_pollitem_t){NULL, gb_syncer_fd(c->syncer), ZMQ_POLLIN, 0};
+    }
+    if (c->watch_fd >= 0) { /* keep_store, at once */
+        i_watch = n_items;
+        items[n_items++] = (zmq_pollitem_t){NULL, c->watch_fd, ZMQ_POLLIN, 0};
     }
     int tick_ms = c->cfg.heartbeat_ms / 4 > 0 ? c->cfg.heartbeat_ms / 4 : 1;
     while (!(c->cfg.stop && atomic_load(c->cfg.stop))) {
@@ -4215,6 +4296,7 @@ int gb_coord_run(gb_coord_t *c) {
             read_monitor(c, c->monitor, "agents");
         if (i_cmon >= 0 && (items[i_cmon].revents & ZMQ_POLLIN))
             read_monitor(c, c->control_monitor, "control");
+        if (i_watch >= 0 && (items[i_watch].revents & ZMQ_POLLIN)) read_watch(c);
         if (c->cfg.reload && atomic_exchange(c->cfg.reload, 0)) reload_keys(c);
         now = gb_mono_ms();
         if (now >= c->next_tick_ms) {

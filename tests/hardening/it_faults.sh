@@ -111,6 +111,11 @@
 #                full disk could not be written back: it is saved in $TMPDIR
 #                (NAME.saved-TIME), said, exit status 1; a coordinator on the
 #                saved store finds every result
+#   store_watched
+#                a heartbeat of 30 s: the store's -wal and -shm removed, then
+#                the store itself; each seen within a second (the directory
+#                is watched with inotify), not at the next heartbeat, and
+#                sqlite3 reads the result after each repair
 #   store_replaced
 #                another file moved over the store while the coordinator
 #                runs: what it stored is saved beside it (.saved-TIME), the
@@ -497,6 +502,18 @@ wal_removed)
     eq "the reader reads on after the repair" "$(tail -n 1 "$T/reader.out")" "after,1"
     # the crash that lost a result that came after
     second_job_survives_kill
+    ;;
+store_watched)
+    HB=30000
+    first_job --sync full # its result is in the WAL alone, not in the file
+    rm -f "$T/gb.db-wal" "$T/gb.db-shm"
+    for _ in $(seq 100); do grep -q "write-ahead log" "$T/coord.log" && break; sleep 0.05; done
+    contains "the WAL's removal seen within 5 s" "$T/coord.log" "store $T/gb.db: its write-ahead log ($T/gb.db-wal or -shm) was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+    eq "sqlite3 reads the result" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
+    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    for _ in $(seq 100); do grep -q "wrote it back" "$T/coord.log" && break; sleep 0.05; done
+    contains "the store's removal seen within 5 s" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran: wrote it back from the open store and use it again"
+    eq "sqlite3 reads the result again" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     ;;
 wal_removed_writer)
     # --sync full: the store's file is a page or so, the store in the WAL
