@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "output.h"
 
+#include "gb_util.h"
 #include "gb_wire.h"
 
 #include <cjson/cJSON.h>
@@ -180,9 +181,11 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
             if (!o) break;
             for (int c = 0; c < t->ncols; c++) {
                 const cell_t *x = at(t, r, c);
-                if (x->type == C_TEXT)
-                    cJSON_AddStringToObject(o, t->names[c], x->text);
-                else if (x->type == C_INT)
+                if (x->type == C_TEXT) { /* JSON is UTF-8: a stray byte reads as U+FFFD */
+                    char *fixed = gb_utf8_fix(x->text);
+                    cJSON_AddStringToObject(o, t->names[c], fixed ? fixed : "");
+                    free(fixed);
+                } else if (x->type == C_INT)
                     cJSON_AddNumberToObject(o, t->names[c], (double)x->i);
                 else if (x->type == C_REAL)
                     cJSON_AddNumberToObject(o, t->names[c], x->d);

@@ -206,7 +206,7 @@ static int text_ok(const char *s, size_t max, int allow_empty) {
     if (n > max || (!allow_empty && n == 0)) return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
-    return 1;
+    return gb_utf8_ok(s);
 }
 
 /* One value of key kd from item into v (appended). */

@@ -247,6 +247,50 @@ int gb_write_file_in_place(const char *path, const void *data, size_t len, char 
     return 0;
 }
 
+size_t gb_utf8_len(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0];
+    if (c < 0x80) return c ? 1 : 0;
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    if (!n) return 0; /* a continuation byte, C0/C1 (overlong), F5..FF */
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    unsigned c1 = p[1];
+    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xf0 && c1 < 0x90)) return 0; /* overlong */
+    if (c == 0xed && c1 >= 0xa0) return 0;                              /* a surrogate */
+    if (c == 0xf4 && c1 >= 0x90) return 0;                              /* beyond U+10FFFF */
+    return n;
+}
+
+int gb_utf8_ok(const char *s) {
+    for (size_t n; *s; s += n)
+        if (!(n = gb_utf8_len(s))) return 0;
+    return 1;
+}
+
+char *gb_utf8_fix(const char *s) {
+    size_t len = strlen(s), o = 0;
+    char *out = malloc(len * 3 + 1); /* each byte at worst U+FFFD (3 bytes) */
+    if (!out) return NULL;
+    while (*s) {
+        size_t n = gb_utf8_len(s);
+        if (n) {
+            memcpy(out + o, s, n);
+            o += n;
+            s += n;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            s++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 const char *gb_tmpdir(void) {
     const char *dir = getenv("TMPDIR");
     return dir && dir[0] ? dir : "/tmp";

@@ -62,6 +62,15 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
  * A path that is not a regular file (a pipe, /dev/stdout) is written only. */
 int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,
                            size_t errlen);
+/* The bytes of the UTF-8 character at p (1..4); 0 at the end (NUL) and
+ * where p does not start a valid one: a stray continuation byte, an
+ * overlong form, a surrogate (U+D800..DFFF), beyond U+10FFFF, cut short. */
+size_t gb_utf8_len(const char *p);
+/* 1 when s is valid UTF-8 throughout. */
+int gb_utf8_ok(const char *s);
+/* A copy of s (malloc) with each byte that does not start a valid UTF-8
+ * character replaced by U+FFFD: text for JSON. NULL when out of memory. */
+char *gb_utf8_fix(const char *s);
 /* Where temporary and rescued files go: $TMPDIR when set and not empty,
  * else /tmp. */
 const char *gb_tmpdir(void);

@@ -203,6 +203,7 @@ static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
     if (!gb_wire_id_ok(h->agent_id))
         FAIL(RANGE, "hello.agent_id must be 1..%d characters of [A-Za-z0-9._-]", GB_WIRE_ID_MAX);
     CHECK_LINE(h->name, 1, GB_WIRE_NAME_MAX, "hello.name");
+    if (!gb_utf8_ok(h->name)) FAIL(RANGE, "hello.name: not valid UTF-8");
     if (h->n_labels > GB_WIRE_LABELS_MAX)
         FAIL(RANGE, "hello: more than %d labels", GB_WIRE_LABELS_MAX);
     for (size_t i = 0; i < h->n_labels; i++) {

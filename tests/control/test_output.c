@@ -5,6 +5,7 @@
  * Usage: test_output CASE */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "gb_util.h"
 #include "output.h"
 
 #include <stdlib.h>
@@ -43,6 +44,16 @@ int main(int argc, char **argv) {
         }
         char *out = print(t, GB_FMT_JSON);
         CHECKF(strstr(out, "\\u001b]0;x\\u0007"), "json escapes: %s", out);
+        free(out);
+    } else if (strcmp(c, "json_utf8") == 0) {
+        /* a stray byte (a store written before names were checked, a
+         * worker's output) reads as U+FFFD: the JSON stays UTF-8 */
+        gb_table_text(t, 0, "a\xff\xfe b\xed\xa0\x80 r\xc3\xa9seau \xc3");
+        char *out = print(t, GB_FMT_JSON);
+        CHECKF(gb_utf8_ok(out), "not UTF-8: %s", out);
+        CHECKF(strstr(out, "a\xef\xbf\xbd\xef\xbf\xbd b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+                           "r\xc3\xa9seau \xef\xbf\xbd\""),
+               "%s", out);
         free(out);
     } else if (strcmp(c, "csv_digits") == 0) {
         char *out = print(t, GB_FMT_CSV);

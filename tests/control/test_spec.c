@@ -250,6 +250,13 @@ static const struct {
     {"bad_nodes_empty", "{\"kind\": \"gemm\", \"nodes\": \"\"}", 0, "'nodes' must be 1..127"},
     {"bad_name", "{\"kind\": \"gemm\", \"name\": 5}", 0, "'name' must be a string"},
     {"bad_name_control", "{\"kind\": \"gemm\", \"name\": \"a\\u0001b\"}", 0, "'name' must be"},
+    /* JSON is UTF-8: a stray byte would make every `--format json` listing
+     * unreadable to a JSON parser */
+    {"bad_name_utf8", "{\"kind\": \"gemm\", \"name\": \"a\xff\xfe b\"}", 0,
+     "'name' must be a string of at most 127 bytes of printable UTF-8"},
+    {"bad_name_surrogate", "{\"kind\": \"gemm\", \"name\": \"a\xed\xa0\x80\"}", 0,
+     "'name' must be"},
+    {"bad_fail_utf8", "{\"kind\": \"sleep\", \"fail\": \"x\xc3\x28\"}", 0, "'fail' must be"},
     {"bad_repeat_index", "{\"kind\": \"gemm\", \"repeat_index\": 1}", 0,
      "unknown key 'repeat_index'"},
     {"bad_many_keys", NULL, 0, "more than 64 keys"},

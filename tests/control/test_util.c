@@ -51,6 +51,32 @@ int main(void) {
     CHECK(stat("/dev/null", &st) == 0 &&
           strcmp(gb_file_kind(st.st_mode), "a character device") == 0);
 
+    /* UTF-8: valid characters of 1..4 bytes; stray, overlong, surrogate,
+     * beyond U+10FFFF and cut-short sequences are not */
+    CHECK(gb_utf8_ok("") && gb_utf8_ok("plain") && gb_utf8_ok("r\xc3\xa9seau \xe2\x82\xac"));
+    CHECK(gb_utf8_ok("\xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \xed\x9f\xbf \xee\x80\x80"));
+    CHECK(gb_utf8_len("\xe2\x82\xac") == 3 && gb_utf8_len("\xf0\x9f\x98\x80") == 4);
+    static const char *const bad_utf8[] = {"\x80",
+                                           "\xbf",
+                                           "\xc0\xaf",
+                                           "\xc1\xbf",
+                                           "\xe0\x80\xaf",
+                                           "\xf0\x80\x80\xaf",
+                                           "\xed\xa0\x80",
+                                           "\xed\xbf\xbf",
+                                           "\xf4\x90\x80\x80",
+                                           "\xf5\x80\x80\x80",
+                                           "\xff",
+                                           "\xc3",
+                                           "\xe2\x82",
+                                           "\xf0\x9f\x98",
+                                           "\xc3\x28"};
+    for (size_t i = 0; i < sizeof bad_utf8 / sizeof bad_utf8[0]; i++)
+        CHECKF(!gb_utf8_ok(bad_utf8[i]) && gb_utf8_len(bad_utf8[i]) == 0, "case %zu", i);
+    char *fixed = gb_utf8_fix("a\xff\xc3\xa9\xe2\x82");
+    CHECK(fixed && strcmp(fixed, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd") == 0);
+    free(fixed);
+
     /* $TMPDIR when set and not empty, else /tmp */
     CHECK(setenv("TMPDIR", base, 1) == 0 && strcmp(gb_tmpdir(), base) == 0);
     CHECK(setenv("TMPDIR", "", 1) == 0 && strcmp(gb_tmpdir(), "/tmp") == 0);

@@ -286,6 +286,8 @@ int main(int argc, char **argv) {
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
         x.h.name = "node-1\nline2";
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
+        x.h.name = "node\xff-1"; /* not UTF-8: JSON listings could not carry it */
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name");
         x.h.name = "node-1";
         x.inv.cpu_model = "cpu\xc2\x9b"
                           "2J";
