@@ -155,6 +155,7 @@ static int cbn_init(cpu_state_t *st, cbn_t *c, const gb_conv_t *mc, const gb_bn_
         snprintf(err, errlen, "GB_CPU_CONV_ALGO=%.40s: 'direct', or 'auto' (the default)", algo);
         return -1;
     }
+    if (gb_cpu_wino_env(err, errlen)) return -1;
     int wino = st->dt == dnnl_f32 && mc->kh == 3 && mc->kw == 3 && mc->stride == 1 &&
                !(algo && strcmp(algo, "direct") == 0);
     if (gb_cpu_conv_init(st->ctx, &c->conv, &s, src_md, st->dt, bwd_data, wino, name, err, errlen))

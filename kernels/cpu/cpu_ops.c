@@ -529,6 +529,11 @@ static int wino_passes(int *fwd, int *bwd_d, int *bwd_w, char *err, size_t errle
     return 0;
 }
 
+int gb_cpu_wino_env(char *err, size_t errlen) {
+    int fwd, bwd_d, bwd_w;
+    return wino_passes(&fwd, &bwd_d, &bwd_w, err, errlen);
+}
+
 /* Which passes of a 3x3/1 convolution our Winograd takes (wino.h): every one
  * whose formats are the ones it reads (nChw8c, OIhw8i8o: oneDNN's AVX2
  * choice), on a CPU with AVX2 and FMA, minus what GB_CPU_WINO leaves out.

@@ -159,6 +159,11 @@ typedef struct gb_cpu_conv {
 /* Output spatial size by PyTorch's rule floor((i + 2p - k) / s) + 1. */
 int gb_cpu_out_size(int in, int k, int stride, int pad);
 
+/* 0 when GB_CPU_WINO is unset, empty or a valid list of passes; -1 (err
+ * says which word) otherwise. Checked on every CPU, also where our
+ * Winograd does not run (AVX-512) and the variable changes nothing: a typo
+ * is never a silent A/B run of the default. */
+int gb_cpu_wino_env(char *err, size_t errlen);
 /* src_md: the producer's descriptor (NULL: let oneDNN choose). winograd:
  * oneDNN's Winograd where it has one (AVX-512), else ours (AVX2, 3x3/1 pad 1
  * f32 with nChw8c activations) for the passes GB_CPU_WINO lists

@@ -75,8 +75,14 @@ nref = rec["details"]["ref_prims"]
 check(isinstance(nref, int) and (nref == 0) == ("reference implementation" not in p.stderr),
       "ref primitives %r counted and warned about: %s" % (nref, p.stderr))
 
-# GB_CPU_WINO picks our AVX2 Winograd's passes; a misspelt one is an error
-# (on an AVX-512 CPU oneDNN's Winograd runs and the variable is never read)
+# GB_CPU_WINO picks our AVX2 Winograd's passes; a misspelt one is an error on
+# every CPU (on an AVX-512 one oneDNN's Winograd runs and the passes change
+# nothing, but a typo must not pass for an A/B run)
+for val in ("totally_bogus", "fwd,bogus"):
+    q = subprocess.run([exe, "train", *SMALL, "--format", "json"], capture_output=True, text=True,
+                       env=dict(os.environ, GB_CPU_WINO=val))
+    check(q.returncode != 0 and "GB_CPU_WINO=%s: unknown pass" % val in q.stderr,
+          "GB_CPU_WINO=%s refused: rc %d %s" % (val, q.returncode, q.stderr))
 if json.loads(p.stdout)["versions"]["isa"] == "avx2":
     for val, ok in (("none", True), ("fwd,bwd_weights", True), ("fwd,bwd_dat", False)):
         q = subprocess.run([exe, "train", *SMALL, "--format", "json"], capture_output=True,
