@@ -204,6 +204,54 @@ static const char *col_text(sqlite3_stmt *st, int i) {
     return t ? (const char *)t : NULL;
 }
 
+/* A file at --db that is another program's SQLite database is not made a
+ * store: neither our tables added among its own nor its journal mode
+ * changed. It is one when it holds schema objects at user_version 0 (ours
+ * start empty), has a negative user_version, or one of ours without our
+ * tables (one above ours is gb_schema_migrate's "newer" refusal). 0, or -1
+ * with the reason. */
+static int check_ours(sqlite3 *db, const char *path, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    int version = 0, objects = 0, ours = 0, rc;
+    char first[64] = "", why[200];
+    rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc == SQLITE_ROW) {
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT count(*), total(name IN ('sweeps', 'jobs', 'results')), "
+                                "min(name) FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' "
+                                "ESCAPE '\\'",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            objects = sqlite3_column_int(st, 0);
+            ours = sqlite3_column_int(st, 1);
+            gb_copy(first, sizeof first, col_text(st, 2) ? col_text(st, 2) : "");
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_ROW) { /* not a database, damaged, encrypted */
+        gb_fmt(err, errlen, "%s is not a gpubench store (%s)", path, sqlite3_errmsg(db));
+        return -1;
+    }
+    if (version < 0)
+        gb_fmt(why, sizeof why, "its user_version is %d", version);
+    else if (version == 0 && objects > 0)
+        gb_fmt(why, sizeof why,
+               "it holds %d table(s), index(es) or view(s) of another program "
+               "('%.40s'%s) and no gpubench schema",
+               objects, first, objects > 1 ? ", ..." : "");
+    else if (version > 0 && (size_t)version <= gb_schema_n_migrations && ours < 3)
+        gb_fmt(why, sizeof why, "its user_version is %d but it has no gpubench tables", version);
+    else
+        return 0;
+    gb_fmt(err, errlen, "%s is not a gpubench store: %s; left as it is (give --db a new file)",
+           path, why);
+    return -1;
+}
+
 gb_store_t *gb_store_open(const char *path, char *err, size_t errlen) {
     gb_store_t *self = calloc(1, sizeof *self);
     if (!self) {
@@ -217,6 +265,7 @@ gb_store_t *gb_store_open(const char *path, char *err, size_t errlen) {
         goto err;
     }
     sqlite3_busy_timeout(self->db, 5000);
+    if (check_ours(self->db, path, err, errlen) != 0) goto err;
     char *msg = NULL;
     /* journal_mode returns a row; sqlite3_exec ignores it. */
     if (sqlite3_exec(self->db,

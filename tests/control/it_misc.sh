@@ -136,6 +136,26 @@ insecure)
     LISTEN='tcp://0.0.0.0:*' start_coord --insecure
     contains "warns" "$T/coord.log" "insecure: endpoints reachable from the network"
     ;;
+foreign_store)
+    # another program's SQLite file at --db is not made a store: neither
+    # our tables added among its own nor its journal mode changed
+    sqlite3 "$T/other.db" "CREATE TABLE foo(x); INSERT INTO foo VALUES (1)"
+    sqlite3 "$T/v3.db" "CREATE TABLE foo(x); PRAGMA user_version = 3"
+    sqlite3 "$T/neg.db" "PRAGMA user_version = -1"
+    for f in other v3 neg; do
+        cp "$T/$f.db" "$T/$f.orig"
+        "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/$f.db" >"$T/$f.log" 2>&1 && fail "a coordinator on $f.db started"
+        timeout 60 "$GB" run --db "$T/$f.db" --spec - <<<'{"kind": "sleep", "duration_ms": 1}' >>"$T/$f.log" 2>&1 && fail "run on $f.db succeeded"
+        cmp -s "$T/$f.db" "$T/$f.orig" || fail "$f.db was changed"
+        [ -e "$T/$f.db-wal" ] && fail "$f.db was put in WAL mode"
+    done
+    contains "names the other program's table" "$T/other.log" "$T/other.db is not a gpubench store: it holds 1 table(s), index(es) or view(s) of another program ('foo') and no gpubench schema; left as it is (give --db a new file)"
+    contains "a user_version of ours, no tables of ours" "$T/v3.log" "$T/v3.db is not a gpubench store: its user_version is 3 but it has no gpubench tables"
+    contains "a negative user_version" "$T/neg.log" "$T/neg.db is not a gpubench store: its user_version is -1"
+    # an empty file is a new store
+    : >"$T/empty.db"
+    timeout 60 "$GB" run --db "$T/empty.db" --spec - <<<'{"kind": "sleep", "duration_ms": 1}' >"$T/empty.log" 2>&1 || fail "run on an empty file: $(tail -n 3 "$T/empty.log")"
+    ;;
 newer_store)
     sqlite3 "$T/gb.db" "PRAGMA user_version = 99"
     "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/gb.db" >"$T/refuse.log" 2>&1 && fail "opened a newer store"
