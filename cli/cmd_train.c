@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
@@ -311,6 +312,20 @@ int cmd_train(int argc, char **argv) {
     }
     cfg.model.image_h = cfg.model.image_w = size;
     if (nobn) cfg.model.bn = 0;
+    /* with --format json stdout carries the record (and is pointed at
+     * stderr while the engine runs): a save into it (--save /dev/stdout)
+     * would land in stderr's file */
+    const char *saves[2] = {cfg.save_path, cfg.save_grads_path};
+    struct stat so, sp;
+    for (int i = 0; json && i < 2; i++)
+        if (saves[i] && stat(saves[i], &sp) == 0 && fstat(STDOUT_FILENO, &so) == 0 &&
+            sp.st_dev == so.st_dev && sp.st_ino == so.st_ino) {
+            fprintf(stderr,
+                    "gpubench train: --%s %s is this command's stdout, which carries the JSON "
+                    "record with --format json: give a file\n",
+                    i ? "save-grads" : "save", saves[i]);
+            return 2;
+        }
     if (!cfg.cuda_graph && strcmp(cfg.backend, "cpu") == 0) {
         fprintf(stderr, "gpubench train: --no-cuda-graph is for --backend cuda (or auto)\n");
         return 2;

@@ -75,6 +75,16 @@ nref = rec["details"]["ref_prims"]
 check(isinstance(nref, int) and (nref == 0) == ("reference implementation" not in p.stderr),
       "ref primitives %r counted and warned about: %s" % (nref, p.stderr))
 
+# with --format json stdout carries the record (pointed at stderr while the
+# engine runs): --save /dev/stdout is refused before anything runs (it wrote
+# the parameters into stderr's file)
+for opt in ("--save", "--save-grads"):
+    q = subprocess.run([exe, "train", *SMALL, "--format", "json", opt, "/dev/stdout"],
+                       capture_output=True)
+    check(q.returncode == 2 and b"is this command's stdout" in q.stderr and not q.stdout
+          and len(q.stderr) < 4096, "%s /dev/stdout: rc %d, %d bytes out, %d bytes err: %r"
+          % (opt, q.returncode, len(q.stdout), len(q.stderr), q.stderr[:300]))
+
 # GB_CPU_WINO picks our AVX2 Winograd's passes; a misspelt one is an error on
 # every CPU (on an AVX-512 one oneDNN's Winograd runs and the passes change
 # nothing, but a typo must not pass for an A/B run)
