@@ -941,6 +941,16 @@ fail:
     return -1;
 }
 
+/* Find returns up to ...AlgorithmMaxCount results, sorted by time: each
+ * algorithm under the descriptor's math type and under CUDNN_DEFAULT_MATH,
+ * which it also tries. Asked for only ..._ALGO_COUNT, the fast TF32
+ * (DEFAULT_MATH) results of an fp32 convolution could fill the list and
+ * leave no FMA one to take. FIND_MAX bounds the arrays on the stack. */
+#define FIND_MAX 64
+static int find_max(int n) {
+    return n < 1 ? 1 : n > FIND_MAX ? FIND_MAX : n;
+}
+
 static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
     const gb_plan_conv_t *pc = &X->base.plan->convs[i];
     cconv_t *c = &X->convs[i];
@@ -965,11 +975,13 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
     {
         void *x = gb_exec_act(&X->base, pc->x), *y = gb_exec_act(&X->base, pc->y);
         void *w = conv_w(X, pc), *dw = conv_dw(X, pc);
-        int got = 0, k;
-        cudnnConvolutionFwdAlgoPerf_t rf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int got = 0, k, nf = 0, nd = 0, nw = 0;
+        CK_DNN(cudnnGetConvolutionForwardAlgorithmMaxCount(X->dnn, &nf));
+        CK_DNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(X->dnn, &nd));
+        CK_DNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(X->dnn, &nw));
+        cudnnConvolutionFwdAlgoPerf_t rf[FIND_MAX];
         CK_DNN(cudnnFindConvolutionForwardAlgorithmEx(X->dnn, c->xd, x, c->wd, w, c->cfwd, c->yd, y,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, rf,
-                                                      sws, sws_bytes));
+                                                      find_max(nf), &got, rf, sws, sws_bytes));
         for (k = 0; k < got && !fwd_ok(X, &rf[k], sws_bytes); k++) {
         }
         if (k == got) {
@@ -982,13 +994,13 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
         c->wsfwd = rf[k].memory;
         c->tfwd = rf[k].time;
         if (pc->dgrad) {
-            cudnnConvolutionBwdDataAlgoPerf_t rd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            cudnnConvolutionBwdDataAlgoPerf_t rd[FIND_MAX];
             /* dx is written into a gradient scratch buffer (y's gradient is
              * the y buffer itself here: only timing matters during Find) */
             void *dx = gb_exec_grad(&X->base, 0);
-            CK_DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
-                X->dnn, c->wd, w, c->yd, y, c->cbd, c->xd, dx,
-                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, rd, sws, sws_bytes));
+            CK_DNN(cudnnFindConvolutionBackwardDataAlgorithmEx(X->dnn, c->wd, w, c->yd, y, c->cbd,
+                                                               c->xd, dx, find_max(nd), &got, rd,
+                                                               sws, sws_bytes));
             for (k = 0; k < got && !bd_ok(X, &rd[k], sws_bytes); k++) {
             }
             if (k == got) {
@@ -1001,10 +1013,9 @@ static int find_conv(cuda_exec_t *X, int i, void *sws, size_t sws_bytes) {
             c->wsbd = rd[k].memory;
             c->tbd = rd[k].time;
         }
-        cudnnConvolutionBwdFilterAlgoPerf_t rw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        cudnnConvolutionBwdFilterAlgoPerf_t rw[FIND_MAX];
         CK_DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            X->dnn, c->xd, x, c->yd, y, c->cbf, c->wd, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-            &got, rw, sws, sws_bytes));
+            X->dnn, c->xd, x, c->yd, y, c->cbf, c->wd, dw, find_max(nw), &got, rw, sws, sws_bytes));
         for (k = 0; k < got && !bf_ok(X, &rw[k], sws_bytes); k++) {
         }
         if (k == got) {
