@@ -333,7 +333,14 @@ out:
 /* ---- what listens at an endpoint ------------------------------------------ */
 
 int gb_endpoint_check(const char *ep, char *err, size_t errlen) {
-    if (strncmp(ep, "tcp://", 6) != 0) return 0;
+    if (strncmp(ep, "ipc://", 6) == 0 && ep[6]) return 0;
+    if (strncmp(ep, "tcp://", 6) != 0) { /* inproc:// reaches no other process */
+        gb_fmt(err, errlen,
+               "'%.200s' is not an endpoint gpubench can use: tcp://HOST:PORT or "
+               "ipc://PATH",
+               ep);
+        return -1;
+    }
     const char *colon = strrchr(ep + 6, ':');
     if (!colon || (colon[-1] == ']' && !strchr(ep + 6, '['))) {
         gb_fmt(err, errlen, "%s: a tcp:// endpoint needs a port (tcp://HOST:PORT)", ep);

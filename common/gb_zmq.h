@@ -73,6 +73,7 @@ void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, cha
                               size_t outlen);
 
 /* 0 when endpoint's form is one gpubench can use; else -1 with why in err.
+ * tcp://HOST:PORT or ipc://PATH (inproc:// reaches no other process).
  * Checks what libzmq lets through: a tcp:// port must be 0..65535 or '*'
  * (libzmq takes 99999 and uses 99999 - 65536). */
 int gb_endpoint_check(const char *endpoint, char *err, size_t errlen);

@@ -3879,6 +3879,9 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                "rate-burst >= 1");
         return NULL;
     }
+    if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
+        gb_endpoint_check(cfg->control, err, errlen) != 0)
+        return NULL; /* a malformed one is not "not loopback" */
     if (!cfg->key_path && !cfg->insecure &&
         (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
         gb_fmt(err, errlen,

@@ -89,6 +89,13 @@ ipc_path)
     contains "a command says so at once" "$T/p.log" "tcp://127.0.0.1:70000: the port must be a number in 0..65535"
     timeout 5 "$GB" agent --connect "tcp://127.0.0.1:70000" --state-dir "$T/ag" >"$T/p.log" 2>&1 && fail "an agent for port 70000 started"
     contains "an agent too" "$T/p.log" "the port must be a number in 0..65535"
+    # not an endpoint at all: said as such, not as "only binds loopback"
+    for ep in garbage "" "inproc://x" "ipc://"; do
+        "$GB" coordinator --listen "$ep" --control "tcp://127.0.0.1:*" --db "$T/x.db" >"$T/p.log" 2>&1 && fail "bound '$ep'"
+        contains "says why for '$ep'" "$T/p.log" "is not an endpoint gpubench can use: tcp://HOST:PORT or ipc://PATH"
+    done
+    "$GB" status --control garbage >"$T/p.log" 2>&1 && fail "status on 'garbage'"
+    contains "a command too" "$T/p.log" "'garbage' is not an endpoint gpubench can use"
     [ -e "$T/x.db" ] && fail "a refused coordinator made a store"
     ;;
 agent_sighup)
