@@ -5,7 +5,9 @@
 
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_spec.h"
 #include "gb_util.h"
+#include "gb_wire.h"
 #include "worker.h"
 
 #include <cjson/cJSON.h>
@@ -201,5 +203,31 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
             "beside it: the directory must be writable by you, or a coordinator must have it "
             "open)\n",
             cmd, path, why);
+    return NULL;
+}
+
+char *cli_read_spec(const char *cmd, const char *file, int check) {
+    char *text = NULL, err[1024];
+    size_t len = 0;
+    const char *name = strcmp(file, "-") == 0 ? "stdin" : file;
+    if (gb_read_file(strcmp(file, "-") == 0 ? "/dev/stdin" : file, GB_WIRE_SPEC_MAX, &text, &len,
+                     err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench %s: %s\n", cmd, err);
+        return NULL;
+    }
+    if (strlen(text) != len)
+        fprintf(stderr, "gpubench %s: %s holds a NUL byte: not a JSON spec\n", cmd, name);
+    else if (strspn(text, " \t\r\n") == len)
+        fprintf(stderr, "gpubench %s: %s is empty: not a JSON spec (docs/control-plane.md)\n", cmd,
+                name);
+    else {
+        gb_sweep_def_t def;
+        if (!check || gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0) {
+            if (check) gb_sweep_def_free(&def);
+            return text;
+        }
+        fprintf(stderr, "gpubench %s: %s: %s\n", cmd, name, err);
+    }
+    free(text);
     return NULL;
 }

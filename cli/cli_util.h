@@ -63,6 +63,10 @@ void cli_reload_on_sighup(atomic_int *flag);
  * cJSON, oneDNN) and whether the training engine is built in. */
 void cli_print_versions(FILE *out);
 
+/* The spec in FILE ('-': stdin), malloc'd, or NULL (said, as CMD) when it
+ * cannot be read, holds a NUL byte or is empty; with check, also when it
+ * is not a valid spec (gb_spec_parse, as the coordinator will). */
+char *cli_read_spec(const char *cmd, const char *file, int check);
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
 /* After getopt's own line about an unknown option or a missing value: one

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The default sweep for this machine: ResNet-50 on every GPU alone in the
  * precisions buyers compare (tf32, fp16, bf16; batch 256, seconds), or on the
@@ -156,18 +157,13 @@ int cmd_run(int argc, char **argv) {
 
     char err[1024], dir[4096];
     char *spec = NULL;
-    if (spec_file) {
-        size_t len = 0;
-        if (gb_read_file(strcmp(spec_file, "-") == 0 ? "/dev/stdin" : spec_file, GB_WIRE_SPEC_MAX,
-                         &spec, &len, err, sizeof err) != 0) {
-            fprintf(stderr, "gpubench run: %s\n", err);
-            return 1;
-        }
-        if (strlen(spec) != len) {
-            fprintf(stderr, "gpubench run: %s holds a NUL byte: not a JSON spec\n", spec_file);
-            free(spec);
-            return 1;
-        }
+    /* checked before a store or state dir is made for it */
+    if (spec_file && !(spec = cli_read_spec("run", spec_file, 1))) return 1;
+    struct stat sd;
+    if (state_dir && stat(state_dir, &sd) == 0 && !S_ISDIR(sd.st_mode)) {
+        fprintf(stderr, "gpubench run: --state-dir %s is not a directory\n", state_dir);
+        free(spec);
+        return 1;
     }
     if (!state_dir) {
         if (gb_fmt(dir, sizeof dir, "%s.agent", db) != 0) {

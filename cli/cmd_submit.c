@@ -283,16 +283,8 @@ int cmd_submit(int argc, char **argv) {
         goto out;
     }
     char err[1024];
-    if (spec_file) {
-        size_t len = 0;
-        if (gb_read_file(strcmp(spec_file, "-") == 0 ? "/dev/stdin" : spec_file, GB_WIRE_SPEC_MAX,
-                         &text, &len, err, sizeof err) != 0) {
-            fprintf(stderr, "gpubench submit: %s\n", err);
-            rc = 1;
-            goto out;
-        }
-        if (strlen(text) != len) {
-            fprintf(stderr, "gpubench submit: %s holds a NUL byte: not a JSON spec\n", spec_file);
+    if (spec_file) { /* checked by the coordinator, which may be newer */
+        if (!(text = cli_read_spec("submit", spec_file, 0))) {
             rc = 1;
             goto out;
         }

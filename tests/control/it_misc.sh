@@ -171,6 +171,19 @@ newer_store)
 usage)
     "$GB" submit >"$T/u.log" 2>&1; eq "submit without a spec is a usage error" "$?" 2
     contains "says why" "$T/u.log" "give --spec FILE or at least --kind"
+    # an empty spec is said as such (it read "submit.spec_json: length must be 1..262144")
+    "$GB" submit --spec /dev/null --control "tcp://127.0.0.1:9" >"$T/u.log" 2>&1 && fail "submit of an empty spec"
+    contains "an empty spec" "$T/u.log" "gpubench submit: /dev/null is empty: not a JSON spec"
+    # run checks its spec and its state dir before it makes a store for them
+    echo '{"kind": "bogus"}' >"$T/bogus.json"
+    "$GB" run --db "$T/r.db" --spec "$T/bogus.json" >"$T/u.log" 2>&1 && fail "run of a bad spec"
+    contains "run names the fault" "$T/u.log" "gpubench run: $T/bogus.json: unknown job kind 'bogus'"
+    "$GB" run --db "$T/r.db" --spec - </dev/null >"$T/u.log" 2>&1 && fail "run of an empty spec"
+    contains "run: an empty spec" "$T/u.log" "gpubench run: stdin is empty: not a JSON spec"
+    : >"$T/afile"
+    "$GB" run --db "$T/r.db" --state-dir "$T/afile" >"$T/u.log" 2>&1 && fail "run with a file as its state dir"
+    contains "run: a state dir that is a file" "$T/u.log" "--state-dir $T/afile is not a directory"
+    [ -e "$T/r.db" ] || [ -e "$T/r.db.agent" ] && fail "a refused run left a store or a state dir"
     "$GB" coordinator --heartbeat-ms 1 >"$T/u.log" 2>&1; eq "bad number is a usage error" "$?" 2
     contains "says why" "$T/u.log" "--heartbeat-ms: '1' is not an integer in 10..600000"
     "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
