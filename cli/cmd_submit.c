@@ -253,7 +253,12 @@ int cmd_submit(int argc, char **argv) {
             goto out;
         }
         if (r == -2) {
-            rc = cli_usage_error("submit", "an option given twice, or also as --param");
+            char msg[160];
+            const char *name = "an option";
+            for (const struct option *o = opts; o->name; o++)
+                if (o->val == opt) name = o->name;
+            snprintf(msg, sizeof msg, "--%s given twice, or also as --param", name);
+            rc = cli_usage_error("submit", msg);
             goto out;
         }
         if (r == -3) {

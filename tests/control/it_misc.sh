@@ -224,6 +224,8 @@ PY
     contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"
     "$GB" submit --kind resnet50 --precision fp32 --param precision=tf32 >"$T/u.log" 2>&1; eq "a key twice" "$?" 2
     contains "says which" "$T/u.log" "key 'precision' given twice"
+    "$GB" submit --kind sleep --repeat 1 --repeat 2 >"$T/u.log" 2>&1; eq "an option twice is a usage error" "$?" 2
+    contains "names the option" "$T/u.log" "--repeat given twice, or also as --param"
     # an empty element in a comma list is refused (strtok dropped it: "1," was [1])
     for v in "1," ",2" "2,,3"; do
         "$GB" submit --kind sleep --gpus "$v" >"$T/u.log" 2>&1; eq "--gpus '$v' is a usage error" "$?" 2
