@@ -475,7 +475,15 @@ static cJSON *num_array(const double *v, int n) {
 static int check_memory(const gb_model_t *m, const gb_train_config_t *cfg,
                         const gb_backend_ops_t *ops, int D, int world, size_t npix, char *err,
                         size_t errlen) {
-    const char *what;
+    const char *what, *env = getenv("GB_CPU_MEM_CHECK");
+    if (env && env[0] && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+        /* a typo must not pass for "off" (nor for "on") */
+        snprintf(err, errlen,
+                 "GB_CPU_MEM_CHECK=%.40s: 0 turns the memory check off, 1 (the "
+                 "default) keeps it",
+                 env);
+        return -1;
+    }
     uint64_t avail = gb_mem_available(&what);
     if (avail == UINT64_MAX) return 0;
     double need = 4.0 * ((double)D * (double)npix + 2.0 * (double)(m->n_params + m->n_buffers));

@@ -85,6 +85,12 @@ for opt in ("--save", "--save-grads"):
           and len(q.stderr) < 4096, "%s /dev/stdout: rc %d, %d bytes out, %d bytes err: %r"
           % (opt, q.returncode, len(q.stdout), len(q.stderr), q.stderr[:300]))
 
+# GB_CPU_MEM_CHECK is 0 or 1: anything else is refused, not taken for either
+q = subprocess.run([exe, "train", *SMALL], capture_output=True, text=True,
+                   env=dict(os.environ, GB_CPU_MEM_CHECK="maybe"))
+check(q.returncode != 0 and "GB_CPU_MEM_CHECK=maybe: 0 turns the memory check off" in q.stderr,
+      "GB_CPU_MEM_CHECK=maybe refused: rc %d %s" % (q.returncode, q.stderr))
+
 # GB_CPU_WINO picks our AVX2 Winograd's passes; a misspelt one is an error on
 # every CPU (on an AVX-512 one oneDNN's Winograd runs and the passes change
 # nothing, but a typo must not pass for an A/B run)
