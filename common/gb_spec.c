@@ -209,6 +209,28 @@ static int text_ok(const char *s, size_t max, int allow_empty) {
     return gb_utf8_ok(s);
 }
 
+/* 1 when the text's brackets, outside strings, nest deeper than cJSON
+ * parses: its refusal is said as that, not as an error at some byte. */
+static int too_deep(const char *s, size_t len) {
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > CJSON_NESTING_LIMIT) return 1;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
 /* One value of key kd from item into v (appended). */
 static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char *err,
                        size_t errlen) {
@@ -369,6 +391,9 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
     root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) {
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
+        if (too_deep(json, len))
+            FAIL("spec nests objects or lists deeper than %d levels (a spec needs 3)",
+                 CJSON_NESTING_LIMIT);
         FAIL("spec is not valid JSON (error near byte %zu)", at);
     }
     while (end && (size_t)(end - json) < len && isspace((unsigned char)*end))

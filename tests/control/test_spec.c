@@ -260,6 +260,7 @@ static const struct {
     {"bad_repeat_index", "{\"kind\": \"gemm\", \"repeat_index\": 1}", 0,
      "unknown key 'repeat_index'"},
     {"bad_many_keys", NULL, 0, "more than 64 keys"},
+    {"bad_deep", NULL, 0, "spec nests objects or lists deeper than 1000 levels"},
 };
 
 /* Every spec in examples/ is valid and makes at least one job. */
@@ -318,6 +319,15 @@ int main(int argc, char **argv) {
                 for (int v = 1; v <= 64; v++)
                     o += snprintf(big + o, sizeof big - (size_t)o, ", %d", v);
                 snprintf(big + o, sizeof big - (size_t)o, "]}");
+                spec = big;
+            } else if (strcmp(c, "bad_deep") == 0) { /* "[[[...]]]": said as too deep */
+                int o = snprintf(big, sizeof big,
+                                 "{\"kind\": \"sleep\", \"name\": \"[[\\\"\", \"x\": ");
+                for (int v = 0; v < 1500; v++)
+                    big[o++] = '[';
+                for (int v = 0; v < 1500; v++)
+                    big[o++] = ']';
+                snprintf(big + o, sizeof big - (size_t)o, "}");
                 spec = big;
             } else if (strcmp(c, "bad_many_keys") == 0) {
                 int o = snprintf(big, sizeof big, "{\"kind\": \"sleep\"");
