@@ -22,10 +22,24 @@ static double quantile(const double *v, int n, double q) {
     return v[lo] + f * (v[lo + 1] - v[lo]);
 }
 
+/* A time for a message: 2 decimals from 1 ms up, 3 significant digits
+ * below (a small gemm's 0.00844 ms is not "0.01 ms"). */
+static void fmt_ms(char *buf, size_t len, double ms) {
+    snprintf(buf, len, ms >= 1.0 ? "%.2f" : "%.3g", ms);
+}
+
 int gb_spread_ok(const char *what, double median, double p90, char *why, size_t whylen) {
     if (!(median > 0) || p90 <= (1.0 + GB_SPREAD_LIMIT) * median) return 1;
-    snprintf(why, whylen, "p90 %s %.2f ms is %.1f%% above the median %.2f ms (limit %.0f%%)", what,
-             p90, 100.0 * (p90 / median - 1.0), median, 100.0 * GB_SPREAD_LIMIT);
+    /* as many decimals as show it above the limit: 10.05%, not 10.0% */
+    double pct = 100.0 * (p90 / median - 1.0), lim = 100.0 * GB_SPREAD_LIMIT;
+    int d = 1;
+    while (d < 6 && floor(pct * pow(10, d) + 0.5) <= lim * pow(10, d))
+        d++;
+    char a[32], b[32];
+    fmt_ms(a, sizeof a, p90);
+    fmt_ms(b, sizeof b, median);
+    snprintf(why, whylen, "p90 %s %s ms is %.*f%% above the median %s ms (limit %.0f%%)", what, a,
+             d, pct, b, lim);
     return 0;
 }
 

@@ -94,6 +94,17 @@ int main(int argc, char **argv) {
         CHECK(gb_spread_ok("time", 10, 12, why, sizeof why) == 0);
         CHECKF(strcmp(why, "p90 time 12.00 ms is 20.0% above the median 10.00 ms (limit 10%)") == 0,
                "%s", why);
+        /* just above the limit, and times under 1 ms: digits enough to see both */
+        CHECK(gb_spread_ok("step time", 242.805, 267.206, why, sizeof why) == 0);
+        CHECKF(strcmp(why, "p90 step time 267.21 ms is 10.05% above the median 242.80 ms "
+                           "(limit 10%)") == 0 ||
+                   strcmp(why, "p90 step time 267.21 ms is 10.05% above the median 242.81 ms "
+                               "(limit 10%)") == 0,
+               "%s", why);
+        CHECK(gb_spread_ok("time", 0.00761, 0.00844, why, sizeof why) == 0);
+        CHECKF(strcmp(why,
+                      "p90 time 0.00844 ms is 10.9% above the median 0.00761 ms (limit 10%)") == 0,
+               "%s", why);
         /* the exactness argument of gemm_cpu.c at its extreme: k = 4096 */
         gb_gemm_out_t g;
         char err[256];
