@@ -3931,13 +3931,11 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     }
     if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
-    if (c->db_real[0]) { /* its directory's mode, for remake_dir */
+    if (c->db_lock >= 0) { /* its directory's mode, for remake_dir */
         char dir[PATH_MAX];
         struct stat dst;
-        gb_copy(dir, sizeof dir, c->db_real);
-        char *slash = strrchr(dir, '/');
-        if (slash && slash != dir) *slash = '\0';
-        if (slash && stat(dir, &dst) == 0) c->db_dir_mode = dst.st_mode & 07777;
+        store_dir(c, dir, sizeof dir);
+        if (stat(dir, &dst) == 0) c->db_dir_mode = dst.st_mode & 07777;
     }
     c->store = gb_store_open(cfg->db_path, err, errlen);
     if (!c->store) goto err;
