@@ -453,11 +453,14 @@ fail:
 static int cx_capture_end(gb_exec_t *ex, int ok) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     cudaGraph_t g = NULL;
-    if (!ok && X->dp) gb_cuda_dp_join_capture(X->dp, X->stream);
+    /* a comm stream forked into the capture and not joined back makes the
+     * end fail: said, beside the op's own reason */
+    int unjoined = !ok && X->dp && gb_cuda_dp_join_capture(X->dp, X->stream) != 0;
     cudaError_t e = cudaStreamEndCapture(X->stream, &g);
     if (!ok) {
-        snprintf(X->graph_note, sizeof(X->graph_note), "capture failed, eager steps: %.200s",
-                 ERR[0] ? ERR : "an op failed under capture");
+        snprintf(X->graph_note, sizeof(X->graph_note), "capture failed, eager steps: %.150s%s",
+                 ERR[0] ? ERR : "an op failed under capture",
+                 unjoined ? " (and the comm stream could not be joined back)" : "");
         goto fail;
     }
     if (e != cudaSuccess || !g) {
