@@ -88,6 +88,7 @@ struct gb_agent {
     void *ctx, *sock, *monitor;
     int64_t refused_logged_ms;    /* last "the coordinator rejected our message" line */
     int64_t denied_backoff_ms;    /* > 0 while our messages are denied (a key, a pinned id) */
+    int64_t limit_backoff_ms;     /* > 0 while our hello meets the coordinator's --max-agents */
     int64_t start_fail_logged_ms; /* last "cannot start a worker" line */
     char last_handshake[300];     /* why the last handshake failed; "" once registered */
     int64_t handshake_logged_ms;  /* last "cannot connect" line */
@@ -857,6 +858,7 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         a->registered = 1;
         a->reopen_backoff_ms = 0;
         a->denied_backoff_ms = 0;
+        a->limit_backoff_ms = 0;
         a->last_handshake[0] = '\0';
         a->hb_ms = (int)env->welcome->heartbeat_ms;
         a->lost_after = (int)env->welcome->lost_after;
@@ -913,6 +915,13 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
              * minute, on a new socket (a revoked key then meets the
              * handshake's own refusal), instead of a denied message every
              * heartbeat for as long as the agent runs. */
+            if (env->reject->code == GB__REJECT_CODE__REJECT_LIMIT) {
+                /* over the coordinator's --max-agents: asked again, a
+                 * heartbeat later doubling to 30 s (a slot may be freed) */
+                int64_t b = a->limit_backoff_ms ? a->limit_backoff_ms * 2 : a->hb_ms;
+                a->limit_backoff_ms = b > 30000 ? 30000 : b;
+                a->next_hb_ms = gb_mono_ms() + a->limit_backoff_ms;
+            }
             if (env->reject->code == GB__REJECT_CODE__REJECT_DENIED) {
                 int64_t b = a->denied_backoff_ms ? a->denied_backoff_ms * 2 : 1000;
                 a->denied_backoff_ms = b > 60000 ? 60000 : b;

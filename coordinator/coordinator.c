@@ -193,6 +193,7 @@ struct gb_coord {
     int control_backlog;    /* this turn left control messages unread */
     int srcfd_works;        /* ZMQ_SRCFD named a connection once (it is deprecated) */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
+    int reject_quiet;       /* reject(): log at debug level (refusal_log said it already) */
     char failed_why[128];
     int failed_auth;
     zmq_msg_t *cur_msg; /* the message being handled (for its peer's address), or NULL */
@@ -482,8 +483,14 @@ static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len
         int users_own = code == GB__REJECT_CODE__REJECT_BAD_SPEC ||
                         code == GB__REJECT_CODE__REJECT_UNSATISFIABLE ||
                         code == GB__REJECT_CODE__REJECT_NOT_FOUND;
-        gb_log(users_own ? GB_LOG_INFO : GB_LOG_WARN, "rejected %s from %s%s: %s: %s", what, who,
-               peer, gb_wire_reject_name(code), reason);
+        gb_log(c->reject_quiet ? GB_LOG_DEBUG
+               : users_own     ? GB_LOG_INFO
+                               : GB_LOG_WARN,
+               "rejected %s from %s%s: %s: %s%s", what, who, peer, gb_wire_reject_name(code),
+               reason,
+               code == GB__REJECT_CODE__REJECT_LIMIT && !c->reject_quiet
+                   ? " (this agent's next refusals within 30 s are logged at debug level)"
+                   : "");
     } else {
         c->rejects_suppressed++;
     }
@@ -996,8 +1003,16 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         gb_fmt(why, sizeof why,
                "the coordinator already knows %zu agents, its limit (--max-agents %zu)",
                c->n_agents - c->n_forgotten, c->cfg.max_agents);
+        /* an agent over the cap asks again and again (a slot may be freed):
+         * one line per agent a while, the rest at debug level */
+        char rk[GB_WIRE_ID_MAX + 16];
+        int64_t retry;
+        gb_fmt(rk, sizeof rk, "limit:%s", h->agent_id);
+        c->reject_quiet =
+            c->refusal_log && !gb_rate_take(c->refusal_log, rk, strlen(rk), gb_mono_ms(), &retry);
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_LIMIT, env->seq,
                "hello", why);
+        c->reject_quiet = 0;
         return;
     }
     if (!a && !(a = agent_add(c, h->agent_id))) {

@@ -43,6 +43,10 @@ max_agents)
     sleep 0.5
     eq "one node" "$(q "SELECT count(*) FROM nodes")" 1
     eq "a2's warning is not repeated at every retry" "$(grep -c "already knows" "$T/a2.log")" 1
+    # nor the coordinator's (it said one every heartbeat: 86k lines a day),
+    # and a2 asks again less and less often (a heartbeat doubling to 30 s)
+    sleep 1.5
+    eq "the coordinator's line is not repeated at every retry" "$(grep -c "rejected hello from" "$T/coord.log")" 1
     # a1 restarts: a known id is not a new agent
     kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
     start_agent a1
