@@ -6,6 +6,7 @@
 #include "gb_util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -35,8 +36,8 @@ struct gb_syncer {
 static void *run(void *arg) {
     gb_syncer_t *s = arg;
     gb_log_set_component("sync");
-    int64_t last_ckpt = gb_mono_ms();
-    uint64_t ckpt_seen = 0;
+    int64_t last_ckpt = gb_mono_ms(), ckpt_logged = 0;
+    uint64_t ckpt_seen = 0, ckpt_failed = 0;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->stop && s->requested == atomic_load(&s->done)) {
@@ -69,8 +70,25 @@ static void *run(void *arg) {
         if (s->db && target != ckpt_seen && now - last_ckpt >= CHECKPOINT_MS) {
             int log = 0, ckpt = 0;
             int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
-            if (rc != SQLITE_OK && rc != SQLITE_BUSY)
-                gb_warn("checkpoint: %s", sqlite3_errmsg(s->db));
+            /* a full disk fails it at every try: said once, then every 30 s
+             * with the count (the WAL keeps what it could not move) */
+            if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+                ckpt_failed++;
+                if (!ckpt_logged || now - ckpt_logged >= 30000) {
+                    char more[64] = "";
+                    if (ckpt_failed > 1)
+                        gb_fmt(more, sizeof more, "; %" PRIu64 " tries failed since the last line",
+                               ckpt_failed);
+                    gb_warn("checkpoint: %s (tried again every %d ms, said every 30 s%s)",
+                            sqlite3_errmsg(s->db), CHECKPOINT_MS, more);
+                    ckpt_logged = now;
+                    ckpt_failed = 0;
+                }
+            } else if (rc == SQLITE_OK && ckpt_logged) {
+                gb_info("checkpoint: moving the WAL into the store works again");
+                ckpt_logged = 0;
+                ckpt_failed = 0;
+            }
             last_ckpt = now;
             ckpt_seen = target;
         }

@@ -1,11 +1,12 @@
 /* test_syncer.c - the WAL flusher of --sync group (coordinator/syncer.h) on
  * a real SQLite store in WAL mode.
  *
- *   test_syncer CASE   (flush, bad_path) */
+ *   test_syncer CASE   (flush, full, bad_path) */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "syncer.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -71,6 +72,60 @@ int main(int argc, char **argv) {
         CHECK(s == NULL);
         gb_syncer_destroy(&s); /* no-op */
         sqlite3_close(db);
+    } else if (strcmp(c, "full") == 0) {
+        /* the store on a full disk: every checkpoint fails (the file cannot
+         * grow), and is said once, not every 500 ms (it said 21 lines in
+         * 20 s). Needs root for the small tmpfs. */
+        char cmd[600], log_path[320], fill[320];
+        snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=1m gb-syncer '%s' 2>/dev/null", dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "SKIP: cannot mount a tmpfs here (needs root)\n");
+            rmdir(dir);
+            return 77;
+        }
+        sqlite3 *db = NULL;
+        CHECK(sqlite3_open(db_path, &db) == SQLITE_OK);
+        CHECK(sqlite3_exec(db,
+                           "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;"
+                           " CREATE TABLE t (x)",
+                           NULL, NULL, NULL) == SQLITE_OK);
+        for (int i = 0; i < 40; i++) /* ~120 KiB in the WAL, none in the file */
+            CHECK(sqlite3_exec(db, "INSERT INTO t VALUES (randomblob(3000))", NULL, NULL, NULL) ==
+                  SQLITE_OK);
+        snprintf(fill, sizeof fill, "%s/filler", dir);
+        snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s' bs=4k 2>/dev/null", fill);
+        CHECK(system(cmd) != 0 || 1); /* dd stops at the full disk */
+        snprintf(log_path, sizeof log_path, "/tmp/gb-syncer-log-%d", (int)getpid());
+        fflush(stderr);
+        int saved = dup(2), lf = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        CHECK(saved >= 0 && lf >= 0 && dup2(lf, 2) == 2);
+        close(lf);
+        gb_syncer_t *sy = gb_syncer_new(db_path, err, sizeof err);
+        CHECKF(sy, "%s", err);
+        for (uint64_t seq = 1; seq <= 50; seq++) { /* 2.5 s: five checkpoint tries */
+            gb_syncer_request(sy, seq);
+            struct timespec ts = {0, 50000000L};
+            nanosleep(&ts, NULL);
+        }
+        gb_syncer_destroy(&sy);
+        fflush(stderr);
+        CHECK(dup2(saved, 2) == 2);
+        close(saved);
+        sqlite3_close(db);
+        int lines = 0;
+        char line[512];
+        FILE *lg = fopen(log_path, "r");
+        CHECK(lg);
+        while (fgets(line, sizeof line, lg))
+            if (strstr(line, "checkpoint: database or disk is full")) {
+                lines++;
+                CHECKF(strstr(line, "said every 30 s"), "%s", line);
+            }
+        fclose(lg);
+        unlink(log_path);
+        snprintf(cmd, sizeof cmd, "umount -l '%s'", dir);
+        CHECK(system(cmd) == 0);
+        CHECKF(lines == 1, "the failing checkpoint was said %d times in 2.5 s", lines);
     } else if (strcmp(c, "bad_path") == 0) {
         snprintf(db_path, sizeof db_path, "%s/no/such/dir/s.db", dir);
         CHECK(gb_syncer_new(db_path, err, sizeof err) == NULL);
