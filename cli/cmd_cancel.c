@@ -54,8 +54,16 @@ int cmd_cancel(int argc, char **argv) {
     Gb__Envelope *rep = NULL;
     int e = cli_conn_request("cancel", &conn, &env, GB__ENVELOPE__BODY_CANCEL_REPLY, &rep);
     if (e) return e;
-    printf("sweep %ld: %u queued job(s) cancelled, %u running job(s) stopping\n", sweep,
-           rep->cancel_reply->cancelled, rep->cancel_reply->stopping);
+    unsigned cancelled = rep->cancel_reply->cancelled, stopping = rep->cancel_reply->stopping;
     gb_wire_free(&rep);
+    if (cancelled + stopping == 0) { /* not "0 cancelled" and exit 0, as for a job id */
+        fprintf(stderr,
+                "gpubench cancel: sweep %ld has no job left to cancel (it has ended, or its "
+                "running jobs are being stopped already)\n",
+                sweep);
+        return 1;
+    }
+    printf("sweep %ld: %u queued job(s) cancelled, %u running job(s) stopping\n", sweep, cancelled,
+           stopping);
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpubench cancel: queued jobs end as cancelled at once, the running one is
 # stopped on its agent and ends as cancelled; wait exits non-zero; a job id
-# of another sweep, or none, is refused.
+# of another sweep, or none, is refused, and so is an ended sweep.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 start_coord
@@ -25,6 +25,9 @@ eq "wait exits 1 for a cancelled sweep" "$?" 1
 eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 4
 eq "the running one reported" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
 eq "sweep state" "$(q "SELECT state FROM sweeps WHERE sweep_id = $sweep")" cancelled
+# an ended sweep has nothing to cancel: an error, not "0 cancelled" and exit 0
+"$GB" cancel "$sweep" >"$T/again.txt" 2>&1 && fail "cancel of an ended sweep succeeded"
+contains "says why" "$T/again.txt" "sweep $sweep has no job left to cancel"
 "$GB" cancel 99 >"$T/none.txt" 2>&1 && fail "cancel of an unknown sweep succeeded"
 contains "unknown sweep" "$T/none.txt" "no sweep 99"
 "$GB" wait 99 --quiet
