@@ -167,6 +167,7 @@ struct gb_coord {
     ino_t side_ino[2];
     char db_real[PATH_MAX]; /* the store's file, symbolic links resolved at the start */
     mode_t db_dir_mode;     /* its directory's permission bits at the start (0: unknown) */
+    int db_made;            /* the store's file was made by this start (lock_store) */
     /* watch_store: an inotify descriptor (-1 none yet, -2 none to be had)
      * and its watch on the store's directory (-1 none now) */
     int watch_fd, watch_wd;
@@ -3339,6 +3340,8 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
 static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     const char *p = c->cfg.db_path;
     if (!p || !p[0] || strcmp(p, ":memory:") == 0 || strncmp(p, "file:", 5) == 0) return 0;
+    struct stat st;
+    c->db_made = lstat(p, &st) != 0 && errno == ENOENT; /* removed again if the start fails */
     c->db_lock = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (c->db_lock < 0) {
         gb_fmt(err, errlen, "cannot open %s: %s", p, strerror(errno));
@@ -4019,8 +4022,20 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
         gb_info("no keys: bound to loopback only (give --key and --authorized to serve the "
                 "network)");
     return c;
-err:
+err:;
+    /* a start that fails (a port in use, a bad key) leaves no new store
+     * behind: one it made is empty, and removed with its side files */
+    char made[PATH_MAX + 8] = "";
+    if (c->db_made && c->db_lock >= 0) gb_copy(made, sizeof made, cfg->db_path);
     gb_coord_destroy(&c);
+    if (made[0]) {
+        size_t n = strlen(made);
+        unlink(made);
+        gb_copy(made + n, sizeof made - n, "-wal");
+        unlink(made);
+        gb_copy(made + n, sizeof made - n, "-shm");
+        unlink(made);
+    }
     return NULL;
 }
 

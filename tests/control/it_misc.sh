@@ -44,6 +44,15 @@ store_lock)
     # readers take no lock
     check "sqlite3 reads the store meanwhile" q "SELECT count(*) FROM nodes" >/dev/null
     check "gpubench results reads it meanwhile" "$GB" results --db "$T/gb.db" >/dev/null
+    # a start that fails after the store was opened (its port in use) leaves
+    # no new store behind, and a store it did not make as it was
+    timeout 10 "$GB" coordinator --listen "$LISTEN" --control 'tcp://127.0.0.1:*' --db "$T/new.db" >"$T/port.log" 2>&1 && fail "a second coordinator bound a port in use"
+    contains "says why" "$T/port.log" "Address already in use"
+    [ -e "$T/new.db" ] || [ -e "$T/new.db-wal" ] && fail "a failed start left a new store behind"
+    sqlite3 "$T/gb.db" ".backup '$T/kept.db'"
+    timeout 10 "$GB" coordinator --listen "$LISTEN" --control 'tcp://127.0.0.1:*' --db "$T/kept.db" >"$T/port2.log" 2>&1 && fail "bound a port in use (kept.db)"
+    contains "says why (kept.db)" "$T/port2.log" "Address already in use"
+    eq "a failed start keeps a store it did not make" "$(sqlite3 "$T/kept.db" "SELECT count(*) > 0 FROM sqlite_master")" 1
     # once the first stops, the store is free again
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
     LISTEN= CONTROL= start_coord
