@@ -214,19 +214,9 @@ static int text_ok(const char *s, size_t max, int allow_empty) {
 static int too_deep(const char *s, size_t len) {
     int depth = 0, in_str = 0;
     for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = 0;
-        } else if (ch == '"') {
-            in_str = 1;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > CJSON_NESTING_LIMIT) return 1;
-        } else if (ch == ']' || ch == '}') {
-            depth--;
-        }
+        if (!gb_json_code(s, len, &i, &in_str)) continue;
+        if ((s[i] == '[' || s[i] == '{') && ++depth > CJSON_NESTING_LIMIT) return 1;
+        if (s[i] == ']' || s[i] == '}') depth--;
     }
     return 0;
 }

@@ -291,6 +291,20 @@ char *gb_utf8_fix(const char *s) {
     return out;
 }
 
+int gb_json_code(const char *s, size_t len, size_t *i, int *in_str) {
+    char ch = s[*i];
+    if (*in_str) {
+        if (ch == '\\' && *i + 1 < len)
+            (*i)++;
+        else if (ch == '"')
+            *in_str = 0;
+        return 0;
+    }
+    if (ch != '"') return 1;
+    *in_str = 1;
+    return 0;
+}
+
 const char *gb_tmpdir(void) {
     const char *dir = getenv("TMPDIR");
     return dir && dir[0] ? dir : "/tmp";

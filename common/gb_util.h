@@ -71,6 +71,10 @@ int gb_utf8_ok(const char *s);
 /* A copy of s (malloc) with each byte that does not start a valid UTF-8
  * character replaced by U+FFFD: text for JSON. NULL when out of memory. */
 char *gb_utf8_fix(const char *s);
+/* For a scan of JSON text byte by byte: 1 when s[*i] is outside every
+ * string (and is not a string's quote); inside one, *in_str is kept and an
+ * escaped character skipped (*i advanced past it). */
+int gb_json_code(const char *s, size_t len, size_t *i, int *in_str);
 /* Where temporary and rescued files go: $TMPDIR when set and not empty,
  * else /tmp. */
 const char *gb_tmpdir(void);

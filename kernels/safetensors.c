@@ -266,16 +266,11 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, int gua
     /* Shapes and offsets are the header's only numbers, and integers: a
      * fraction or an exponent (32.0, 3.2e1) is refused as the reference
      * reader refuses it, though cJSON would read it as a whole number. */
-    for (size_t i = 0, in_str = 0; i < (size_t)hlen; i++) {
+    int in_str = 0;
+    for (size_t i = 0; i < (size_t)hlen; i++) {
         unsigned char ch = hdr[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = 0;
-        } else if (ch == '"') {
-            in_str = 1;
-        } else if ((ch >= '0' && ch <= '9') || ch == '-') {
+        if (!gb_json_code((const char *)hdr, (size_t)hlen, &i, &in_str)) continue;
+        if ((ch >= '0' && ch <= '9') || ch == '-') {
             size_t j = i;
             while (j < (size_t)hlen && strchr("0123456789+-.eE", hdr[j]))
                 j++;
