@@ -36,6 +36,11 @@ int cli_conn_opt(cli_conn_t *c, int opt, const char *arg) {
 }
 
 int cli_conn_keys(const char *cmd, cli_conn_t *c) {
+    char err[512];
+    if (c->control && gb_endpoint_check(c->control, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench %s: %s\n", cmd, err); /* a bad option: a usage error */
+        return 2;
+    }
     return cli_curve_setup(cmd, c->key, c->server_key, &c->keys, &c->curve);
 }
 

@@ -6,6 +6,7 @@
 #include "gb_curve.h"
 #include "gb_log.h"
 #include "gb_util.h"
+#include "gb_zmq.h"
 #include "worker.h"
 
 #include <getopt.h>
@@ -140,6 +141,11 @@ int cmd_agent(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("agent", "unexpected argument");
+    char err[1024];
+    if (cfg.connect && gb_endpoint_check(cfg.connect, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench agent: %s\n", err); /* a bad option: a usage error */
+        return 2;
+    }
     int k = cli_curve_setup("agent", key_path, server_key_path, &keys, &cfg.curve);
     if (k != 0) return k;
     gb_log_set_component("agent");
@@ -149,7 +155,6 @@ int cmd_agent(int argc, char **argv) {
     /* a hangup (the ssh session that started it ends) must not kill the
      * agent and the job it runs; it has nothing to reload */
     signal(SIGHUP, SIG_IGN);
-    char err[1024];
     gb_agent_t *a = gb_agent_new(&cfg, err, sizeof err);
     if (!a) {
         fprintf(stderr, "gpubench agent: %s\n", err);

@@ -45,8 +45,13 @@ int cmd_help(int argc, char **argv) {
 }
 
 int cmd_version(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: gpubench version\n"
+               "  the version, and the libraries found at build and run time (ZeroMQ,\n"
+               "  protobuf-c, SQLite, cJSON, oneDNN) and whether the engine is built in\n");
+        return 0;
+    }
+    if (argc > 1) return cli_usage_error("version", "it takes no arguments");
     printf("gpubench %s\n", GB_VERSION);
     cli_print_versions(stdout);
     return 0;

@@ -3854,8 +3854,24 @@ static int keys_half(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     return -1;
 }
 
+/* The endpoints' form, and loopback only without keys. */
+static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) {
+    if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
+        gb_endpoint_check(cfg->control, err, errlen) != 0)
+        return -1; /* a malformed one is not "not loopback" */
+    if (!cfg->key_path && !cfg->insecure &&
+        (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
+        gb_fmt(err, errlen,
+               "refusing to bind %s / %s: without keys the coordinator only binds loopback "
+               "(give --key and --authorized, or --insecure to accept anyone on the network)",
+               cfg->listen, cfg->control);
+        return -1;
+    }
+    return 0;
+}
+
 int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) {
-    if (keys_half(cfg, err, errlen)) return -1;
+    if (keys_half(cfg, err, errlen) || endpoints_ok(cfg, err, errlen)) return -1;
     if (!cfg->key_path) return 0;
     if (!gb_curve_available()) {
         gb_fmt(err, errlen, "--key: this libzmq was built without CURVE");
@@ -3897,17 +3913,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                "rate-burst >= 1");
         return NULL;
     }
-    if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
-        gb_endpoint_check(cfg->control, err, errlen) != 0)
-        return NULL; /* a malformed one is not "not loopback" */
-    if (!cfg->key_path && !cfg->insecure &&
-        (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
-        gb_fmt(err, errlen,
-               "refusing to bind %s / %s: without keys the coordinator only binds loopback "
-               "(give --key and --authorized, or --insecure to accept anyone on the network)",
-               cfg->listen, cfg->control);
-        return NULL;
-    }
+    if (endpoints_ok(cfg, err, errlen)) return NULL;
     gb_coord_t *c = calloc(1, sizeof *c);
     if (!c) {
         gb_fmt(err, errlen, "out of memory");

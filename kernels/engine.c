@@ -738,7 +738,13 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
     cJSON_AddNumberToObject(o, "lr", float_as_typed(cfg->lr));
     cJSON_AddNumberToObject(o, "momentum", float_as_typed(cfg->momentum));
     cJSON_AddNumberToObject(o, "weight_decay", float_as_typed(cfg->weight_decay));
-    cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    {
+        /* every digit (up to 2^53): as a double cJSON wrote 5000000000000001
+         * as 5e+15 (its round-trip check is loose) */
+        char seed[32];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)cfg->seed);
+        cJSON_AddRawToObject(o, "seed", seed);
+    }
     cJSON_AddStringToObject(o, "interconnect", ic);
     cJSON_AddNumberToObject(o, "images_per_sec", r->images_per_sec);
     cJSON *sm = cJSON_AddObjectToObject(o, "step_ms");

@@ -100,10 +100,12 @@ ipc_path)
     contains "an agent too" "$T/p.log" "the port must be a number in 0..65535"
     # not an endpoint at all: said as such, not as "only binds loopback"
     for ep in garbage "" "inproc://x" "ipc://"; do
-        "$GB" coordinator --listen "$ep" --control "tcp://127.0.0.1:*" --db "$T/x.db" >"$T/p.log" 2>&1 && fail "bound '$ep'"
+        "$GB" coordinator --listen "$ep" --control "tcp://127.0.0.1:*" --db "$T/x.db" >"$T/p.log" 2>&1
+        eq "'$ep' is a usage error" "$?" 2
         contains "says why for '$ep'" "$T/p.log" "is not an endpoint gpubench can use: tcp://HOST:PORT or ipc://PATH"
     done
-    "$GB" status --control garbage >"$T/p.log" 2>&1 && fail "status on 'garbage'"
+    "$GB" status --control garbage >"$T/p.log" 2>&1
+    eq "status on 'garbage' is a usage error" "$?" 2
     contains "a command too" "$T/p.log" "'garbage' is not an endpoint gpubench can use"
     [ -e "$T/x.db" ] && fail "a refused coordinator made a store"
     ;;
@@ -147,7 +149,8 @@ doc_queries)
     contains "says so" "$T/r.log" "is a directory; --db names the store file"
     ;;
 insecure)
-    "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1 && fail "bound a public address without --insecure"
+    "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1
+    eq "a public address without keys or --insecure is a configuration error" "$?" 2
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
     LISTEN='tcp://0.0.0.0:*' start_coord --insecure
     contains "warns" "$T/coord.log" "insecure: endpoints reachable from the network"
@@ -205,6 +208,8 @@ usage)
     for c in run submit wait status nodes cancel results coordinator agent worker help version; do
         contains "help lists $c" "$T/h.log" "  $c "
     done
+    "$GB" version -h >"$T/h.log" || fail "version -h"
+    contains "version -h is a usage line, not the version" "$T/h.log" "usage: gpubench version"
     "$GB" results --db "$T/none.db" >"$T/u.log" 2>&1 && fail "results on a missing store"
     contains "missing store" "$T/u.log" "no store at"
     "$GB" status --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1 && fail "status without a coordinator"

@@ -85,6 +85,15 @@ for opt in ("--save", "--save-grads"):
           and len(q.stderr) < 4096, "%s /dev/stdout: rc %d, %d bytes out, %d bytes err: %r"
           % (opt, q.returncode, len(q.stdout), len(q.stderr), q.stderr[:300]))
 
+# the seed is carried with every digit up to 2^53 (as a double cJSON wrote
+# 5000000000000001 as 5e+15)
+for seed in ("5000000000000001", "9007199254740992"):
+    q = subprocess.run([exe, "train", *SMALL, "--seed", seed, "--format", "json"],
+                       capture_output=True, text=True)
+    check(q.returncode == 0 and json.loads(q.stdout)["seed"] == int(seed),
+          "--seed %s: rc %d, seed %r" % (seed, q.returncode,
+                                         q.returncode == 0 and json.loads(q.stdout).get("seed")))
+
 # GB_CPU_MEM_CHECK is 0 or 1: anything else is refused, not taken for either
 q = subprocess.run([exe, "train", *SMALL], capture_output=True, text=True,
                    env=dict(os.environ, GB_CPU_MEM_CHECK="maybe"))
