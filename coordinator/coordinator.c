@@ -3318,7 +3318,24 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
         zmq_close(s);
         return NULL;
     }
-    if (zmq_bind(s, ep) != 0) {
+    /* A port named outright (a restart on the same endpoints) may be held
+     * a moment by a connection, not a listener: a client polling the old
+     * coordinator whose connect to the free port picked that very port as
+     * its own (a self-connection, possible on loopback while the port is in
+     * the ephemeral range), seen once in CI. Such a holder lets go within
+     * its request's timeout: tried again for 5 s before giving up. */
+    const char *port = strrchr(ep, ':');
+    int named =
+        strncmp(ep, "tcp://", 6) == 0 && port && strcmp(port, ":*") != 0 && strcmp(port, ":0") != 0;
+    int rc = zmq_bind(s, ep);
+    for (int k = 0; rc != 0 && errno == EADDRINUSE && named && k < 50; k++) {
+        if (k == 0)
+            gb_warn("cannot bind %s yet: %s; trying again for 5 s", ep, zmq_strerror(errno));
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        rc = zmq_bind(s, ep);
+    }
+    if (rc != 0) {
         int e = errno;
         gb_fmt(err, errlen, "cannot bind %s: %s%s", ep, zmq_strerror(e),
                e == ENODEV ? " (a tcp:// host must be an IP address such as 127.0.0.1 or an "

@@ -57,6 +57,20 @@ store_lock)
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
     LISTEN= CONTROL= start_coord
     ;;
+port_held)
+    # a port named outright and held a moment (a client's connection that
+    # picked it as its own, while a coordinator restarts on it) is tried
+    # again for 5 s: the coordinator binds once it is free
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(1.5)' "$port" &
+    holder=$!
+    sleep 0.3
+    LISTEN="tcp://127.0.0.1:$port" start_coord
+    wait "$holder"
+    contains "said, then bound" "$T/coord.log" "cannot bind tcp://127.0.0.1:$port yet: Address already in use; trying again for 5 s"
+    contains "bound" "$T/coord.log" "agents on tcp://127.0.0.1:$port"
+    ;;
 ipc_in_use)
     # libzmq unlinks a live ipc socket file and binds anyway; we refuse
     LISTEN="ipc://$T/ag" CONTROL="ipc://$T/ctl" start_coord
