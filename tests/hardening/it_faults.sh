@@ -329,7 +329,7 @@ agent_taken_unspooled)
     id=$(cat "$T/a1/agent_id")
     spooled_while_down a1 1
     kill -STOP "${AGENT_PID[a1]}"
-    rm -rf "$T/a1"
+    remove_whole "$T/a1"
     start_agent a2 --state-dir "$T/a1"
     for _ in $(seq 100); do [ -s "$T/a1/agent_id" ] && break; sleep 0.05; done
     [ "$(cat "$T/a1/agent_id")" != "$id" ] || fail "the second agent has the first one's id"
@@ -387,7 +387,7 @@ state_dir_removed)
     # (a job of a fixed length raced the test's polls under load)
     sweep=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
     w=$(stopped_worker a1)
-    rm -rf "$T/a1"
+    remove_whole "$T/a1"
     for _ in $(seq 100); do [ -f "$T/a1/agent_id" ] && break; sleep 0.05; done
     contains "the agent says so" "$T/a1.log" "state directory $T/a1 was removed while the agent ran: made it again"
     eq "the same id again" "$(cat "$T/a1/agent_id")" "$id"
@@ -402,7 +402,7 @@ state_dir_removed)
     # a result waiting in the spool for a coordinator that is down
     spooled_while_down a1 2
     sweep2=$SWEEP f=$SPOOLED
-    rm -rf "$T/a1"
+    remove_whole "$T/a1"
     for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
     [ -s "$f" ] || fail "the spool entry was not written again"
     contains "the agent says so" "$T/a1.log" "the result of job 2 attempt 1 was removed from the spool: written again from memory"
@@ -428,7 +428,7 @@ state_dir_lost)
     wait_nodes 1
     spooled_while_down a1 1
     sweep=$SWEEP f=$SPOOLED
-    rm -rf "$T/a1"
+    remove_whole "$T/a1"
     for _ in $(seq 100); do grep -q "it is lost" "$T/a1.log" && break; sleep 0.05; done
     contains "the agent says so" "$T/a1.log" "the result of job 1 attempt 1 was removed from the spool and has no copy in memory: it is lost"
     sleep 0.5
@@ -444,7 +444,7 @@ state_dir_taken)
     start_coord
     start_agent a1
     wait_nodes 1
-    rm -rf "$T/a1"
+    remove_whole "$T/a1"
     start_agent a2 --state-dir "$T/a1"
     eq "one agent keeps the directory" "$(one_alive "${AGENT_PID[a1]}" "${AGENT_PID[a2]}")" 1
     if kill -0 "${AGENT_PID[a1]}" 2>/dev/null; then
@@ -571,7 +571,7 @@ store_dir_removed)
     mkdir -m 0750 "$T/sd"
     ln -s "$T/sd/gb.db" "$T/gb.db"
     first_job
-    rm -rf "$T/sd"
+    remove_whole "$T/sd"
     for _ in $(seq 100); do grep -q "wrote it back" "$T/coord.log" && break; sleep 0.05; done
     contains "the directory made again" "$T/coord.log" "store $T/gb.db was removed while the coordinator ran, with its directory: made $T/sd again (mode 0750, as it was)"
     eq "with its mode" "$(stat -c %a "$T/sd")" 750

@@ -26,4 +26,13 @@ authorize() {
 use_keys() { export GB_KEY=$T/$1.key GB_SERVER_KEY=$T/coord.pub; }
 no_keys() { unset GB_KEY GB_SERVER_KEY; }
 
+# remove_whole DIR: DIR gone at one instant, as the process under test sees
+# it. `rm -rf` is not: it unlinks the entries, then the directory, and an
+# agent (or coordinator) that remakes what is missing in between leaves rm
+# "Directory not empty" (seen in CI). Moved away (one rename), then removed.
+remove_whole() {
+    mv "$1" "$1.gone" || fail "cannot move $1 away"
+    rm -rf "$1.gone"
+}
+
 source "$(dirname "${BASH_SOURCE[0]}")/exactly_once.sh"
