@@ -291,7 +291,7 @@ out:
     free(spool_p);
 }
 
-static void send_heartbeat(gb_agent_t *a) {
+static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
     size_t nr = 0;
     for (int i = 0; i < a->cfg.slots; i++)
@@ -307,6 +307,7 @@ static void send_heartbeat(gb_agent_t *a) {
     hb.running = run_p;
     hb.spooled = (uint32_t)a->n_unacked;
     if (a->unable[0] && gb_mono_ms() < a->unable_until_ms) hb.unable = a->unable;
+    hb.stopping = stopping != 0;
     size_t ns = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
     Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
     Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
@@ -1540,7 +1541,7 @@ int gb_agent_run(gb_agent_t *a) {
                 break;
             }
             if (a->registered) {
-                send_heartbeat(a);
+                send_heartbeat(a, 0);
                 for (int i = 0; i < a->cfg.slots; i++)
                     rank_resend(a, &a->slots[i]);
             } else {
@@ -1553,6 +1554,14 @@ int gb_agent_run(gb_agent_t *a) {
         if (a->registered)
             for (size_t i = 0; i < a->n_unacked; i++)
                 if (now >= a->unacked[i].next_send_ms) send_spooled(a, &a->unacked[i]);
+    }
+    /* a clean stop is said, so that the coordinator does not wait a lost
+     * window to find it gone and shows it `stopped`, not `lost`; the
+     * socket lingers up to 1 s for it (it is closed after the workers) */
+    if (!failed && a->registered) {
+        int linger = 1000;
+        send_heartbeat(a, 1);
+        zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof linger);
     }
     /* every exit: a result held only in memory is saved first */
     int rc = rescue_unspooled(a, own_spool);

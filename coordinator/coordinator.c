@@ -68,8 +68,9 @@
 #define GB_COORD_RATE_PEERS  65536 /* peers with a rate-limit bucket at once */
 #define SLOW_TURN_US         10000 /* a loop turn longer than this is logged (debug) */
 
-enum { A_CONNECTED, A_DISCONNECTED, A_LOST };
-static const char *const agent_state_names[] = {"connected", "disconnected", "lost"};
+/* A_STOPPED: it said it stops (Heartbeat.stopping); not watched for silence */
+enum { A_CONNECTED, A_DISCONNECTED, A_LOST, A_STOPPED };
+static const char *const agent_state_names[] = {"connected", "disconnected", "lost", "stopped"};
 enum { J_QUEUED, J_RUNNING };
 
 typedef struct cjob cjob_t;
@@ -2108,6 +2109,27 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
     c->cur_msg = NULL;
 }
 
+/* An agent's last heartbeat (Heartbeat.stopping): it stops cleanly and its
+ * workers with it. Shown `stopped`, not `lost` a lost window later; its
+ * jobs go back to the queue now, without using up an attempt (it is not
+ * theirs to answer for), those whose result waits in its spool too (taken
+ * back if it returns with it before they run again). */
+static void agent_stopping(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) {
+    int n = a->n_running;
+    gb_info("agent %s stops%s", a->name, n ? "; its jobs go back to the queue" : "");
+    agent_set_state(c, a, A_STOPPED);
+    while (a->n_running > 0) {
+        cjob_t *j = a->running[0];
+        char reason[300];
+        gb_fmt(reason, sizeof reason, "agent %s stopped (SIGTERM/SIGINT) %s", a->name,
+               ref_listed(hb->running, hb->n_running, j->id, j->attempt)
+                   ? "while it ran it"
+                   : "holding its result unsent");
+        attempt_lost_ex(c, j, reason, 0);
+    }
+    c->dirty = 1;
+}
+
 static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     char who[2 * GB_RID_MAX + 1], why[512];
     if (f->parts != 1) {
@@ -2207,6 +2229,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
             }
         }
         gang_heartbeat(c, a, hb);
+        if (hb->stopping) agent_stopping(c, a, hb);
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
             /* written by the next liveness tick, together with the others */
             now_iso(a->last_seen, sizeof a->last_seen);
@@ -2773,7 +2796,9 @@ static void check_liveness(gb_coord_t *c) {
         int64_t limit = a->state == A_DISCONNECTED || (a->claimed_ms && now - a->claimed_ms < grace)
                             ? grace
                             : window;
-        if (a->state == A_LOST || a->forgotten || now - a->last_heard_ms <= limit) continue;
+        if (a->state == A_LOST || a->state == A_STOPPED || a->forgotten ||
+            now - a->last_heard_ms <= limit)
+            continue;
         char reason[300];
         gb_fmt(reason, sizeof reason, "agent %s lost (silent for %" PRId64 " ms)", a->name,
                now - a->last_heard_ms);
@@ -3007,7 +3032,9 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
                          ? nvlink_sets_of((size_t)cJSON_GetArraySize(links), a->n_gpus, NULL, links)
                          : 0;
     cJSON_Delete(inv);
-    a->state = strcmp(n->state, "lost") == 0 ? A_LOST : A_DISCONNECTED;
+    a->state = strcmp(n->state, "lost") == 0      ? A_LOST
+               : strcmp(n->state, "stopped") == 0 ? A_STOPPED
+                                                  : A_DISCONNECTED;
     a->last_heard_ms = gb_mono_ms();
     gb_copy(a->key, sizeof a->key, n->agent_key ? n->agent_key : ""); /* the pin survives */
 }
@@ -3214,7 +3241,7 @@ static void resync(gb_coord_t *c) {
         cagent_t *a = c->agent_list[i];
         if (!a->in_store)
             a->state = A_LOST; /* memory only: it is asked to register again */
-        else if (a->state == A_LOST && a->n_running > 0)
+        else if ((a->state == A_LOST || a->state == A_STOPPED) && a->n_running > 0)
             a->state = A_DISCONNECTED; /* silent already: lost again at the next tick */
         for (int k = 0; k < a->n_running; k++)
             a->running[k]->assigned_ms = gb_mono_ms(); /* a fresh window to report it */

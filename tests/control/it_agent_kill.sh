@@ -3,8 +3,53 @@
 # after lost-after heartbeats, re-queues the job as attempt 2, another agent
 # runs it, and the job ends exactly once. With max_attempts 1 (CASE
 # give_up) the job fails instead, with the reason kept.
+# CASE term: SIGTERM instead, a clean stop. The agent says so (its last
+# heartbeat): the node is `stopped`, not `lost`, and its job goes back to the
+# queue at once (a lost window of 10 s here), without using up an attempt
+# (--max-attempts 1 and it runs again); the state survives a coordinator
+# restart, and the agent starting again is connected.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:-rerun}
+
+if [ "$case" = term ]; then
+    start_coord --lost-after 100 --max-attempts 1
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=2000 --name victim)
+    wait_running "$sweep" 1
+    victim=$("$GB" nodes --format csv | awk -F, '$9 != "" && NR > 1 {print $1}')
+    [ -n "$victim" ] || fail "no node runs the job"
+    survivor=a1; [ "$victim" = a1 ] && survivor=a2
+    t0=$(date +%s)
+    kill -TERM "${AGENT_PID[$victim]}"
+    wait "${AGENT_PID[$victim]}"
+    eq "the agent stops cleanly" "$?" 0
+    check "the job runs again and ends" "$GB" wait "$sweep" --quiet --timeout 30
+    took=$(($(date +%s) - t0))
+    [ "$took" -lt 9 ] || fail "the job ended ${took} s after the stop: it waited for the lost window"
+    eq "attempt 1 ended lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/why.txt"
+    contains "why" "$T/why.txt" "agent $victim stopped (SIGTERM/SIGINT) while it ran it"
+    eq "re-run elsewhere, the attempt free" \
+        "$(q "SELECT node || ',' || attempt || ',' || status FROM v_results")" "$survivor,2,done"
+    eq "v_nodes: stopped" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" stopped
+    eq "nodes: stopped" "$("$GB" nodes --format csv | awk -F, -v n="$victim" '$1 == n {print $3}')" stopped
+    contains "the coordinator says so" "$T/coord.log" "agent $victim stops; its jobs go back to the queue"
+    grep -q "agent $victim lost" "$T/coord.log" && fail "the stopped agent was also found lost"
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    start_coord --lost-after 100 --max-attempts 1
+    eq "still stopped after a coordinator restart" \
+        "$("$GB" nodes --format csv | awk -F, -v n="$victim" '$1 == n {print $3}')" stopped
+    start_agent "$victim"
+    wait_nodes 2
+    eq "connected again" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" connected
+    source "$(dirname "$0")/../hardening/exactly_once.sh"
+    assert_exactly_once 1
+    echo ok
+    exit 0
+fi
 
 start_coord
 start_agent a1

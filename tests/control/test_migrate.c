@@ -120,6 +120,41 @@ int main(int argc, char **argv) {
         const gb_migration_t fixed[] = {list[0], {2, "0002_fixed", "CREATE TABLE b (y);"}};
         CHECK(gb_schema_migrate(db, fixed, 2, err, sizeof err) == 0);
         CHECK(gb_schema_version(db) == 2);
+    } else if (strcmp(c, "stopped") == 0) {
+        /* 0009 loosens nodes.state's CHECK in place (sqlite_schema's text): a
+         * store at 0008 with a node keeps it, takes 'stopped' from then on,
+         * from a connection opened before the migration too, and still
+         * refuses other states */
+        CHECK(n >= 9 && strcmp(gb_schema_migrations[8].name, "0009_nodes_stopped") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 8, err, sizeof err) == 0, "%s", err);
+        CHECK(sqlite3_exec(db,
+                           "INSERT INTO nodes (agent_id, name, state, first_seen, last_seen) "
+                           "VALUES ('a1', 'n1', 'lost', 't', 't')",
+                           NULL, NULL, NULL) == SQLITE_OK);
+        CHECK(sqlite3_exec(db, "UPDATE nodes SET state = 'stopped'", NULL, NULL, NULL) !=
+              SQLITE_OK); /* 0001's CHECK */
+        sqlite3 *other = NULL;
+        CHECK(sqlite3_open(path, &other) == SQLITE_OK);
+        CHECK(count(other, "SELECT count(*) FROM nodes") == 1); /* its schema read */
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        CHECK(gb_schema_version(db) == n);
+        CHECK(sqlite3_exec(db, "UPDATE nodes SET state = 'stopped'", NULL, NULL, NULL) ==
+              SQLITE_OK);
+        CHECK(sqlite3_exec(other, "UPDATE nodes SET state = 'connected'", NULL, NULL, NULL) ==
+              SQLITE_OK);
+        CHECK(sqlite3_exec(other, "UPDATE nodes SET state = 'stopped'", NULL, NULL, NULL) ==
+              SQLITE_OK);
+        CHECK(sqlite3_exec(other, "UPDATE nodes SET state = 'gone'", NULL, NULL, NULL) !=
+              SQLITE_OK);
+        CHECK(count(db, "SELECT count(*) FROM nodes") == 1); /* the check row removed */
+        CHECK(count(db, "SELECT count(*) FROM v_nodes WHERE node = 'n1' AND state = 'stopped'") ==
+              1);
+        CHECK(count(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = "
+                        "'ok'") == 1);
+        CHECK(count(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'gb_0009_cookie'") == 0);
+        sqlite3_close(other);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};
