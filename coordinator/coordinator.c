@@ -3650,37 +3650,6 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
             name, path);
 }
 
-/* The directory of PATH (the store's file), removed with it (rm -rf of
- * the directory), made again with MODE, its permission bits when the
- * coordinator started (0700 when they are not known), and made durable in
- * its parent. Its owner is this process. 0, or -1 with the reason. */
-static int remake_dir(const char *path, const char *name, mode_t mode, char *err, size_t errlen) {
-    char dir[PATH_MAX];
-    struct stat st;
-    gb_copy(dir, sizeof dir, path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return 0; /* the root, or the cwd: not ours to make */
-    *slash = '\0';
-    if (stat(dir, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return 0;
-    if (gb_mkdir_p(dir, err, errlen) != 0) return -1;
-    if (mode && mode != 0700 && chmod(dir, mode) != 0) {
-        gb_warn("store %s: cannot give its directory %s its old mode %04o again: %s", name, dir,
-                (unsigned)mode, strerror(errno));
-        mode = 0;
-    }
-    if (!mode) mode = 0700; /* what gb_mkdir_p made */
-    slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        fsync_path(dir, 1);
-        *slash = '/';
-    }
-    gb_warn("store %s was removed while the coordinator ran, with its directory: made %s again "
-            "(mode %04o%s)",
-            name, dir, (unsigned)mode, mode == 0700 ? "" : ", as it was");
-    return 0;
-}
-
 /* The store's path, the directory of it and the name in it. */
 static const char *store_dir(const gb_coord_t *c, char *dir, size_t len) {
     const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path;
@@ -3693,6 +3662,36 @@ static const char *store_dir(const gb_coord_t *c, char *dir, size_t len) {
     else
         dir[slash - path] = '\0';
     return slash ? slash + 1 : path;
+}
+
+/* The store's directory, removed with it (rm -rf of the directory), made
+ * again with its permission bits when the coordinator started (0700 when
+ * they are not known), and made durable in its parent. Its owner is this
+ * process. 0 (nothing to make, or made), or -1 with the reason. */
+static int remake_dir(const gb_coord_t *c, const char *name, char *err, size_t errlen) {
+    char dir[PATH_MAX];
+    struct stat st;
+    mode_t mode = c->db_dir_mode;
+    store_dir(c, dir, sizeof dir);
+    if (strcmp(dir, ".") == 0 || strcmp(dir, "/") == 0) return 0; /* not ours to make */
+    if (stat(dir, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return 0;
+    if (gb_mkdir_p(dir, err, errlen) != 0) return -1;
+    if (mode && mode != 0700 && chmod(dir, mode) != 0) {
+        gb_warn("store %s: cannot give its directory %s its old mode %04o again: %s", name, dir,
+                (unsigned)mode, strerror(errno));
+        mode = 0;
+    }
+    if (!mode) mode = 0700; /* what gb_mkdir_p made */
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        fsync_path(dir, 1);
+        *slash = '/';
+    }
+    gb_warn("store %s was removed while the coordinator ran, with its directory: made %s again "
+            "(mode %04o%s)",
+            name, dir, (unsigned)mode, mode == 0700 ? "" : ", as it was");
+    return 0;
 }
 
 /* keep_store looks at the store's path once a heartbeat. An inotify watch
@@ -3779,7 +3778,7 @@ static void keep_store(gb_coord_t *c) {
     }
     if (errno != ENOENT && errno != ENOTDIR) return; /* ENOTDIR: a file where its directory was */
     char tmp[PATH_MAX + 64], err[PATH_MAX + 300];
-    int no_dir = remake_dir(path, name, c->db_dir_mode, err, sizeof err) != 0;
+    int no_dir = remake_dir(c, name, err, sizeof err) != 0;
     gb_fmt(tmp, sizeof tmp, "%s.restore-%d", path, (int)getpid());
     if (!no_dir) unlink(tmp);
     if (no_dir || store_copy(c, tmp, err, sizeof err) != 0) {
