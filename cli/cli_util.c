@@ -153,6 +153,21 @@ static void uri_path(const char *p, char *out, size_t len) {
     out[o] = '\0';
 }
 
+/* The store at path read as immutable (no -shm, no locks: for a store no
+ * coordinator has open). NULL, with why set when SQLite said why. */
+static sqlite3 *open_immutable(const char *path, char *why, size_t whylen) {
+    char uri[8400], esc[8300];
+    sqlite3 *db = NULL;
+    uri_path(path, esc, sizeof esc);
+    gb_fmt(uri, sizeof uri, "file:%s?immutable=1", esc);
+    if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK &&
+        sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) == SQLITE_OK)
+        return db;
+    if (db) gb_fmt(why, whylen, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    return NULL;
+}
+
 struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
@@ -164,6 +179,16 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
         return NULL;
     }
     sqlite3 *db = NULL;
+    char wal[4200], why[300];
+    gb_fmt(wal, sizeof wal, "%s-wal", path);
+    /* Another user's store with no -wal beside it (no coordinator has it
+     * open: one keeps a -wal while it runs): SQLite would make -wal and
+     * -shm files owned by this user, left behind (a read-only connection
+     * never removes them), and a coordinator run as the store's owner could
+     * not write them and would not start. Read it as immutable instead. */
+    if (sb.st_uid != geteuid() && access(wal, F_OK) != 0 && errno == ENOENT &&
+        (db = open_immutable(path, why, sizeof why)))
+        return db;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         fprintf(stderr, "gpubench %s: cannot open %s: %s\n", cmd, path,
                 db ? sqlite3_errmsg(db) : "out of memory");
@@ -173,7 +198,6 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
     sqlite3_busy_timeout(db, 5000);
     int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
     if (rc == SQLITE_OK) return db;
-    char why[300];
     gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
     sqlite3_close(db);
     db = NULL;
@@ -185,19 +209,8 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
      * directory not its own, a read-only mount): SQLite needs one even to
      * read. With no -wal file the store was closed cleanly and holds
      * everything: read it as immutable, without the -shm. */
-    char wal[4200];
-    gb_fmt(wal, sizeof wal, "%s-wal", path);
-    if (access(wal, F_OK) != 0 && errno == ENOENT) {
-        char uri[8400], esc[8300];
-        uri_path(path, esc, sizeof esc);
-        gb_fmt(uri, sizeof uri, "file:%s?immutable=1", esc);
-        if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK &&
-            sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) == SQLITE_OK)
-            return db;
-        if (db) gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
-        sqlite3_close(db);
-        db = NULL;
-    }
+    if (access(wal, F_OK) != 0 && errno == ENOENT && (db = open_immutable(path, why, sizeof why)))
+        return db;
     fprintf(stderr,
             "gpubench %s: cannot read %s: %s (a store in WAL mode is read with its -shm file "
             "beside it: the directory must be writable by you, or a coordinator must have it "

@@ -3407,6 +3407,42 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* The store's -wal and -shm must be this user's to write: SQLite opens
+ * them read-write. One it cannot write is another user's, most often left
+ * by a reader without write access to the store (`sqlite3`, `gpubench
+ * results` of an older version, as another user: a read-only connection
+ * makes them and never removes them); the coordinator failed at its first
+ * write with "attempt to write a readonly database". Holding the store's
+ * lock (no other coordinator), a -shm (an index SQLite rebuilds from the
+ * -wal) or an empty -wal is removed; anything else is said. 0, or -1 with
+ * the reason. */
+static int side_files_writable(const gb_coord_t *c, char *err, size_t errlen) {
+    static const char *const sfx[] = {"-wal", "-shm"};
+    for (int i = 0; i < 2 && c->db_lock >= 0; i++) {
+        char p[PATH_MAX + 8];
+        struct stat st;
+        gb_fmt(p, sizeof p, "%s%s", c->cfg.db_path, sfx[i]);
+        if (lstat(p, &st) != 0 || faccessat(AT_FDCWD, p, R_OK | W_OK, AT_EACCESS) == 0) continue;
+        int e = errno;
+        int spare = i == 1 || st.st_size == 0;
+        if (spare && unlink(p) == 0) {
+            gb_warn("store %s: removed %s, %s of uid %u that this user could not write (left by "
+                    "another user reading the store)",
+                    c->cfg.db_path, p, i == 1 ? "an index" : "an empty log", (unsigned)st.st_uid);
+            continue;
+        }
+        gb_fmt(err, errlen,
+               "store %s: %s belongs to uid %u and this user cannot write it (%s)%s: %s",
+               c->cfg.db_path, p, (unsigned)st.st_uid, strerror(e), spare ? ", nor remove it" : "",
+               spare ? "it holds nothing (another user reading the store left it): remove it as "
+                       "its owner or root, and start again"
+                     : "it holds writes not yet in the store: start the coordinator as its owner "
+                       "(or root) once, or give this user write access to it; do not remove it");
+        return -1;
+    }
+    return 0;
+}
+
 /* Make what was written to path durable: the file, then its directory. */
 static int fsync_path(const char *path, int dir) {
     int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
@@ -3996,7 +4032,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
             goto err;
         }
     }
-    if (lock_store(c, err, errlen) != 0) goto err;
+    if (lock_store(c, err, errlen) != 0 || side_files_writable(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
     if (c->db_lock >= 0) { /* its directory's mode, for remake_dir */
         char dir[PATH_MAX];

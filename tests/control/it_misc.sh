@@ -306,6 +306,61 @@ ipc_perm)
     eq "wait refused at once" "$?" 1
     contains "wait says why" "$T/permw.log" "permission denied (the socket is another user's"
 ;;
+reader_files)
+    # another user reading the store while no coordinator has it open: SQLite
+    # made -wal and -shm files of that user's beside it, which the store's
+    # owner cannot write: its coordinator did not start ("attempt to write a
+    # readonly database"). `gpubench results` no longer makes them; what a
+    # plain sqlite3 leaves is removed by the coordinator, or said.
+    if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        echo "SKIP: needs root and setpriv to act as other users" >&2
+        exit 77
+    fi
+    own=(setpriv --reuid 1001 --regid 1001 --clear-groups)
+    other=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+    chmod 755 "$T"
+    mkdir -m 1777 "$T/sh" # a shared directory, sticky like /tmp
+    # coord_as_owner: start the store's owner's coordinator; 0 once ready
+    # (then stopped), 1 if it exits first; its log in $T/own.log
+    coord_as_owner() {
+        rm -f "$T/sh/ready"
+        "${own[@]}" "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' \
+            --db "$T/sh/s.db" --ready-file "$T/sh/ready" >>"$T/own.log" 2>&1 &
+        local p=$!
+        PIDS+=("$p")
+        for _ in $(seq 100); do
+            [ -f "$T/sh/ready" ] && { kill -TERM "$p"; wait "$p"; return 0; }
+            kill -0 "$p" 2>/dev/null || { wait "$p"; return 1; }
+            sleep 0.05
+        done
+        fail "the owner's coordinator neither started nor stopped"
+    }
+    check "the owner's coordinator makes its store" coord_as_owner
+    [ -e "$T/sh/s.db-wal" ] && fail "the clean stop left a -wal file"
+    timeout 20 "${other[@]}" "$GB" results --db "$T/sh/s.db" >"$T/r.log" 2>&1
+    eq "results as another user" "$?" 0
+    [ -e "$T/sh/s.db-wal" ] || [ -e "$T/sh/s.db-shm" ] && fail "results left side files: $(ls -l "$T/sh")"
+    check "the owner's coordinator starts after that" coord_as_owner
+    # a plain sqlite3 as another user leaves them (an empty -wal and a -shm)
+    timeout 20 "${other[@]}" sqlite3 -readonly "$T/sh/s.db" "SELECT count(*) FROM nodes" >/dev/null
+    [ "$(stat -c %u "$T/sh/s.db-shm" 2>/dev/null)" = 65534 ] || fail "sqlite3 left no -shm: $(ls -l "$T/sh")"
+    : >"$T/own.log"
+    coord_as_owner && fail "the coordinator started with files it cannot write or remove"
+    contains "says which file, and what to do" "$T/own.log" \
+        "s.db-wal belongs to uid 65534 and this user cannot write it (Permission denied), nor remove it: it holds nothing (another user reading the store left it): remove it as its owner or root, and start again"
+    chmod 0777 "$T/sh" # not sticky: the coordinator removes them itself
+    : >"$T/own.log"
+    check "the coordinator starts, removing them" coord_as_owner
+    contains "said" "$T/own.log" "removed $T/sh/s.db-wal, an empty log of uid 65534 that this user could not write"
+    contains "said" "$T/own.log" "removed $T/sh/s.db-shm, an index of uid 65534"
+    # a -wal of writes not yet in the store is never removed
+    head -c 4096 /dev/urandom >"$T/sh/s.db-wal"
+    chown 65534:65534 "$T/sh/s.db-wal"
+    : >"$T/own.log"
+    coord_as_owner && fail "the coordinator started on a -wal it cannot write"
+    contains "says so" "$T/own.log" "it holds writes not yet in the store: start the coordinator as its owner (or root) once"
+    [ -s "$T/sh/s.db-wal" ] || fail "the -wal was removed"
+    ;;
 readonly_store)
     # a store another user may read, in a directory they may not write
     # (its -shm cannot be made there), once the coordinator has stopped:
