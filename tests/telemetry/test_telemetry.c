@@ -1120,6 +1120,10 @@ static void t_store(void) {
                             .max_attempts = 1};
         CHECK(gb_store_job_insert(st, &j, "t0", &job[i]) == 0);
         CHECK(gb_store_job_assign(st, job[i], 1, "a1", i ? "cpu" : "cuda", "t0") == 0);
+        if (i == 1) { /* the CPU job ran twice: attempt 1 given up, its result came late */
+            CHECK(gb_store_attempt_end(st, job[i], 1, "lost", "agent a1 lost", "t0") == 0);
+            CHECK(gb_store_job_assign(st, job[i], 2, "a1", "cpu", "t0") == 0);
+        }
         CHECK(gb_store_job_finish(st, job[i], "done", NULL, "t1") == 0);
     }
     /* a GPU record as the agent makes it: 2 GPUs, GPU 1 throttled */
@@ -1177,8 +1181,12 @@ static void t_store(void) {
     cr.valid = 0;
     cr.invalid_reason = "contention";
     cr.record = ctext;
+    cr.attempt = 2;
     int inserted;
     CHECK(gb_store_result_insert(st, &cr, "t1", &inserted) == 0 && inserted);
+    gb_store_result_t stale = cr; /* attempt 1's, superseded */
+    stale.attempt = 1;
+    CHECK(gb_store_result_insert(st, &stale, "t1", &inserted) == 0 && inserted);
     CHECK(gb_store_commit(st) == 0);
     gb_store_close(&st);
     gb_record_free(&r);
@@ -1198,12 +1206,16 @@ static void t_store(void) {
     EQ("SELECT valid || ',' || telemetry_flag || ',' || substr(invalid_reason, 1, 34) FROM "
        "v_results WHERE job_id = 1",
        "0,throttled: hw_thermal_slowdown,GPU throttling in the timed window");
-    EQ("SELECT count(*) FROM telemetry_cpu", "5");
+    EQ("SELECT count(*) FROM telemetry_cpu", "10"); /* both attempts' rows are kept */
     EQ("SELECT others_pct || ',' || steal_pct || ',' || worker_pct FROM telemetry_cpu WHERE t_ms "
        "= 200",
        "25.0,2.5,50.0");
     EQ("SELECT cores || ',' || taken_pct || ',' || flagged || ',' || valid FROM v_cpu_telemetry",
        "2,27.5,1,0");
+    /* the result that ended the job only (0010), its figures REAL, judged */
+    EQ("SELECT count(*) || ',' || attempt || ',' || typeof(taken_pct) || ',' || typeof(others_pct) "
+       "|| ',' || judged || ',' || ticks FROM v_cpu_telemetry",
+       "1,2,real,real,1,200");
     EQ("SELECT count(*) FROM v_telemetry WHERE job_id = 2", "0");
     free(text);
     free(ctext);
