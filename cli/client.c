@@ -218,8 +218,8 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
     }
 }
 
-int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, int timeout_ms,
-                   atomic_int *stop) {
+int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, int at_most,
+                   int timeout_ms, atomic_int *stop) {
     int64_t deadline = gb_mono_ms() + timeout_ms;
     while (gb_mono_ms() < deadline && !(stop && atomic_load(stop))) {
         Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;
@@ -235,7 +235,7 @@ int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, i
             for (size_t i = 0; i < rep->nodes_reply->n_nodes; i++)
                 connected += strcmp(rep->nodes_reply->nodes[i]->state, "connected") == 0;
             gb_wire_free(&rep);
-            if (connected >= n) return 0;
+            if (at_most ? connected <= n : connected >= n) return 0;
         }
         gb_wire_free(&rep);
         sleep_ms(50);
@@ -271,23 +271,29 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     }
     sqlite3_bind_int64(st, 1, (sqlite3_int64)sweep_id);
     /* the table shows these; csv and json every column */
+    /* (interconnect and n_nodes: NVLink against PCIe, one node against
+     * several, were two rows that read alike) */
     static const char *const brief[] = {
-        "sweep_id", "job_id",    "node",          "gpu_model",  "backend",        "kind",
-        "n_gpus",   "precision", "batch_per_gpu", "image_size", "images_per_sec", "step_ms_median",
-        "gflops",   "valid",     "status",        "error"};
+        "sweep_id",   "job_id",       "node",           "gpu_model",      "backend",
+        "kind",       "n_gpus",       "n_nodes",        "precision",      "batch_per_gpu",
+        "image_size", "interconnect", "images_per_sec", "step_ms_median", "gflops",
+        "valid",      "status",       "error"};
     int ncols = sqlite3_column_count(st);
     int map[64], nshow = 0;
     const char *names[64];
-    for (int c = 0; c < ncols && c < 64; c++) {
-        const char *name = sqlite3_column_name(st, c);
-        int show = fmt != GB_FMT_TABLE;
-        for (size_t b = 0; !show && b < sizeof brief / sizeof brief[0]; b++)
-            show = strcmp(name, brief[b]) == 0;
-        if (show) {
+    if (fmt != GB_FMT_TABLE) /* every column, in the view's order */
+        for (int c = 0; c < ncols && c < 64; c++) {
             map[nshow] = c;
-            names[nshow++] = name;
+            names[nshow++] = sqlite3_column_name(st, c);
         }
-    }
+    else /* these, in this order (the view appends columns as it grows) */
+        for (size_t b = 0; b < sizeof brief / sizeof brief[0]; b++)
+            for (int c = 0; c < ncols && c < 64; c++)
+                if (strcmp(sqlite3_column_name(st, c), brief[b]) == 0) {
+                    map[nshow] = c;
+                    names[nshow++] = sqlite3_column_name(st, c);
+                    break;
+                }
     t = gb_table_new(nshow, names);
     if (!t) goto out;
     int step;

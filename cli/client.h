@@ -69,8 +69,9 @@ int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t swe
  * status (1 when the store cannot be read). */
 int cli_print_results(const char *db, uint64_t sweep_id, gb_format_t fmt);
 
-/* Wait until at least n agents are connected; 0 or -1 on timeout. */
-int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, int timeout_ms,
-                   atomic_int *stop);
+/* Wait until at least n agents are connected (at_most: at most n); 0, or
+ * -1 on timeout or stop. */
+int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, int at_most,
+                   int timeout_ms, atomic_int *stop);
 
 #endif

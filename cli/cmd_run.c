@@ -172,9 +172,10 @@ int cmd_run(int argc, char **argv) {
         }
         state_dir = dir;
     }
-    /* stop: a signal (the user's); daemons: the embedded coordinator and
-     * agent, stopped only once an unfinished sweep has been cancelled */
-    atomic_int stop = 0, daemons = 0;
+    /* stop: a signal (the user's); daemons, agent_stop: the embedded
+     * coordinator and agent, stopped only once an unfinished sweep has been
+     * cancelled, the agent first (its node is `stopped` in the store) */
+    atomic_int stop = 0, daemons = 0, agent_stop = 0;
     cli_stop_on_signals(&stop);
     int rc = 1;
     runner_t rc_coord = {0}, rc_agent = {0};
@@ -201,7 +202,7 @@ int cmd_run(int argc, char **argv) {
     ac.state_dir = state_dir;
     ac.kinds = gb_worker_kinds();
     ac.cpu_precisions = gb_worker_cpu_precisions();
-    ac.stop = &daemons;
+    ac.stop = &agent_stop;
     rc_agent.agent = gb_agent_new(&ac, err, sizeof err);
     if (!rc_agent.agent) {
         fprintf(stderr, "gpubench run: agent: %s\n", err);
@@ -211,7 +212,7 @@ int cmd_run(int argc, char **argv) {
     have_tc = 1;
     if (pthread_create(&ta, NULL, agent_thread, &rc_agent) != 0) goto out;
     have_ta = 1;
-    if (cli_wait_nodes(control, NULL, 1, 15000, &stop) != 0) {
+    if (cli_wait_nodes(control, NULL, 1, 0, 15000, &stop) != 0) {
         fprintf(stderr, "gpubench run: the local agent did not register\n");
         goto out;
     }
@@ -227,14 +228,20 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
     rc = cli_wait("run", control, NULL, sweep, (int)timeout, 200, 0, &stop);
     if (rc != 0 && stop_sweep(control, sweep, atomic_load(&stop)) != 0) rc = 1;
-    atomic_store(&daemons, 1);
+    /* the agent, then the coordinator once it has its last word (a second
+     * at most: else the node is left `disconnected`, as by a restart) */
+    atomic_store(&agent_stop, 1);
     if (have_ta) pthread_join(ta, NULL);
-    if (have_tc) pthread_join(tc, NULL);
-    have_ta = have_tc = 0;
+    have_ta = 0;
     gb_agent_destroy(&rc_agent.agent);
+    cli_wait_nodes(control, NULL, 0, 1, 1000, NULL);
+    atomic_store(&daemons, 1);
+    if (have_tc) pthread_join(tc, NULL);
+    have_tc = 0;
     gb_coord_destroy(&rc_coord.coord);
     if (cli_print_results(db, sweep, fmt) != 0) rc = 1;
 out:
+    atomic_store(&agent_stop, 1);
     atomic_store(&daemons, 1);
     if (have_ta) pthread_join(ta, NULL);
     if (have_tc) pthread_join(tc, NULL);

@@ -32,8 +32,8 @@ csv_gf=$(awk -F, -v c="$col" 'NR > 1 && $c != "" {print $c; exit}' "$T/out2.csv"
 # (the sqlite3 shell prints 15 digits: read the double itself)
 eq "csv gflops as stored" "$(/usr/bin/python3 -c "import sqlite3; print(sqlite3.connect('$T/run.db').execute('SELECT gflops FROM v_results WHERE sweep_id = 2 AND gflops IS NOT NULL LIMIT 1').fetchone()[0] == float('$csv_gf'))")" True
 eq "the local node was reused" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM nodes")" 1
-eq "a stopped coordinator leaves its node disconnected" \
-    "$(sqlite3 "$T/run.db" "SELECT state FROM v_nodes")" disconnected
+eq "the run stops its agent first: its node is stopped" \
+    "$(sqlite3 "$T/run.db" "SELECT state FROM v_nodes")" stopped
 printf '{"kind": "sleep", "fail": "on purpose", "duration_ms": 1}' >"$T/failing.json"
 "$GB" run --db "$T/run.db" --spec "$T/failing.json" >"$T/out3.txt" 2>>"$T/run.log"
 eq "a failed job makes run exit 1" "$?" 1
