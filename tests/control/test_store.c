@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char path[128];
@@ -214,6 +215,35 @@ int main(void) {
        "running,running,-");
     EQ("SELECT free_attempts FROM jobs WHERE job_id = 2", "1");
     CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 2 && free_seen == 1);
+
+    /* the WAL grows while a reader holds a snapshot, and is cut back to
+     * journal_size_limit (4 MiB) once it starts over; it kept its peak */
+    char walp[160];
+    struct stat wst;
+    snprintf(walp, sizeof walp, "%s-wal", path);
+    sqlite3 *rd = NULL;
+    CHECK(sqlite3_open(path, &rd) == SQLITE_OK);
+    CHECK(sqlite3_exec(rd, "BEGIN; SELECT count(*) FROM sweeps;", NULL, NULL, NULL) == SQLITE_OK);
+    static char big[8192];
+    memset(big, 'x', sizeof big - 1);
+    for (int i = 0; i < 800; i++) {
+        uint64_t sw;
+        CHECK(gb_store_begin(s) == 0);
+        CHECK(gb_store_sweep_insert(s, "big", big, 0, "t", &sw) == 0);
+        CHECK(gb_store_commit(s) == 0);
+    }
+    CHECK(stat(walp, &wst) == 0 && wst.st_size > (6 << 20));
+    CHECK(sqlite3_exec(rd, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_wal_checkpoint_v2(rd, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK);
+    for (int i = 0; i < 2; i++) {
+        uint64_t sw;
+        CHECK(gb_store_begin(s) == 0);
+        CHECK(gb_store_sweep_insert(s, "after", "{}", 0, "t", &sw) == 0);
+        CHECK(gb_store_commit(s) == 0);
+    }
+    CHECKF(stat(walp, &wst) == 0 && wst.st_size <= (4 << 20), "the WAL kept %lld bytes",
+           (long long)wst.st_size);
+    sqlite3_close(rd);
     gb_store_close(&s);
 
     /* a file that is not a database */
