@@ -651,14 +651,25 @@ static void job_forget(gb_coord_t *c, cjob_t *j, const char *state) {
 }
 
 /* End a job outside the result path: rows and memory at once. */
-static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *error) {
+/* quiet: the line at debug level (a cancel's queued jobs: one line for all
+ * of them, not 10,000) */
+static void job_finish_ex(gb_coord_t *c, cjob_t *j, const char *state, const char *error,
+                          int quiet) {
     char now[32];
     now_iso(now, sizeof now);
     if (gb_store_begin(c->store) != 0 ||
         gb_store_job_finish(c->store, j->id, state, error, now) != 0)
         store_err(c, "finishing job %" PRIu64, j->id);
-    log_ending(c, "job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
+    if (quiet)
+        gb_debug("job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "", error ? error : "");
+    else
+        log_ending(c, "job %" PRIu64 " %s%s%s", j->id, state, error ? ": " : "",
+                   error ? error : "");
     job_forget(c, j, state);
+}
+
+static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *error) {
+    job_finish_ex(c, j, state, error, 0);
 }
 
 /* The attempt of j ended as lost (its rows are written, no agent holds
@@ -2579,7 +2590,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     for (size_t i = 0; i < x.n; i++) {
         cjob_t *j = x.hits[i];
         if (j->state == J_QUEUED) {
-            job_finish(c, j, "cancelled", "cancelled by request");
+            job_finish_ex(c, j, "cancelled", "cancelled by request", 1);
             cancelled++;
         } else if (!j->cancel_requested) {
             j->cancel_requested = 1;
@@ -2594,8 +2605,9 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
     }
     free(x.hits);
-    gb_info("sweep %" PRIu64 ": cancelled %u queued job(s), stopping %u running", rq->sweep_id,
-            cancelled, stopping);
+    /* once committed: the queued jobs' own lines are at debug level */
+    log_ending(c, "sweep %" PRIu64 ": cancelled %u queued job(s), stopping %u running",
+               rq->sweep_id, cancelled, stopping);
     Gb__CancelReply cr = GB__CANCEL_REPLY__INIT;
     cr.cancelled = cancelled;
     cr.stopping = stopping;

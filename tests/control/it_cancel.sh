@@ -25,6 +25,10 @@ eq "wait exits 1 for a cancelled sweep" "$?" 1
 eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 4
 eq "the running one reported" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
 eq "sweep state" "$(q "SELECT state FROM sweeps WHERE sweep_id = $sweep")" cancelled
+# the log: one line for the cancel, not one per queued job (10,000 lines for
+# a big sweep)
+contains "one line for the cancel" "$T/coord.log" "sweep $sweep: cancelled 2 queued job(s), stopping 1 running"
+eq "no line per queued job" "$(grep -c "cancelled: cancelled by request" "$T/coord.log")" 0
 # an ended sweep has nothing to cancel: an error, not "0 cancelled" and exit 0
 "$GB" cancel "$sweep" >"$T/again.txt" 2>&1 && fail "cancel of an ended sweep succeeded"
 contains "says why" "$T/again.txt" "sweep $sweep has no job left to cancel"
