@@ -15,6 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The "full" case's tmpfs, unmounted at the end or at a failed CHECK's exit
+ * (one was left mounted on /tmp by a failure). */
+static const char *mounted;
+static void unmount_tmpfs(void) {
+    char cmd[400];
+    if (!mounted) return;
+    snprintf(cmd, sizeof cmd, "umount -l '%s'", mounted);
+    if (system(cmd) != 0) fprintf(stderr, "cannot unmount %s\n", mounted);
+    mounted = NULL;
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     const char *c = argv[1];
@@ -83,6 +94,10 @@ int main(int argc, char **argv) {
             rmdir(dir);
             return 77;
         }
+        static char mount_dir[256];
+        snprintf(mount_dir, sizeof mount_dir, "%s", dir);
+        mounted = mount_dir;
+        atexit(unmount_tmpfs); /* a failed CHECK exits too: no mount left behind */
         sqlite3 *db = NULL;
         CHECK(sqlite3_open(db_path, &db) == SQLITE_OK);
         CHECK(sqlite3_exec(db,
@@ -123,8 +138,7 @@ int main(int argc, char **argv) {
             }
         fclose(lg);
         unlink(log_path);
-        snprintf(cmd, sizeof cmd, "umount -l '%s'", dir);
-        CHECK(system(cmd) == 0);
+        unmount_tmpfs();
         CHECKF(lines == 1, "the failing checkpoint was said %d times in 2.5 s", lines);
     } else if (strcmp(c, "bad_path") == 0) {
         snprintf(db_path, sizeof db_path, "%s/no/such/dir/s.db", dir);

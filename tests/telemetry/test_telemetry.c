@@ -668,9 +668,17 @@ static int64_t stop_polling(gb_sampler_t *s) {
     }
 }
 
+static char script_file[64];
+static pid_t script_owner;
+static void remove_script(void) {
+    if (getpid() == script_owner) unlink(script_file); /* not a forked child's exit */
+}
+
 static void write_script(const char *text) {
-    static char file[64];
-    snprintf(file, sizeof file, "/tmp/gb-tm-script.%d", (int)getpid());
+    char *file = script_file;
+    if (!file[0]) atexit(remove_script); /* a failed CHECK exits too */
+    script_owner = getpid();
+    snprintf(script_file, sizeof script_file, "/tmp/gb-tm-script.%d", (int)getpid());
     FILE *f = fopen(file, "w");
     CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
     setenv("GB_FAKE_NVML_TELEMETRY", file, 1);
