@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,15 +77,40 @@ static int request_for(const char *control, const gb_curve_client_t *curve, Gb__
     return rc;
 }
 
+/* A submit carries a random request id; one whose reply does not come (a
+ * network cut, the coordinator restarting, its reply lost after the commit)
+ * is sent again, twice at most, with the same id: the coordinator answers
+ * a resend with the sweep the first one made (sweeps.request_id), so a lost
+ * reply neither fails a submit that worked nor makes a second sweep. Not
+ * sent again when nothing listens there, the name does not resolve, or the
+ * connection is refused outright. */
 int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
                uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
+    unsigned char raw[16];
+    char id[2 * sizeof raw + 1];
+    if (getrandom(raw, sizeof raw, 0) == (ssize_t)sizeof raw) {
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(id + 2 * i, 3, "%02x", raw[i]);
+        rq.request_id = id;
+    }
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
     env.submit = &rq;
     Gb__Envelope *rep = NULL;
-    int rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
+    int rc = -1;
+    for (int tries = 0; tries < 3; tries++) {
+        if (tries) {
+            fprintf(stderr,
+                    "gpubench submit: %s; asking again (the same request: a sweep it "
+                    "made is not made twice)\n",
+                    err);
+            gb_wire_free(&rep);
+        }
+        rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
+        if (rc != -3 || !rq.request_id) break;
+    }
     if (rc == 0) {
         *sweep_id = rep->submit_reply->sweep_id;
         *n_jobs = rep->submit_reply->n_jobs;

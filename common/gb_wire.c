@@ -7,6 +7,7 @@
 
 #include "gb_util.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,15 @@ int gb_wire_id_ok(const char *s) {
 
 /* A string field: present (protobuf-c gives "" for absent proto3 strings),
  * at most max bytes, at least min. */
+/* SubmitRequest.request_id: none, or 16..64 of [0-9A-Za-z_-]. */
+static int request_id_ok(const char *s) {
+    if (!s || !*s) return 1;
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '-') return 0;
+    return n >= 16 && n <= 64;
+}
+
 static int str_ok(const char *s, size_t min, size_t max) {
     if (!s) return min == 0;
     size_t n = strnlen(s, max + 1);
@@ -315,6 +325,8 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         return 0;
     case GB__ENVELOPE__BODY_SUBMIT:
         CHECK_STR(env->submit->spec_json, 1, GB_WIRE_SPEC_MAX, "submit.spec_json");
+        if (!request_id_ok(env->submit->request_id))
+            FAIL(RANGE, "submit.request_id: 16..64 characters of [0-9A-Za-z_-], or none");
         return 0;
     case GB__ENVELOPE__BODY_SUBMIT_REPLY:
         if (env->submit_reply->sweep_id == 0) FAIL(RANGE, "submit_reply.sweep_id must be > 0");

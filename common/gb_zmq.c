@@ -260,6 +260,9 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             else
                 gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?%s)",
                        endpoint, timeout_ms, curve ? " does --server-key match it?" : "");
+            /* something may be there, or come back: the request may have
+             * arrived and its reply been lost */
+            if (p != GB_PROBE_REFUSED && p != GB_PROBE_DENIED && p != GB_PROBE_NO_NAME) rc = -3;
             goto out;
         }
         int n = zmq_poll(items, mon ? 2 : 1, (long)left);
@@ -359,7 +362,9 @@ int gb_endpoint_check(const char *ep, char *err, size_t errlen) {
 /* A plain socket connected to endpoint within timeout_ms: the fd, or -1 with
  * errno (ETIMEDOUT when the connection did not complete in time, EINVAL when
  * the endpoint is not one this can read). */
-static int probe_connect(const char *endpoint, int timeout_ms) {
+/* A connected socket to endpoint, or -1 with errno; a tcp host name that
+ * does not resolve: -1, errno EADDRNOTAVAIL and why in said. */
+static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_t saidlen) {
     struct sockaddr_storage sa;
     socklen_t salen = 0;
     memset(&sa, 0, sizeof sa);
@@ -395,8 +400,15 @@ static int probe_connect(const char *endpoint, int timeout_ms) {
         struct addrinfo hints = {0}, *res = NULL;
         hints.ai_socktype = SOCK_STREAM;
         hints.ai_flags = AI_NUMERICSERV;
-        if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) {
-            errno = EINVAL;
+        int gai = getaddrinfo(host, colon + 1, &hints, &res);
+        if (gai != 0 || !res) {
+            if (gai == EAI_NONAME || gai == EAI_AGAIN || gai == EAI_FAIL) {
+                gb_fmt(said, saidlen, "%s: %s", host, gai_strerror(gai));
+                errno = EADDRNOTAVAIL;
+            } else {
+                errno = EINVAL;
+            }
+            if (res) freeaddrinfo(res);
             return -1;
         }
         memcpy(&sa, res->ai_addr, res->ai_addrlen);
@@ -431,10 +443,16 @@ static int probe_connect(const char *endpoint, int timeout_ms) {
 gb_probe_t gb_zmq_probe(const char *endpoint, int timeout_ms, char *said, size_t saidlen) {
     if (saidlen) said[0] = '\0';
     int64_t deadline = gb_mono_ms() + timeout_ms;
-    int fd = probe_connect(endpoint, timeout_ms);
+    int fd = probe_connect(endpoint, timeout_ms, said, saidlen);
     if (fd < 0) {
+        if (errno == EADDRNOTAVAIL && saidlen && said[0]) return GB_PROBE_NO_NAME;
         if (errno == EINVAL || errno == ETIMEDOUT) return GB_PROBE_UNKNOWN;
         if (errno == EACCES || errno == EPERM) return GB_PROBE_DENIED;
+        if (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ENETDOWN ||
+            errno == EHOSTDOWN) {
+            gb_fmt(said, saidlen, "%s", strerror(errno));
+            return GB_PROBE_UNREACHABLE;
+        }
         gb_fmt(said, saidlen, "%s", strerror(errno));
         return GB_PROBE_REFUSED;
     }
@@ -496,6 +514,18 @@ const char *gb_probe_str(gb_probe_t p, const char *said, int have_keys, char *ou
         gb_fmt(out, outlen,
                "nothing listens there (%s): is the coordinator running, and is this "
                "its address?",
+               said);
+        break;
+    case GB_PROBE_UNREACHABLE:
+        gb_fmt(out, outlen,
+               "cannot reach it (%s): is the network up between here and there, and is this "
+               "its address?",
+               said);
+        break;
+    case GB_PROBE_NO_NAME:
+        gb_fmt(out, outlen,
+               "the host name does not resolve (%s): is the name right, and DNS or "
+               "/etc/hosts up to date?",
                said);
         break;
     case GB_PROBE_DENIED:

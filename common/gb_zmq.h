@@ -52,7 +52,9 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * closed again (so a coordinator restart between calls is harmless).
  * Returns 0 with the reply in *rep (gb_wire_free it); 1 when the reply is a
  * Reject (its reason in err, the envelope in *rep); -1 on a timeout, a
- * transport error or an invalid reply (reason in err, *rep NULL). */
+ * transport error or an invalid reply (reason in err, *rep NULL); -3 on a
+ * timeout where something may be listening (not refused, denied or an
+ * unknown name): the request may have arrived and its reply been lost. */
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
                char *err, size_t errlen);
 /* gb_request over CURVE when curve is non-NULL (the coordinator's key is
@@ -81,15 +83,17 @@ int gb_endpoint_check(const char *endpoint, char *err, size_t errlen);
 /* What listens at a tcp:// or ipc:// endpoint, seen from a plain socket
  * (the answer to "why did the ZeroMQ handshake fail, or never start"): */
 typedef enum gb_probe {
-    GB_PROBE_UNKNOWN,  /* could not tell (another transport, a name that does not resolve) */
-    GB_PROBE_REFUSED,  /* nothing listens there (connection refused, no socket file) */
-    GB_PROBE_DENIED,   /* an ipc socket this user may not open */
-    GB_PROBE_SILENT,   /* it accepted the connection and said nothing within the time */
-    GB_PROBE_CLOSED,   /* it accepted and closed the connection without a word */
-    GB_PROBE_FOREIGN,  /* it spoke, and not ZeroMQ: what it said is in the text */
-    GB_PROBE_ZMQ,      /* a ZeroMQ peer; its mechanism not seen */
-    GB_PROBE_ZMQ_NULL, /* a ZeroMQ peer with another mechanism than CURVE (NULL: no keys) */
-    GB_PROBE_ZMQ_CURVE /* a ZeroMQ peer that requires CURVE */
+    GB_PROBE_UNKNOWN,     /* could not tell (another transport, a timeout) */
+    GB_PROBE_REFUSED,     /* nothing listens there (connection refused, no socket file) */
+    GB_PROBE_DENIED,      /* an ipc socket this user may not open */
+    GB_PROBE_SILENT,      /* it accepted the connection and said nothing within the time */
+    GB_PROBE_CLOSED,      /* it accepted and closed the connection without a word */
+    GB_PROBE_FOREIGN,     /* it spoke, and not ZeroMQ: what it said is in the text */
+    GB_PROBE_ZMQ,         /* a ZeroMQ peer; its mechanism not seen */
+    GB_PROBE_ZMQ_NULL,    /* a ZeroMQ peer with another mechanism than CURVE (NULL: no keys) */
+    GB_PROBE_ZMQ_CURVE,   /* a ZeroMQ peer that requires CURVE */
+    GB_PROBE_UNREACHABLE, /* no route: the network or host unreachable, down */
+    GB_PROBE_NO_NAME      /* a tcp host name that does not resolve (said: which, why) */
 } gb_probe_t;
 /* Connect to endpoint with a plain socket, send a ZMTP 3.0 greeting with the
  * NULL mechanism, read the peer's greeting for at most timeout_ms, close

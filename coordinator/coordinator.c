@@ -2420,8 +2420,31 @@ static int same_requirements(const gb_jobdef_t *a, const gb_jobdef_t *b) {
 
 static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
     char err[1024];
-    const char *spec = env->submit->spec_json;
+    const char *spec = env->submit->spec_json, *rid = env->submit->request_id;
     gb_sweep_def_t def;
+    /* the same submit again (its reply was lost): the sweep it made */
+    uint64_t made_id = 0;
+    uint32_t made_n = 0;
+    int had = rid && rid[0] ? gb_store_sweep_by_request(c->store, rid, &made_id, &made_n) : 0;
+    if (had != 0) {
+        if (had < 0) {
+            reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_INTERNAL,
+                   env->seq, "submit", gb_store_errmsg(c->store));
+            return;
+        }
+        gb_info("sweep %" PRIu64 ": the same submit again (request %s): answered with it", made_id,
+                rid);
+        Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
+        sr.sweep_id = made_id;
+        sr.n_jobs = made_n;
+        Gb__Envelope reply = GB__ENVELOPE__INIT;
+        reply.seq = env->seq;
+        reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
+        reply.submit_reply = &sr;
+        send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                             GB__REJECT_CODE__REJECT_INTERNAL);
+        return;
+    }
     if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_BAD_SPEC, env->seq,
                "submit", err);
@@ -2463,7 +2486,8 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     cjob_t **made = calloc(def.n_jobs, sizeof *made);
     csweep_t *sw = calloc(1, sizeof *sw);
     int ok = made && sw && !c->store_failed && gb_store_begin(c->store) == 0 &&
-             gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0;
+             gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0 &&
+             (!rid || !rid[0] || gb_store_sweep_request_set(c->store, sweep_id, rid) == 0);
     for (size_t i = 0; ok && i < def.n_jobs; i++) {
         const gb_jobdef_t *d = &def.jobs[i];
         char *params = gb_jobdef_to_json(d);

@@ -24,6 +24,8 @@ enum {
     S_NODE_FORGET,
     S_NODES_LOAD,
     S_SWEEP_INSERT,
+    S_SWEEP_REQUEST_SET,
+    S_SWEEP_BY_REQUEST,
     S_SWEEP_FINISH,
     S_JOB_INSERT,
     S_JOB_ASSIGN,
@@ -74,6 +76,8 @@ static const char *const sql[S_COUNT] = {
         " ORDER BY first_seen, agent_id",
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
                        " VALUES (?1, ?2, ?3, 'running', ?4)",
+    [S_SWEEP_REQUEST_SET] = "UPDATE sweeps SET request_id = ?2 WHERE sweep_id = ?1",
+    [S_SWEEP_BY_REQUEST] = "SELECT sweep_id, n_jobs FROM sweeps WHERE request_id = ?1",
     [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
     [S_JOB_INSERT] =
         "INSERT INTO jobs (sweep_id, seq, kind, params, backend, n_gpus, precision, batch_per_gpu,"
@@ -443,6 +447,25 @@ int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, 
         return -1;
     *sweep_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
     return 0;
+}
+
+int gb_store_sweep_request_set(gb_store_t *self, uint64_t sweep_id, const char *request_id) {
+    if (bind(self, S_SWEEP_REQUEST_SET, "It", sweep_id, request_id) != 0) return -1;
+    return exec(self, S_SWEEP_REQUEST_SET);
+}
+
+int gb_store_sweep_by_request(gb_store_t *self, const char *request_id, uint64_t *sweep_id,
+                              uint32_t *n_jobs) {
+    if (bind(self, S_SWEEP_BY_REQUEST, "t", request_id) != 0) return -1;
+    sqlite3_stmt *st = self->st[S_SWEEP_BY_REQUEST];
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *sweep_id = (uint64_t)sqlite3_column_int64(st, 0);
+        *n_jobs = (uint32_t)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(self, "sweep by request id");
+    return rc == SQLITE_ROW;
 }
 
 int gb_store_sweep_finish(gb_store_t *self, uint64_t sweep_id, const char *state, const char *now) {

@@ -306,6 +306,34 @@ ipc_perm)
     eq "wait refused at once" "$?" 1
     contains "wait says why" "$T/permw.log" "permission denied (the socket is another user's"
 ;;
+submit_resend)
+    # a submit whose reply is lost is sent again with its request id and
+    # answered with the sweep it made (test_rawpeer submit_resend: the wire)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    check "resends answered with one sweep" "$RAWPEER" submit_resend "$LISTEN" "$CONTROL" >"$T/rp.log" 2>&1
+    eq "three sweeps stored, not four" "$(q "SELECT count(*) FROM sweeps")" 3
+    eq "the request id kept" "$(q "SELECT request_id FROM sweeps WHERE sweep_id = 1")" gbtest-resend-0000000001
+    contains "said" "$T/coord.log" "sweep 1: the same submit again (request gbtest-resend-0000000001): answered with it"
+    # the client: a coordinator that does not answer (stopped) is asked
+    # again with the same request; one sweep when it comes back
+    kill -STOP "$COORD_PID"
+    "$GB" submit --kind sleep --param duration_ms=10 >"$T/sub.out" 2>"$T/sub.err" &
+    sp=$!
+    sleep 6.5
+    kill -CONT "$COORD_PID"
+    wait "$sp"
+    eq "the submit succeeds" "$?" 0
+    contains "says it asks again" "$T/sub.err" "; asking again (the same request: a sweep it made is not made twice)"
+    eq "one sweep more" "$(q "SELECT count(*) FROM sweeps")" 4
+    eq "the sweep it printed" "$(cat "$T/sub.out")" 4
+    eq "with a request id" "$(q "SELECT length(request_id) FROM sweeps WHERE sweep_id = 4")" 32
+    # nothing listens: no second try (it would only wait longer)
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    "$GB" submit --kind sleep --param duration_ms=10 >/dev/null 2>"$T/sub2.err" && fail "a submit with no coordinator succeeded"
+    grep -q "asking again" "$T/sub2.err" && fail "asked again with nothing listening: $(cat "$T/sub2.err")"
+    ;;
 reader_files)
     # another user reading the store while no coordinator has it open: SQLite
     # made -wal and -shm files of that user's beside it, which the store's

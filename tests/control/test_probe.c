@@ -143,6 +143,19 @@ int main(int argc, char **argv) {
         CHECK(gb_zmq_probe("inproc://x", 500, said, sizeof said) == GB_PROBE_UNKNOWN);
         CHECK(gb_zmq_probe("tcp://nocolon", 500, said, sizeof said) == GB_PROBE_UNKNOWN);
         CHECK(!gb_probe_str(GB_PROBE_UNKNOWN, said, 0, out, sizeof out));
+    } else if (strcmp(c, "unreachable") == 0) {
+        /* no route (the kernel refuses TCP to a multicast address): the
+         * network, not "nothing listens there" */
+        CHECK(gb_zmq_probe("tcp://224.0.0.1:5555", 500, said, sizeof said) == GB_PROBE_UNREACHABLE);
+        CHECK(gb_probe_str(GB_PROBE_UNREACHABLE, said, 0, out, sizeof out));
+        CHECKF(strstr(out, "cannot reach it (Network is unreachable): is the network up"), "%s",
+               out);
+    } else if (strcmp(c, "no_name") == 0) {
+        /* .invalid never resolves (RFC 6761) */
+        CHECK(gb_zmq_probe("tcp://gb-no-such-host.invalid:5555", 2000, said, sizeof said) ==
+              GB_PROBE_NO_NAME);
+        CHECK(gb_probe_str(GB_PROBE_NO_NAME, said, 0, out, sizeof out));
+        CHECKF(strstr(out, "the host name does not resolve (gb-no-such-host.invalid: "), "%s", out);
     } else {
         fprintf(stderr, "unknown case '%s'\n", c);
         return 2;

@@ -187,6 +187,31 @@ static void *fake_agent(const char *listen, uint64_t *job, uint32_t *attempt) {
     return s;
 }
 
+/* A SubmitRequest of spec with request_id rid (NULL: none); the sweep id
+ * of the reply, 0 after a Reject (its reason in why). */
+static uint64_t submit_as(void *s, const char *spec, const char *rid, char *why, size_t whylen) {
+    Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
+    rq.spec_json = (char *)spec;
+    if (rid) rq.request_id = (char *)rid;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = (uint64_t)gb_wall_ms();
+    env.body_case = GB__ENVELOPE__BODY_SUBMIT;
+    env.submit = &rq;
+    CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+    Gb__Envelope *rep = recv_env(s, 3000);
+    CHECKF(rep, "no reply to a submit within 3 s");
+    uint64_t id = 0;
+    why[0] = '\0';
+    if (rep->body_case == GB__ENVELOPE__BODY_SUBMIT_REPLY)
+        id = rep->submit_reply->sweep_id;
+    else if (rep->body_case == GB__ENVELOPE__BODY_REJECT)
+        snprintf(why, whylen, "%s", rep->reject->reason);
+    else
+        CHECKF(0, "a submit answered with %s", gb_wire_body_name(rep->body_case));
+    gb_wire_free(&rep);
+    return id;
+}
+
 int main(int argc, char **argv) {
     CHECKF(argc == 4, "usage: test_rawpeer CASE LISTEN CONTROL");
     const char *c = argv[1], *listen = argv[2], *control = argv[3];
@@ -278,6 +303,27 @@ int main(int argc, char **argv) {
         static const char junk[] = "\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
         send_raw(s, junk, sizeof junk - 1, 0);
         expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "submit_resend") == 0) {
+        /* a submit sent again with its request id (its reply lost) is
+         * answered with the sweep the first made; another id makes another */
+        static const char spec[] = "{\"kind\": \"sleep\", \"duration_ms\": 10}";
+        char why[512];
+        s = peer(control, NULL);
+        uint64_t a = submit_as(s, spec, "gbtest-resend-0000000001", why, sizeof why);
+        CHECKF(a, "rejected: %s", why);
+        uint64_t b = submit_as(s, spec, "gbtest-resend-0000000001", why, sizeof why);
+        CHECKF(b == a, "the resend made sweep %llu, the first %llu", (unsigned long long)b,
+               (unsigned long long)a);
+        uint64_t d = submit_as(s, spec, "gbtest-resend-0000000002", why, sizeof why);
+        CHECKF(d && d != a, "another request id: sweep %llu (the first %llu)",
+               (unsigned long long)d, (unsigned long long)a);
+        uint64_t e = submit_as(s, spec, NULL, why, sizeof why);
+        CHECKF(e && e != a && e != d, "no request id: sweep %llu", (unsigned long long)e);
+        CHECK(submit_as(s, spec, "short", why, sizeof why) == 0);
+        CHECKF(strstr(why, "submit.request_id: 16..64 characters"), "%s", why);
+        CHECK(submit_as(s, spec, "has a space in it, 0123456789", why, sizeof why) == 0);
+        printf("sweeps %llu %llu %llu\n", (unsigned long long)a, (unsigned long long)d,
+               (unsigned long long)e);
     } else if (strcmp(c, "control_unexpected") == 0) {
         s = peer(control, NULL);
         hello(s, "controlhello01", "x", 2);
