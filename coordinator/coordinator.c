@@ -1198,6 +1198,19 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                         "stopped: the coordinator no longer runs this attempt here");
         }
     }
+    /* Another agent id under the same name: results, v_results and
+     * v_scaling name nodes by name, so two machines read as one (a cloned
+     * image with one hostname); said at each registration that is not a
+     * repeat */
+    for (size_t i = 0; !same && i < c->n_agents; i++) {
+        const cagent_t *o = c->agent_list[i];
+        if (o == a || o->forgotten || strcmp(o->name, a->name) != 0) continue;
+        gb_warn("agent %s (%s): agent %s (%s) has the same name: results and the v_* views name "
+                "nodes by name, so the two read as one; give one of them another --name (or "
+                "`gpubench nodes --forget %s` if that one is gone for good)",
+                a->name, a->id, o->name, o->id, o->id);
+        break;
+    }
     gb_log(same ? GB_LOG_DEBUG : GB_LOG_INFO,
            "agent %s (%s) %s: %d GPU(s), %s, labels '%s', %d slot(s)", a->name, a->id,
            !known               ? "registered"
@@ -2660,8 +2673,13 @@ static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             hit[n++] = a;
     }
     if (connected || n == 0) {
-        char why[300];
-        if (connected)
+        char why[600];
+        if (connected && n)
+            gb_fmt(why, sizeof why,
+                   "'%s' names %zu agents, one of them connected: forget the gone one by its "
+                   "agent id (%s%s; see gpubench nodes --format csv)",
+                   node, n + connected, hit[0]->id, n > 1 ? ", ..." : "");
+        else if (connected)
             gb_fmt(why, sizeof why,
                    "node '%s' is connected: stop its agent first (only a node that is gone can "
                    "be forgotten)",

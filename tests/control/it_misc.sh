@@ -23,6 +23,24 @@ state_dir_lock)
         contains "says what it is" "$T/perm.log" "cannot be used: $T/shared/lock: Permission denied"
     fi
     ;;
+dup_name)
+    # two agent ids under one name (a cloned image, one hostname): results
+    # and the views name nodes by name, so the coordinator says so; forget
+    # by that name, one of them connected, names the way out
+    start_coord
+    start_agent a1
+    start_agent a2 --name a1
+    wait_nodes 2
+    for _ in $(seq 100); do grep -q "has the same name" "$T/coord.log" && break; sleep 0.05; done
+    id1=$(cat "$T/a1/agent_id"); id2=$(cat "$T/a2/agent_id")
+    grep -q "agent a1 ($id2): agent a1 ($id1) has the same name: results and the v_\* views name nodes by name, so the two read as one" "$T/coord.log" ||
+        grep -q "agent a1 ($id1): agent a1 ($id2) has the same name: results and the v_\* views name nodes by name, so the two read as one" "$T/coord.log" ||
+        fail "the shared name not said: $(grep -i "same name" "$T/coord.log")"
+    kill -TERM "${AGENT_PID[a2]}"; wait "${AGENT_PID[a2]}" 2>/dev/null
+    "$GB" nodes --forget a1 >"$T/f.log" 2>&1 && fail "forget by a shared name went through"
+    contains "names the way out" "$T/f.log" "'a1' names 2 agents, one of them connected: forget the gone one by its agent id ($id2"
+    check "forget by id" "$GB" nodes --forget "$id2"
+    ;;
 dup_id)
     # a state dir copied with a VM image: two agents with one id take its
     # connection from each other and every job runs twice; said now
