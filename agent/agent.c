@@ -935,13 +935,15 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
                    env->reject->reason);
             int64_t now = gb_mono_ms();
             if (strcmp(line, a->last_reject) != 0 || now - a->refused_logged_ms >= 30000) {
-                char more[160] = "";
+                char more[320] = "";
                 if (env->reject->code == GB__REJECT_CODE__REJECT_DENIED)
                     gb_fmt(more, sizeof more, "; trying again in %" PRId64 " s%s",
                            a->denied_backoff_ms / 1000,
                            strstr(line, "another key")
-                               ? " (this node's id is another key's: give the agent a new "
-                                 "--state-dir, or its own key)"
+                               ? " (this node's id is another key's: a key rotated on "
+                                 "purpose is let in once the coordinator's --authorized no "
+                                 "longer lists the old one (then SIGHUP it); else give the "
+                                 "agent a new --state-dir, or its own key)"
                                : "");
                 gb_warn("the coordinator rejected our message %" PRIu64 ": %s%s",
                         env->reject->ref_seq, line, more);

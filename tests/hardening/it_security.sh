@@ -215,6 +215,25 @@ pinned)
     contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
     kill -CONT "${AGENT_PID[a1]}"
     ;;
+rotated)
+    # an agent started again with a new key on its state dir: its id is
+    # pinned to the old key; the agent says how a rotation goes through
+    # (it said only "give the agent a new --state-dir, or its own key"),
+    # and taking the old key off the list (SIGHUP) lets it in
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    wait_nodes 1
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1 --key "$T/a2.key" --server-key "$T/coord.pub"
+    for _ in $(seq 100); do grep -q "id is another key's" "$T/a1.log" && break; sleep 0.05; done
+    contains "the agent names the rotation path" "$T/a1.log" "(this node's id is another key's: a key rotated on purpose is let in once the coordinator's --authorized no longer lists the old one (then SIGHUP it)"
+    authorize a2 me
+    kill -HUP "$COORD_PID"
+    wait_nodes 1
+    contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
+    ;;
 hello_repeat)
     # a connected agent saying the same Hello again and again (a peer
     # repeating it): welcomed each time, written and logged once
