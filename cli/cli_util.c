@@ -1,5 +1,6 @@
 /* cli_util.c - see cli_util.h. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE   700 /* realpath */
 #include "cli_util.h"
 #include "engine.h"
 
@@ -17,6 +18,7 @@
 #include <zmq.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,8 +181,9 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
         return NULL;
     }
     sqlite3 *db = NULL;
-    char wal[4200], why[300];
-    gb_fmt(wal, sizeof wal, "%s-wal", path);
+    char wal[PATH_MAX + 8], real[PATH_MAX], why[300];
+    /* SQLite keeps the -wal beside the file a symbolic link points to */
+    gb_fmt(wal, sizeof wal, "%s-wal", realpath(path, real) ? real : path);
     /* Another user's store with no -wal beside it (no coordinator has it
      * open: one keeps a -wal while it runs): SQLite would make -wal and
      * -shm files owned by this user, left behind (a read-only connection

@@ -3461,6 +3461,21 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* Whether a connection has the store's -shm open: SQLite holds a shared
+ * lock on its byte 128 (the "dead man switch") for as long as it does.
+ * The pid of one that does, 0 for none, or -1 when it cannot be told. */
+static pid_t shm_reader(const char *db) {
+    char p[PATH_MAX + 8];
+    gb_fmt(p, sizeof p, "%s-shm", db);
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 128, .l_len = 1};
+    int rc = fcntl(fd, F_GETLK, &fl);
+    close(fd);
+    if (rc != 0) return -1;
+    return fl.l_type == F_UNLCK ? 0 : fl.l_pid > 0 ? fl.l_pid : -1;
+}
+
 /* The store's -wal and -shm must be this user's to write: SQLite opens
  * them read-write. One it cannot write is another user's, most often left
  * by a reader without write access to the store (`sqlite3`, `gpubench
@@ -3472,13 +3487,24 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
  * the reason. */
 static int side_files_writable(const gb_coord_t *c, char *err, size_t errlen) {
     static const char *const sfx[] = {"-wal", "-shm"};
+    const char *db = c->db_real[0] ? c->db_real : c->cfg.db_path; /* beside a link's target */
+    pid_t reader = -1; /* who has the -shm open (-1: not looked yet; 0: nobody) */
     for (int i = 0; i < 2 && c->db_lock >= 0; i++) {
         char p[PATH_MAX + 8];
         struct stat st;
-        gb_fmt(p, sizeof p, "%s%s", c->cfg.db_path, sfx[i]);
+        gb_fmt(p, sizeof p, "%s%s", db, sfx[i]);
         if (lstat(p, &st) != 0 || faccessat(AT_FDCWD, p, R_OK | W_OK, AT_EACCESS) == 0) continue;
         int e = errno;
         int spare = i == 1 || st.st_size == 0;
+        if (spare && reader < 0) reader = shm_reader(db);
+        if (spare && reader != 0) {
+            gb_fmt(err, errlen,
+                   "store %s: %s belongs to uid %u and this user cannot write it (%s); a reader "
+                   "has the store open (%s%d): start the coordinator once it is closed",
+                   c->cfg.db_path, p, (unsigned)st.st_uid, strerror(e),
+                   reader > 0 ? "pid " : "cannot tell", reader > 0 ? (int)reader : 0);
+            return -1;
+        }
         if (spare && unlink(p) == 0) {
             gb_warn("store %s: removed %s, %s of uid %u that this user could not write (left by "
                     "another user reading the store)",
@@ -4086,8 +4112,9 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
             goto err;
         }
     }
-    if (lock_store(c, err, errlen) != 0 || side_files_writable(c, err, errlen) != 0) goto err;
+    if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
+    if (side_files_writable(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0) { /* its directory's mode, for remake_dir */
         char dir[PATH_MAX];
         struct stat dst;
@@ -4105,7 +4132,10 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->ranks = gb_ranks_new(c->store, err, errlen);
     if (!c->ranks) goto err;
     if (load_state(c, err, errlen) != 0) goto err;
-    if (cfg->sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(cfg->db_path, err, errlen)))
+    /* the WAL it syncs is beside the store's file: a --db that is a
+     * symbolic link had it open (and make) an empty one beside the link */
+    if (cfg->sync == GB_SYNC_GROUP &&
+        !(c->syncer = gb_syncer_new(c->db_real[0] ? c->db_real : cfg->db_path, err, errlen)))
         goto err;
     if (cfg->rate_per_s > 0 &&
         !(c->rate = gb_rate_new(cfg->rate_per_s, cfg->rate_burst, GB_COORD_RATE_PEERS))) {

@@ -371,7 +371,7 @@ reader_files)
     coord_as_owner() {
         rm -f "$T/sh/ready"
         "${own[@]}" "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' \
-            --db "$T/sh/s.db" --ready-file "$T/sh/ready" >>"$T/own.log" 2>&1 &
+            --db "${DBP:-$T/sh/s.db}" --ready-file "$T/sh/ready" >>"$T/own.log" 2>&1 &
         local p=$!
         PIDS+=("$p")
         for _ in $(seq 100); do
@@ -394,11 +394,36 @@ reader_files)
     coord_as_owner && fail "the coordinator started with files it cannot write or remove"
     contains "says which file, and what to do" "$T/own.log" \
         "s.db-wal belongs to uid 65534 and this user cannot write it (Permission denied), nor remove it: it holds nothing (another user reading the store left it): remove it as its owner or root, and start again"
-    chmod 0777 "$T/sh" # not sticky: the coordinator removes them itself
+    chmod 0777 "$T/sh" # not sticky: the coordinator removes them itself...
+    # ... but not while a reader has the store open (it would read on an
+    # index the coordinator no longer keeps)
+    (echo "BEGIN; SELECT count(*) FROM nodes;"; sleep 4) | timeout 20 "${other[@]}" sqlite3 -readonly "$T/sh/s.db" >/dev/null &
+    rp=$!
+    for _ in $(seq 100); do [ "$(stat -c %u "$T/sh/s.db-shm" 2>/dev/null)" = 65534 ] && break; sleep 0.05; done
+    sleep 0.3
     : >"$T/own.log"
-    check "the coordinator starts, removing them" coord_as_owner
+    coord_as_owner && fail "the coordinator removed the -shm of an open reader"
+    contains "says a reader has it open" "$T/own.log" "a reader has the store open (pid "
+    wait "$rp"
+    # through a symbolic link to the store (SQLite keeps them beside its target)
+    ln -s "$T/sh/s.db" "$T/link.db"
+    : >"$T/own.log"
+    DBP="$T/link.db" check "the coordinator starts, removing them" coord_as_owner
+    [ -e "$T/link.db-wal" ] && fail "a -wal was made beside the link (the syncer's)"
     contains "said" "$T/own.log" "removed $T/sh/s.db-wal, an empty log of uid 65534 that this user could not write"
     contains "said" "$T/own.log" "removed $T/sh/s.db-shm, an index of uid 65534"
+    # results through the link while a writer holds its commits in the WAL
+    # (not moved into the store yet): read with the WAL, not as immutable
+    # (SQLite keeps the -wal beside the link's target: it looked beside the
+    # link, found none, and read the store file alone)
+    (echo "PRAGMA wal_autocheckpoint = 0; INSERT INTO nodes (agent_id, name, state, first_seen, last_seen) VALUES ('walnode-id', 'walnode', 'lost', 't', 't');"; sleep 4) |
+        timeout 20 "${own[@]}" sqlite3 "$T/sh/s.db" >/dev/null &
+    wp=$!
+    for _ in $(seq 100); do [ -s "$T/sh/s.db-wal" ] && break; sleep 0.05; done
+    sleep 0.3
+    timeout 20 "$GB" nodes --topo --db "$T/link.db" >"$T/topo.log" 2>&1
+    contains "a reader through the link sees what the WAL holds" "$T/topo.log" "node walnode"
+    wait "$wp"
     # a -wal of writes not yet in the store is never removed
     head -c 4096 /dev/urandom >"$T/sh/s.db-wal"
     chown 65534:65534 "$T/sh/s.db-wal"
