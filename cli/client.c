@@ -10,7 +10,6 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,7 +64,8 @@ int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want
 }
 
 /* One request whose reply must have body `want`: gb_request_ex's 0 / 1
- * (rejected) / -1, and -1 for any other reply. */
+ * (rejected) / -1 / -2 / -3 (no reply, something may be there), and -1
+ * for any other reply. */
 static int request_for(const char *control, const gb_curve_client_t *curve, Gb__Envelope *env,
                        int want, Gb__Envelope **rep, char *err, size_t errlen) {
     env->seq = (uint64_t)gb_wall_ms();
@@ -88,13 +88,8 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
                uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
-    unsigned char raw[16];
-    char id[2 * sizeof raw + 1];
-    if (getrandom(raw, sizeof raw, 0) == (ssize_t)sizeof raw) {
-        for (size_t i = 0; i < sizeof raw; i++)
-            snprintf(id + 2 * i, 3, "%02x", raw[i]);
-        rq.request_id = id;
-    }
+    char id[33], why[200];
+    if (gb_random_hex(id, 16, why, sizeof why) == 0) rq.request_id = id;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
     env.submit = &rq;
@@ -102,15 +97,39 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
     int rc = -1;
     for (int tries = 0; tries < 3; tries++) {
         if (tries) {
+            /* only to a coordinator that knows request ids: an older one
+             * would make a second sweep of a resend */
+            Gb__NodesRequest nq = GB__NODES_REQUEST__INIT;
+            nq.no_nodes = 1;
+            Gb__Envelope ask = GB__ENVELOPE__INIT;
+            ask.body_case = GB__ENVELOPE__BODY_NODES;
+            ask.nodes = &nq;
+            Gb__Envelope *can = NULL;
+            char err2[512];
+            int r2 = request_for(control, curve, &ask, GB__ENVELOPE__BODY_NODES_REPLY, &can, err2,
+                                 sizeof err2);
+            int dedup = r2 == 0 && can->nodes_reply->submit_request_ids;
+            gb_wire_free(&can);
+            if (r2 == -3) continue; /* still away: that was a try */
+            if (r2 != 0 || !dedup) {
+                if (r2 == 0)
+                    gb_fmt(err + strlen(err), errlen - strlen(err),
+                           "; not sent again: this coordinator is older and would make a "
+                           "second sweep of it");
+                break;
+            }
             fprintf(stderr,
-                    "gpubench submit: %s; asking again (the same request: a sweep it "
-                    "made is not made twice)\n",
+                    "gpubench: %s; asking again (the same request: a sweep it made is not "
+                    "made twice)\n",
                     err);
             gb_wire_free(&rep);
         }
         rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
         if (rc != -3 || !rq.request_id) break;
     }
+    if (rc == -3) /* the request may have arrived: say where to look */
+        gb_fmt(err + strlen(err), errlen - strlen(err),
+               "; the coordinator may have got it: `gpubench status` lists the sweeps");
     if (rc == 0) {
         *sweep_id = rep->submit_reply->sweep_id;
         *n_jobs = rep->submit_reply->n_jobs;

@@ -262,7 +262,9 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                        endpoint, timeout_ms, curve ? " does --server-key match it?" : "");
             /* something may be there, or come back: the request may have
              * arrived and its reply been lost */
-            if (p != GB_PROBE_REFUSED && p != GB_PROBE_DENIED && p != GB_PROBE_NO_NAME) rc = -3;
+            if (p != GB_PROBE_REFUSED && p != GB_PROBE_DENIED && p != GB_PROBE_NO_NAME &&
+                p != GB_PROBE_FOREIGN && p != GB_PROBE_CLOSED)
+                rc = -3;
             goto out;
         }
         int n = zmq_poll(items, mon ? 2 : 1, (long)left);
@@ -403,8 +405,10 @@ static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_
         int gai = getaddrinfo(host, colon + 1, &hints, &res);
         if (gai != 0 || !res) {
             if (gai == EAI_NONAME || gai == EAI_AGAIN || gai == EAI_FAIL) {
+                /* EAI_AGAIN: no answer from DNS now (a network cut), not
+                 * an unknown name */
                 gb_fmt(said, saidlen, "%s: %s", host, gai_strerror(gai));
-                errno = EADDRNOTAVAIL;
+                errno = gai == EAI_AGAIN ? EAGAIN : EADDRNOTAVAIL;
             } else {
                 errno = EINVAL;
             }
@@ -446,6 +450,7 @@ gb_probe_t gb_zmq_probe(const char *endpoint, int timeout_ms, char *said, size_t
     int fd = probe_connect(endpoint, timeout_ms, said, saidlen);
     if (fd < 0) {
         if (errno == EADDRNOTAVAIL && saidlen && said[0]) return GB_PROBE_NO_NAME;
+        if (errno == EAGAIN && saidlen && said[0]) return GB_PROBE_UNREACHABLE;
         if (errno == EINVAL || errno == ETIMEDOUT) return GB_PROBE_UNKNOWN;
         if (errno == EACCES || errno == EPERM) return GB_PROBE_DENIED;
         if (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ENETDOWN ||

@@ -53,8 +53,9 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * Returns 0 with the reply in *rep (gb_wire_free it); 1 when the reply is a
  * Reject (its reason in err, the envelope in *rep); -1 on a timeout, a
  * transport error or an invalid reply (reason in err, *rep NULL); -3 on a
- * timeout where something may be listening (not refused, denied or an
- * unknown name): the request may have arrived and its reply been lost. */
+ * timeout where a coordinator may be listening (not refused, denied, an
+ * unknown name, or a server that is not ZeroMQ): the request may have
+ * arrived and its reply been lost. */
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
                char *err, size_t errlen);
 /* gb_request over CURVE when curve is non-NULL (the coordinator's key is

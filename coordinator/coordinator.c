@@ -2342,6 +2342,16 @@ static void on_status(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
 }
 
 static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
+    if (env->nodes->no_nodes) { /* what this coordinator can do, no list */
+        Gb__NodesReply nr = GB__NODES_REPLY__INIT;
+        nr.submit_request_ids = 1;
+        Gb__Envelope reply = GB__ENVELOPE__INIT;
+        reply.seq = env->seq;
+        reply.body_case = GB__ENVELOPE__BODY_NODES_REPLY;
+        reply.nodes_reply = &nr;
+        send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
+        return;
+    }
     Gb__NodeStatus *items = calloc(c->n_agents ? c->n_agents : 1, sizeof *items);
     Gb__NodeStatus **ptrs = calloc(c->n_agents ? c->n_agents : 1, sizeof *ptrs);
     size_t n_ids = 0, used = 0;
@@ -2381,6 +2391,7 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
     Gb__NodesReply nr = GB__NODES_REPLY__INIT;
     nr.n_nodes = m;
     nr.nodes = ptrs;
+    nr.submit_request_ids = 1;
     Gb__Envelope reply = GB__ENVELOPE__INIT;
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_NODES_REPLY;

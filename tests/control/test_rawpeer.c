@@ -212,6 +212,78 @@ static uint64_t submit_as(void *s, const char *spec, const char *rid, char *why,
     return id;
 }
 
+/* A coordinator's control endpoint that swallows the first SubmitRequest
+ * (its reply "lost"), answers the capability question (NodesRequest
+ * no_nodes) with submit_request_ids = knows, and a resend with sweep 7;
+ * CHECKs that the resend carries the first one's request id. knows 0:
+ * CHECKs that no resend comes within 3 s of the answer. */
+static void fake_coordinator(const char *ep, int knows) {
+    void *r = zmq_socket(ctx, ZMQ_ROUTER);
+    CHECK(r);
+    int zero = 0;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    CHECKF(zmq_bind(r, ep) == 0, "bind %s: %s", ep, zmq_strerror(errno));
+    char first[80] = "";
+    int64_t answered = 0;
+    for (;;) {
+        zmq_pollitem_t it = {r, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&it, 1, 100);
+        CHECK(n >= 0);
+        if (answered && gb_mono_ms() - answered > 3000) {
+            CHECKF(!knows, "no resend after the capability answer");
+            break; /* an older coordinator's client asked nothing more */
+        }
+        if (n == 0) continue;
+        gb_frame_t f;
+        if (gb_zmq_recv(r, 1, &f) != 0) continue;
+        Gb__Envelope *env = NULL;
+        uint64_t seq;
+        char why[300];
+        CHECKF(gb_wire_decode(zmq_msg_data(&f.payload), zmq_msg_size(&f.payload), 1u << 30, &env,
+                              &seq, why, sizeof why) == 0,
+               "%s", why);
+        if (env->body_case == GB__ENVELOPE__BODY_NODES) {
+            CHECKF(env->nodes->no_nodes, "a NodesRequest for the node list");
+            Gb__NodesReply nr = GB__NODES_REPLY__INIT;
+            nr.submit_request_ids = knows != 0;
+            Gb__Envelope rep = GB__ENVELOPE__INIT;
+            rep.seq = env->seq;
+            rep.body_case = GB__ENVELOPE__BODY_NODES_REPLY;
+            rep.nodes_reply = &nr;
+            CHECK(gb_zmq_send(r, f.rid, f.rid_len, &rep) == 0);
+            answered = gb_mono_ms();
+        } else {
+            CHECKF(env->body_case == GB__ENVELOPE__BODY_SUBMIT, "got %s",
+                   gb_wire_body_name(env->body_case));
+            const char *id = env->submit->request_id;
+            CHECKF(id && strlen(id) == 32, "request id '%s'", id ? id : "");
+            if (!first[0]) {
+                snprintf(first, sizeof first, "%s", id); /* swallowed */
+            } else {
+                CHECKF(knows, "a resend to a coordinator that does not know request ids");
+                CHECKF(strcmp(id, first) == 0, "the resend's id %s, the first's %s", id, first);
+                Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
+                sr.sweep_id = 7;
+                sr.n_jobs = 1;
+                Gb__Envelope rep = GB__ENVELOPE__INIT;
+                rep.seq = env->seq;
+                rep.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
+                rep.submit_reply = &sr;
+                CHECK(gb_zmq_send(r, f.rid, f.rid_len, &rep) == 0);
+                gb_wire_free(&env);
+                gb_frame_close(&f);
+                struct timespec ts = {0, 300000000L}; /* let it go out */
+                nanosleep(&ts, NULL);
+                break;
+            }
+        }
+        gb_wire_free(&env);
+        gb_frame_close(&f);
+    }
+    zmq_close(r);
+    printf("ok\n");
+}
+
 int main(int argc, char **argv) {
     CHECKF(argc == 4, "usage: test_rawpeer CASE LISTEN CONTROL");
     const char *c = argv[1], *listen = argv[2], *control = argv[3];
@@ -324,6 +396,10 @@ int main(int argc, char **argv) {
         CHECK(submit_as(s, spec, "has a space in it, 0123456789", why, sizeof why) == 0);
         printf("sweeps %llu %llu %llu\n", (unsigned long long)a, (unsigned long long)d,
                (unsigned long long)e);
+    } else if (strcmp(c, "fake_coordinator") == 0 || strcmp(c, "old_coordinator") == 0) {
+        fake_coordinator(control, strcmp(c, "fake_coordinator") == 0);
+        zmq_ctx_term(ctx);
+        return 0;
     } else if (strcmp(c, "control_unexpected") == 0) {
         s = peer(control, NULL);
         hello(s, "controlhello01", "x", 2);
