@@ -117,6 +117,7 @@ struct cagent {
      * routing-id handover gave it the agent's connection, so the agent is
      * silent to us through no fault of its own until it reconnects */
     int64_t claimed_ms;
+    int64_t stopped_ms; /* when it said it stops (A_STOPPED) */
     /* FNV-1a of the last Hello stored (inventory, name, labels, slots, key):
      * a connected agent saying the same again is not written again */
     uint64_t hello_hash;
@@ -2134,23 +2135,40 @@ static void on_agent_message(gb_coord_t *c, gb_frame_t *f) {
 }
 
 /* An agent's last heartbeat (Heartbeat.stopping): it stops cleanly and its
- * workers with it. Shown `stopped`, not `lost` a lost window later; its
- * jobs go back to the queue now, without using up an attempt (it is not
- * theirs to answer for), those whose result waits in its spool too (taken
- * back if it returns with it before they run again). */
+ * workers with it. Shown `stopped`, not `lost` a lost window later; the
+ * jobs it ran (or was given and had not started) go back to the queue now,
+ * without using up an attempt (it is not theirs to answer for). A job whose
+ * result waits in its spool stays its own for the restart grace, as for a
+ * restarting agent: its result comes when it starts again (check_liveness
+ * gives it back, free, after that). */
 static void agent_stopping(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) {
-    int n = a->n_running;
-    gb_info("agent %s stops%s", a->name, n ? "; its jobs go back to the queue" : "");
+    int requeued = 0, kept = 0;
     agent_set_state(c, a, A_STOPPED);
-    while (a->n_running > 0) {
-        cjob_t *j = a->running[0];
+    a->stopped_ms = gb_mono_ms();
+    for (int k = 0; k < a->n_running;) {
+        cjob_t *j = a->running[k];
+        const char *how;
+        if (ref_listed(hb->running, hb->n_running, j->id, j->attempt))
+            how = "while it ran it";
+        else if (ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+                 (j->started && hb->n_spooled_jobs < hb->spooled)) {
+            kept++; /* its result is in the spool (or may be: the list was cut) */
+            k++;
+            continue;
+        } else if (!j->started)
+            how = "before it started it";
+        else
+            how = "neither running it nor holding its result";
         char reason[300];
-        gb_fmt(reason, sizeof reason, "agent %s stopped (SIGTERM/SIGINT) %s", a->name,
-               ref_listed(hb->running, hb->n_running, j->id, j->attempt)
-                   ? "while it ran it"
-                   : "holding its result unsent");
-        attempt_lost_ex(c, j, reason, 0);
+        gb_fmt(reason, sizeof reason, "agent %s stopped (SIGTERM/SIGINT) %s", a->name, how);
+        attempt_lost_ex(c, j, reason, 0); /* removes it from a->running */
+        requeued++;
     }
+    if (kept)
+        gb_info("agent %s stops; %d job(s) back to the queue, %d wait for the result it holds",
+                a->name, requeued, kept);
+    else
+        gb_info("agent %s stops%s", a->name, requeued ? "; its jobs go back to the queue" : "");
     c->dirty = 1;
 }
 
@@ -2861,6 +2879,18 @@ static void check_liveness(gb_coord_t *c) {
         int64_t limit = a->state == A_DISCONNECTED || (a->claimed_ms && now - a->claimed_ms < grace)
                             ? grace
                             : window;
+        if (a->state == A_STOPPED && a->n_running > 0 && !a->forgotten &&
+            now - a->stopped_ms > grace) {
+            /* it stopped holding results and has not come back with them */
+            char reason[300];
+            gb_fmt(reason, sizeof reason,
+                   "agent %s stopped (SIGTERM/SIGINT) holding its result unsent, and has not "
+                   "come back with it within %" PRId64 " ms",
+                   a->name, grace);
+            while (a->n_running > 0)
+                attempt_lost_ex(c, a->running[0], reason, 0);
+            continue;
+        }
         if (a->state == A_LOST || a->state == A_STOPPED || a->forgotten ||
             now - a->last_heard_ms <= limit)
             continue;
@@ -3100,7 +3130,7 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
     a->state = strcmp(n->state, "lost") == 0      ? A_LOST
                : strcmp(n->state, "stopped") == 0 ? A_STOPPED
                                                   : A_DISCONNECTED;
-    a->last_heard_ms = gb_mono_ms();
+    a->last_heard_ms = a->stopped_ms = gb_mono_ms(); /* a stopped one's jobs: a grace from now */
     gb_copy(a->key, sizeof a->key, n->agent_key ? n->agent_key : ""); /* the pin survives */
 }
 
@@ -3306,8 +3336,10 @@ static void resync(gb_coord_t *c) {
         cagent_t *a = c->agent_list[i];
         if (!a->in_store)
             a->state = A_LOST; /* memory only: it is asked to register again */
-        else if ((a->state == A_LOST || a->state == A_STOPPED) && a->n_running > 0)
+        else if (a->state == A_LOST && a->n_running > 0)
             a->state = A_DISCONNECTED; /* silent already: lost again at the next tick */
+        else if (a->state == A_STOPPED)
+            a->stopped_ms = gb_mono_ms(); /* its jobs given back, free, after the grace */
         for (int k = 0; k < a->n_running; k++)
             a->running[k]->assigned_ms = gb_mono_ms(); /* a fresh window to report it */
     }

@@ -24,6 +24,18 @@ attempts=1
 [ "$case" = fake_vanish ] && attempts=2
 sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake --max-attempts $attempts)
 wait "$fake" || fail "rawpeer: $(cat "$T/rawpeer.log")"
+if [ "$case" = fake_stop_gone ]; then
+    # its result never comes: after the restart grace (2.5 s here) the job
+    # goes back to the queue, the attempt free (max-attempts 1: it waits
+    # for its node again instead of failing)
+    for _ in $(seq 100); do [ "$(q "SELECT state FROM attempts WHERE attempt = 1")" = lost ] && break; sleep 0.1; done
+    q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
+    contains "given back after the grace" "$T/a1.txt" "lost: agent fake stopped (SIGTERM/SIGINT) holding its result unsent, and has not come back with it within 2500 ms"
+    eq "queued again, not failed" "$(q "SELECT state FROM jobs")" queued
+    eq "the node is stopped" "$(q "SELECT state FROM v_nodes WHERE node = 'fake'")" stopped
+    echo ok
+    exit 0
+fi
 "$GB" wait "$sweep" --quiet
 rc=$?
 case "$case" in
@@ -57,6 +69,14 @@ fake_vanish)
     eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
     q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
     contains "the vanished attempt is given up" "$T/a1.txt" "lost: agent fake no longer runs it and holds no result for it"
+    ;;
+fake_stop_back)
+    # stopped with the result in its spool, back within the grace with it:
+    # the attempt is kept, not run again elsewhere
+    eq "wait succeeds" "$rc" 0
+    eq "done as attempt 1" "$(q "SELECT attempt || ',' || status FROM v_results")" "1,done"
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+    contains "said" "$T/coord.log" "agent fake stops; 0 job(s) back to the queue, 1 wait for the result it holds"
     ;;
 *) fail "unknown case $case" ;;
 esac

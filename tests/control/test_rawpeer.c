@@ -95,7 +95,15 @@ static void over_hard_cap(void *s, size_t cap) {
     expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
 }
 
+static void hello_spooled(void *s, const char *id, const char *name, unsigned cores,
+                          Gb__JobRef *spooled);
+
 static void hello(void *s, const char *id, const char *name, unsigned cores) {
+    hello_spooled(s, id, name, cores, NULL);
+}
+
+static void hello_spooled(void *s, const char *id, const char *name, unsigned cores,
+                          Gb__JobRef *spooled) {
     Gb__Inventory inv = GB__INVENTORY__INIT;
     inv.hostname = "rawpeer";
     inv.cpu_model = "Test CPU";
@@ -107,6 +115,10 @@ static void hello(void *s, const char *id, const char *name, unsigned cores) {
     h.agent_id = (char *)id;
     h.name = (char *)name;
     h.inventory = &inv;
+    if (spooled) {
+        h.n_spooled = 1;
+        h.spooled = &spooled;
+    }
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.seq = 1;
     env.body_case = GB__ENVELOPE__BODY_HELLO;
@@ -473,6 +485,44 @@ int main(int argc, char **argv) {
         send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
                     "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 2}");
         expect_ack(s, job, att + 1);
+    } else if (strcmp(c, "fake_stop_back") == 0 || strcmp(c, "fake_stop_gone") == 0) {
+        /* the job's result in the spool, unsent, when the agent stops
+         * (SIGTERM): its last heartbeat says so; the job stays its own for
+         * the restart grace. back: it starts again at once and sends it (the
+         * attempt is kept); gone: it never comes back */
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        Gb__JobRef ref = GB__JOB_REF__INIT;
+        ref.job_id = job;
+        ref.attempt = att;
+        Gb__JobRef *refs[1] = {&ref};
+        Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+        hb.stopping = 1;
+        hb.spooled = 1;
+        hb.n_spooled_jobs = 1;
+        hb.spooled_jobs = refs;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        struct timespec ts = {0, 200000000L}; /* it goes out; then the agent is gone */
+        nanosleep(&ts, NULL);
+        zmq_close(s);
+        s = NULL;
+        if (strcmp(c, "fake_stop_back") == 0) {
+            ts.tv_nsec = 800000000L; /* > the lost window (0.5 s), < the grace */
+            nanosleep(&ts, NULL);
+            s = peer(listen, "fakeagent01");
+            hello_spooled(s, "fakeagent01", "fake", 4, &ref);
+            Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+            gb_wire_free(&w);
+            send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
+                        "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 3}");
+            expect_ack(s, job, att);
+        } else {
+            s = peer(listen, "fakeagent09"); /* only closed at the end */
+        }
     } else if (strcmp(c, "fake_unknown_result") == 0) {
         s = peer(listen, "fakeagent02");
         hello(s, "fakeagent02", "fake2", 4);
