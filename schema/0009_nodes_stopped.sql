@@ -2,11 +2,11 @@
 -- Heartbeat.stopping), where 'lost' is an agent that fell silent. Only the
 -- CHECK of nodes.state changes. SQLite cannot alter a CHECK; its documented
 -- way for a change that leaves every stored row valid (a CHECK loosened) is
--- to edit the table's text in sqlite_schema
+-- to edit the table's text in sqlite_master
 -- (https://www.sqlite.org/lang_altertable.html#otheralter). The text is
 -- 0001's (later migrations only appended columns to it).
 PRAGMA writable_schema = ON;
-UPDATE sqlite_schema
+UPDATE sqlite_master
 SET sql = replace(sql, 'CHECK (state IN (''connected'', ''disconnected'', ''lost''))',
                   'CHECK (state IN (''connected'', ''disconnected'', ''lost'', ''stopped''))')
 WHERE type = 'table' AND name = 'nodes';

@@ -32,7 +32,14 @@ int gb_schema_migrate(sqlite3 *db, const gb_migration_t *list, size_t n, char *e
                  have, n);
         return -1;
     }
-    for (size_t i = (size_t)have; i < n; i++) {
+    /* 0009 edits a CHECK in sqlite_master (writable_schema), which a build
+     * of SQLite that turns SQLITE_DBCONFIG_DEFENSIVE on by default refuses:
+     * off for the migrations, as it was, after */
+    int defensive = 0;
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
+    if (defensive) sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 0, NULL);
+    int rc = 0;
+    for (size_t i = (size_t)have; i < n && rc == 0; i++) {
         char *msg = NULL;
         char pragma[64];
         snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", list[i].version);
@@ -44,8 +51,9 @@ int gb_schema_migrate(sqlite3 *db, const gb_migration_t *list, size_t n, char *e
                      msg ? msg : sqlite3_errmsg(db));
             sqlite3_free(msg);
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-            return -1;
+            rc = -1;
         }
     }
-    return 0;
+    if (defensive) sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    return rc;
 }

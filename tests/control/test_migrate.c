@@ -136,9 +136,14 @@ int main(int argc, char **argv) {
         sqlite3 *other = NULL;
         CHECK(sqlite3_open(path, &other) == SQLITE_OK);
         CHECK(count(other, "SELECT count(*) FROM nodes") == 1); /* its schema read */
+        /* a build of SQLite that turns defensive mode on by default refuses
+         * writable_schema: the migrations run with it off, and it is back */
+        int def = -1;
+        CHECK(sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &def) == SQLITE_OK && def == 1);
         CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
                                  sizeof err) == 0,
                "%s", err);
+        CHECK(sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &def) == SQLITE_OK && def == 1);
         CHECK(gb_schema_version(db) == n);
         CHECK(sqlite3_exec(db, "UPDATE nodes SET state = 'stopped'", NULL, NULL, NULL) ==
               SQLITE_OK);
