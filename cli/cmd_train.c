@@ -66,12 +66,23 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
-static int parse_float(const char *s, float *out) {
+static int parse_double(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v)) return -1;
-    *out = (float)v;
+    *out = v;
+    return 0;
+}
+
+/* A float the engine can hold: 1e39 (inf as a float) or 1e-46 (0) is not
+ * the value typed, and was refused later as a run failure, or taken as 0. */
+static int parse_float(const char *s, float *out) {
+    double v;
+    if (parse_double(s, &v) != 0) return -1;
+    float f = (float)v;
+    if (!isfinite(f) || (v != 0 && f == 0)) return -1;
+    *out = f;
     return 0;
 }
 
@@ -243,8 +254,9 @@ int cmd_train(int argc, char **argv) {
             bad = parse_int(a, 1, 1024, &cfg.devices);
             break;
         case O_BUCKET: {
-            float mb;
-            bad = parse_float(a, &mb) || !(mb > 0) || mb > 4096; /* a spec's range, fractions too */
+            double mb = 0; /* a double, as in a spec: the record says 0.1, not 0.10000000149 */
+            bad =
+                parse_double(a, &mb) || !(mb > 0) || mb > 4096; /* a spec's range, fractions too */
             cfg.bucket_mb = mb;
             break;
         }
@@ -312,20 +324,26 @@ int cmd_train(int argc, char **argv) {
     }
     cfg.model.image_h = cfg.model.image_w = size;
     if (nobn) cfg.model.bn = 0;
-    /* with --format json stdout carries the record (and is pointed at
-     * stderr while the engine runs): a save into it (--save /dev/stdout)
-     * would land in stderr's file */
+    /* stdout carries the table or the record (with --format json it is
+     * pointed at stderr while the engine runs), stderr the messages: a save
+     * into either (--save out.txt > out.txt, --save /dev/stdout) replaced
+     * the file and the output written after it was lost */
     const char *saves[2] = {cfg.save_path, cfg.save_grads_path};
     struct stat so, sp;
-    for (int i = 0; json && i < 2; i++)
-        if (saves[i] && stat(saves[i], &sp) == 0 && fstat(STDOUT_FILENO, &so) == 0 &&
-            sp.st_dev == so.st_dev && sp.st_ino == so.st_ino) {
-            fprintf(stderr,
-                    "gpubench train: --%s %s is this command's stdout, which carries the JSON "
-                    "record with --format json: give a file\n",
-                    i ? "save-grads" : "save", saves[i]);
-            return 2;
-        }
+    for (int i = 0; i < 2; i++)
+        for (int fd = STDOUT_FILENO; saves[i] && fd <= STDERR_FILENO; fd++)
+            if (stat(saves[i], &sp) == 0 && fstat(fd, &so) == 0 && sp.st_dev == so.st_dev &&
+                sp.st_ino == so.st_ino) {
+                fprintf(stderr,
+                        "gpubench train: --%s %s is this command's %s, which carries %s: "
+                        "give a file\n",
+                        i ? "save-grads" : "save", saves[i],
+                        fd == STDOUT_FILENO ? "stdout" : "stderr",
+                        fd == STDERR_FILENO ? "its messages"
+                        : json              ? "the JSON record with --format json"
+                                            : "the result table");
+                return 2;
+            }
     if (!cfg.cuda_graph && strcmp(cfg.backend, "cpu") == 0) {
         fprintf(stderr, "gpubench train: --no-cuda-graph is for --backend cuda (or auto)\n");
         return 2;

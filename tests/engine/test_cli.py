@@ -85,6 +85,33 @@ for opt in ("--save", "--save-grads"):
           and len(q.stderr) < 4096, "%s /dev/stdout: rc %d, %d bytes out, %d bytes err: %r"
           % (opt, q.returncode, len(q.stdout), len(q.stderr), q.stderr[:300]))
 
+# the table's stdout too, and stderr: `--save out.txt > out.txt` replaced
+# the file and the table printed after it was lost (exit 0)
+import tempfile
+with tempfile.TemporaryDirectory() as d:
+    for opt, fd in (("--save", 1), ("--save-grads", 2)):
+        out = os.path.join(d, "out.txt")
+        with open(out, "wb") as f:
+            q = subprocess.run([exe, "train", *SMALL, opt, out], stdout=f if fd == 1 else None,
+                               stderr=f if fd == 2 else subprocess.PIPE)
+        said = open(out, "rb").read() if fd == 2 else q.stderr
+        want = b"is this command's %s, which carries" % (b"stdout" if fd == 1 else b"stderr")
+        check(q.returncode == 2 and want in said, "%s into its own %s: rc %d, %r"
+              % (opt, "stdout" if fd == 1 else "stderr", q.returncode, said[:300]))
+
+# an option value a float cannot hold is a usage error, not a run failure or a 0
+for opt, v in (("--lr", "1e39"), ("--momentum", "1e39"), ("--weight-decay", "1e-46")):
+    q = subprocess.run([exe, "train", *SMALL, opt, v], capture_output=True, text=True)
+    check(q.returncode == 2 and ("bad value '%s' for %s" % (v, opt)) in q.stderr,
+          "%s %s: rc %d, %r" % (opt, v, q.returncode, q.stderr[-300:]))
+
+# --bucket-mb as typed in the record (0.10000000149011612: parsed as a float)
+q = subprocess.run([exe, "train", *SMALL, "--devices", "2", "--bucket-mb", "0.1", "--format",
+                    "json"], capture_output=True, text=True)
+check(q.returncode == 0 and json.loads(q.stdout)["details"]["bucket_mb"] == 0.1,
+      "--bucket-mb 0.1: rc %d, %r" % (q.returncode, q.returncode == 0 and
+                                      json.loads(q.stdout)["details"].get("bucket_mb")))
+
 # the seed is carried with every digit up to 2^53 (as a double cJSON wrote
 # 5000000000000001 as 5e+15)
 for seed in ("5000000000000001", "9007199254740992"):
