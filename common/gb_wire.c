@@ -104,8 +104,6 @@ int gb_wire_id_ok(const char *s) {
     return 1;
 }
 
-/* A string field: present (protobuf-c gives "" for absent proto3 strings),
- * at most max bytes, at least min. */
 /* SubmitRequest.request_id: none, or 16..64 of [0-9A-Za-z_-]. */
 static int request_id_ok(const char *s) {
     if (!s || !*s) return 1;
@@ -115,6 +113,8 @@ static int request_id_ok(const char *s) {
     return n >= 16 && n <= 64;
 }
 
+/* A string field: present (protobuf-c gives "" for absent proto3 strings),
+ * at most max bytes, at least min. */
 static int str_ok(const char *s, size_t min, size_t max) {
     if (!s) return min == 0;
     size_t n = strnlen(s, max + 1);
