@@ -2460,6 +2460,20 @@ static int same_requirements(const gb_jobdef_t *a, const gb_jobdef_t *b) {
            a->n_nodes == b->n_nodes;
 }
 
+/* The SubmitReply to request seq, after the commit (a Reject if it fails). */
+static void submit_reply(gb_coord_t *c, const gb_frame_t *f, uint64_t seq, uint64_t sweep_id,
+                         uint32_t n_jobs) {
+    Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
+    sr.sweep_id = sweep_id;
+    sr.n_jobs = n_jobs;
+    Gb__Envelope reply = GB__ENVELOPE__INIT;
+    reply.seq = seq;
+    reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
+    reply.submit_reply = &sr;
+    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
+                         GB__REJECT_CODE__REJECT_INTERNAL);
+}
+
 static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
     char err[1024];
     const char *spec = env->submit->spec_json, *rid = env->submit->request_id;
@@ -2476,15 +2490,7 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         }
         gb_info("sweep %" PRIu64 ": the same submit again (request %s): answered with it", made_id,
                 rid);
-        Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
-        sr.sweep_id = made_id;
-        sr.n_jobs = made_n;
-        Gb__Envelope reply = GB__ENVELOPE__INIT;
-        reply.seq = env->seq;
-        reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
-        reply.submit_reply = &sr;
-        send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
-                             GB__REJECT_CODE__REJECT_INTERNAL);
+        submit_reply(c, f, env->seq, made_id, made_n);
         return;
     }
     if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
@@ -2579,15 +2585,7 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         q_push_back(c, made[i]);
     }
     gb_info("sweep %" PRIu64 " '%s' submitted: %zu job(s)", sweep_id, def.name, def.n_jobs);
-    Gb__SubmitReply sr = GB__SUBMIT_REPLY__INIT;
-    sr.sweep_id = sweep_id;
-    sr.n_jobs = (uint32_t)def.n_jobs;
-    Gb__Envelope reply = GB__ENVELOPE__INIT;
-    reply.seq = env->seq;
-    reply.body_case = GB__ENVELOPE__BODY_SUBMIT_REPLY;
-    reply.submit_reply = &sr;
-    send_after_commit_or(c, c->control_sock, f->rid, f->rid_len, &reply,
-                         GB__REJECT_CODE__REJECT_INTERNAL);
+    submit_reply(c, f, env->seq, sweep_id, (uint32_t)def.n_jobs);
     free(made);
     gb_sweep_def_free(&def);
 }
