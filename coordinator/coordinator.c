@@ -2360,16 +2360,7 @@ static void on_status(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
 }
 
 static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
-    if (env->nodes->no_nodes) { /* what this coordinator can do, no list */
-        Gb__NodesReply nr = GB__NODES_REPLY__INIT;
-        nr.submit_request_ids = 1;
-        Gb__Envelope reply = GB__ENVELOPE__INIT;
-        reply.seq = env->seq;
-        reply.body_case = GB__ENVELOPE__BODY_NODES_REPLY;
-        reply.nodes_reply = &nr;
-        send_now(c, c->control_sock, f->rid, f->rid_len, &reply);
-        return;
-    }
+    size_t listed = env->nodes->no_nodes ? 0 : c->n_agents; /* no_nodes: what it can do only */
     Gb__NodeStatus *items = calloc(c->n_agents ? c->n_agents : 1, sizeof *items);
     Gb__NodeStatus **ptrs = calloc(c->n_agents ? c->n_agents : 1, sizeof *ptrs);
     size_t n_ids = 0, used = 0;
@@ -2385,7 +2376,7 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         return;
     }
     size_t m = 0;
-    for (size_t i = 0; i < c->n_agents; i++) {
+    for (size_t i = 0; i < listed; i++) {
         cagent_t *a = c->agent_list[i];
         if (a->forgotten) continue;
         Gb__NodeStatus *n = &items[m];
