@@ -2525,8 +2525,7 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     cjob_t **made = calloc(def.n_jobs, sizeof *made);
     csweep_t *sw = calloc(1, sizeof *sw);
     int ok = made && sw && !c->store_failed && gb_store_begin(c->store) == 0 &&
-             gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, now, &sweep_id) == 0 &&
-             (!rid || !rid[0] || gb_store_sweep_request_set(c->store, sweep_id, rid) == 0);
+             gb_store_sweep_insert(c->store, def.name, spec, def.n_jobs, rid, now, &sweep_id) == 0;
     for (size_t i = 0; ok && i < def.n_jobs; i++) {
         const gb_jobdef_t *d = &def.jobs[i];
         char *params = gb_jobdef_to_json(d);

@@ -24,7 +24,6 @@ enum {
     S_NODE_FORGET,
     S_NODES_LOAD,
     S_SWEEP_INSERT,
-    S_SWEEP_REQUEST_SET,
     S_SWEEP_BY_REQUEST,
     S_SWEEP_FINISH,
     S_JOB_INSERT,
@@ -74,9 +73,8 @@ static const char *const sql[S_COUNT] = {
         "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
         " slots, has_nvlink, last_seen, inventory, agent_key FROM nodes WHERE forgotten_at IS NULL"
         " ORDER BY first_seen, agent_id",
-    [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at)"
-                       " VALUES (?1, ?2, ?3, 'running', ?4)",
-    [S_SWEEP_REQUEST_SET] = "UPDATE sweeps SET request_id = ?2 WHERE sweep_id = ?1",
+    [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at, request_id)"
+                       " VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
     [S_SWEEP_BY_REQUEST] = "SELECT sweep_id, n_jobs FROM sweeps WHERE request_id = ?1",
     [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
     [S_JOB_INSERT] =
@@ -441,17 +439,13 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
 }
 
 int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
-                          const char *now, uint64_t *sweep_id) {
-    if (bind(self, S_SWEEP_INSERT, "ttIt", name, spec, (uint64_t)n_jobs, now) != 0 ||
+                          const char *request_id, const char *now, uint64_t *sweep_id) {
+    if (bind(self, S_SWEEP_INSERT, "ttItt", name, spec, (uint64_t)n_jobs, now,
+             request_id && request_id[0] ? request_id : NULL) != 0 ||
         exec(self, S_SWEEP_INSERT) != 0)
         return -1;
     *sweep_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
     return 0;
-}
-
-int gb_store_sweep_request_set(gb_store_t *self, uint64_t sweep_id, const char *request_id) {
-    if (bind(self, S_SWEEP_REQUEST_SET, "It", sweep_id, request_id) != 0) return -1;
-    return exec(self, S_SWEEP_REQUEST_SET);
 }
 
 int gb_store_sweep_by_request(gb_store_t *self, const char *request_id, uint64_t *sweep_id,

@@ -90,11 +90,10 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
 
 /* ---- sweeps and jobs ---------------------------------------------------- */
 
+/* request_id: the submit's (SubmitRequest.request_id); NULL or "" for none. */
 int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
-                          const char *now, uint64_t *sweep_id);
+                          const char *request_id, const char *now, uint64_t *sweep_id);
 int gb_store_sweep_finish(gb_store_t *self, uint64_t sweep_id, const char *state, const char *now);
-/* The submit's request id (SubmitRequest.request_id) of a sweep just made. */
-int gb_store_sweep_request_set(gb_store_t *self, uint64_t sweep_id, const char *request_id);
 /* The sweep a submit with this request id made: 1 (sweep_id, n_jobs set),
  * 0 none, -1 error. */
 int gb_store_sweep_by_request(gb_store_t *self, const char *request_id, uint64_t *sweep_id,

@@ -113,7 +113,7 @@ int main(void) {
 
     uint64_t sweep = 0, j1 = 0, j2 = 0;
     CHECK(gb_store_begin(s) == 0);
-    CHECK(gb_store_sweep_insert(s, "t", "{\"kind\":\"gemm\"}", 2, "2024-01-01T00:00:10.000Z",
+    CHECK(gb_store_sweep_insert(s, "t", "{\"kind\":\"gemm\"}", 2, NULL, "2024-01-01T00:00:10.000Z",
                                 &sweep) == 0);
     gb_store_job_t sj = {.sweep_id = sweep,
                          .seq = 0,
@@ -229,7 +229,7 @@ int main(void) {
     for (int i = 0; i < 800; i++) {
         uint64_t sw;
         CHECK(gb_store_begin(s) == 0);
-        CHECK(gb_store_sweep_insert(s, "big", big, 0, "t", &sw) == 0);
+        CHECK(gb_store_sweep_insert(s, "big", big, 0, NULL, "t", &sw) == 0);
         CHECK(gb_store_commit(s) == 0);
     }
     CHECK(stat(walp, &wst) == 0 && wst.st_size > (6 << 20));
@@ -238,7 +238,7 @@ int main(void) {
     for (int i = 0; i < 2; i++) {
         uint64_t sw;
         CHECK(gb_store_begin(s) == 0);
-        CHECK(gb_store_sweep_insert(s, "after", "{}", 0, "t", &sw) == 0);
+        CHECK(gb_store_sweep_insert(s, "after", "{}", 0, NULL, "t", &sw) == 0);
         CHECK(gb_store_commit(s) == 0);
     }
     CHECKF(stat(walp, &wst) == 0 && wst.st_size <= (4 << 20), "the WAL kept %lld bytes",

@@ -728,7 +728,7 @@ static void case_ranks_broken(void) {
         n.agent_id = n.name = *id;
         CHECK(gb_store_node_upsert(st, &n, now) == 0);
     }
-    CHECK(gb_store_sweep_insert(st, "s", "{}", 1, now, &j.sweep_id) == 0);
+    CHECK(gb_store_sweep_insert(st, "s", "{}", 1, NULL, now, &j.sweep_id) == 0);
     CHECK(gb_store_job_insert(st, &j, now, &job) == 0);
     CHECK(gb_store_job_assign(st, job, 1, "agent-a", "cpu", now) == 0);
     CHECK(gb_ranks_insert(rk, job, 1, 0, "agent-a", "assigned", now) == 0);

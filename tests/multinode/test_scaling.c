@@ -205,7 +205,7 @@ int main(void) {
                              .slots = 1};
         CHECK(gb_store_begin(st) == 0 && gb_store_node_upsert(st, &n, now) == 0);
     }
-    CHECK(gb_store_sweep_insert(st, "scaling", "{}", 20, now, &sweep) == 0);
+    CHECK(gb_store_sweep_insert(st, "scaling", "{}", 20, NULL, now, &sweep) == 0);
     CHECK(gb_store_commit(st) == 0);
 
     /* node a, bf16, batch 64: one GPU 100, 110, 90 -> median 100; an

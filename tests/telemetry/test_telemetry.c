@@ -1115,7 +1115,7 @@ static void t_store(void) {
     uint64_t sweep, job[2];
     CHECK(gb_store_begin(st) == 0);
     CHECK(gb_store_node_upsert(st, &node, "t0") == 0);
-    CHECK(gb_store_sweep_insert(st, "s", "{}", 2, "t0", &sweep) == 0);
+    CHECK(gb_store_sweep_insert(st, "s", "{}", 2, NULL, "t0", &sweep) == 0);
     for (int i = 0; i < 2; i++) {
         gb_store_job_t j = {.sweep_id = sweep,
                             .seq = i,
