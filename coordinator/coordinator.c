@@ -3514,8 +3514,8 @@ static pid_t shm_reader(const char *db) {
  * makes them and never removes them); the coordinator failed at its first
  * write with "attempt to write a readonly database". Holding the store's
  * lock (no other coordinator), a -shm (an index SQLite rebuilds from the
- * -wal) or an empty -wal is removed; anything else is said. 0, or -1 with
- * the reason. */
+ * -wal) or an empty -wal is removed unless a reader has the -shm open;
+ * anything else is said. 0, or -1 with the reason. */
 static int side_files_writable(const gb_coord_t *c, char *err, size_t errlen) {
     static const char *const sfx[] = {"-wal", "-shm"};
     const char *db = c->db_real[0] ? c->db_real : c->cfg.db_path; /* beside a link's target */
@@ -3529,11 +3529,12 @@ static int side_files_writable(const gb_coord_t *c, char *err, size_t errlen) {
         int spare = i == 1 || st.st_size == 0;
         if (spare && reader < 0) reader = shm_reader(db);
         if (spare && reader != 0) {
+            char who[64] = "may have the store open (its -shm's lock cannot be read)";
+            if (reader > 0) gb_fmt(who, sizeof who, "has the store open (pid %d)", (int)reader);
             gb_fmt(err, errlen,
                    "store %s: %s belongs to uid %u and this user cannot write it (%s); a reader "
-                   "has the store open (%s%d): start the coordinator once it is closed",
-                   c->cfg.db_path, p, (unsigned)st.st_uid, strerror(e),
-                   reader > 0 ? "pid " : "cannot tell", reader > 0 ? (int)reader : 0);
+                   "%s: start the coordinator once it is closed",
+                   c->cfg.db_path, p, (unsigned)st.st_uid, strerror(e), who);
             return -1;
         }
         if (spare && unlink(p) == 0) {
