@@ -85,11 +85,15 @@ static int request_for(const char *control, const gb_curve_client_t *curve, Gb__
  * sent again when nothing listens there, the name does not resolve, or the
  * connection is refused outright. */
 int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
-               uint64_t *sweep_id, uint32_t *n_jobs, char *err, size_t errlen) {
+               const char *request_id, uint64_t *sweep_id, uint32_t *n_jobs, char *err,
+               size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
     char id[33], why[200];
-    if (gb_random_hex(id, 16, why, sizeof why) == 0) rq.request_id = id;
+    if (request_id && request_id[0])
+        rq.request_id = (char *)request_id;
+    else if (gb_random_hex(id, 16, why, sizeof why) == 0)
+        rq.request_id = id;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
     env.submit = &rq;
@@ -127,13 +131,31 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
         rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
         if (rc != -3 || !rq.request_id) break;
     }
-    if (rc == -3) /* the request may have arrived: say where to look */
+    if (rc == -3 || (rc == -1 && strcmp(err, "interrupted") == 0))
+        /* the request may have arrived: say where to look */
         gb_fmt(err + strlen(err), errlen - strlen(err),
                "; the coordinator may have got it: `gpubench status` lists the sweeps");
     if (rc == 0) {
         *sweep_id = rep->submit_reply->sweep_id;
         *n_jobs = rep->submit_reply->n_jobs;
     }
+    gb_wire_free(&rep);
+    return rc;
+}
+
+int cli_submit_made(const char *control, const gb_curve_client_t *curve, const char *spec,
+                    const char *request_id, uint64_t *sweep_id, char *err, size_t errlen) {
+    Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
+    rq.spec_json = (char *)spec;
+    rq.request_id = (char *)request_id;
+    rq.only_if_made = 1;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_SUBMIT;
+    env.submit = &rq;
+    Gb__Envelope *rep = NULL;
+    int rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
+    if (rc == 0) *sweep_id = rep->submit_reply->sweep_id;
+    if (rc == 1 && rep->reject->code != GB__REJECT_CODE__REJECT_NOT_FOUND) rc = -1;
     gb_wire_free(&rep);
     return rc;
 }

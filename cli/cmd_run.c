@@ -219,10 +219,22 @@ int cmd_run(int argc, char **argv) {
     uint64_t sweep = 0;
     uint32_t n = 0;
     char what[160];
-    int r = cli_submit(control, NULL, spec ? spec : default_spec(local_gpus(), what, sizeof what),
-                       &sweep, &n, err, sizeof err);
+    const char *text = spec ? spec : default_spec(local_gpus(), what, sizeof what);
+    char rid[33];
+    if (gb_random_hex(rid, 16, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench run: %s\n", err);
+        goto out;
+    }
+    int r = cli_submit(control, NULL, text, rid, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
+        /* interrupted (or no reply) after the coordinator may have stored
+         * the sweep: it must not stay `running` for the next run to take
+         * up; the embedded coordinator says whether it made it */
+        if (r != 1 && cli_submit_made(control, NULL, text, rid, &sweep, err, sizeof err) == 0) {
+            fprintf(stderr, "gpubench run: sweep %" PRIu64 " was stored before that\n", sweep);
+            stop_sweep(control, sweep, 1);
+        }
         goto out;
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);

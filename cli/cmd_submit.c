@@ -300,7 +300,7 @@ int cmd_submit(int argc, char **argv) {
     uint64_t sweep = 0;
     uint32_t n = 0;
     if ((rc = cli_conn_keys("submit", &conn)) != 0) goto out; /* 2: unusable keys */
-    int r = cli_submit(conn.control, conn.curve, text, &sweep, &n, err, sizeof err);
+    int r = cli_submit(conn.control, conn.curve, text, NULL, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
         rc = 1;

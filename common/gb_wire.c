@@ -327,6 +327,8 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         CHECK_STR(env->submit->spec_json, 1, GB_WIRE_SPEC_MAX, "submit.spec_json");
         if (!request_id_ok(env->submit->request_id))
             FAIL(RANGE, "submit.request_id: 16..64 characters of [0-9A-Za-z_-], or none");
+        if (env->submit->only_if_made && (!env->submit->request_id || !env->submit->request_id[0]))
+            FAIL(RANGE, "submit.only_if_made needs a request_id");
         return 0;
     case GB__ENVELOPE__BODY_SUBMIT_REPLY:
         if (env->submit_reply->sweep_id == 0) FAIL(RANGE, "submit_reply.sweep_id must be > 0");

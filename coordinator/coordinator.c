@@ -2484,6 +2484,11 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         submit_reply(c, f, env->seq, made_id, made_n);
         return;
     }
+    if (env->submit->only_if_made) {
+        reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_NOT_FOUND, env->seq,
+               "submit", "no sweep was made for this request");
+        return;
+    }
     if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_BAD_SPEC, env->seq,
                "submit", err);

@@ -61,6 +61,26 @@ eq "an interrupted run exits 1" "$?" 1
 contains "says so" "$T/cut2.log" "interrupted: sweep 2 cancelled"
 eq "both sweeps cancelled, none running" "$(sqlite3 "$T/cut.db" "SELECT group_concat(state) FROM sweeps")" "cancelled,cancelled"
 eq "the first sweep's job ran once" "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
+# an interrupt while the submit waits for its reply: storing 10,000 jobs
+# takes the embedded coordinator a few hundred ms, the interrupt comes about
+# 100 ms after the agent registered. Before, the run ended with the sweep
+# stored and `running` (the next run took its jobs up); now it asks the
+# coordinator whether its request made a sweep, and cancels that.
+/usr/bin/python3 -c 'import json; print(json.dumps({"kind": "sleep", "duration_ms": list(range(1, 51)), "repeat": 200}))' >"$T/big.json"
+"$GB" run --db "$T/cut3.db" --spec "$T/big.json" --verbose >/dev/null 2>"$T/cut3.log" &
+RUN_PID=$!
+PIDS+=("$RUN_PID")
+for _ in $(seq 300); do grep -q "registered with coordinator" "$T/cut3.log" && break; sleep 0.01; done
+sleep 0.1
+kill -INT "$RUN_PID"
+wait "$RUN_PID"
+eq "a run interrupted in its submit exits 1" "$?" 1
+if grep -q "was stored before that" "$T/cut3.log"; then
+    echo "the interrupt came before the submit's reply" >&2
+    contains "the sweep it made cancelled" "$T/cut3.log" "interrupted: sweep 1 cancelled"
+fi
+eq "no sweep left running" "$(sqlite3 "$T/cut3.db" "SELECT count(*) FROM sweeps WHERE state NOT IN ('cancelled', 'done')")" 0
+eq "nor a job" "$(sqlite3 "$T/cut3.db" "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" 0
 printf '{"kind": "bert"}' >"$T/bad.json"
 "$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
 eq "a bad spec makes run exit 1" "$?" 1

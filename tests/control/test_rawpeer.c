@@ -201,10 +201,12 @@ static void *fake_agent(const char *listen, uint64_t *job, uint32_t *attempt) {
 
 /* A SubmitRequest of spec with request_id rid (NULL: none); the sweep id
  * of the reply, 0 after a Reject (its reason in why). */
-static uint64_t submit_as(void *s, const char *spec, const char *rid, char *why, size_t whylen) {
+static uint64_t submit_ex(void *s, const char *spec, const char *rid, int only_if_made, char *why,
+                          size_t whylen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
     if (rid) rq.request_id = (char *)rid;
+    rq.only_if_made = only_if_made;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.seq = (uint64_t)gb_wall_ms();
     env.body_case = GB__ENVELOPE__BODY_SUBMIT;
@@ -222,6 +224,10 @@ static uint64_t submit_as(void *s, const char *spec, const char *rid, char *why,
         CHECKF(0, "a submit answered with %s", gb_wire_body_name(rep->body_case));
     gb_wire_free(&rep);
     return id;
+}
+
+static uint64_t submit_as(void *s, const char *spec, const char *rid, char *why, size_t whylen) {
+    return submit_ex(s, spec, rid, 0, why, whylen);
 }
 
 /* A coordinator's control endpoint that swallows the first SubmitRequest
@@ -406,6 +412,15 @@ int main(int argc, char **argv) {
         CHECK(submit_as(s, spec, "short", why, sizeof why) == 0);
         CHECKF(strstr(why, "submit.request_id: 16..64 characters"), "%s", why);
         CHECK(submit_as(s, spec, "has a space in it, 0123456789", why, sizeof why) == 0);
+        /* only_if_made: the sweep an id made, and nothing made for another
+         * (`gpubench run` interrupted before its submit's reply asks this) */
+        uint64_t m = submit_ex(s, spec, "gbtest-resend-0000000001", 1, why, sizeof why);
+        CHECKF(m == a, "only_if_made: sweep %llu (%s), the first %llu", (unsigned long long)m, why,
+               (unsigned long long)a);
+        CHECK(submit_ex(s, spec, "gbtest-resend-0000000003", 1, why, sizeof why) == 0);
+        CHECKF(strstr(why, "no sweep was made for this request"), "%s", why);
+        CHECK(submit_ex(s, spec, NULL, 1, why, sizeof why) == 0);
+        CHECKF(strstr(why, "only_if_made needs a request_id"), "%s", why);
         printf("sweeps %llu %llu %llu\n", (unsigned long long)a, (unsigned long long)d,
                (unsigned long long)e);
     } else if (strcmp(c, "fake_coordinator") == 0 || strcmp(c, "old_coordinator") == 0) {
