@@ -57,11 +57,18 @@ int cli_curve_setup(const char *cmd, const char *key, const char *server_key,
     return 0;
 }
 
+int cli_number_text(const char *s) {
+    if (!s) return 0;
+    if (*s == '-') s++;
+    if (*s == '.') s++;
+    return *s >= '0' && *s <= '9';
+}
+
 int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
     char *end = NULL;
     errno = 0;
     long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || errno || *end || v < min || v > max) {
+    if (!cli_number_text(s) || errno || *end || v < min || v > max) {
         fprintf(stderr, "gpubench %s: %s: '%s' is not an integer in %ld..%ld\n", cmd, opt,
                 s ? s : "", min, max);
         return -1;

@@ -49,6 +49,11 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path);
  * "gpubench CMD: --OPT: ..." to stderr and return -1. */
 int cli_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
+/* 1 when s begins as a number is written: a digit, or '-' or '.' and a
+ * digit. strto* also take leading blanks and a '+' (" 5", "+5"), which a
+ * typed option or spec value should not silently be. */
+int cli_number_text(const char *s);
+
 /* Set the log threshold from a --log-level value; -1 (with a message) when
  * unknown. */
 int cli_log_level(const char *cmd, const char *s);

@@ -115,7 +115,7 @@ int cmd_agent(int argc, char **argv) {
             char *end = NULL;
             errno = 0;
             long t = strtol(optarg, &end, 10);
-            if (!*optarg || errno || *end || !(t == 0 || (t >= 10 && t <= 60000)))
+            if (!cli_number_text(optarg) || errno || *end || !(t == 0 || (t >= 10 && t <= 60000)))
                 return cli_usage_error("agent", "--telemetry-ms: 0 (off) or 10..60000");
             cfg.telemetry_ms = (int)t;
             break;

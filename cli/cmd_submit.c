@@ -64,7 +64,7 @@ static cJSON *list_value(const char *s, int numeric_ok) {
         char *end = NULL;
         errno = 0;
         long long v = strtoll(t, &end, 10);
-        if (numeric_ok && *t && !*end && !errno)
+        if (numeric_ok && cli_number_text(t) && !*end && !errno)
             cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v));
         else
             cJSON_AddItemToArray(arr, cJSON_CreateString(t));

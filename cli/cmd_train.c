@@ -61,7 +61,7 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    if (!cli_number_text(s) || errno || end == s || *end || v < lo || v > hi) return -1;
     *out = (int)v;
     return 0;
 }
@@ -70,7 +70,7 @@ static int parse_double(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return -1;
+    if (!cli_number_text(s) || errno || end == s || *end || !isfinite(v)) return -1;
     *out = v;
     return 0;
 }
@@ -285,7 +285,8 @@ int cmd_train(int argc, char **argv) {
             unsigned long long v = strtoull(a, &end, 10);
             /* the record carries it as a JSON number: above 2^53 it would
              * name another seed than the one that ran */
-            bad = errno || end == a || *end || a[0] == '-' || v > (1ULL << 53);
+            bad =
+                !cli_number_text(a) || errno || end == a || *end || a[0] == '-' || v > (1ULL << 53);
             cfg.seed = v;
             break;
         }

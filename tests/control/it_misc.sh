@@ -230,6 +230,14 @@ usage)
     [ -e "$T/r.db" ] || [ -e "$T/r.db.agent" ] && fail "a refused run left a store or a state dir"
     "$GB" coordinator --heartbeat-ms 1 >"$T/u.log" 2>&1; eq "bad number is a usage error" "$?" 2
     contains "says why" "$T/u.log" "--heartbeat-ms: '1' is not an integer in 10..600000"
+    # a number is written as one: strtol took " 500" and "+500"
+    for n in " 500" "+500" "500 " ""; do
+        "$GB" coordinator --heartbeat-ms "$n" >"$T/u.log" 2>&1; eq "'$n' is not a number" "$?" 2
+    done
+    "$GB" agent --telemetry-ms "+100" >"$T/u.log" 2>&1; eq "agent: '+100' is not a number" "$?" 2
+    "$GB" train --batch " 4" >"$T/u.log" 2>&1; eq "train: ' 4' is not a number" "$?" 2
+    "$GB" train --lr "+0.1" >"$T/u.log" 2>&1; eq "train: '+0.1' is not a number" "$?" 2
+    "$GB" train --seed " 7" >"$T/u.log" 2>&1; eq "train: ' 7' is not a number" "$?" 2
     "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
     "$GB" worker -h >"$T/h.log" || fail "worker -h"
     for c in run submit wait status nodes cancel results coordinator agent; do
@@ -334,6 +342,10 @@ submit_resend)
     eq "three sweeps stored, not four" "$(q "SELECT count(*) FROM sweeps")" 3
     eq "the request id kept" "$(q "SELECT request_id FROM sweeps WHERE sweep_id = 1")" gbtest-resend-0000000001
     contains "said" "$T/coord.log" "sweep 1: the same submit again (request gbtest-resend-0000000001): answered with it"
+    # (a flag's value is a number only as one is written: strtoll took " 5")
+    "$GB" submit --kind sleep --param "duration_ms= 5" >/dev/null 2>"$T/sp.err" &&
+        fail "submit took ' 5' for a number"
+    contains "' 5' is refused as no number" "$T/sp.err" "'duration_ms' must be"
     # the client: a coordinator that does not answer for a while (stopped)
     # is asked again; one sweep when it comes back (whether the first try
     # or a resend got through depends on how fast the client started: the
