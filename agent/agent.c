@@ -51,7 +51,8 @@ typedef struct slot_rank {
 } slot_rank_t;
 
 typedef struct slot {
-    gb_run_t *run; /* NULL: free */
+    gb_run_t *run;     /* NULL: free */
+    int ended_by_stop; /* its worker was ended by the agent's clean stop */
     uint64_t job_id;
     uint32_t attempt;
     char dir[4200];
@@ -295,7 +296,7 @@ static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
     size_t nr = 0;
     for (int i = 0; i < a->cfg.slots; i++)
-        if (a->slots[i].run) {
+        if (a->slots[i].run || (stopping && a->slots[i].ended_by_stop)) {
             gb__job_ref__init(&run_v[nr]);
             run_v[nr].job_id = a->slots[i].job_id;
             run_v[nr].attempt = a->slots[i].attempt;
@@ -1325,10 +1326,10 @@ err:
     return NULL;
 }
 
-void gb_agent_destroy(gb_agent_t **self_p) {
-    if (!self_p || !*self_p) return;
-    gb_agent_t *a = *self_p;
-    for (int i = 0; i < MAX_SLOTS; i++) /* every worker told at once, one grace for all */
+/* Every worker told at once, one grace for all, and waited for (killed
+ * after the grace). */
+static void stop_workers(gb_agent_t *a) {
+    for (int i = 0; i < MAX_SLOTS; i++)
         gb_run_stop(a->slots[i].run);
     for (int i = 0; i < MAX_SLOTS; i++)
         if (a->slots[i].run) {
@@ -1336,7 +1337,14 @@ void gb_agent_destroy(gb_agent_t **self_p) {
                     gb_run_pid(a->slots[i].run));
             gb_run_destroy(&a->slots[i].run);
             rm_job_dir(a->slots[i].dir);
+            a->slots[i].ended_by_stop = 1;
         }
+}
+
+void gb_agent_destroy(gb_agent_t **self_p) {
+    if (!self_p || !*self_p) return;
+    gb_agent_t *a = *self_p;
+    stop_workers(a);
     for (int i = 0; i < MAX_SLOTS; i++)
         gb_sampler_destroy(&a->slots[i].tm);
     gb_telemetry_destroy(&a->tm);
@@ -1559,9 +1567,12 @@ int gb_agent_run(gb_agent_t *a) {
     }
     /* a clean stop is said, so that the coordinator does not wait a lost
      * window to find it gone and shows it `stopped`, not `lost`; the
-     * socket lingers up to 1 s for it (it is closed after the workers) */
+     * socket lingers up to 1 s for it. The workers end first (up to the
+     * kill grace): the coordinator places their jobs again on this word,
+     * and a worker still dying must not overlap its job's next run. */
     if (!failed && a->registered) {
         int linger = 1000;
+        stop_workers(a);
         send_heartbeat(a, 1);
         zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof linger);
     }

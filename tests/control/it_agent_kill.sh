@@ -8,6 +8,10 @@
 # queue at once (a lost window of 10 s here), without using up an attempt
 # (--max-attempts 1 and it runs again); the state survives a coordinator
 # restart, and the agent starting again is connected.
+# CASE term_stuck: the stopping agent's worker does not end on SIGTERM (it
+# stopped itself with SIGSTOP): the agent says it stops only once the worker
+# is gone (killed after --kill-grace-ms), so the job's next run cannot
+# overlap it (it said so first, and the worker lived on for the grace).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:-rerun}
 
@@ -47,6 +51,32 @@ if [ "$case" = term ]; then
     eq "connected again" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" connected
     source "$(dirname "$0")/../hardening/exactly_once.sh"
     assert_exactly_once 1
+    echo ok
+    exit 0
+fi
+
+if [ "$case" = term_stuck ]; then
+    start_coord --lost-after 100
+    start_agent a1 --kill-grace-ms 2500
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=10 --param signal=19)
+    wait_running "$sweep" 1
+    worker=
+    for _ in $(seq 100); do
+        worker=$(pgrep -P "${AGENT_PID[a1]}" || true)
+        [ -n "$worker" ] && [ "$(awk '{print $3}' "/proc/$worker/stat" 2>/dev/null)" = T ] && break
+        sleep 0.05
+    done
+    [ "$(awk '{print $3}' "/proc/$worker/stat" 2>/dev/null)" = T ] || fail "the worker did not stop itself"
+    kill -TERM "${AGENT_PID[a1]}"
+    for _ in $(seq 200); do grep -q "agent a1 stops" "$T/coord.log" && break; sleep 0.025; done
+    kill -0 "$worker" 2>/dev/null && fail "the coordinator was told of the stop while worker $worker lived"
+    contains "the coordinator was told" "$T/coord.log" "agent a1 stops; its jobs go back to the queue"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly" "$?" 0
+    contains "the agent stopped the worker" "$T/a1.log" "stopping job 1 (worker pid $worker)"
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/why.txt"
+    contains "the job was running" "$T/why.txt" "agent a1 stopped (SIGTERM/SIGINT) while it ran it"
     echo ok
     exit 0
 fi
