@@ -147,8 +147,8 @@ gb_model_t *gb_model_new(const gb_model_config_t *cfg, char *err, size_t errlen)
 
     int c = w0, h = m->pool_oh, w = m->pool_ow;
     for (int s = 0; s < GB_MAX_STAGES; s++) {
-        int planes = w0 << s;        /* 64, 128, 256, 512 */
-        int out_c = planes * 4;      /* Bottleneck.expansion */
+        int planes = w0 << s;   /* 64, 128, 256, 512 */
+        int out_c = planes * 4; /* Bottleneck.expansion */
         for (int i = 0; i < cfg->layers[s]; i++) {
             gb_block_t *blk = &m->blocks[m->n_blocks];
             memset(blk, 0, sizeof(*blk));
@@ -242,7 +242,8 @@ void gb_model_init(const gb_model_t *m, float *params, float *buffers, uint64_t 
             /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
             double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
             double sd = sqrt(2.0 / fan_out);
-            for (size_t j = 0; j < t->numel; j++) dst[j] = (float)(sd * gb_rng_normal(&r));
+            for (size_t j = 0; j < t->numel; j++)
+                dst[j] = (float)(sd * gb_rng_normal(&r));
             break;
         }
         case GB_ROLE_FC_W:
@@ -254,11 +255,13 @@ void gb_model_init(const gb_model_t *m, float *params, float *buffers, uint64_t 
         }
         case GB_ROLE_BN_W:
         case GB_ROLE_BN_RVAR:
-            for (size_t j = 0; j < t->numel; j++) dst[j] = 1.0f;
+            for (size_t j = 0; j < t->numel; j++)
+                dst[j] = 1.0f;
             break;
         case GB_ROLE_BN_B:
         case GB_ROLE_BN_RMEAN:
-            for (size_t j = 0; j < t->numel; j++) dst[j] = 0.0f;
+            for (size_t j = 0; j < t->numel; j++)
+                dst[j] = 0.0f;
             break;
         }
     }
@@ -269,7 +272,8 @@ void gb_model_synth_batch(const gb_model_t *m, int n, uint64_t seed, float *imag
     gb_rng_t r;
     gb_rng_seed(&r, seed ^ 0x5eed0da7aULL);
     size_t count = (size_t)n * 3 * m->cfg.image_h * m->cfg.image_w;
-    for (size_t i = 0; i < count; i++) images[i] = (float)gb_rng_normal(&r);
+    for (size_t i = 0; i < count; i++)
+        images[i] = (float)gb_rng_normal(&r);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)(gb_rng_next(&r) % (uint64_t)m->cfg.n_classes);
 }

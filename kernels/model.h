@@ -29,7 +29,7 @@
 
 #define GB_MAX_STAGES 4
 #define GB_MAX_BLOCKS 64
-#define GB_NAME_LEN 48
+#define GB_NAME_LEN   48
 
 typedef enum {
     GB_ROLE_CONV_W = 0, /* (K, C, R, S) */
@@ -81,11 +81,11 @@ typedef struct gb_block {
 } gb_block_t;
 
 typedef struct gb_model_config {
-    int image_h, image_w;          /* input size; torchvision accepts any size >= 1 */
-    int n_classes;                 /* 1000 for ResNet-50 */
-    int layers[GB_MAX_STAGES];     /* blocks per stage: 3,4,6,3 */
-    int base_width;                /* 64: stem channels and stage-1 mid width */
-    int bn;                        /* 1: batch norm (ResNet-50); 0: no-BN variant */
+    int image_h, image_w;      /* input size; torchvision accepts any size >= 1 */
+    int n_classes;             /* 1000 for ResNet-50 */
+    int layers[GB_MAX_STAGES]; /* blocks per stage: 3,4,6,3 */
+    int base_width;            /* 64: stem channels and stage-1 mid width */
+    int bn;                    /* 1: batch norm (ResNet-50); 0: no-BN variant */
 } gb_model_config_t;
 
 typedef struct gb_model {
@@ -101,9 +101,9 @@ typedef struct gb_model {
     int fc_w, fc_b;             /* tensor indices */
     gb_tensor_info_t *tensors;
     int n_tensors;
-    size_t n_params;  /* floats in the parameter slab */
-    size_t n_buffers; /* floats in the buffer slab */
-    double fwd_flops; /* forward FLOPs per image (convs + fc, 2 per MAC) */
+    size_t n_params;    /* floats in the parameter slab */
+    size_t n_buffers;   /* floats in the buffer slab */
+    double fwd_flops;   /* forward FLOPs per image (convs + fc, 2 per MAC) */
     double train_flops; /* forward + backward FLOPs per image (stem has no data gradient) */
     size_t conv_out;    /* floats every convolution outputs per image, summed: a lower
                            bound of the activations a training step keeps */

@@ -14,11 +14,10 @@
  * plus the channel summary ("16 coll channels, 16 collnet channels, 16 nvls
  * channels, 32 p2p channels, ...": only its nvls count means something,
  * NCCL 2.19+ prints the ring count as the collnet one; an NVLS
- * communicator also logs "NVLS comm 0x... headRank ..."), and the topology search ("Pattern 4, crossNic
- * 0, nChannels 4, bw 24.000000/24.000000, type NVL/PIX, sameChannels 0":
- * the path type inside the node, then to the network; NVL is NVLink).
- * Transports are named as the log names them: P2P/IPC, P2P/CUMEM,
- * P2P/direct, SHM, NET/IB, NET/Socket, NET (another network plugin), NVLS,
+ * communicator also logs "NVLS comm 0x... headRank ..."), and the topology search ("Pattern 4,
+ * crossNic 0, nChannels 4, bw 24.000000/24.000000, type NVL/PIX, sameChannels 0": the path type
+ * inside the node, then to the network; NVL is NVLink). Transports are named as the log names them:
+ * P2P/IPC, P2P/CUMEM, P2P/direct, SHM, NET/IB, NET/Socket, NET (another network plugin), NVLS,
  * CollNet.
  */
 #ifndef GB_NCCL_LOG_H

@@ -23,7 +23,8 @@ static inline uint64_t gb_splitmix64(uint64_t *x) {
 }
 
 static inline void gb_rng_seed(gb_rng_t *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = gb_splitmix64(&seed);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = gb_splitmix64(&seed);
 }
 
 static inline uint64_t gb_rotl(uint64_t x, int k) {

@@ -84,7 +84,8 @@ static void test_init_deterministic(void) {
     /* conv1 weights: std sqrt(2 / (K*R*S)) */
     const gb_tensor_info_t *t = &m->tensors[0];
     double s2 = 0;
-    for (size_t j = 0; j < t->numel; j++) s2 += (double)p1[j] * p1[j];
+    for (size_t j = 0; j < t->numel; j++)
+        s2 += (double)p1[j] * p1[j];
     double sd = sqrt(s2 / t->numel), want = sqrt(2.0 / (8 * 49));
     CHECKF(fabs(sd / want - 1) < 0.15, "conv1 std %g want %g", sd, want);
     free(p1);
