@@ -2217,8 +2217,21 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     idbuf[f->rid_len] = '\0';
     cagent_t *a = strlen(idbuf) == f->rid_len ? agent_get(c, idbuf) : NULL;
     if (!a || a->state != A_CONNECTED) {
+        /* a known agent back after a partition sends what it queued before
+         * its Hello: one info line a while, not a warn line per message */
+        if (a) {
+            char rk[GB_RID_MAX + 16];
+            int64_t retry;
+            gb_fmt(rk, sizeof rk, "back:%s", idbuf);
+            if (!c->refusal_log ||
+                gb_rate_take(c->refusal_log, rk, strlen(rk), gb_mono_ms(), &retry))
+                gb_info("agent %s (%s) heard again before its hello: asked to register again",
+                        a->name, agent_state_names[a->state]);
+            c->reject_quiet = 1;
+        }
         reject(c, c->agents_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT,
                env->seq, gb_wire_body_name(body), "not registered: send hello");
+        c->reject_quiet = 0;
         gb_wire_free(&env);
         return;
     }

@@ -14,6 +14,9 @@ wait_running "$busy" 1
 "$RAWPEER" "$case" "$LISTEN" "$CONTROL" >"$T/rawpeer.log" 2>&1 || fail "$case was not answered as expected"
 if [ "$case" = hardcap ]; then
     contains "coordinator logged the dropped connection" "$T/coord.log" "peer connection on"
+elif [ "$case" = lost_heard_again ]; then
+    eq "a lost agent heard again: one line" "$(grep -c "agent lostagain (lost) heard again before its hello: asked to register again" "$T/coord.log")" 1
+    grep "warn.*rejected heartbeat" "$T/coord.log" && fail "a warn line per queued heartbeat"
 elif [ "$case" = hardcap_control ]; then
     contains "coordinator logged the dropped request" "$T/coord.log" "closed before a whole request arrived: libzmq drops the connection of a frame over the 1052672-byte hard cap"
 else

@@ -380,6 +380,21 @@ int main(int argc, char **argv) {
         s = peer(listen, "neverhello01");
         heartbeat(s);
         expect_reject(s, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT, "send hello");
+    } else if (strcmp(c, "lost_heard_again") == 0) {
+        /* registered, silent past the lost window (100 ms x 5), then the
+         * heartbeats a partition queued: each refused "send hello" (the
+         * coordinator logs it once, at info: it_bad_input.sh) */
+        s = peer(listen, "lostagain0001");
+        hello(s, "lostagain0001", "lostagain", 2);
+        Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+        gb_wire_free(&w);
+        nanosleep(&(struct timespec){1, 500000000L}, NULL);
+        for (Gb__Envelope *e; (e = recv_env(s, 10));) /* what came meanwhile */
+            gb_wire_free(&e);
+        for (int i = 0; i < 6; i++)
+            heartbeat(s);
+        for (int i = 0; i < 6; i++)
+            expect_reject(s, GB__REJECT_CODE__REJECT_UNKNOWN_AGENT, "send hello");
     } else if (strcmp(c, "hello_id_mismatch") == 0) {
         s = peer(listen, "routing01");
         hello(s, "someoneelse01", "liar", 2);
