@@ -1037,7 +1037,8 @@ static int cpu_report(void *state, gb_replica_report_t *rep, char *err, size_t e
         o += (size_t)snprintf(j + o, cap - o,
                               ",\"allreduce\":{\"transport\":\"%s\",\"buckets\":%d,"
                               "\"bucket_mb\":%g,\"reduce_ms_per_step\":%.3f,"
-                              "\"exposed_ms_per_step\":%.3f,\"buckets_during_backward\":%.2f}",
+                              "\"exposed_ms_per_step\":%.3f,\"buckets_during_backward\":%.2f,"
+                              "\"grad_dtype\":\"fp32\"}",
                               st->comm->transport, st->bk->n, st->cfg.bucket_mb, rs.reduce_ms / n,
                               rs.wait_ms / n, (double)rs.buckets_before / n);
     }

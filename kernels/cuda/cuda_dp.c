@@ -164,6 +164,12 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
          * NVLink SHARP; the traffic goes through host memory */
         setenv("NCCL_P2P_DISABLE", "1", 1);
         setenv("NCCL_NVLS_ENABLE", "0", 1);
+        /* with P2P off NCCL may take a node's own NICs (GPUDirect RDMA,
+         * a NIC beside each GPU on HGX boards) between its GPUs, not host
+         * memory: loopback through the network would be measured as pcie;
+         * nor route to another node through a peer GPU over NVLink (PXN) */
+        setenv("NCCL_NET_DISABLE_INTRA", "1", 1);
+        setenv("NCCL_PXN_DISABLE", "1", 1);
         g.p2p_off = 1;
     }
     const char *tmp = getenv("TMPDIR");
@@ -496,13 +502,19 @@ char *gb_cuda_dp_report(gb_cuda_dp_t *dp) {
              "\"interconnect\":\"%s\",\"interconnect_requested\":\"%s\",\"nvlink\":%s,"
              "\"p2p_disabled\":%s,\"nccl_transports\":%s,\"nccl_connections\":%d,"
              "\"nccl_log\":\"%s\",\"allreduce\":{\"transport\":\"nccl\",\"buckets\":%d,"
-             "\"bucket_mb\":%g,\"ranks\":%d}",
+             "\"bucket_mb\":%g,\"ranks\":%d,\"grad_dtype\":\"%s\"}",
              ic, dp->asked,
              dp->nvlink == 1   ? "true"
              : dp->nvlink == 0 ? "false"
                                : "null",
              g.p2p_off ? "true" : "false", tr, conns, g.logdir, dp->bk[0]->n + dp->bk[1]->n,
-             dp->bucket_mb, dp->comm->world);
+             dp->bucket_mb, dp->comm->world,
+             /* the conv and fc weights' gradients, averaged in this type (the
+              * BN parameters' and fc bias's in fp32): fp16 and bf16 move half
+              * the bytes of PyTorch AMP's fp32 gradients */
+             dp->dt[0] == ncclFloat32    ? "fp32"
+             : dp->dt[0] == ncclBfloat16 ? "bf16"
+                                         : "fp16");
     return j;
 }
 

@@ -118,6 +118,14 @@ static void one_gpu(gb_precision_t prec) {
                strstr(b.details, "\"nccl_transports\":[]"),
            "%s", b.details);
     CHECKF(strstr(b.details, "\"cuda_graph\":true"), "one GPU per process captures: %s", b.details);
+    {
+        char want[64]; /* the weights' gradients move in the step's type (fp32 in tf32) */
+        snprintf(want, sizeof want, "\"grad_dtype\":\"%s\"",
+                 prec == GB_PREC_FP16   ? "fp16"
+                 : prec == GB_PREC_BF16 ? "bf16"
+                                        : "fp32");
+        CHECKF(strstr(b.details, want), "%s not in %s", want, b.details);
+    }
     printf("%s: one-rank NCCL, %d steps: %s (weights rel %.2e, gradients rel %.2e)\n",
            gb_prec_str(prec), STEPS, same ? "bit-identical to no communicator" : "within tolerance",
            ep, eg);

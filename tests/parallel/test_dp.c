@@ -525,6 +525,7 @@ static void test_record(void) {
         CHECK(NUM(ar, "buckets") == NUM(det, "buckets"));
         /* every bucket was queued while backward still ran */
         CHECK(NUM(ar, "buckets_during_backward") == NUM(det, "buckets"));
+        CHECK(strcmp(STR(ar, "grad_dtype"), "fp32") == 0);
     }
     /* the slowest replica's step: no replica's median is above the step's */
     CHECK(strcmp(STR(det, "params_fnv"), STR(reps->child, "params_fnv")) == 0);
