@@ -168,9 +168,11 @@ kill_agent_ring)
     start_agent a2
     start_agent a3
     wait_nodes 3
-    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=100)
+    # (1000 iterations: the job lasts seconds on an idle machine; with 100 it
+    # ended in 0.3 s, before the kill)
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
     wait_ranks 1 started 2
-    sleep 0.5
+    sleep 0.3
     victim=$(rank_node 1 1)
     survivor=$(rank_node 1 0)
     kill -KILL "${AGENT_PID[$victim]}"
