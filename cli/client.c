@@ -84,9 +84,9 @@ static int request_for(const char *control, const gb_curve_client_t *curve, Gb__
  * reply neither fails a submit that worked nor makes a second sweep. Not
  * sent again when nothing listens there, the name does not resolve, or the
  * connection is refused outright. */
-int cli_submit(const char *control, const gb_curve_client_t *curve, const char *spec,
-               const char *request_id, uint64_t *sweep_id, uint32_t *n_jobs, char *err,
-               size_t errlen) {
+int cli_submit(const char *cmd, const char *control, const gb_curve_client_t *curve,
+               const char *spec, const char *request_id, uint64_t *sweep_id, uint32_t *n_jobs,
+               char *err, size_t errlen) {
     Gb__SubmitRequest rq = GB__SUBMIT_REQUEST__INIT;
     rq.spec_json = (char *)spec;
     char id[33], why[200];
@@ -123,9 +123,9 @@ int cli_submit(const char *control, const gb_curve_client_t *curve, const char *
                 break;
             }
             fprintf(stderr,
-                    "gpubench: %s; asking again (the same request: a sweep it made is not "
+                    "gpubench %s: %s; asking again (the same request: a sweep it made is not "
                     "made twice)\n",
-                    err);
+                    cmd, err);
             gb_wire_free(&rep);
         }
         rc = request_for(control, curve, &env, GB__ENVELOPE__BODY_SUBMIT_REPLY, &rep, err, errlen);
@@ -201,7 +201,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
              uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop) {
     int tty = progress > 0 || (progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
-    int warned = 0, refused = 0;
+    int warned = 0, refused = 0, heard = 0;
     for (;;) {
         if (stop && atomic_load(stop)) {
             if (tty) fputc('\n', stderr);
@@ -259,6 +259,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         } else if (rep->body_case == GB__ENVELOPE__BODY_STATUS_REPLY &&
                    rep->status_reply->n_sweeps == 1) {
             warned = 0;
+            heard = 1;
             const Gb__SweepStatus *s = rep->status_reply->sweeps[0];
             int ended = strcmp(s->state, "running") != 0;
             if (tty) draw(s, ended);
@@ -275,8 +276,19 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         gb_wire_free(&rep);
         if (deadline && gb_mono_ms() > deadline) {
             if (tty) fputc('\n', stderr);
-            fprintf(stderr, "gpubench %s: sweep %" PRIu64 " not finished after %d s\n", cmd,
-                    sweep_id, timeout_s);
+            if (!heard) /* it may have ended long ago: not known */
+                fprintf(stderr,
+                        "gpubench %s: no answer from the coordinator within %d s: the state of "
+                        "sweep %" PRIu64 " is not known\n",
+                        cmd, timeout_s, sweep_id);
+            else if (warned)
+                fprintf(stderr,
+                        "gpubench %s: sweep %" PRIu64 " was not finished when the coordinator "
+                        "last answered; no answer since, %d s in all\n",
+                        cmd, sweep_id, timeout_s);
+            else
+                fprintf(stderr, "gpubench %s: sweep %" PRIu64 " not finished after %d s\n", cmd,
+                        sweep_id, timeout_s);
             return 1;
         }
         int64_t nap = interval_ms;

@@ -5,7 +5,9 @@
 #include "commands.h"
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_spec.h"
 #include "gb_util.h"
+#include "gb_wire.h"
 #include "gb_zmq.h"
 #include "worker.h"
 
@@ -144,6 +146,20 @@ int cmd_agent(int argc, char **argv) {
     char err[1024];
     if (cfg.connect && gb_endpoint_check(cfg.connect, err, sizeof err) != 0) {
         fprintf(stderr, "gpubench agent: %s\n", err); /* a bad option: a usage error */
+        return 2;
+    }
+    /* --labels and --name too, before the state directory is made */
+    char canon[GB_LABELS_LEN], why[300];
+    if (cfg.labels && gb_labels_canon(cfg.labels, canon, sizeof canon, why, sizeof why) != 0) {
+        fprintf(stderr, "gpubench agent: --labels: %s\n", why);
+        return 2;
+    }
+    if (cfg.name && *cfg.name &&
+        (!gb_wire_line_ok(cfg.name, 1, GB_WIRE_NAME_MAX) || !gb_utf8_ok(cfg.name))) {
+        fprintf(stderr,
+                "gpubench agent: --name: a node name is 1..%d bytes of UTF-8 without control "
+                "characters\n",
+                GB_WIRE_NAME_MAX);
         return 2;
     }
     int k = cli_curve_setup("agent", key_path, server_key_path, &keys, &cfg.curve);

@@ -86,7 +86,9 @@ int cmd_nodes(int argc, char **argv) {
         int e = cli_conn_request("nodes", &conn, &fe, GB__ENVELOPE__BODY_FORGET_REPLY, &rep);
         if (e) return e;
         const Gb__ForgetReply *fr = rep->forget_reply;
-        printf("forgot node %s (agent%s", forget, fr->n_agent_ids > 1 ? "s" : "");
+        printf("forgot node %s (agent%s",
+               fr->node_name && fr->node_name[0] ? fr->node_name : forget,
+               fr->n_agent_ids > 1 ? "s" : "");
         for (size_t i = 0; i < fr->n_agent_ids; i++)
             printf("%s %s", i ? "," : "", fr->agent_ids[i]);
         printf("): %u job(s) that waited for it queued again, %u queued job(s) no remaining node "

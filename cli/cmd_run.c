@@ -22,20 +22,45 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The batch of the default GPU sweep: 256 where the smallest GPU holds it in
+ * tf32 (fp32 storage: the plan's arena is 27.3 GB at 256, 107 MB an image,
+ * docs/engine-cuda.md; about 3.5 GB more for the weights, cuDNN's workspace
+ * and the context; 5% left free), else the largest power of two below that
+ * does (a 24 GB card: 128; 16 GB: 64). One batch for all three precisions:
+ * they are compared at the same batch, as buying guides do. */
+static int default_gpu_batch(const gb_inventory_t *inv) {
+    uint64_t least = 0;
+    for (int i = 0; i < inv->n_gpus; i++)
+        if (inv->gpus[i].memory_bytes && (!least || inv->gpus[i].memory_bytes < least))
+            least = inv->gpus[i].memory_bytes;
+    if (!least) return 256; /* not told: as before */
+    int b = 256;
+    while (b > 8 && (double)b * 107e6 + 3.5e9 > 0.95 * (double)least)
+        b /= 2;
+    return b;
+}
+
 /* The default sweep for this machine: ResNet-50 on every GPU alone in the
- * precisions buyers compare (tf32, fp16, bf16; batch 256, seconds), or on the
- * CPU at batch 8 in fp32, and bf16 where the CPU has it (about a minute on
- * two cores); without the engine built in, the gemm probe at three shapes. */
-static const char *default_spec(int n_gpus, char *what, size_t whatlen) {
+ * precisions buyers compare (tf32, fp16, bf16; batch 256 where it fits,
+ * seconds), or on the CPU at batch 8 in fp32, and bf16 where the CPU has it
+ * (about a minute on two cores); without the engine built in, the gemm
+ * probe at three shapes. */
+static const char *default_spec(const gb_inventory_t *inv, char *what, size_t whatlen) {
+    static char gpu_spec[256];
     if (!gb_worker_has_engine()) {
         gb_fmt(what, whatlen, "gemm, m = 512, 1024, 2048 by n = k = 2048");
         return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
                " \"n\": 2048, \"k\": 2048}";
     }
-    if (n_gpus > 0) {
-        gb_fmt(what, whatlen, "ResNet-50 on one GPU in tf32, fp16 and bf16, batch 256");
-        return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"tf32\", "
-               "\"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": 256, \"steps\": 30, \"warmup\": 10}";
+    if (inv->n_gpus > 0) {
+        int b = default_gpu_batch(inv);
+        gb_fmt(what, whatlen, "ResNet-50 on one GPU in tf32, fp16 and bf16, batch %d%s", b,
+               b < 256 ? " (256 does not fit in its memory)" : "");
+        gb_fmt(gpu_spec, sizeof gpu_spec,
+               "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"tf32\", "
+               "\"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": %d, \"steps\": 30, \"warmup\": 10}",
+               b);
+        return gpu_spec;
     }
     if (gb_worker_cpu_bf16()) {
         gb_fmt(what, whatlen, "ResNet-50 on the CPU in fp32 and bf16, batch 8");
@@ -47,15 +72,17 @@ static const char *default_spec(int n_gpus, char *what, size_t whatlen) {
            "\"batch\": 8, \"steps\": 10, \"warmup\": 3}";
 }
 
-static int local_gpus(void) {
+static const gb_inventory_t *local_inventory(void) {
     static gb_inventory_t inv; /* large; the CLI is single-threaded here */
-    gb_inventory_collect(&inv);
-    return inv.n_gpus;
+    static int have;
+    if (!have) gb_inventory_collect(&inv);
+    have = 1;
+    return &inv;
 }
 
 static void usage(FILE *out) {
     char what[160];
-    default_spec(local_gpus(), what, sizeof what);
+    default_spec(local_inventory(), what, sizeof what);
     fprintf(out,
             "usage: gpubench run [options]\n"
             "  a coordinator and a local agent in one process, the default sweep on this\n"
@@ -219,13 +246,13 @@ int cmd_run(int argc, char **argv) {
     uint64_t sweep = 0;
     uint32_t n = 0;
     char what[160];
-    const char *text = spec ? spec : default_spec(local_gpus(), what, sizeof what);
+    const char *text = spec ? spec : default_spec(local_inventory(), what, sizeof what);
     char rid[33];
     if (gb_random_hex(rid, 16, err, sizeof err) != 0) {
         fprintf(stderr, "gpubench run: %s\n", err);
         goto out;
     }
-    int r = cli_submit(control, NULL, text, rid, &sweep, &n, err, sizeof err);
+    int r = cli_submit("run", control, NULL, text, rid, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
         /* interrupted (or no reply) after the coordinator may have stored

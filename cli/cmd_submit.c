@@ -32,7 +32,9 @@ static void usage(FILE *out) {
         "  --gpus N,...          devices per job, per node (default 1)\n"
         "  --batch N,...         batch per device (resnet50; default 32)\n"
         "  --steps N,...         timed steps (resnet50; default 20)\n"
-        "  --warmup N,...        warm-up steps (resnet50; default 3)\n"
+        "  --warmup N,...        warm-up steps (resnet50; allreduce: untimed all-reduces per "
+        "size;\n"
+        "                        default 3)\n"
         "  --image-size N,...    input size (resnet50; default 224)\n"
         "  --interconnect I,...  auto | nvlink | pcie (resnet50, allreduce; default auto)\n"
         "  --nodes GLOB,...      node name or GPU model glob (default *)\n"
@@ -300,7 +302,7 @@ int cmd_submit(int argc, char **argv) {
     uint64_t sweep = 0;
     uint32_t n = 0;
     if ((rc = cli_conn_keys("submit", &conn)) != 0) goto out; /* 2: unusable keys */
-    int r = cli_submit(conn.control, conn.curve, text, NULL, &sweep, &n, err, sizeof err);
+    int r = cli_submit("submit", conn.control, conn.curve, text, NULL, &sweep, &n, err, sizeof err);
     if (r != 0) {
         fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
         rc = 1;

@@ -27,20 +27,24 @@ static const gb_command_t commands[] = {
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
 
 int cmd_help(int argc, char **argv) {
+    /* gpubench help -h: the list, as gpubench help help */
+    int self = argc > 1 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                            strcmp(argv[1], "--help") == 0);
     /* gpubench help COMMAND is gpubench COMMAND -h */
-    if (argc > 1 && strcmp(argv[1], "help") != 0)
+    if (argc > 1 && !self)
         for (size_t i = 0; i < n_commands; i++)
             if (strcmp(commands[i].name, argv[1]) == 0) {
                 char h[] = "-h", *av[] = {argv[1], h, NULL};
                 return commands[i].fn(2, av);
             }
-    if (argc > 1 && strcmp(argv[1], "help") != 0) {
+    if (argc > 1 && !self) {
         fprintf(stderr, "gpubench help: '%s' is not a command\n", argv[1]);
         return 2;
     }
     printf("usage: gpubench <command> [options]   (gpubench <command> -h for its options)\n\n");
     for (size_t i = 0; i < n_commands; i++)
         printf("  %-12s %s\n", commands[i].name, commands[i].summary);
+    printf("\n  gpubench --version is gpubench version; -h or --help after gpubench, this list\n");
     return 0;
 }
 

@@ -371,6 +371,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         for (size_t i = 0; i < env->forget_reply->n_agent_ids; i++)
             if (!gb_wire_id_ok(env->forget_reply->agent_ids[i]))
                 FAIL(RANGE, "forget_reply.agent_ids[%zu] invalid", i);
+        CHECK_STR(env->forget_reply->node_name, 0, GB_WIRE_NAME_MAX, "forget_reply.node_name");
         return 0;
     case GB__ENVELOPE__BODY_RANK_UPDATE: {
         const Gb__RankUpdate *u = env->rank_update;

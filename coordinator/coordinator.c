@@ -492,7 +492,7 @@ static void reject(gb_coord_t *c, void *sock, const uint8_t *rid, size_t rid_len
                "rejected %s from %s%s: %s: %s%s", what, who, peer, gb_wire_reject_name(code),
                reason,
                code == GB__REJECT_CODE__REJECT_LIMIT && !c->reject_quiet
-                   ? " (this agent's next refusals within 30 s are logged at debug level)"
+                   ? " (this peer's next refusals within 30 s are logged at debug level)"
                    : "");
     } else {
         c->rejects_suppressed++;
@@ -2761,6 +2761,7 @@ static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     fr.agent_ids = ids;
     fr.requeued = requeued;
     fr.failed = failed;
+    fr.node_name = hit[0]->name;
     Gb__Envelope reply = GB__ENVELOPE__INIT;
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_FORGET_REPLY;
@@ -4103,6 +4104,22 @@ int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) 
     return rc;
 }
 
+/* Two tcp endpoints that would bind one port: the same host, or either on
+ * every interface (*, 0.0.0.0, [::]); an ephemeral port (* or 0) never. */
+static int tcp_same_port(const char *a, const char *b) {
+    if (strncmp(a, "tcp://", 6) != 0 || strncmp(b, "tcp://", 6) != 0) return 0;
+    const char *pa = strrchr(a, ':'), *pb = strrchr(b, ':');
+    if (!pa || !pb || pa < a + 6 || pb < b + 6 || strcmp(pa, pb) != 0) return 0;
+    if (strcmp(pa, ":*") == 0 || strcmp(pa, ":0") == 0) return 0;
+    size_t la = (size_t)(pa - (a + 6)), lb = (size_t)(pb - (b + 6));
+    static const char *const any[] = {"*", "0.0.0.0", "[::]", "[*]"};
+    for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
+        if ((la == strlen(any[i]) && strncmp(a + 6, any[i], la) == 0) ||
+            (lb == strlen(any[i]) && strncmp(b + 6, any[i], lb) == 0))
+            return 1;
+    return la == lb && strncmp(a + 6, b + 6, la) == 0;
+}
+
 gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000 || cfg->lost_after < 1 ||
         cfg->lost_after > 1000 || cfg->max_attempts < 1 ||
@@ -4161,6 +4178,13 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                    cfg->listen);
             goto err;
         }
+    }
+    if (tcp_same_port(cfg->listen, cfg->control)) {
+        /* it would fail on its own second bind after 5 s of "address in use",
+         * as though another process held the port */
+        gb_fmt(err, errlen, "--listen and --control must be two endpoints (%s and %s share a port)",
+               cfg->listen, cfg->control);
+        goto err;
     }
     if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';

@@ -66,4 +66,10 @@ wait_nodes 2
 eq "forgotten_at cleared" "$(q "SELECT forgotten_at IS NULL FROM v_nodes WHERE node = 'a2'")" 1
 back=$(submit --kind sleep --labels role=big --param duration_ms=10)
 check "and it runs jobs again" "$GB" wait "$back" --quiet --timeout 30
+# forgotten by its agent id: the answer names the node (it printed the id twice)
+id=$(q "SELECT agent_id FROM nodes WHERE name = 'a2'")
+kill -TERM "${AGENT_PID[a2]}"
+wait "${AGENT_PID[a2]}" 2>/dev/null
+"$GB" nodes --forget "$id" >"$T/f4.out" 2>"$T/f4.err" || fail "forget by id: $(cat "$T/f4.err")"
+contains "named by its node" "$T/f4.out" "forgot node a2 (agent $id)"
 echo ok

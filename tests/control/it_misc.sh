@@ -239,6 +239,26 @@ usage)
     "$GB" train --lr "+0.1" >"$T/u.log" 2>&1; eq "train: '+0.1' is not a number" "$?" 2
     "$GB" train --seed " 7" >"$T/u.log" 2>&1; eq "train: ' 7' is not a number" "$?" 2
     "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
+    check "help -h (every command takes -h)" "$GB" help -h
+    # the agent's own option values are usage errors, found before its state
+    # directory is made (they were exit 1, the directory made)
+    "$GB" agent --labels novalue --state-dir "$T/ag1" >"$T/u.log" 2>&1; eq "agent --labels novalue" "$?" 2
+    contains "says why" "$T/u.log" "--labels: label 'novalue': want key=value"
+    "$GB" agent --name "$(printf 'a\tb')" --state-dir "$T/ag1" >"$T/u.log" 2>&1; eq "agent --name with a tab" "$?" 2
+    [ -e "$T/ag1" ] && fail "a refused agent made its state directory"
+    # one tcp port for both endpoints: said at once (it retried its own
+    # second bind for 5 s, then blamed "address already in use")
+    s0=$(date +%s%N)
+    "$GB" coordinator --listen tcp://127.0.0.1:47391 --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1 &&
+        fail "a coordinator with one port for both endpoints started"
+    contains "one port, said" "$T/u.log" "--listen and --control must be two endpoints (tcp://127.0.0.1:47391 and tcp://127.0.0.1:47391 share a port)"
+    [ $(( ($(date +%s%N) - s0) / 1000000 )) -lt 3000 ] || fail "refused only after a wait"
+    "$GB" coordinator --insecure --listen 'tcp://*:47391' --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1 &&
+        fail "a coordinator with * and 127.0.0.1 on one port started"
+    contains "every interface and one of them, said" "$T/u.log" "share a port"
+    # wait with no coordinator: the sweep's state is not known, not "not finished"
+    "$GB" wait 1 --timeout 1 --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "wait on nothing" "$?" 1
+    contains "says it does not know" "$T/u.log" "no answer from the coordinator within 1 s: the state of sweep 1 is not known"
     "$GB" worker -h >"$T/h.log" || fail "worker -h"
     for c in run submit wait status nodes cancel results coordinator agent; do
         "$GB" $c -h >"$T/h.log" || fail "$c -h"
@@ -367,6 +387,7 @@ submit_resend)
     for _ in $(seq 100); do [ -S "$T/fake" ] && break; sleep 0.05; done
     "$GB" submit --control "ipc://$T/fake" --kind sleep --param duration_ms=10 >"$T/f.out" 2>"$T/f.err"
     eq "answered by the resend" "$?:$(cat "$T/f.out")" "0:7"
+    contains "the resend said, as the command's" "$T/f.err" "gpubench submit: no reply from"
     wait "$fp" || fail "the fake coordinator: $(cat "$T/fake.log")"
     # ... and never to a coordinator older than request ids (it would make a
     # second sweep): it is asked what it can do first

@@ -180,7 +180,9 @@ static double reading(int gpu, int k) {
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
-    m->total = 80ull << 30;
+    /* $GB_FAKE_NVML_MEM_GB: the cards' memory (default 80 GiB) */
+    const char *gb = getenv("GB_FAKE_NVML_MEM_GB");
+    m->total = (gb && atoi(gb) > 0 ? (unsigned long long)atoi(gb) : 80ull) << 30;
     m->used = (unsigned long long)(reading(d->idx, K_USED) * (1 << 20));
     m->free = m->total - m->used;
     return NVML_SUCCESS;

@@ -91,6 +91,16 @@ two_gpus)
     eq "both GPUs' rows" "$(q "SELECT count(DISTINCT gpu_idx) FROM telemetry")" 2
     rows_stored_once telemetry
     ;;
+default_batch)
+    # `gpubench run`'s default GPU sweep takes batch 256 only where the
+    # smallest GPU holds it in tf32 (27.3 GB of activations): a 24 GB card
+    # ran out of memory in its first job
+    for m in 141:256 80:256 40:256 24:128 16:64 8:32; do
+        GB_NVML_LIB=$FAKE GB_FAKE_NVML_MEM_GB=${m%:*} "$GB" run -h >"$T/h.txt" || fail "run -h"
+        contains "${m%:*} GiB: batch ${m#*:}" "$T/h.txt" "ResNet-50 on one GPU in tf32, fp16 and bf16, batch ${m#*:}"
+    done
+    contains "and says why" "$T/h.txt" "batch 32 (256 does not fit in its memory)"
+    ;;
 nvlink_place)
     # NVLink bridges join GPUs 0-1 and 2-3 only: an nvlink job of 2 GPUs
     # (0 and 1) fits, one of 4 does not; also for a coordinator that knows
