@@ -125,6 +125,7 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int done;
     char mode[16];
+    int n_local; /* the GPUs of this process the set-up was made for */
     int nvlink;
     int p2p_off;
     char why[256];
@@ -135,6 +136,10 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
                        size_t errlen) {
     int rc = -1;
     pthread_mutex_lock(&g_mu);
+    if (n_local > MAX_LOCAL) {
+        snprintf(err, errlen, "%d GPUs in one process (at most %d)", n_local, MAX_LOCAL);
+        goto out;
+    }
     if (g.done) {
         if (strcmp(g.mode, interconnect) != 0) {
             snprintf(err, errlen,
@@ -143,12 +148,21 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
                      g.mode, interconnect);
             goto out;
         }
-        *nvlink = g.nvlink;
+        if (n_local != g.n_local && strcmp(interconnect, "auto") != 0) {
+            /* nvlink's check and pcie's switch were made for those GPUs */
+            snprintf(err, errlen,
+                     "this process set NCCL up for interconnect %s over %d GPU(s); %d GPU(s) "
+                     "need a process of their own",
+                     interconnect, g.n_local, n_local);
+            goto out;
+        }
+        if (n_local != g.n_local) { /* auto: nothing was set; what NVML says, for the report */
+            char why[256];
+            *nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, why, sizeof(why)) : 0;
+        } else {
+            *nvlink = g.nvlink;
+        }
         rc = 0;
-        goto out;
-    }
-    if (n_local > MAX_LOCAL) {
-        snprintf(err, errlen, "%d GPUs in one process (at most %d)", n_local, MAX_LOCAL);
         goto out;
     }
     g.nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, g.why, sizeof(g.why)) : 0;
@@ -188,6 +202,7 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
     setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH", 1);
     setenv("NCCL_DEBUG_FILE", file, 1);
     snprintf(g.mode, sizeof(g.mode), "%s", interconnect);
+    g.n_local = n_local;
     g.done = 1;
     *nvlink = g.nvlink;
     rc = 0;
@@ -257,7 +272,16 @@ static int comm_init(gb_comm_t *comm, int device, ncclComm_t *out, char *err, si
     }
     memcpy(u.internal, id, len);
     CK_CUDA(cudaSetDevice(device));
+    /* nothing of ours is loaded lazily once collectives can be in flight */
+    CK_CUDA(gb_k_preload());
     CK_NCCL(ncclCommInitRank(out, comm->world, u, comm->rank));
+    /* every local replica past its init before any goes on to launch work
+     * (XLA found a participant racing ahead of the others' init hang) */
+    if (gb_comm_local_barrier(comm, err, errlen)) {
+        ncclCommAbort(*out);
+        *out = NULL;
+        return -1;
+    }
     return 0;
 fail:
     return -1;
@@ -322,6 +346,7 @@ struct gb_cuda_dp {
     int nvlink;
     char asked[16];
     int *dflag, *hflag; /* gb_cuda_dp_agree: device int, pinned host pair */
+    long finished;      /* steps whose all-reduces were launched (gb_cuda_dp_finish) */
 };
 
 static void dp_abort(gb_cuda_dp_t *dp) {
@@ -453,7 +478,11 @@ int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err
     if (tensor < 0 || tensor >= m->n_tensors || !m->tensors[tensor].is_param) return 0;
     int gi = dp->p->params[tensor].group;
     int b = gb_buckets_done(dp->bk[gi], dp->pend[gi], tensor);
-    return b >= 0 ? launch(dp, s, gi, b, err, errlen) : 0;
+    /* the first step's buckets wait for its end (gb_cuda_dp_finish): its
+     * backward makes cuDNN's plans and loads libraries for the first time,
+     * in the driver, which must not happen while this GPU runs a collective
+     * that waits for another replica of this process (openxla/xla#12228) */
+    return b >= 0 && dp->finished > 0 ? launch(dp, s, gi, b, err, errlen) : 0;
 }
 
 int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen) {
@@ -462,6 +491,7 @@ int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen
             if (!dp->queued[gi][b] && launch(dp, s, gi, b, err, errlen)) return -1;
     CK_CUDA(cudaEventRecord(dp->done, dp->cs));
     CK_CUDA(cudaStreamWaitEvent(s, dp->done, 0));
+    dp->finished++;
     return 0;
 fail:
     return -1;
@@ -525,6 +555,11 @@ void gb_cuda_dp_destroy(gb_cuda_dp_t **self_p) {
     /* after a failure anywhere in the group a collective may never end:
      * abort the communicator before waiting on its stream */
     gb_cuda_dp_stop_if_failed(dp);
+    /* ncclCommDestroy and ncclCommAbort are both collective over a node's
+     * ranks: one replica destroying while another aborts can hang. The
+     * local replicas meet first; one that failed meanwhile opens the
+     * barrier with its abort, and then every one aborts */
+    if (dp->nccl && gb_comm_local_barrier(dp->comm, NULL, 0) != 0) dp_abort(dp);
     if (dp->cs) cudaStreamSynchronize(dp->cs);
     if (dp->nccl) ncclCommDestroy(dp->nccl);
     for (int gi = 0; gi < 2; gi++) {
@@ -614,6 +649,9 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         sizes[k].ok = h->bad == 0;
         sizes[k].window_ms[1] = gb_engine_wall_ms();
     }
+    /* as in gb_cuda_dp_destroy: the local replicas destroy the communicator
+     * together, or (one failed meanwhile) every one aborts it */
+    if (gb_comm_local_barrier(comm, err, errlen) != 0) goto fail;
     {
         const char *ic;
         char tr[512];

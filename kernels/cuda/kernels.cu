@@ -48,6 +48,11 @@ unsigned grid_for(size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* The channel of NHWC element i in 32-bit arithmetic: a 64-bit remainder is
+ * a long instruction sequence per element in a memory-bound loop, and no
+ * tensor here reaches 2^31 elements (the plan refuses one that does). */
+#define CHANNEL(i, c) ((int)((unsigned)(i) % (unsigned)(c)))
+
 /* dispatch on the compute dtype */
 #define DISPATCH(dt, T, ...)                                                                       \
     do {                                                                                           \
@@ -335,7 +340,7 @@ __global__ void k_bn_fwd_apply(const T *x, const T *z, T *y, long m, int c, cons
                                int relu) {
     size_t total = (size_t)m * c;
     GRID_STRIDE(i, total) {
-        int ch = (int)(i % c);
+        int ch = CHANNEL(i, c);
         float zz = z ? ld(z, i) : 0.0f;
         st(y, i, gb_bn_apply(ld(x, i), coef[ch], coef[c + ch], zz, relu));
     }
@@ -396,7 +401,7 @@ __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz
                                int relu, const float *save_mean, const float *coef) {
     size_t total = (size_t)m * c;
     GRID_STRIDE(i, total) {
-        int ch = (int)(i % c);
+        int ch = CHANNEL(i, c);
         float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
         if (dz) st(dz, i, g);
         st(dx, i, gb_bn_dx(g, ld(x, i), save_mean[ch], coef[ch], coef[c + ch], coef[2 * c + ch]));
@@ -421,7 +426,54 @@ __global__ void k_ar_check(const float *buf, size_t n, gb_ar_want_t want, unsign
 
 } // namespace
 
+/* Every kernel's module loaded now: CUDA 12.2+ loads a kernel lazily at its
+ * first launch, under the context's lock and after the device's queue
+ * drains. With several GPUs in one process a first launch queued behind a
+ * collective whose peer thread is itself blocked in the driver can hang
+ * (NVIDIA/nccl#613); cudaFuncGetAttributes loads the function, as NCCL does
+ * for its own kernels. Not in the CPU emulator (no driver there). */
+#ifndef GB_CUDA_EMU_H
+template <typename T> static cudaError_t preload_typed() {
+    const void *fns[] = {(const void *)k_image_to_nhwc<T>,     (const void *)k_fill_normal<T>,
+                         (const void *)k_cast_from_f32<T>,     (const void *)k_cast_to_f32<T>,
+                         (const void *)k_maxpool_fwd<T>,       (const void *)k_maxpool_bwd<T>,
+                         (const void *)k_avgpool_fwd<T>,       (const void *)k_avgpool_bwd<T>,
+                         (const void *)k_softmax_ce<T>,        (const void *)k_finite_check<T>,
+                         (const void *)k_bn_fwd_stats<T>,      (const void *)k_bn_fwd_apply<T>,
+                         (const void *)k_bn_bwd_reduce<T>,     (const void *)k_bn_bwd_apply<T>,
+                         (const void *)k_sgd<T, float>,        (const void *)k_sgd<T, __half>,
+                         (const void *)k_sgd<T, __nv_bfloat16>};
+    cudaFuncAttributes a;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        cudaError_t e = cudaFuncGetAttributes(&a, fns[i]);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+#endif
+
 extern "C" {
+
+cudaError_t gb_k_preload(void) {
+#ifndef GB_CUDA_EMU_H
+    const void *fns[] = {(const void *)k_synth,           (const void *)k_loss_mean,
+                         (const void *)k_colsum,          (const void *)k_bn_running,
+                         (const void *)k_scaler_update,   (const void *)k_bn_fwd_finalize,
+                         (const void *)k_bn_bwd_finalize, (const void *)k_ar_fill,
+                         (const void *)k_ar_check};
+    cudaFuncAttributes a;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        cudaError_t e = cudaFuncGetAttributes(&a, fns[i]);
+        if (e != cudaSuccess) return e;
+    }
+    cudaError_t e = preload_typed<float>();
+    if (e == cudaSuccess) e = preload_typed<__half>();
+    if (e == cudaSuccess) e = preload_typed<__nv_bfloat16>();
+    return e;
+#else
+    return cudaSuccess;
+#endif
+}
 
 cudaError_t gb_k_image_to_nhwc(cudaStream_t s, gb_kdtype_t dt, const float *src, void *dst, int n,
                                int h, int w, int c_int) {

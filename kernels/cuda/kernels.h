@@ -86,6 +86,10 @@ cudaError_t gb_k_sgd(cudaStream_t s, gb_kdtype_t gdt, float *w, float *buf, cons
                      const gb_scaler_state_t *scaler);
 cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st);
 
+/* Load every kernel above on the current device now, not at its first
+ * launch (before a communicator of several GPUs in one process). */
+cudaError_t gb_k_preload(void);
+
 /* Our NHWC batch norm (bf16, and wherever cuDNN's is unavailable).
  * rchunks row chunks; partials hold rchunks * c * 3 floats. */
 cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
