@@ -45,9 +45,10 @@ int cli_conn_keys(const char *cmd, cli_conn_t *c);
 int cli_conn_request(const char *cmd, cli_conn_t *c, Gb__Envelope *env, int want,
                      Gb__Envelope **rep);
 
-/* Submit a spec under request_id (a resend's notice starts "gpubench CMD:") (16..64 of
- * [0-9A-Za-z_-]; NULL: a random one). 0 with the sweep id; 1 when the coordinator rejected it
- * (reason in err); -1 when it could not be reached or the wait was interrupted. */
+/* Submit a spec under request_id (16..64 of [0-9A-Za-z_-]; NULL: a random
+ * one); a resend's notice starts "gpubench CMD:". 0 with the sweep id; 1
+ * when the coordinator rejected it (reason in err); -1 when it could not be
+ * reached or the wait was interrupted. */
 int cli_submit(const char *cmd, const char *control, const gb_curve_client_t *curve,
                const char *spec, const char *request_id, uint64_t *sweep_id, uint32_t *n_jobs,
                char *err, size_t errlen);

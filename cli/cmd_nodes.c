@@ -45,11 +45,14 @@ int cmd_nodes(int argc, char **argv) {
     cli_conn_t conn;
     cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
-    int opt, topo = 0, db_given = 0;
+    int opt, topo = 0, db_given = 0, conn_given = 0;
     const char *forget = NULL;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (cli_conn_opt(&conn, opt, optarg)) continue;
+        if (cli_conn_opt(&conn, opt, optarg)) {
+            conn_given = 1;
+            continue;
+        }
         switch (opt) {
         case 't':
             topo = 1;
@@ -97,6 +100,9 @@ int cmd_nodes(int argc, char **argv) {
         gb_wire_free(&rep);
         return 0;
     }
+    if (topo && conn_given) /* as --db without --topo: an option that would not be read */
+        return cli_usage_error("nodes", "--topo reads the store (--db), not the coordinator: "
+                                        "--control, --key and --server-key do not apply");
     if (topo) {
         if (optind + 1 < argc) return cli_usage_error("nodes", "--topo takes at most one NODE");
         return cli_print_topo(db, optind < argc ? argv[optind] : NULL, fmt, stdout);

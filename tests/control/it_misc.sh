@@ -240,6 +240,8 @@ usage)
     "$GB" train --seed " 7" >"$T/u.log" 2>&1; eq "train: ' 7' is not a number" "$?" 2
     "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
     check "help -h (every command takes -h)" "$GB" help -h
+    "$GB" nodes --topo --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "nodes --topo --control" "$?" 2
+    contains "says --topo reads the store" "$T/u.log" "--topo reads the store (--db), not the coordinator"
     # the agent's own option values are usage errors, found before its state
     # directory is made (they were exit 1, the directory made)
     "$GB" agent --labels novalue --state-dir "$T/ag1" >"$T/u.log" 2>&1; eq "agent --labels novalue" "$?" 2
