@@ -12,9 +12,9 @@ state_dir_lock)
     contains "says why" "$T/twin.log" "is in use by another agent"
     # a name that would put an escape sequence into terminals is refused
     timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a9" --name $'bad\e]0;x\a' >"$T/esc.log" 2>&1 && fail "an agent named with an escape sequence started"
-    contains "says why" "$T/esc.log" "node name must be 1..128 bytes of UTF-8 without control characters"
+    contains "says why" "$T/esc.log" "--name: a node name is 1..128 bytes of UTF-8 without control characters"
     timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a8" --name $'bad\xffname' >"$T/utf.log" 2>&1 && fail "an agent named with invalid UTF-8 started"
-    contains "says why" "$T/utf.log" "node name must be 1..128 bytes of UTF-8 without control characters"
+    contains "says why" "$T/utf.log" "--name: a node name is 1..128 bytes of UTF-8 without control characters"
     # a lock file it may not open is not "in use by another agent"
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         mkdir -m 777 "$T/shared"; chmod 755 "$T"; : >"$T/shared/lock"; chmod 600 "$T/shared/lock"
