@@ -1341,6 +1341,56 @@ static void stop_workers(gb_agent_t *a) {
         }
 }
 
+static void nap_ms(int ms) {
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A clean stop's end of the workers: one that ended by itself hands its
+ * result in as any other (it was thrown away, the job run again); the rest
+ * are told to stop, and heartbeats go on while they die, up to the kill
+ * grace (silent that long, past a lost window, the agent was found lost and
+ * the job placed again while its worker lived); then stop_workers kills
+ * what is left. */
+static void stop_workers_heartbeating(gb_agent_t *a) {
+    int64_t now = gb_mono_ms(), until = now + 1000;
+    for (;;) { /* ended ones first; a telemetry handshake may take a turn or two */
+        reap_jobs(a);
+        int pending = 0;
+        for (int i = 0; i < a->cfg.slots; i++)
+            if (a->slots[i].run && gb_run_poll(a->slots[i].run, gb_mono_ms())) pending = 1;
+        if (!pending || gb_mono_ms() >= until) break;
+        nap_ms(10);
+    }
+    for (int i = 0; i < MAX_SLOTS; i++)
+        gb_run_stop(a->slots[i].run);
+    until = gb_mono_ms() + a->cfg.kill_grace_ms;
+    for (;;) {
+        int alive = 0;
+        for (int i = 0; i < MAX_SLOTS; i++) {
+            slot_t *s = &a->slots[i];
+            if (!s->run) continue;
+            gb_run_read(s->run); /* a full pipe must not hold it up */
+            if (gb_run_poll(s->run, gb_mono_ms())) {
+                gb_warn("stopped job %" PRIu64 " (worker pid %d)", s->job_id, gb_run_pid(s->run));
+                gb_run_destroy(&s->run);
+                rm_job_dir(s->dir);
+                s->ended_by_stop = 1;
+            } else {
+                alive = 1;
+            }
+        }
+        now = gb_mono_ms();
+        if (!alive || now >= until) break;
+        if (now >= a->next_hb_ms) {
+            send_heartbeat(a, 0);
+            a->next_hb_ms = now + a->hb_ms;
+        }
+        nap_ms(10);
+    }
+    stop_workers(a);
+}
+
 void gb_agent_destroy(gb_agent_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_agent_t *a = *self_p;
@@ -1572,7 +1622,7 @@ int gb_agent_run(gb_agent_t *a) {
      * and a worker still dying must not overlap its job's next run. */
     if (!failed && a->registered) {
         int linger = 1000;
-        stop_workers(a);
+        stop_workers_heartbeating(a);
         send_heartbeat(a, 1);
         zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof linger);
     }

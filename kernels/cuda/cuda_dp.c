@@ -264,6 +264,11 @@ static int comm_init(gb_comm_t *comm, int device, ncclComm_t *out, char *err, si
     unsigned char id[GB_DIST_ID_MAX];
     size_t len = 0;
     ncclUniqueId u;
+    /* nothing of ours is loaded lazily once collectives can be in flight;
+     * done before the id's exchange, which a failing replica's abort can
+     * still end (ncclCommInitRank, blocking, cannot be) */
+    CK_CUDA(cudaSetDevice(device));
+    CK_CUDA(gb_k_preload());
     if (gb_comm_exchange_id(comm, make_id, NULL, id, &len, err, errlen)) return -1;
     if (len != sizeof(u.internal)) {
         snprintf(err, errlen, "the unique id has %zu bytes, an ncclUniqueId %zu", len,
@@ -272,8 +277,6 @@ static int comm_init(gb_comm_t *comm, int device, ncclComm_t *out, char *err, si
     }
     memcpy(u.internal, id, len);
     CK_CUDA(cudaSetDevice(device));
-    /* nothing of ours is loaded lazily once collectives can be in flight */
-    CK_CUDA(gb_k_preload());
     CK_NCCL(ncclCommInitRank(out, comm->world, u, comm->rank));
     /* every local replica past its init before any goes on to launch work
      * (XLA found a participant racing ahead of the others' init hang) */
@@ -559,7 +562,15 @@ void gb_cuda_dp_destroy(gb_cuda_dp_t **self_p) {
      * ranks: one replica destroying while another aborts can hang. The
      * local replicas meet first; one that failed meanwhile opens the
      * barrier with its abort, and then every one aborts */
-    if (dp->nccl && gb_comm_local_barrier(dp->comm, NULL, 0) != 0) dp_abort(dp);
+    if (dp->nccl && dp->finished == 0) {
+        /* no step ended: a failure in the set-up (gb_net_new out of memory
+         * destroys the executor before its caller aborts the group) — the
+         * others must not wait for this one at the barrier */
+        gb_comm_abort(dp->comm, "a replica ended before its first step");
+        dp_abort(dp);
+    } else if (dp->nccl && gb_comm_local_barrier(dp->comm, NULL, 0) != 0) {
+        dp_abort(dp);
+    }
     if (dp->cs) cudaStreamSynchronize(dp->cs);
     if (dp->nccl) ncclCommDestroy(dp->nccl);
     for (int gi = 0; gi < 2; gi++) {

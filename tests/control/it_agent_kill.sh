@@ -11,7 +11,9 @@
 # CASE term_stuck: the stopping agent's worker does not end on SIGTERM (it
 # stopped itself with SIGSTOP): the agent says it stops only once the worker
 # is gone (killed after --kill-grace-ms), so the job's next run cannot
-# overlap it (it said so first, and the worker lived on for the grace).
+# overlap it (it said so first, and the worker lived on for the grace); it
+# heartbeats meanwhile, so a grace (2.5 s) longer than the lost window
+# (0.5 s) does not have it found lost (and the job placed again) either.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:-rerun}
 
@@ -56,7 +58,7 @@ if [ "$case" = term ]; then
 fi
 
 if [ "$case" = term_stuck ]; then
-    start_coord --lost-after 100
+    start_coord
     start_agent a1 --kill-grace-ms 2500
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=10 --param signal=19)
@@ -77,6 +79,8 @@ if [ "$case" = term_stuck ]; then
     contains "the agent stopped the worker" "$T/a1.log" "stopping job 1 (worker pid $worker)"
     q "SELECT error FROM attempts WHERE attempt = 1" >"$T/why.txt"
     contains "the job was running" "$T/why.txt" "agent a1 stopped (SIGTERM/SIGINT) while it ran it"
+    grep -q "agent a1 lost" "$T/coord.log" && fail "found lost while its worker died: $(grep "agent a1 lost" "$T/coord.log")"
+    eq "the node is stopped" "$(q "SELECT state FROM v_nodes WHERE node = 'a1'")" stopped
     echo ok
     exit 0
 fi
