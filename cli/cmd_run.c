@@ -253,14 +253,27 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     int r = cli_submit("run", control, NULL, text, rid, &sweep, &n, err, sizeof err);
+    if (r == 1) {
+        fprintf(stderr, "gpubench run: rejected: %s\n", err);
+        goto out;
+    }
     if (r != 0) {
-        fprintf(stderr, "gpubench run: %s%s\n", r == 1 ? "rejected: " : "", err);
         /* interrupted (or no reply) after the coordinator may have stored
          * the sweep: it must not stay `running` for the next run to take
-         * up; the embedded coordinator says whether it made it */
-        if (r != 1 && cli_submit_made(control, NULL, text, rid, &sweep, err, sizeof err) == 0) {
-            fprintf(stderr, "gpubench run: sweep %" PRIu64 " was stored before that\n", sweep);
+         * up; the embedded coordinator says whether it made it (and, if it
+         * did not, drops the request should it still arrive) */
+        char why[1024];
+        gb_copy(why, sizeof why, atomic_load(&stop) ? "interrupted" : err);
+        int made = cli_submit_made(control, NULL, text, rid, &sweep, err, sizeof err);
+        if (made == 0) {
+            fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
+                    sweep);
             stop_sweep(control, sweep, 1);
+        } else if (made == 1) {
+            fprintf(stderr, "gpubench run: %s; no sweep was stored\n", why);
+        } else {
+            fprintf(stderr, "gpubench run: %s; whether a sweep was stored cannot be said: %s\n",
+                    why, err);
         }
         goto out;
     }

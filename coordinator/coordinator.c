@@ -197,6 +197,11 @@ struct gb_coord {
     int srcfd_works;        /* ZMQ_SRCFD named a connection once (it is deprecated) */
     gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
     int reject_quiet;       /* reject(): log at debug level (refusal_log said it already) */
+    /* request ids asked about with only_if_made before any sweep had them:
+     * their submit, should it still arrive (another connection, no order
+     * between the two), is dropped; the last 64 */
+    char withdrawn[64][65]; /* request ids are 16..64 bytes */
+    unsigned n_withdrawn;
     char failed_why[128];
     int failed_auth;
     zmq_msg_t *cur_msg; /* the message being handled (for its peer's address), or NULL */
@@ -2498,10 +2503,19 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         return;
     }
     if (env->submit->only_if_made) {
+        gb_copy(c->withdrawn[c->n_withdrawn++ % 64], sizeof c->withdrawn[0], rid);
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_NOT_FOUND, env->seq,
                "submit", "no sweep was made for this request");
         return;
     }
+    for (unsigned i = 0; rid && rid[0] && i < 64 && i < c->n_withdrawn; i++)
+        if (strcmp(c->withdrawn[i], rid) == 0) {
+            reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_NOT_FOUND,
+                   env->seq, "submit",
+                   "this request was withdrawn: its client asked whether it had made a sweep, "
+                   "and none had been made");
+            return;
+        }
     if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_BAD_SPEC, env->seq,
                "submit", err);

@@ -484,8 +484,11 @@ int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err
     /* the first step's buckets wait for its end (gb_cuda_dp_finish): its
      * backward makes cuDNN's plans and loads libraries for the first time,
      * in the driver, which must not happen while this GPU runs a collective
-     * that waits for another replica of this process (openxla/xla#12228) */
-    return b >= 0 && dp->finished > 0 ? launch(dp, s, gi, b, err, errlen) : 0;
+     * that waits for another replica of this process (openxla/xla#12228);
+     * one GPU per process has no such replica, and overlaps from the first */
+    return b >= 0 && (dp->finished > 0 || dp->comm->local_size == 1)
+               ? launch(dp, s, gi, b, err, errlen)
+               : 0;
 }
 
 int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen) {

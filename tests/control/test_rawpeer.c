@@ -434,6 +434,9 @@ int main(int argc, char **argv) {
                (unsigned long long)a);
         CHECK(submit_ex(s, spec, "gbtest-resend-0000000003", 1, why, sizeof why) == 0);
         CHECKF(strstr(why, "no sweep was made for this request"), "%s", why);
+        /* ... and that request, arriving after all, makes nothing */
+        CHECK(submit_ex(s, spec, "gbtest-resend-0000000003", 0, why, sizeof why) == 0);
+        CHECKF(strstr(why, "this request was withdrawn"), "%s", why);
         CHECK(submit_ex(s, spec, NULL, 1, why, sizeof why) == 0);
         CHECKF(strstr(why, "only_if_made needs a request_id"), "%s", why);
         printf("sweeps %llu %llu %llu\n", (unsigned long long)a, (unsigned long long)d,
