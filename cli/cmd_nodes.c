@@ -45,7 +45,7 @@ int cmd_nodes(int argc, char **argv) {
     cli_conn_t conn;
     cli_conn_init(&conn);
     gb_format_t fmt = GB_FMT_TABLE;
-    int opt, topo = 0, db_given = 0, conn_given = 0;
+    int opt, topo = 0, db_given = 0, conn_given = 0, fmt_given = 0;
     const char *forget = NULL;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -67,6 +67,7 @@ int cmd_nodes(int argc, char **argv) {
         case 'f':
             if (gb_format_parse(optarg, &fmt))
                 return cli_usage_error("nodes", "--format is table, csv or json");
+            fmt_given = 1;
             break;
         case 'h':
             usage(stdout);
@@ -76,8 +77,9 @@ int cmd_nodes(int argc, char **argv) {
         }
     }
     if (forget) {
-        if (topo || optind < argc)
-            return cli_usage_error("nodes", "--forget NODE takes no --topo and no other argument");
+        if (topo || optind < argc || db_given || fmt_given)
+            return cli_usage_error("nodes", "--forget NODE takes no --topo, --db, --format or "
+                                            "other argument (it asks the coordinator; one line)");
         if (!forget[0]) return cli_usage_error("nodes", "--forget needs a node name or agent id");
         Gb__ForgetRequest fq = GB__FORGET_REQUEST__INIT;
         fq.node = (char *)forget;

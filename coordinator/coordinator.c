@@ -2764,8 +2764,8 @@ static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         next = j->next;
         char why[700], err[1000];
         if (satisfiable(c, &j->def, why, sizeof why)) continue;
-        gb_fmt(err, sizeof err, "no known node can run it since node %s was forgotten: %s", node,
-               why);
+        gb_fmt(err, sizeof err, "no known node can run it since node %s was forgotten: %s",
+               hit[0]->name, why);
         job_finish(c, j, "failed", err);
         failed++;
     }

@@ -70,6 +70,9 @@ check "and it runs jobs again" "$GB" wait "$back" --quiet --timeout 30
 id=$(q "SELECT agent_id FROM nodes WHERE name = 'a2'")
 kill -TERM "${AGENT_PID[a2]}"
 wait "${AGENT_PID[a2]}" 2>/dev/null
+waiting=$(submit --kind sleep --labels role=big --param duration_ms=10)
 "$GB" nodes --forget "$id" >"$T/f4.out" 2>"$T/f4.err" || fail "forget by id: $(cat "$T/f4.err")"
 contains "named by its node" "$T/f4.out" "forgot node a2 (agent $id)"
+q "SELECT error FROM v_results WHERE sweep_id = $waiting" >"$T/why2.txt"
+contains "the job it failed names the node too" "$T/why2.txt" "since node a2 was forgotten"
 echo ok

@@ -242,6 +242,8 @@ usage)
     check "help -h (every command takes -h)" "$GB" help -h
     "$GB" nodes --topo --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "nodes --topo --control" "$?" 2
     contains "says --topo reads the store" "$T/u.log" "--topo reads the store (--db), not the coordinator"
+    "$GB" nodes --forget a1 --db "$T/x.db" >"$T/u.log" 2>&1; eq "nodes --forget --db" "$?" 2
+    "$GB" nodes --forget a1 --format json >"$T/u.log" 2>&1; eq "nodes --forget --format" "$?" 2
     # the agent's own option values are usage errors, found before its state
     # directory is made (they were exit 1, the directory made)
     "$GB" agent --labels novalue --state-dir "$T/ag1" >"$T/u.log" 2>&1; eq "agent --labels novalue" "$?" 2
