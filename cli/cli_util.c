@@ -106,6 +106,14 @@ void cli_stop_on_signals(atomic_int *flag) {
     signal(SIGPIPE, SIG_IGN);
 }
 
+void cli_stop_on_hangup(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 static atomic_int *reload_flag;
 
 static void on_hup(int sig) {

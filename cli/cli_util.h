@@ -61,6 +61,8 @@ int cli_log_level(const char *cmd, const char *s);
 /* SIGINT and SIGTERM set *flag (and interrupt blocking calls); SIGPIPE is
  * ignored. */
 void cli_stop_on_signals(atomic_int *flag);
+/* SIGHUP too sets that flag (a command whose terminal may close). */
+void cli_stop_on_hangup(void);
 /* SIGHUP sets *flag (the coordinator reloads its authorized keys). */
 void cli_reload_on_sighup(atomic_int *flag);
 

@@ -19,8 +19,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* The batch of the default GPU sweep: 256 where the smallest GPU holds it in
  * tf32 (fp32 storage: the plan's arena is 27.3 GB at 256, 107 MB an image,
@@ -124,16 +127,70 @@ static void *agent_thread(void *arg) {
 static int stop_sweep(const char *control, uint64_t sweep, int interrupted) {
     char err[512];
     uint32_t queued = 0, running = 0;
-    if (cli_cancel(control, NULL, sweep, 0, &queued, &running, err, sizeof err) != 0) {
-        fprintf(stderr, "gpubench run: cannot cancel sweep %" PRIu64 ": %s\n", sweep, err);
-        return -1;
+    /* asked again for up to 10 s: a second Ctrl-C ends the request itself
+     * (its reply lost, the cancel done or not), a store that cannot commit
+     * (a full disk) may be able to a moment later; one try left the sweep
+     * `running` for the next run to take up */
+    int tries = 0;
+    while (cli_cancel(control, NULL, sweep, 0, &queued, &running, err, sizeof err) != 0) {
+        if (++tries >= 40) {
+            fprintf(stderr,
+                    "gpubench run: cannot cancel sweep %" PRIu64 ": %s (the next `gpubench run` "
+                    "on this store cancels it)\n",
+                    sweep, err);
+            return -1;
+        }
+        struct timespec ts = {0, 250000000L};
+        nanosleep(&ts, NULL);
     }
-    if (queued + running == 0) return 0; /* it had ended (some jobs failed) */
+    if (queued + running == 0 && !tries) return 0; /* it had ended (some jobs failed) */
+    if (queued + running == 0) {                   /* a try whose reply was lost did it */
+        fprintf(stderr, "gpubench run: %s: sweep %" PRIu64 " cancelled\n",
+                interrupted ? "interrupted" : "timed out", sweep);
+        cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
+        return 0;
+    }
     fprintf(stderr,
             "gpubench run: %s: sweep %" PRIu64 " cancelled (%u queued, %u running stopped)\n",
             interrupted ? "interrupted" : "timed out", sweep, queued, running);
     cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
     return 0;
+}
+
+/* Sweeps an earlier `gpubench run` on this store left unfinished (it was
+ * killed, or could not cancel): cancelled before the local agent starts,
+ * where they were taken up again and ran before this run's own sweep. A
+ * store's other sweeps (submitted to a coordinator daemon) are left alone. */
+static void cancel_leftovers(const char *db, const char *control) {
+    sqlite3 *h = NULL;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(h);
+        return;
+    }
+    sqlite3_busy_timeout(h, 5000);
+    uint64_t ids[64];
+    int n = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT sweep_id FROM sweeps WHERE state = 'running' AND request_id "
+                           "LIKE 'run-%' ORDER BY sweep_id LIMIT 64",
+                           -1, &st, NULL) == SQLITE_OK)
+        while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
+            ids[n++] = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    for (int i = 0; i < n; i++) {
+        char err[512];
+        uint32_t q = 0, r = 0;
+        if (cli_cancel(control, NULL, ids[i], 0, &q, &r, err, sizeof err) == 0)
+            fprintf(stderr,
+                    "gpubench run: sweep %" PRIu64 ", left unfinished by an earlier run on this "
+                    "store, cancelled (%u queued, %u running)\n",
+                    ids[i], q, r);
+        else
+            fprintf(stderr, "gpubench run: cannot cancel sweep %" PRIu64 " of an earlier run: %s\n",
+                    ids[i], err);
+    }
 }
 
 int cmd_run(int argc, char **argv) {
@@ -204,6 +261,7 @@ int cmd_run(int argc, char **argv) {
      * cancelled, the agent first (its node is `stopped` in the store) */
     atomic_int stop = 0, daemons = 0, agent_stop = 0;
     cli_stop_on_signals(&stop);
+    cli_stop_on_hangup(); /* the terminal closed: as Ctrl-C, the sweep cancelled */
     int rc = 1;
     runner_t rc_coord = {0}, rc_agent = {0};
     pthread_t tc, ta;
@@ -237,18 +295,22 @@ int cmd_run(int argc, char **argv) {
     }
     if (pthread_create(&tc, NULL, coord_thread, &rc_coord) != 0) goto out;
     have_tc = 1;
+    cancel_leftovers(db, control);
     if (pthread_create(&ta, NULL, agent_thread, &rc_agent) != 0) goto out;
     have_ta = 1;
     if (cli_wait_nodes(control, NULL, 1, 0, 15000, &stop) != 0) {
-        fprintf(stderr, "gpubench run: the local agent did not register\n");
+        fprintf(stderr, "gpubench run: %s\n",
+                atomic_load(&stop) ? "interrupted" : "the local agent did not register");
         goto out;
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
     char what[160];
     const char *text = spec ? spec : default_spec(local_inventory(), what, sizeof what);
-    char rid[33];
-    if (gb_random_hex(rid, 16, err, sizeof err) != 0) {
+    /* "run-": the sweeps of `gpubench run` (an unfinished one is cancelled
+     * by the next run on the store, cancel_leftovers) */
+    char rid[40] = "run-";
+    if (gb_random_hex(rid + 4, 16, err, sizeof err) != 0) {
         fprintf(stderr, "gpubench run: %s\n", err);
         goto out;
     }

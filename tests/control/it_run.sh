@@ -81,6 +81,39 @@ if grep -q "was stored before that" "$T/cut3.log"; then
 fi
 eq "no sweep left running" "$(sqlite3 "$T/cut3.db" "SELECT count(*) FROM sweeps WHERE state NOT IN ('cancelled', 'done')")" 0
 eq "nor a job" "$(sqlite3 "$T/cut3.db" "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" 0
+# a hangup (the terminal closed) is an interrupt too: it killed run outright
+"$GB" run --db "$T/hup.db" --spec "$T/long.json" >/dev/null 2>"$T/hup.log" &
+RUN_PID=$!
+PIDS+=("$RUN_PID")
+for _ in $(seq 100); do
+    [ "$(sqlite3 "$T/hup.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
+        grep -q "sweep 1: 1 job(s)" "$T/hup.log" && break
+    sleep 0.1
+done
+kill -HUP "$RUN_PID"
+wait "$RUN_PID"
+eq "a hung-up run exits 1" "$?" 1
+eq "its sweep cancelled" "$(sqlite3 "$T/hup.db" "SELECT state FROM sweeps")" cancelled
+# a run killed outright leaves its sweep running: the next run on the store
+# cancels it before its agent starts (it ran those jobs first), and leaves
+# a sweep submitted otherwise alone
+"$GB" run --db "$T/kill.db" --spec "$T/long.json" >/dev/null 2>"$T/kill.log" &
+RUN_PID=$!
+PIDS+=("$RUN_PID")
+for _ in $(seq 100); do
+    [ "$(sqlite3 "$T/kill.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
+    sleep 0.1
+done
+kill -KILL "$RUN_PID"
+wait "$RUN_PID" 2>/dev/null
+# sweep 2: one a `gpubench submit` made (its request id is not run's), a
+# short job queued
+sqlite3 "$T/kill.db" "INSERT INTO sweeps (name, spec, n_jobs, state, created_at, request_id) SELECT name, spec, n_jobs, state, created_at, 'submit0000000000000000000000000000' FROM sweeps WHERE sweep_id = 1; INSERT INTO jobs (sweep_id, seq, kind, params, backend, n_gpus, synthetic, state, max_attempts, created_at) SELECT 2, seq, kind, json_set(params, '\$.duration_ms', 10), backend, n_gpus, synthetic, 'queued', max_attempts, created_at FROM jobs WHERE sweep_id = 1" 2>"$T/sql.err" || fail "planting a submitted sweep: $(cat "$T/sql.err")"
+check "the next run" "$GB" run --db "$T/kill.db" --spec "$T/tiny.json" --timeout 60 >"$T/kill2.out" 2>"$T/kill2.log"
+contains "says what it cancelled" "$T/kill2.log" "sweep 1, left unfinished by an earlier run on this store, cancelled"
+eq "the killed run's sweep cancelled" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 1")" cancelled
+eq "a sweep it did not submit left alone (and run)" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 2")" done
+eq "its own ran" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 3")" done
 printf '{"kind": "bert"}' >"$T/bad.json"
 "$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
 eq "a bad spec makes run exit 1" "$?" 1
