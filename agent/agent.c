@@ -51,8 +51,9 @@ typedef struct slot_rank {
 } slot_rank_t;
 
 typedef struct slot {
-    gb_run_t *run;     /* NULL: free */
-    int ended_by_stop; /* its worker was ended by the agent's clean stop */
+    gb_run_t *run;                     /* NULL: free */
+    int ended_by_stop;                 /* its worker was ended by the agent's clean stop */
+    char store_id[GB_WIRE_ID_MAX + 1]; /* the store of its job (Welcome.store_id at assign) */
     uint64_t job_id;
     uint32_t attempt;
     char dir[4200];
@@ -74,10 +75,15 @@ typedef struct unacked {
      * acknowledged or spooled) */
     uint8_t *mem;
     size_t mem_len;
+    /* the store of its job (Result.store_id; "" from an older agent or not
+     * known): sent only to a coordinator of that store */
+    char store_id[GB_WIRE_ID_MAX + 1];
+    int foreign_said; /* "held for another store" logged */
 } unacked_t;
 
 struct gb_agent {
     gb_agent_config_t cfg;
+    char store_id[GB_WIRE_ID_MAX + 1]; /* the coordinator's store (Welcome), "" before one */
     char id[GB_WIRE_ID_MAX + 1];
     char name[GB_WIRE_NAME_MAX + 1];
     char labels[GB_LABELS_LEN];
@@ -159,6 +165,13 @@ static int n_running(const gb_agent_t *a) {
     for (int i = 0; i < a->cfg.slots; i++)
         n += a->slots[i].run != NULL;
     return n;
+}
+
+/* A result of another store's job than the coordinator's (job ids start at 1
+ * in every store: it was taken as this store's job of that id). Kept in
+ * the spool for a coordinator of its store; not sent, not listed. */
+static int foreign(const gb_agent_t *a, const unacked_t *u) {
+    return u->store_id[0] && a->store_id[0] && strcmp(u->store_id, a->store_id) != 0;
 }
 
 /* Hello with the whole inventory; the protobuf structures live on the stack
@@ -270,13 +283,16 @@ static void send_hello(gb_agent_t *a) {
         }
     h.n_running = nr;
     h.running = run_p;
+    size_t nsp = 0;
     for (size_t i = 0; i < a->n_unacked; i++) {
-        gb__job_ref__init(&spool_v[i]);
-        spool_v[i].job_id = a->unacked[i].job_id;
-        spool_v[i].attempt = a->unacked[i].attempt;
-        spool_p[i] = &spool_v[i];
+        if (foreign(a, &a->unacked[i])) continue;
+        gb__job_ref__init(&spool_v[nsp]);
+        spool_v[nsp].job_id = a->unacked[i].job_id;
+        spool_v[nsp].attempt = a->unacked[i].attempt;
+        spool_p[nsp] = &spool_v[nsp];
+        nsp++;
     }
-    h.n_spooled = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
+    h.n_spooled = nsp < GB_WIRE_JOBREFS_MAX ? nsp : GB_WIRE_JOBREFS_MAX;
     h.spooled = spool_p;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HELLO;
@@ -306,20 +322,26 @@ static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
     hb.n_running = nr;
     hb.running = run_p;
-    hb.spooled = (uint32_t)a->n_unacked;
+    size_t own = 0;
+    for (size_t i = 0; i < a->n_unacked; i++)
+        own += !foreign(a, &a->unacked[i]);
+    hb.spooled = (uint32_t)own;
     if (a->unable[0] && gb_mono_ms() < a->unable_until_ms) hb.unable = a->unable;
     hb.stopping = stopping != 0;
-    size_t ns = a->n_unacked < GB_WIRE_JOBREFS_MAX ? a->n_unacked : GB_WIRE_JOBREFS_MAX;
+    size_t ns = own < GB_WIRE_JOBREFS_MAX ? own : GB_WIRE_JOBREFS_MAX;
     Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
     Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
     if (spool_v && spool_p) {
-        for (size_t i = 0; i < ns; i++) {
-            gb__job_ref__init(&spool_v[i]);
-            spool_v[i].job_id = a->unacked[i].job_id;
-            spool_v[i].attempt = a->unacked[i].attempt;
-            spool_p[i] = &spool_v[i];
+        size_t k = 0;
+        for (size_t i = 0; i < a->n_unacked && k < ns; i++) {
+            if (foreign(a, &a->unacked[i])) continue;
+            gb__job_ref__init(&spool_v[k]);
+            spool_v[k].job_id = a->unacked[i].job_id;
+            spool_v[k].attempt = a->unacked[i].attempt;
+            spool_p[k] = &spool_v[k];
+            k++;
         }
-        hb.n_spooled_jobs = ns;
+        hb.n_spooled_jobs = k;
         hb.spooled_jobs = spool_p;
     }
     Gb__Envelope env = GB__ENVELOPE__INIT;
@@ -343,7 +365,8 @@ static void send_progress(gb_agent_t *a, uint64_t job, uint32_t attempt, Gb__Pha
     send_env(a, &env);
 }
 
-static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_result_t *rr);
+static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, const char *store_id,
+                          gb_run_result_t *rr);
 
 /* Send one spooled result as it is on disk. A spool entry that does not
  * decode is moved aside (it could never be acknowledged). */
@@ -352,6 +375,14 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     size_t len = 0;
     char err[512];
     u->next_send_ms = gb_mono_ms() + resend_ms(a);
+    if (foreign(a, u)) {
+        if (!u->foreign_said)
+            gb_warn("spooled result of job %" PRIu64 " attempt %u is of store %s, not this "
+                    "coordinator's (%s): kept for a coordinator of that store",
+                    u->job_id, u->attempt, u->store_id, a->store_id);
+        u->foreign_said = 1;
+        return;
+    }
     Gb__Result *r = NULL;
     int removed = !u->mem && !u->on_disk; /* from the spool, with no copy (keep_state_dir) */
     if (removed) {
@@ -404,7 +435,7 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
                removed ? "the agent's spooled result was removed before it was acknowledged "
                          "(with its state directory?) and no copy was held in memory"
                        : "the agent's spooled result was unreadable");
-        finish_result(a, job, attempt, &rr);
+        finish_result(a, job, attempt, u->store_id[0] ? u->store_id : a->store_id, &rr);
         return;
     }
     Gb__Envelope env = GB__ENVELOPE__INIT;
@@ -432,12 +463,9 @@ static unacked_t *unacked_add(gb_agent_t *a, uint64_t job, uint32_t attempt) {
         a->unacked_cap = cap;
     }
     u = &a->unacked[a->n_unacked++];
+    memset(u, 0, sizeof *u);
     u->job_id = job;
     u->attempt = attempt;
-    u->next_send_ms = 0;
-    u->on_disk = 0;
-    u->mem = NULL;
-    u->mem_len = 0;
     return u;
 }
 
@@ -495,10 +523,12 @@ static void rm_job_dir(const char *dir) {
 }
 
 /* Store the outcome in the spool, then send it. */
-static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_result_t *rr) {
+static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, const char *store_id,
+                          gb_run_result_t *rr) {
     Gb__Result r = GB__RESULT__INIT;
     r.job_id = job;
     r.attempt = attempt;
+    r.store_id = (char *)(store_id ? store_id : "");
     r.status = (Gb__ResultStatus)rr->status;
     r.record_json = rr->record_json ? rr->record_json : "";
     r.error = rr->error;
@@ -529,6 +559,8 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, gb_run_
         return;
     }
     u->on_disk = rc == 0;
+    gb_copy(u->store_id, sizeof u->store_id, r.store_id);
+    u->foreign_said = 0;
     unacked_hold(a, u, buf, len);
     gb_info("job %" PRIu64 " attempt %u ended: %s%s%s", job, attempt,
             rr->status == GB_RUN_OK ? "ok" : "not ok", rr->error[0] ? ": " : "", rr->error);
@@ -747,6 +779,7 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     if (!s->run) goto refused;
     free(text);
     s->job_id = as->job_id;
+    gb_copy(s->store_id, sizeof s->store_id, a->store_id);
     s->attempt = as->attempt;
     memset(&s->rank, 0, sizeof s->rank);
     s->rank.on = as->n_nodes > 1;
@@ -804,7 +837,7 @@ failed:
     rr.started_ms = rr.finished_ms = gb_wall_ms();
     gb_fmt(rr.error, sizeof rr.error, "cannot start the worker: %s", err);
     send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, NULL);
-    finish_result(a, as->job_id, as->attempt, &rr);
+    finish_result(a, as->job_id, as->attempt, a->store_id, &rr);
     rm_job_dir(s->dir);
 }
 
@@ -819,7 +852,7 @@ static void reap_jobs(gb_agent_t *a) {
         gb_run_result_t rr;
         gb_run_result(s->run, &rr);
         tm_finish(s, &rr);
-        finish_result(a, s->job_id, s->attempt, &rr);
+        finish_result(a, s->job_id, s->attempt, s->store_id, &rr);
         free(rr.record_json);
         gb_run_destroy(&s->run);
         rm_job_dir(s->dir);
@@ -865,6 +898,7 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         a->hb_ms = (int)env->welcome->heartbeat_ms;
         a->lost_after = (int)env->welcome->lost_after;
         a->next_hb_ms = a->last_rx_ms + a->hb_ms;
+        gb_copy(a->store_id, sizeof a->store_id, env->welcome->store_id);
         for (size_t i = 0; i < a->n_unacked; i++) {
             gb_info("resending spooled result of job %" PRIu64 " attempt %u", a->unacked[i].job_id,
                     a->unacked[i].attempt);
@@ -1281,11 +1315,17 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
             goto err;
         }
         u->on_disk = 1;
-        /* a copy in memory too; one that cannot be read is dealt with when
-         * it is sent (moved aside, the job reported failed) */
-        if (a->mem_held < mem_copies_max(a) &&
-            gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, why, sizeof why) == 0)
-            unacked_hold(a, u, data, len);
+        /* its store, and a copy in memory too; one that cannot be read is
+         * dealt with when it is sent (moved aside, the job reported failed) */
+        if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, why, sizeof why) == 0) {
+            Gb__Result *r = gb__result__unpack(NULL, len, data);
+            if (r && r->store_id) gb_copy(u->store_id, sizeof u->store_id, r->store_id);
+            if (r) gb__result__free_unpacked(r, NULL);
+            if (a->mem_held < mem_copies_max(a))
+                unacked_hold(a, u, data, len);
+            else
+                free(data);
+        }
     }
     free(entries);
     clean_jobs_dir(a);

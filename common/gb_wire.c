@@ -266,6 +266,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (env->welcome->lost_after < 1 || env->welcome->lost_after > 1000)
             FAIL(RANGE, "welcome.lost_after must be 1..1000");
         CHECK_STR(env->welcome->coordinator_id, 0, GB_WIRE_ID_MAX, "welcome.coordinator_id");
+        CHECK_STR(env->welcome->store_id, 0, GB_WIRE_ID_MAX, "welcome.store_id");
         return 0;
     case GB__ENVELOPE__BODY_HEARTBEAT:
         if (env->heartbeat->spooled > 1000000) FAIL(RANGE, "heartbeat.spooled out of range");

@@ -211,6 +211,7 @@ struct gb_coord {
     unsigned long rejects_suppressed;
     char listen_ep[256], control_ep[256];
     char coord_id[17];
+    char store_id[GB_WIRE_ID_MAX + 1]; /* store_meta.store_id (migration 0012) */
     gb_store_t *store;
     gb_ranks_t *ranks;  /* the store's ranks table (multi-node jobs) */
     unsigned gang_tick; /* passes of gang_check */
@@ -1228,6 +1229,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     w.heartbeat_ms = (uint32_t)c->cfg.heartbeat_ms;
     w.lost_after = (uint32_t)c->cfg.lost_after;
     w.coordinator_id = c->coord_id;
+    w.store_id = c->store_id;
     Gb__Envelope reply = GB__ENVELOPE__INIT;
     reply.seq = env->seq;
     reply.body_case = GB__ENVELOPE__BODY_WELCOME;
@@ -1310,6 +1312,15 @@ static void ack_after_commit(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
 static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     char now[32], att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
     now_iso(now, sizeof now);
+    if (r->store_id && r->store_id[0] && strcmp(r->store_id, c->store_id) != 0) {
+        /* another store's job of the same id (agents keep such results for
+         * their own store; this one sent it anyway): not this job's */
+        gb_warn("result for job %" PRIu64 " attempt %u from %s is of store %s, not this one (%s): "
+                "dropped",
+                r->job_id, r->attempt, a->name, r->store_id, c->store_id);
+        if (gb_store_begin(c->store) == 0) ack_after_commit(c, a, r);
+        return;
+    }
     if (gb_store_begin(c->store) != 0) {
         store_err(c, "result of job %" PRIu64, r->job_id);
         return; /* not acknowledged: resent later */
@@ -3690,6 +3701,7 @@ static int store_reopen(gb_coord_t *c, const char *path, const char *name, const
     c->store = gb_store_open(path, err, sizeof err);
     if (!c->store || gb_store_set_synchronous(c->store, c->cfg.sync == GB_SYNC_FULL) != 0 ||
         (c->cfg.sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0) ||
+        gb_store_id(c->store, c->store_id, sizeof c->store_id) != 0 ||
         !(c->ranks = gb_ranks_new(c->store, err, sizeof err)) ||
         (c->cfg.sync == GB_SYNC_GROUP && !(c->syncer = gb_syncer_new(path, err, sizeof err)))) {
         gb_error("store %s %s cannot be opened again: %s; stopping", name, what,
@@ -4214,6 +4226,10 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     watch_store(c);
     if (gb_store_set_synchronous(c->store, cfg->sync == GB_SYNC_FULL) != 0 ||
         (cfg->sync == GB_SYNC_GROUP && gb_store_set_autocheckpoint(c->store, 0) != 0)) {
+        gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
+        goto err;
+    }
+    if (gb_store_id(c->store, c->store_id, sizeof c->store_id) != 0) {
         gb_fmt(err, errlen, "%s", gb_store_errmsg(c->store));
         goto err;
     }

@@ -25,6 +25,7 @@ enum {
     S_NODES_LOAD,
     S_SWEEP_INSERT,
     S_SWEEP_BY_REQUEST,
+    S_STORE_ID,
     S_SWEEP_FINISH,
     S_JOB_INSERT,
     S_JOB_ASSIGN,
@@ -76,6 +77,7 @@ static const char *const sql[S_COUNT] = {
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at, request_id)"
                        " VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
     [S_SWEEP_BY_REQUEST] = "SELECT sweep_id, n_jobs FROM sweeps WHERE request_id = ?1",
+    [S_STORE_ID] = "SELECT value FROM store_meta WHERE key = 'store_id'",
     [S_SWEEP_FINISH] = "UPDATE sweeps SET state = ?2, finished_at = ?3 WHERE sweep_id = ?1",
     [S_JOB_INSERT] =
         "INSERT INTO jobs (sweep_id, seq, kind, params, backend, n_gpus, precision, batch_per_gpu,"
@@ -445,6 +447,17 @@ int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, 
         exec(self, S_SWEEP_INSERT) != 0)
         return -1;
     *sweep_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
+    return 0;
+}
+
+int gb_store_id(gb_store_t *self, char *out, size_t outlen) {
+    sqlite3_stmt *st = self->st[S_STORE_ID];
+    int rc = sqlite3_step(st);
+    const unsigned char *v = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+    int ok = v && snprintf(out, outlen, "%s", (const char *)v) < (int)outlen;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(self, "store id");
+    if (!ok) return fail(self, "the store has no store_id in store_meta");
     return 0;
 }
 

@@ -94,6 +94,9 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
 int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
                           const char *request_id, const char *now, uint64_t *sweep_id);
 int gb_store_sweep_finish(gb_store_t *self, uint64_t sweep_id, const char *state, const char *now);
+/* The store's identity (store_meta, migration 0012): 16 hex digits. 0 or
+ * -1 (errmsg says why). */
+int gb_store_id(gb_store_t *self, char *out, size_t outlen);
 /* The sweep a submit with this request id made: 1 (sweep_id, n_jobs set),
  * 0 none, -1 error. */
 int gb_store_sweep_by_request(gb_store_t *self, const char *request_id, uint64_t *sweep_id,

@@ -57,6 +57,40 @@ if [ "$case" = term ]; then
     exit 0
 fi
 
+if [ "$case" = stale_store ]; then
+    # a result left unacknowledged in an agent's spool, its store then
+    # removed and made anew: job ids start at 1 again, and the new store's
+    # job 1 took the old result (timed before its sweep existed). Results
+    # carry their store's id; the agent keeps another store's for it.
+    start_coord
+    start_agent a1 --telemetry-ms 0
+    wait_nodes 1
+    submit --kind sleep --param duration_ms=1500 >/dev/null
+    wait_running 1 1
+    kill -STOP "$COORD_PID"
+    for _ in $(seq 200); do ls "$T/a1/spool/"result-* >/dev/null 2>&1 && break; sleep 0.05; done
+    ls "$T/a1/spool/"result-* >/dev/null 2>&1 || fail "no result in a1's spool"
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    kill -KILL "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    start_coord
+    # a node of the kind known to the new store, then gone: job 1 waits
+    start_agent a2 --telemetry-ms 0
+    wait_nodes 1
+    kill -TERM "${AGENT_PID[a2]}"
+    wait "${AGENT_PID[a2]}"
+    submit --kind sleep --param duration_ms=300 >/dev/null
+    start_agent a1 --telemetry-ms 0
+    check "job 1 ends" "$GB" wait 1 --quiet --timeout 30
+    eq "job 1's record is its own (300 ms), not the old store's (1500 ms)" \
+        "$(q "SELECT json_extract(record, '\$.duration_ms') FROM results WHERE job_id = 1")" 300
+    contains "the agent kept the old one" "$T/a1.log" "is of store"
+    echo ok
+    exit 0
+fi
+
 if [ "$case" = term_stuck ]; then
     start_coord
     start_agent a1 --kill-grace-ms 2500

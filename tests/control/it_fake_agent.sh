@@ -57,6 +57,11 @@ fake_resend)
     eq "v_results once" "$(q "SELECT count(*) FROM v_results")" 1
     eq "columns extracted from the record" "$(q "SELECT gflops || ',' || node || ',' || gpu_model FROM v_results")" "12.5,fake,Test CPU"
     ;;
+fake_other_store)
+    eq "wait succeeds" "$rc" 0
+    contains "another store's result dropped" "$T/coord.log" "is of store 0123456789abcdef, not this one"
+    eq "the job's own result stored, once" "$(q "SELECT count(*) || ',' || max(gflops) FROM v_results")" "1,12.5"
+    ;;
 fake_refuse)
     # a refusal (busy agent) does not count against max_attempts (1 here)
     eq "wait succeeds" "$rc" 0

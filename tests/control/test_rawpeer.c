@@ -150,9 +150,12 @@ static Gb__Envelope *await(void *s, Gb__Envelope__BodyCase want, int ms) {
     return NULL;
 }
 
+static const char *result_store_id; /* Result.store_id of send_result, NULL: none */
+
 static void send_result(void *s, uint64_t job, uint32_t attempt, Gb__ResultStatus st,
                         const char *record) {
     Gb__Result r = GB__RESULT__INIT;
+    if (result_store_id) r.store_id = (char *)result_store_id;
     r.job_id = job;
     r.attempt = attempt;
     r.status = st;
@@ -473,6 +476,24 @@ int main(int argc, char **argv) {
             send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK, rec);
             expect_ack(s, job, att);
         }
+    } else if (strcmp(c, "fake_other_store") == 0) {
+        /* a result marked with another store's id: dropped (acknowledged),
+         * the job's own then taken */
+        uint64_t job;
+        uint32_t att;
+        s = fake_agent(listen, &job, &att);
+        result_store_id = "0123456789abcdef";
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"device_model\": \"Test CPU\","
+                    " \"n_devices\": 1, \"precision\": \"fp32\", \"valid\": true,"
+                    " \"gflops\": 99.0, \"m\": 8, \"n\": 8, \"k\": 8}");
+        expect_ack(s, job, att);
+        result_store_id = NULL;
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
+                    "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"device_model\": \"Test CPU\","
+                    " \"n_devices\": 1, \"precision\": \"fp32\", \"valid\": true,"
+                    " \"gflops\": 12.5, \"m\": 8, \"n\": 8, \"k\": 8}");
+        expect_ack(s, job, att);
     } else if (strcmp(c, "fake_refuse") == 0) {
         /* refuse the first assignment as a busy agent does; take the next */
         s = peer(listen, "fakeagent01");
