@@ -106,6 +106,17 @@ void cli_stop_on_signals(atomic_int *flag) {
     signal(SIGPIPE, SIG_IGN);
 }
 
+void cli_signals_restart(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 void cli_stop_on_hangup(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -63,6 +63,10 @@ int cli_log_level(const char *cmd, const char *s);
 void cli_stop_on_signals(atomic_int *flag);
 /* SIGHUP too sets that flag (a command whose terminal may close). */
 void cli_stop_on_hangup(void);
+/* From now on those signals (INT, TERM, HUP) only set the flag: writes they
+ * interrupt are restarted (a results table printed into a full pipe was cut
+ * short by a Ctrl-C, with exit 0). */
+void cli_signals_restart(void);
 /* SIGHUP sets *flag (the coordinator reloads its authorized keys). */
 void cli_reload_on_sighup(atomic_int *flag);
 

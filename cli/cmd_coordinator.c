@@ -151,6 +151,9 @@ int cmd_coordinator(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");
+    /* "" is SQLite's temporary database: every result would be lost */
+    if (cfg.db_path && !cfg.db_path[0])
+        return cli_usage_error("coordinator", "--db needs a file name");
     gb_log_set_component("coord");
     gb_heap_keep();
     atomic_int stop = 0, reload = 0;

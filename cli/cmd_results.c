@@ -50,5 +50,6 @@ int cmd_results(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("results", "unexpected argument");
+    if (!db[0]) return cli_usage_error("results", "--db needs a file name");
     return cli_print_results(db, (uint64_t)sweep, fmt);
 }

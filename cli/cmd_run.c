@@ -236,6 +236,8 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage_error("run", "unexpected argument");
+    /* "" is SQLite's temporary database: the sweep ran, its results gone */
+    if (!db[0]) return cli_usage_error("run", "--db needs a file name");
     if (!verbose) gb_log_set_level(GB_LOG_WARN);
     gb_log_set_component("run");
 
@@ -353,6 +355,7 @@ int cmd_run(int argc, char **argv) {
     if (have_tc) pthread_join(tc, NULL);
     have_tc = 0;
     gb_coord_destroy(&rc_coord.coord);
+    cli_signals_restart(); /* the table is written whole, whatever comes now */
     if (cli_print_results(db, sweep, fmt) != 0) rc = 1;
 out:
     atomic_store(&agent_stop, 1);

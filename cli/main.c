@@ -3,6 +3,7 @@
 #include "cli_util.h"
 #include "commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,7 +71,17 @@ int main(int argc, char **argv) {
     if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) name = "help";
     if (strcmp(name, "--version") == 0) name = "version";
     for (size_t i = 0; i < n_commands; i++)
-        if (strcmp(commands[i].name, name) == 0) return commands[i].fn(argc - 1, argv + 1);
+        if (strcmp(commands[i].name, name) == 0) {
+            int rc = commands[i].fn(argc - 1, argv + 1);
+            /* output that could not be written (> /dev/full, a closed pipe)
+             * is a failure, not exit 0 with the table lost */
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "gpubench %s: cannot write the output: %s\n", name,
+                        strerror(errno ? errno : EIO));
+                return rc ? rc : 1;
+            }
+            return rc;
+        }
     fprintf(stderr, "gpubench: '%s' is not a command; see 'gpubench help'\n", argv[1]);
     return 2;
 }

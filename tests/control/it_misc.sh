@@ -243,6 +243,14 @@ usage)
     "$GB" nodes --topo --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "nodes --topo --control" "$?" 2
     contains "says --topo reads the store" "$T/u.log" "--topo reads the store (--db), not the coordinator"
     "$GB" nodes --forget a1 --db "$T/x.db" >"$T/u.log" 2>&1; eq "nodes --forget --db" "$?" 2
+    # --db "": SQLite's temporary database (the sweep ran, its results lost)
+    for c in run coordinator results; do
+        "$GB" $c --db "" >"$T/u.log" 2>&1; eq "$c --db ''" "$?" 2
+        contains "$c says why" "$T/u.log" "--db needs a file name"
+    done
+    # output that cannot be written is a failure (it was exit 0)
+    "$GB" help >/dev/full 2>"$T/u.log"; eq "help > /dev/full" "$?" 1
+    contains "says so" "$T/u.log" "gpubench help: cannot write the output"
     "$GB" nodes --forget a1 --format json >"$T/u.log" 2>&1; eq "nodes --forget --format" "$?" 2
     # the agent's own option values are usage errors, found before its state
     # directory is made (they were exit 1, the directory made)
