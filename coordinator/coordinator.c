@@ -3515,6 +3515,17 @@ static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     if (!p || !p[0] || strcmp(p, ":memory:") == 0 || strncmp(p, "file:", 5) == 0) return 0;
     struct stat st;
     c->db_made = lstat(p, &st) != 0 && errno == ENOENT; /* removed again if the start fails */
+    if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* /dev/null got a /dev/null-journal beside it, a FIFO "disk I/O error" */
+        gb_fmt(err, errlen, "%s is not a regular file (%s): --db names the store file", p,
+               S_ISDIR(st.st_mode)    ? "a directory"
+               : S_ISCHR(st.st_mode)  ? "a character device"
+               : S_ISBLK(st.st_mode)  ? "a block device"
+               : S_ISFIFO(st.st_mode) ? "a FIFO"
+               : S_ISSOCK(st.st_mode) ? "a socket"
+                                      : "not a file");
+        return -1;
+    }
     c->db_lock = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (c->db_lock < 0) {
         gb_fmt(err, errlen, "cannot open %s: %s", p, strerror(errno));

@@ -248,6 +248,12 @@ usage)
         "$GB" $c --db "" >"$T/u.log" 2>&1; eq "$c --db ''" "$?" 2
         contains "$c says why" "$T/u.log" "--db needs a file name"
     done
+    # a --db that is no file: refused, nothing made beside it (/dev/null got
+    # a /dev/null-journal)
+    mkfifo "$T/fifo.db"
+    "$GB" coordinator --db "$T/fifo.db" >"$T/u.log" 2>&1 && fail "a coordinator on a FIFO started"
+    contains "a FIFO, said" "$T/u.log" "fifo.db is not a regular file (a FIFO): --db names the store file"
+    [ -e "$T/fifo.db-journal" ] && fail "a journal was made beside the FIFO"
     # output that cannot be written is a failure (it was exit 0)
     "$GB" help >/dev/full 2>"$T/u.log"; eq "help > /dev/full" "$?" 1
     contains "says so" "$T/u.log" "gpubench help: cannot write the output"
