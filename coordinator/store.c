@@ -237,6 +237,15 @@ static int check_ours(sqlite3 *db, const char *path, char *err, size_t errlen) {
         sqlite3_finalize(st);
     }
     if (rc != SQLITE_ROW) { /* not a database, damaged, encrypted */
+        if (sqlite3_errcode(db) == SQLITE_READONLY) {
+            /* a store in a directory this user cannot write: SQLite cannot
+             * make its -wal and -shm beside it (it is a store all right) */
+            gb_fmt(err, errlen,
+                   "cannot write beside %s (%s): SQLite needs its -wal and -shm files in the "
+                   "store's directory, which this user cannot write",
+                   path, sqlite3_errmsg(db));
+            return -1;
+        }
         gb_fmt(err, errlen, "%s is not a gpubench store (%s)", path, sqlite3_errmsg(db));
         return -1;
     }

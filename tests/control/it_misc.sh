@@ -519,6 +519,17 @@ readonly_store)
     timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" nodes --topo --db "$T/gb.db" >"$T/ro2.log" 2>&1
     eq "nodes --topo as another user" "$?" 0
     [ -e "$T/gb.db-shm" ] && fail "a -shm file was made"
+    # the store's own user, its directory no longer writable: the
+    # coordinator says why (it said "not a gpubench store")
+    mkdir "$T/rodir"
+    cp "$T/gb.db" "$T/rodir/s.db"
+    chown -R 65534:65534 "$T/rodir"
+    chmod 555 "$T/rodir"
+    timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$GB" coordinator --db "$T/rodir/s.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/rod.log" 2>&1 &&
+        fail "a coordinator started in a directory it cannot write"
+    contains "says what it is" "$T/rod.log" "cannot write beside $T/rodir/s.db"
+    chmod 755 "$T/rodir"
     # a file that is SQLite but not ours, and one that is not SQLite
     printf 'not sqlite at all, just some bytes to fill a page\n%.0s' $(seq 100) >"$T/junk.db"
     "$GB" results --db "$T/junk.db" >"$T/j.log" 2>&1 && fail "results on junk"
