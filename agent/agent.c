@@ -526,9 +526,11 @@ static void rm_job_dir(const char *dir) {
 static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, const char *store_id,
                           gb_run_result_t *rr) {
     Gb__Result r = GB__RESULT__INIT;
+    char sid[GB_WIRE_ID_MAX + 1]; /* a copy: store_id may be the entry's own, rewritten below */
+    gb_copy(sid, sizeof sid, store_id ? store_id : "");
     r.job_id = job;
     r.attempt = attempt;
-    r.store_id = (char *)(store_id ? store_id : "");
+    r.store_id = sid;
     r.status = (Gb__ResultStatus)rr->status;
     r.record_json = rr->record_json ? rr->record_json : "";
     r.error = rr->error;
@@ -734,6 +736,22 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
             send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, "already running");
             return;
         }
+    unacked_t *held = unacked_find(a, as->job_id, as->attempt);
+    if (held && foreign(a, held)) {
+        /* another store's result under the key this store's job needs (the
+         * spool is keyed by job and attempt): set aside as .bad, and the job
+         * runs (it was answered "already finished" and then never was) */
+        char why[600];
+        gb_warn("spooled result of job %" PRIu64 " attempt %u of store %s set aside: this "
+                "store's job of that id and attempt is assigned here",
+                as->job_id, as->attempt, held->store_id);
+        if (held->on_disk &&
+            gb_spool_quarantine(a->spool, as->job_id, as->attempt, why, sizeof why) != 0)
+            gb_error("spool: %s", why);
+        a->mem_held -= held->mem_len;
+        free(held->mem);
+        *held = a->unacked[--a->n_unacked];
+    }
     if (unacked_find(a, as->job_id, as->attempt)) {
         gb_info("job %" PRIu64 " attempt %u already finished: resending its result", as->job_id,
                 as->attempt);

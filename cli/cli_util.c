@@ -206,6 +206,11 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
         fprintf(stderr, "gpubench %s: %s is a directory; --db names the store file\n", cmd, path);
         return NULL;
     }
+    if (!S_ISREG(sb.st_mode)) { /* a FIFO: SQLite's open waited for a writer for ever */
+        fprintf(stderr, "gpubench %s: %s is not a regular file; --db names the store file\n", cmd,
+                path);
+        return NULL;
+    }
     sqlite3 *db = NULL;
     char wal[PATH_MAX + 8], real[PATH_MAX], why[300];
     /* SQLite keeps the -wal beside the file a symbolic link points to */

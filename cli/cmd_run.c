@@ -132,8 +132,10 @@ static int stop_sweep(const char *control, uint64_t sweep, int interrupted) {
      * (a full disk) may be able to a moment later; one try left the sweep
      * `running` for the next run to take up */
     int tries = 0;
+    int64_t until = gb_mono_ms() + 10000; /* a request may take 5 s itself */
     while (cli_cancel(control, NULL, sweep, 0, &queued, &running, err, sizeof err) != 0) {
-        if (++tries >= 40) {
+        ++tries;
+        if (gb_mono_ms() >= until) {
             fprintf(stderr,
                     "gpubench run: cannot cancel sweep %" PRIu64 ": %s (the next `gpubench run` "
                     "on this store cancels it)\n",
@@ -173,7 +175,7 @@ static void cancel_leftovers(const char *db, const char *control) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h,
                            "SELECT sweep_id FROM sweeps WHERE state = 'running' AND request_id "
-                           "LIKE 'run-%' ORDER BY sweep_id LIMIT 64",
+                           "GLOB 'run-*' ORDER BY sweep_id LIMIT 64",
                            -1, &st, NULL) == SQLITE_OK)
         while (n < 64 && sqlite3_step(st) == SQLITE_ROW)
             ids[n++] = (uint64_t)sqlite3_column_int64(st, 0);

@@ -266,7 +266,9 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (env->welcome->lost_after < 1 || env->welcome->lost_after > 1000)
             FAIL(RANGE, "welcome.lost_after must be 1..1000");
         CHECK_STR(env->welcome->coordinator_id, 0, GB_WIRE_ID_MAX, "welcome.coordinator_id");
-        CHECK_STR(env->welcome->store_id, 0, GB_WIRE_ID_MAX, "welcome.store_id");
+        if (env->welcome->store_id && env->welcome->store_id[0] &&
+            !gb_wire_id_ok(env->welcome->store_id))
+            FAIL(RANGE, "welcome.store_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
         return 0;
     case GB__ENVELOPE__BODY_HEARTBEAT:
         if (env->heartbeat->spooled > 1000000) FAIL(RANGE, "heartbeat.spooled out of range");
@@ -306,6 +308,8 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
                   GB_WIRE_RECORD_MAX, "result.record_json");
         CHECK_STR(r->error, 0, GB_WIRE_ERROR_MAX, "result.error");
         CHECK_STR(r->output_tail, 0, GB_WIRE_TAIL_MAX, "result.output_tail");
+        if (r->store_id && r->store_id[0] && !gb_wire_id_ok(r->store_id))
+            FAIL(RANGE, "result.store_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
         return 0;
     }
     case GB__ENVELOPE__BODY_RESULT_ACK:

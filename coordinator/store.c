@@ -466,7 +466,13 @@ int gb_store_id(gb_store_t *self, char *out, size_t outlen) {
     int ok = v && snprintf(out, outlen, "%s", (const char *)v) < (int)outlen;
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(self, "store id");
-    if (!ok) return fail(self, "the store has no store_id in store_meta");
+    if (!ok) {
+        snprintf(self->err, sizeof self->err,
+                 "the store has no store_id in its store_meta table (made by migration 0012; "
+                 "restore it with: INSERT INTO store_meta VALUES ('store_id', "
+                 "lower(hex(randomblob(8)))))");
+        return -1;
+    }
     return 0;
 }
 

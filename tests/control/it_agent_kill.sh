@@ -81,9 +81,14 @@ if [ "$case" = stale_store ]; then
     wait_nodes 1
     kill -TERM "${AGENT_PID[a2]}"
     wait "${AGENT_PID[a2]}"
-    submit --kind sleep --param duration_ms=300 >/dev/null
+    submit --kind sleep --param duration_ms=300 --max-attempts 1 >/dev/null
     start_agent a1 --telemetry-ms 0
-    check "job 1 ends" "$GB" wait 1 --quiet --timeout 30
+    check "job 1 ends, done" "$GB" wait 1 --quiet --timeout 30
+    # one attempt, run (it was answered "already finished" from the old
+    # result, never sent, and lost: with --max-attempts 1 the job failed)
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
+    contains "the old result set aside" "$T/a1.log" "of store"
+    ls "$T/a1/spool/"*.bad >/dev/null 2>&1 || fail "the old result was not kept aside"
     eq "job 1's record is its own (300 ms), not the old store's (1500 ms)" \
         "$(q "SELECT json_extract(record, '\$.duration_ms') FROM results WHERE job_id = 1")" 300
     contains "the agent kept the old one" "$T/a1.log" "is of store"

@@ -254,6 +254,10 @@ usage)
     "$GB" coordinator --db "$T/fifo.db" >"$T/u.log" 2>&1 && fail "a coordinator on a FIFO started"
     contains "a FIFO, said" "$T/u.log" "fifo.db is not a regular file (a FIFO): --db names the store file"
     [ -e "$T/fifo.db-journal" ] && fail "a journal was made beside the FIFO"
+    for c in results "nodes --topo"; do # (they waited for a writer for ever)
+        timeout 10 "$GB" $c --db "$T/fifo.db" >"$T/u.log" 2>&1; eq "$c on a FIFO" "$?" 1
+        contains "$c says so" "$T/u.log" "fifo.db is not a regular file"
+    done
     # output that cannot be written is a failure (it was exit 0)
     "$GB" help >/dev/full 2>"$T/u.log"; eq "help > /dev/full" "$?" 1
     contains "says so" "$T/u.log" "gpubench help: cannot write the output"
