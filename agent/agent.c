@@ -174,6 +174,36 @@ static int foreign(const gb_agent_t *a, const unacked_t *u) {
     return u->store_id[0] && a->store_id[0] && strcmp(u->store_id, a->store_id) != 0;
 }
 
+/* The jobs whose workers run (and, in a clean stop's last heartbeat, those
+ * the stop ended) as refs in v, pointed to by p (MAX_SLOTS each). */
+static size_t running_refs(const gb_agent_t *a, int stopping, Gb__JobRef *v, Gb__JobRef **p) {
+    size_t n = 0;
+    for (int i = 0; i < a->cfg.slots; i++)
+        if (a->slots[i].run || (stopping && a->slots[i].ended_by_stop)) {
+            gb__job_ref__init(&v[n]);
+            v[n].job_id = a->slots[i].job_id;
+            v[n].attempt = a->slots[i].attempt;
+            p[n] = &v[n];
+            n++;
+        }
+    return n;
+}
+
+/* This store's unacknowledged results (not foreign ones), at most max, as
+ * refs in v pointed to by p. */
+static size_t spooled_refs(const gb_agent_t *a, Gb__JobRef *v, Gb__JobRef **p, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_unacked && n < max; i++) {
+        if (foreign(a, &a->unacked[i])) continue;
+        gb__job_ref__init(&v[n]);
+        v[n].job_id = a->unacked[i].job_id;
+        v[n].attempt = a->unacked[i].attempt;
+        p[n] = &v[n];
+        n++;
+    }
+    return n;
+}
+
 /* Hello with the whole inventory; the protobuf structures live on the stack
  * and in a few arrays freed before returning. One not sent (no connection
  * yet) is tried again 100 ms later (hello_retry_ms). */
@@ -272,27 +302,9 @@ static void send_hello(gb_agent_t *a) {
     }
     h.n_labels = nl;
     h.labels = label_p;
-    size_t nr = 0;
-    for (int i = 0; i < a->cfg.slots; i++)
-        if (a->slots[i].run) {
-            gb__job_ref__init(&run_v[nr]);
-            run_v[nr].job_id = a->slots[i].job_id;
-            run_v[nr].attempt = a->slots[i].attempt;
-            run_p[nr] = &run_v[nr];
-            nr++;
-        }
-    h.n_running = nr;
+    h.n_running = running_refs(a, 0, run_v, run_p);
     h.running = run_p;
-    size_t nsp = 0;
-    for (size_t i = 0; i < a->n_unacked; i++) {
-        if (foreign(a, &a->unacked[i])) continue;
-        gb__job_ref__init(&spool_v[nsp]);
-        spool_v[nsp].job_id = a->unacked[i].job_id;
-        spool_v[nsp].attempt = a->unacked[i].attempt;
-        spool_p[nsp] = &spool_v[nsp];
-        nsp++;
-    }
-    h.n_spooled = nsp < GB_WIRE_JOBREFS_MAX ? nsp : GB_WIRE_JOBREFS_MAX;
+    h.n_spooled = spooled_refs(a, spool_v, spool_p, GB_WIRE_JOBREFS_MAX);
     h.spooled = spool_p;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HELLO;
@@ -310,17 +322,8 @@ out:
 
 static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
-    size_t nr = 0;
-    for (int i = 0; i < a->cfg.slots; i++)
-        if (a->slots[i].run || (stopping && a->slots[i].ended_by_stop)) {
-            gb__job_ref__init(&run_v[nr]);
-            run_v[nr].job_id = a->slots[i].job_id;
-            run_v[nr].attempt = a->slots[i].attempt;
-            run_p[nr] = &run_v[nr];
-            nr++;
-        }
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
-    hb.n_running = nr;
+    hb.n_running = running_refs(a, stopping, run_v, run_p);
     hb.running = run_p;
     size_t own = 0;
     for (size_t i = 0; i < a->n_unacked; i++)
@@ -332,16 +335,7 @@ static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__JobRef *spool_v = calloc(ns + 1, sizeof *spool_v);
     Gb__JobRef **spool_p = calloc(ns + 1, sizeof *spool_p);
     if (spool_v && spool_p) {
-        size_t k = 0;
-        for (size_t i = 0; i < a->n_unacked && k < ns; i++) {
-            if (foreign(a, &a->unacked[i])) continue;
-            gb__job_ref__init(&spool_v[k]);
-            spool_v[k].job_id = a->unacked[i].job_id;
-            spool_v[k].attempt = a->unacked[i].attempt;
-            spool_p[k] = &spool_v[k];
-            k++;
-        }
-        hb.n_spooled_jobs = k;
+        hb.n_spooled_jobs = spooled_refs(a, spool_v, spool_p, ns);
         hb.spooled_jobs = spool_p;
     }
     Gb__Envelope env = GB__ENVELOPE__INIT;

@@ -20,6 +20,15 @@ if [ "$case" = default ]; then
     echo ok
     exit 0
 fi
+# run_running DB [LOG LINE]: until a job of DB runs (and LOG has LINE: the
+# submit answered), 10 s at most
+run_running() {
+    for _ in $(seq 100); do
+        [ "$(sqlite3 "$1" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
+            { [ -z "${2:-}" ] || grep -q "$3" "$2"; } && return 0
+        sleep 0.1
+    done
+}
 printf '{"name": "tiny", "kind": ["gemm", "sleep"], "m": 64, "n": 64, "k": 64, "duration_ms": [10, 20]}' >"$T/tiny.json"
 check "gpubench run --spec exits 0" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" >"$T/out.txt" 2>"$T/run.log"
 eq "three rows done" "$(grep -c " done " "$T/out.txt")" 3
@@ -50,11 +59,7 @@ PIDS+=("$RUN_PID")
 # running, and the submit answered (the job is placed in the turn that
 # stores the sweep, before the reply goes out: an interrupt in between ends
 # the submit itself, seen once in CI)
-for _ in $(seq 100); do
-    [ "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
-        grep -q "sweep 2: 1 job(s)" "$T/cut2.log" && break
-    sleep 0.1
-done
+run_running "$T/cut.db" "$T/cut2.log" "sweep 2: 1 job(s)"
 kill -INT "$RUN_PID"
 wait "$RUN_PID"
 eq "an interrupted run exits 1" "$?" 1
@@ -85,11 +90,7 @@ eq "nor a job" "$(sqlite3 "$T/cut3.db" "SELECT count(*) FROM jobs WHERE state IN
 "$GB" run --db "$T/hup.db" --spec "$T/long.json" >/dev/null 2>"$T/hup.log" &
 RUN_PID=$!
 PIDS+=("$RUN_PID")
-for _ in $(seq 100); do
-    [ "$(sqlite3 "$T/hup.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] &&
-        grep -q "sweep 1: 1 job(s)" "$T/hup.log" && break
-    sleep 0.1
-done
+run_running "$T/hup.db" "$T/hup.log" "sweep 1: 1 job(s)"
 kill -HUP "$RUN_PID"
 wait "$RUN_PID"
 eq "a hung-up run exits 1" "$?" 1
@@ -100,10 +101,7 @@ eq "its sweep cancelled" "$(sqlite3 "$T/hup.db" "SELECT state FROM sweeps")" can
 "$GB" run --db "$T/kill.db" --spec "$T/long.json" >/dev/null 2>"$T/kill.log" &
 RUN_PID=$!
 PIDS+=("$RUN_PID")
-for _ in $(seq 100); do
-    [ "$(sqlite3 "$T/kill.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
-    sleep 0.1
-done
+run_running "$T/kill.db"
 kill -KILL "$RUN_PID"
 wait "$RUN_PID" 2>/dev/null
 # sweep 2: one a `gpubench submit` made (its request id is not run's), a
