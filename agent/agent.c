@@ -183,6 +183,7 @@ static size_t running_refs(const gb_agent_t *a, int stopping, Gb__JobRef *v, Gb_
             gb__job_ref__init(&v[n]);
             v[n].job_id = a->slots[i].job_id;
             v[n].attempt = a->slots[i].attempt;
+            v[n].store_id = (char *)a->slots[i].store_id;
             p[n] = &v[n];
             n++;
         }
@@ -198,6 +199,7 @@ static size_t spooled_refs(const gb_agent_t *a, Gb__JobRef *v, Gb__JobRef **p, s
         gb__job_ref__init(&v[n]);
         v[n].job_id = a->unacked[i].job_id;
         v[n].attempt = a->unacked[i].attempt;
+        v[n].store_id = (char *)a->unacked[i].store_id;
         p[n] = &v[n];
         n++;
     }

@@ -161,6 +161,9 @@ static int check_jobrefs(Gb__JobRef **refs, size_t n, const char *what, char *wh
         if (!jobref_ok(refs[i]))
             FAIL(RANGE, "%s[%zu]: job_id must be > 0 and attempt 1..%d", what, i,
                  GB_WIRE_ATTEMPT_MAX);
+        else if (refs[i]->store_id && refs[i]->store_id[0] && !gb_wire_id_ok(refs[i]->store_id))
+            FAIL(RANGE, "%s[%zu].store_id: 1..%d of [A-Za-z0-9._-], or none", what, i,
+                 GB_WIRE_ID_MAX);
     return 0;
 }
 

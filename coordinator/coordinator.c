@@ -893,9 +893,20 @@ static const char *known_pcie_path(const char *p) {
     return "unknown";
 }
 
-static int ref_listed(Gb__JobRef **refs, size_t n, uint64_t job, uint32_t attempt) {
+/* A ref of another store's job (JobRef.store_id; none from an older
+ * agent): an agent lists its spooled results before its first Welcome
+ * tells it which store it serves, and its running jobs when its
+ * coordinator came back with another store. Never this store's job of
+ * that id. */
+static int ref_foreign(const gb_coord_t *c, const Gb__JobRef *r) {
+    return r->store_id && r->store_id[0] && strcmp(r->store_id, c->store_id) != 0;
+}
+
+static int ref_listed(const gb_coord_t *c, Gb__JobRef **refs, size_t n, uint64_t job,
+                      uint32_t attempt) {
     for (size_t i = 0; i < n; i++)
-        if (refs[i]->job_id == job && refs[i]->attempt == attempt) return 1;
+        if (refs[i]->job_id == job && refs[i]->attempt == attempt && !ref_foreign(c, refs[i]))
+            return 1;
     return 0;
 }
 
@@ -919,6 +930,7 @@ static void adopt(gb_coord_t *c, cjob_t *j, cagent_t *a) {
 
 static void adopt_listed(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n) {
     for (size_t i = 0; i < n; i++) {
+        if (ref_foreign(c, refs[i])) continue;
         cjob_t *j = gb_map_get_u64(c->jobs, refs[i]->job_id);
         /* a multi-node attempt is never taken back: its other ranks stopped */
         if (j && !is_multi(j) && j->state == J_QUEUED && j->attempt == refs[i]->attempt &&
@@ -1169,14 +1181,14 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
             i++;
             continue;
         }
-        if (ref_listed(h->running, h->n_running, j->id, j->attempt)) {
+        if (ref_listed(c, h->running, h->n_running, j->id, j->attempt)) {
             if (!j->started) {
                 j->started = 1;
                 if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
             i++;
-        } else if (ref_listed(h->spooled, h->n_spooled, j->id, j->attempt)) {
+        } else if (ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt)) {
             i++; /* its result is on the way */
         } else if (!j->started) {
             /* the assignment may still be on its way to the agent: give it a
@@ -1193,14 +1205,15 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     adopt_listed(c, a, h->running, h->n_running);
     adopt_listed(c, a, h->spooled, h->n_spooled);
     for (size_t i = 0; i < h->n_running; i++) {
-        int ours = 0;
-        for (int k = 0; k < a->n_running; k++)
+        int ours = 0, other = ref_foreign(c, h->running[i]);
+        for (int k = 0; k < a->n_running; k++) /* (a Cancel names no store) */
             if (a->running[k]->id == h->running[i]->job_id &&
                 a->running[k]->attempt == h->running[i]->attempt)
                 ours = 1;
         if (!ours) {
-            gb_warn("agent %s runs job %" PRIu64 " attempt %u that is no longer its: cancelling",
-                    a->name, h->running[i]->job_id, h->running[i]->attempt);
+            gb_warn("agent %s runs job %" PRIu64 " attempt %u that is %s: cancelling", a->name,
+                    h->running[i]->job_id, h->running[i]->attempt,
+                    other ? "another store's" : "no longer its");
             send_cancel(c, a->id, h->running[i]->job_id, h->running[i]->attempt,
                         "stopped: the coordinator no longer runs this attempt here");
         }
@@ -2074,8 +2087,8 @@ static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0) continue;
         if (!j->gang->worker[r] || j->gang->held_r[r] ||
-            ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
-            ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+            ref_listed(c, hb->running, hb->n_running, j->id, j->attempt) ||
+            ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
             hb->n_spooled_jobs < hb->spooled) {
             j->gang->missing[r] = 0;
         } else if (++j->gang->missing[r] >= 2) {
@@ -2095,8 +2108,8 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0 || !j->gang->worker[r] || j->gang->held_r[r] ||
-            ref_listed(h->running, h->n_running, j->id, j->attempt) ||
-            ref_listed(h->spooled, h->n_spooled, j->id, j->attempt))
+            ref_listed(c, h->running, h->n_running, j->id, j->attempt) ||
+            ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt))
             continue;
         char reason[300];
         gb_fmt(reason, sizeof reason, "rank %d: agent %s came back without it", r, a->name);
@@ -2164,9 +2177,9 @@ static void agent_stopping(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
     for (int k = 0; k < a->n_running;) {
         cjob_t *j = a->running[k];
         const char *how;
-        if (ref_listed(hb->running, hb->n_running, j->id, j->attempt))
+        if (ref_listed(c, hb->running, hb->n_running, j->id, j->attempt))
             how = "while it ran it";
-        else if (ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+        else if (ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
                  (j->started && hb->n_spooled_jobs < hb->spooled)) {
             kept++; /* its result is in the spool (or may be: the list was cut) */
             k++;
@@ -2275,7 +2288,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
             if (!j->gang && !j->started &&
-                ref_listed(hb->running, hb->n_running, j->id, j->attempt)) {
+                ref_listed(c, hb->running, hb->n_running, j->id, j->attempt)) {
                 /* it runs: its Progress was lost (or its turn rolled back) */
                 char now[32];
                 now_iso(now, sizeof now);
@@ -2285,8 +2298,8 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
             if (j->gang || !j->started ||
-                ref_listed(hb->running, hb->n_running, j->id, j->attempt) ||
-                ref_listed(hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
+                ref_listed(c, hb->running, hb->n_running, j->id, j->attempt) ||
+                ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
                 hb->n_spooled_jobs < hb->spooled) {
                 j->missing = 0;
                 k++;

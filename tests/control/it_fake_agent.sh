@@ -21,7 +21,7 @@ fi
 
 wait_nodes 2
 attempts=1
-[ "$case" = fake_vanish ] && attempts=2
+[ "$case" = fake_vanish ] || [ "$case" = fake_foreign_spooled ] && attempts=2
 sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --nodes fake --max-attempts $attempts)
 wait "$fake" || fail "rawpeer: $(cat "$T/rawpeer.log")"
 if [ "$case" = fake_stop_gone ]; then
@@ -74,6 +74,15 @@ fake_vanish)
     eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
     q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
     contains "the vanished attempt is given up" "$T/a1.txt" "lost: agent fake no longer runs it and holds no result for it"
+    ;;
+fake_foreign_spooled)
+    # back listing only another store's result of that job and attempt:
+    # not taken for this job's (it waited for it, then lost it to the
+    # heartbeat check, before JobRef.store_id)
+    eq "wait succeeds" "$rc" 0
+    eq "done as attempt 2" "$(q "SELECT attempt || ',' || status FROM v_results")" "2,done"
+    q "SELECT state || ': ' || error FROM attempts WHERE attempt = 1" >"$T/a1.txt"
+    contains "attempt 1 lost" "$T/a1.txt" "lost: agent fake came back without it"
     ;;
 fake_stop_back)
     # stopped with the result in its spool, back within the grace with it:

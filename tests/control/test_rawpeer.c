@@ -539,11 +539,15 @@ int main(int argc, char **argv) {
         send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
                     "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 2}");
         expect_ack(s, job, att + 1);
-    } else if (strcmp(c, "fake_stop_back") == 0 || strcmp(c, "fake_stop_gone") == 0) {
+    } else if (strcmp(c, "fake_stop_back") == 0 || strcmp(c, "fake_stop_gone") == 0 ||
+               strcmp(c, "fake_foreign_spooled") == 0) {
         /* the job's result in the spool, unsent, when the agent stops
          * (SIGTERM): its last heartbeat says so; the job stays its own for
          * the restart grace. back: it starts again at once and sends it (the
-         * attempt is kept); gone: it never comes back */
+         * attempt is kept); gone: it never comes back; foreign_spooled: it
+         * comes back listing only another store's result of that job and
+         * attempt (its store made anew), which is not this job's on its
+         * way: the attempt is lost and the job runs again */
         uint64_t job;
         uint32_t att;
         s = fake_agent(listen, &job, &att);
@@ -574,6 +578,22 @@ int main(int argc, char **argv) {
             send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                         "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 3}");
             expect_ack(s, job, att);
+        } else if (strcmp(c, "fake_foreign_spooled") == 0) {
+            ts.tv_nsec = 800000000L;
+            nanosleep(&ts, NULL);
+            s = peer(listen, "fakeagent01");
+            ref.store_id = "0123456789abcdef";
+            hello_spooled(s, "fakeagent01", "fake", 4, &ref);
+            Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
+            gb_wire_free(&w);
+            Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
+            CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
+                   "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
+                   as->assign->attempt);
+            gb_wire_free(&as);
+            send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
+                        "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 4}");
+            expect_ack(s, job, att + 1);
         } else {
             s = peer(listen, "fakeagent09"); /* only closed at the end */
         }

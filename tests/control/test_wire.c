@@ -327,6 +327,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "hello_jobref") == 0) {
         x.r.attempt = 0;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.running[0]");
+        x.r.attempt = 1;
+        x.r.store_id = "no spaces";
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.running[0].store_id");
+        x.r.store_id = "0123456789abcdef"; /* a store's id passes, and comes back */
+        Gb__Envelope *ok = roundtrip(&x.env);
+        CHECK(strcmp(ok->hello->running[0]->store_id, "0123456789abcdef") == 0);
+        gb_wire_free(&ok);
     } else if (strcmp(c, "hello_slots") == 0) {
         x.h.slots = 65;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.slots");
