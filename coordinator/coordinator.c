@@ -2432,6 +2432,11 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         n->labels = a->labels;
         n->last_seen = a->last_seen;
         n->unable = a->state == A_CONNECTED ? a->unable : "";
+        /* its pinned key taken off --authorized: every message it sends is
+         * refused, and it cannot register again (it showed only `lost`) */
+        if (c->auth && a->key[0] && !gb_auth_allowed(c->auth, a->key) && !n->unable[0])
+            n->unable = "its key is no longer in --authorized: refused (another listed key may "
+                        "take its id)";
         n->running_job = a->n_running ? a->running[0]->id : 0;
         n->n_running_jobs = (size_t)a->n_running;
         n->running_jobs = ids + used;

@@ -211,6 +211,8 @@ pinned)
     authorize a2 me
     kill -HUP "$COORD_PID"
     sleep 0.5
+    "$GB" nodes --format csv >"$T/nodes.csv" || fail "nodes: $(cat "$T/nodes.csv")"
+    contains "nodes says why the node is refused" "$T/nodes.csv" "its key is no longer in --authorized: refused"
     GB_KEY=$T/a2.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer3.log" 2>&1 || fail "take: $(cat "$T/hpeer3.log")"
     contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
     kill -CONT "${AGENT_PID[a1]}"
