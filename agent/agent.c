@@ -1262,6 +1262,35 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
     return 0;
 }
 
+/* The state directory's lock, held (its fd), or -1 with the reason. */
+static int lock_state_dir(const char *dir, char *err, size_t errlen) {
+    char lock[4200];
+    gb_fmt(lock, sizeof lock, "%s/lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        /* not "in use": a read-only mount, a lock file of another user */
+        gb_fmt(err, errlen, "state directory %s cannot be used: %s: %s", dir, lock,
+               strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        gb_fmt(err, errlen, "state directory %s is in use by another agent (%s)", dir,
+               strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int gb_agent_state_dir_free(const char *dir, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return 0; /* made by gb_agent_new, or its error then */
+    int fd = lock_state_dir(dir, err, errlen);
+    if (fd < 0) return -1;
+    close(fd); /* flock: the lock goes with the last fd of its open file */
+    return 0;
+}
+
 gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
     if (cfg->slots < 1 || cfg->slots > MAX_SLOTS || cfg->heartbeat_ms < 10 || cfg->lost_after < 1 ||
         cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir ||
@@ -1296,20 +1325,7 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     }
     if (gb_mkdir_p(a->state_dir, err, errlen) != 0 || gb_mkdir_p(a->jobs_dir, err, errlen) != 0)
         goto err;
-    char lock[4200];
-    gb_fmt(lock, sizeof lock, "%s/lock", a->state_dir);
-    a->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (a->lock_fd < 0) {
-        /* not "in use": a read-only mount, a lock file of another user */
-        gb_fmt(err, errlen, "state directory %s cannot be used: %s: %s", a->state_dir, lock,
-               strerror(errno));
-        goto err;
-    }
-    if (flock(a->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        gb_fmt(err, errlen, "state directory %s is in use by another agent (%s)", a->state_dir,
-               strerror(errno));
-        goto err;
-    }
+    if ((a->lock_fd = lock_state_dir(a->state_dir, err, errlen)) < 0) goto err;
     if (load_id(a, err, errlen) != 0) goto err;
     char spool_dir[4200];
     gb_fmt(spool_dir, sizeof spool_dir, "%s/spool", a->state_dir);

@@ -260,6 +260,13 @@ int cmd_run(int argc, char **argv) {
         }
         state_dir = dir;
     }
+    /* another agent's (a run going on): said before the store is made (a
+     * new one was left empty) */
+    if (gb_agent_state_dir_free(state_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench run: agent: %s\n", err);
+        free(spec);
+        return 1;
+    }
     /* stop: a signal (the user's); daemons, agent_stop: the embedded
      * coordinator and agent, stopped only once an unfinished sweep has been
      * cancelled, the agent first (its node is `stopped` in the store) */

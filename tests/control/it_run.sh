@@ -118,4 +118,16 @@ eq "a bad spec makes run exit 1" "$?" 1
 contains "and says why" "$T/bad.log" "unknown job kind 'bert'"
 eq "once (the embedded coordinator's log keeps the user's own mistakes at info)" \
     "$(grep -c "unknown job kind 'bert'" "$T/bad.log")" 1
+# a state dir another agent holds (a run going on): refused before a store
+# is made (an empty one was left behind)
+mkdir "$T/busy.db.agent"
+(exec 9>"$T/busy.db.agent/lock" && flock 9 && exec sleep 30) >/dev/null 2>&1 &
+holder=$!
+PIDS+=("$holder")
+for _ in $(seq 50); do flock -n "$T/busy.db.agent/lock" true || break; sleep 0.1; done
+"$GB" run --db "$T/busy.db" --spec "$T/tiny.json" >/dev/null 2>"$T/busy.log"
+eq "a busy state dir makes run exit 1" "$?" 1
+contains "and says why" "$T/busy.log" "is in use by another agent"
+[ -e "$T/busy.db" ] && fail "an empty store was left: $(ls -l "$T"/busy.db*)"
+kill "$holder"
 echo ok
