@@ -6,6 +6,7 @@
 
 #include "gb_curve.h"
 #include "gb_log.h"
+#include "gb_schema.h"
 #include "gb_spec.h"
 #include "gb_util.h"
 #include "gb_wire.h"
@@ -251,6 +252,34 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
             "open)\n",
             cmd, path, why);
     return NULL;
+}
+
+void cli_store_not_ours(const char *cmd, sqlite3 *db, const char *path) {
+    char why[300];
+    gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
+    long long n[2] = {-1, -1}; /* tables and such, user_version */
+    static const char *const q[2] = {"SELECT count(*) FROM sqlite_master", "PRAGMA user_version"};
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, q[i], -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n[i] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    /* it said "not a gpubench store" while a coordinator made it, or
+     * upgraded it (one transaction per migration) */
+    if (n[0] == 0)
+        fprintf(stderr,
+                "gpubench %s: %s has no tables yet (a coordinator starting on it makes them: "
+                "try again in a moment)\n",
+                cmd, path);
+    else if (n[1] > 0 && n[1] < (long long)gb_schema_n_migrations)
+        fprintf(stderr,
+                "gpubench %s: %s has schema version %lld, this gpubench reads %zu (%s): a "
+                "coordinator of this version upgrades it when it starts on it\n",
+                cmd, path, n[1], gb_schema_n_migrations, why);
+    else
+        fprintf(stderr, "gpubench %s: %s is not a gpubench store (%s)\n", cmd, path, why);
 }
 
 char *cli_read_spec(const char *cmd, const char *file, int check) {

@@ -44,6 +44,10 @@ struct sqlite3;
  * (or on a read-only mount) is read as immutable: SQLite would want to make
  * its -shm file there even to read. */
 struct sqlite3 *cli_store_open(const char *cmd, const char *path);
+/* Says why db (cli_store_open's, at path) lacks the tables a query of cmd
+ * needs: not a gpubench store, or one with no tables yet (a coordinator
+ * making it: its migrations run in one transaction). */
+void cli_store_not_ours(const char *cmd, struct sqlite3 *db, const char *path);
 
 /* Parse an integer option value in [min, max]; on error print
  * "gpubench CMD: --OPT: ..." to stderr and return -1. */

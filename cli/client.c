@@ -332,8 +332,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
                            "SELECT * FROM v_results WHERE ?1 = 0 OR sweep_id = ?1"
                            " ORDER BY sweep_id, job_id",
                            -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gpubench results: %s is not a gpubench store (%s)\n", db_path,
-                sqlite3_errmsg(db));
+        cli_store_not_ours("results", db, db_path);
         goto out;
     }
     if (sweep_id) { /* an unknown sweep is an error, as in status and wait */

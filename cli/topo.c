@@ -134,8 +134,7 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
             " json_extract(inventory, '$.nvml_error') FROM nodes"
             " WHERE ?1 IS NULL OR name = ?1 OR agent_id = ?1 ORDER BY name, agent_id",
             -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gpubench nodes: %s is not a gpubench store (%s)\n", db_path,
-                sqlite3_errmsg(db));
+        cli_store_not_ours("nodes", db, db_path);
         goto out;
     }
     if (node) sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);

@@ -541,6 +541,19 @@ readonly_store)
     python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()" "$T/other.db"
     "$GB" results --db "$T/other.db" >"$T/o.log" 2>&1 && fail "results on another SQLite file"
     contains "another SQLite file named" "$T/o.log" "is not a gpubench store"
+    # a SQLite file with no tables yet: what a reader sees while a
+    # coordinator makes its store (it said "not a gpubench store")
+    python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.execute('drop table t'); c.commit()" "$T/empty.db"
+    "$GB" results --db "$T/empty.db" >"$T/e.log" 2>&1 && fail "results on a store with no tables"
+    contains "no tables yet" "$T/e.log" "$T/empty.db has no tables yet (a coordinator starting on it makes them: try again in a moment)"
+    "$GB" nodes --topo --db "$T/empty.db" >"$T/e2.log" 2>&1 && fail "nodes --topo on a store with no tables"
+    contains "nodes --topo too" "$T/e2.log" "has no tables yet"
+    # a store part way through its migrations (one transaction each): its
+    # version said, not "not a gpubench store"
+    sqlite3 "$T/half.db" <"$(dirname "$0")/../../schema/0001_init.sql"
+    sqlite3 "$T/half.db" "DROP VIEW v_results; PRAGMA user_version = 1"
+    "$GB" results --db "$T/half.db" >"$T/h.log" 2>&1 && fail "results on a half-made store"
+    contains "its version said" "$T/h.log" "$T/half.db has schema version 1, this gpubench reads "
 ;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
