@@ -175,7 +175,7 @@ static const char side_by_side[] =
     "       round(max(CASE WHEN interconnect = 'nvlink' THEN images_per_sec END)"
     "           / max(CASE WHEN interconnect = 'pcie' THEN images_per_sec END), 3) AS nvlink_gain"
     " FROM v_scaling WHERE n_gpus > 1 AND n_nodes = 1"
-    " GROUP BY node, gpu_model, precision, batch_per_gpu, image_size, n_gpus"
+    " GROUP BY node, gpu_model, precision, batch_per_gpu, image_size, n_gpus, bucket_mb"
     " HAVING nvlink_img_s IS NOT NULL AND pcie_img_s IS NOT NULL"
     " ORDER BY node, precision, n_gpus";
 
@@ -219,6 +219,10 @@ int main(void) {
     uint64_t nv8 = run("a", 8, "bf16", 64, 780, 1, "nvlink", "[\"P2P/CUMEM\", \"NVLS\"]", "done");
     uint64_t pc8 = run("a", 8, "bf16", 64, 700, 1, "pcie", "{\"SHM\": 56}", "done");
     uint64_t bad8 = run("a", 8, "bf16", 64, 999, 0, "nvlink", NULL, "done");
+    /* a faster NVLink run with 1 MB buckets (the others: the default 25):
+     * another configuration, not the 8-GPU NVLink figure beside PCIe's */
+    uint64_t nv8_b1 =
+        run("a", 8, "bf16", 64, 790, 1, "nvlink", "[\"P2P/CUMEM\"], \"bucket_mb\": 1", "done");
     uint64_t multi =
         run("a,b", 8, "bf16", 64, 1500, 1, "nvlink", "[\"P2P/CUMEM\", \"NET/IB\"]", "done");
     /* fp16 without a one-GPU fp16 run: no baseline */
@@ -252,7 +256,7 @@ int main(void) {
     char sql[512];
 
     /* rows: valid, successful resnet50 results only */
-    EQ("SELECT count(*) FROM v_scaling", "14");
+    EQ("SELECT count(*) FROM v_scaling", "15");
     snprintf(sql, sizeof sql, "SELECT count(*) FROM v_scaling WHERE job_id IN (%llu, %llu, %llu)",
              (unsigned long long)bad1, (unsigned long long)failed1, (unsigned long long)bad8);
     EQ(sql, "0");
@@ -323,6 +327,21 @@ int main(void) {
              (unsigned long long)two);
     EQ(sql, "1|node-a");
 
+    /* the bucket: the record's, else the default; none for other kinds */
+    snprintf(sql, sizeof sql,
+             "SELECT bucket_mb || '|' || (SELECT bucket_mb FROM v_scaling WHERE job_id = %llu)"
+             " FROM v_results WHERE job_id = %llu",
+             (unsigned long long)nv8_b1, (unsigned long long)nv8_b1);
+    EQ(sql, "1|1");
+    snprintf(sql, sizeof sql,
+             "SELECT bucket_mb || '|' || (SELECT bucket_mb FROM v_scaling WHERE job_id = %llu)"
+             " FROM v_results WHERE job_id = %llu",
+             (unsigned long long)nv8, (unsigned long long)nv8);
+    EQ(sql, "25|25");
+    snprintf(sql, sizeof sql, "SELECT bucket_mb FROM v_results WHERE job_id = %llu",
+             (unsigned long long)ar);
+    EQ(sql, "NULL");
+
     /* per-size all-reduce rows */
     EQ("SELECT count(*) FROM allreduce_sizes", "3");
     snprintf(sql, sizeof sql,
@@ -347,7 +366,8 @@ int main(void) {
              (unsigned long long)multi);
     EQ(sql, "1,0,3");
 
-    /* the documented NVLink-against-PCIe query: one row, node a's 8 GPUs */
+    /* the documented NVLink-against-PCIe query: one row, node a's 8 GPUs
+     * with 25 MB buckets (790 with 1 MB has no PCIe run beside it) */
     sqlite3_stmt *s;
     CHECKF(sqlite3_prepare_v2(ro, side_by_side, -1, &s, NULL) == SQLITE_OK, "%s",
            sqlite3_errmsg(ro));
