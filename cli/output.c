@@ -173,6 +173,17 @@ static void table_field(FILE *out, const char *s, int width, int right) {
             fputc(' ', out);
 }
 
+/* For machines (csv, json): every digit the value has (the table's
+ * rounding is for eyes), the shortest that reads back. cJSON's own printer
+ * stops at 15 digits when the 16th is within its epsilon, and prints
+ * integers past 2^53 in e-notation. */
+static void real_text(double d, char *buf, size_t len) {
+    for (int p = 15; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, d);
+        if (strtod(buf, NULL) == d) return;
+    }
+}
+
 void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
     if (fmt == GB_FMT_JSON) {
         cJSON *arr = cJSON_CreateArray();
@@ -185,11 +196,13 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
                     char *fixed = gb_utf8_fix(x->text);
                     cJSON_AddStringToObject(o, t->names[c], fixed ? fixed : "");
                     free(fixed);
-                } else if (x->type == C_INT)
-                    cJSON_AddNumberToObject(o, t->names[c], (double)x->i);
-                else if (x->type == C_REAL)
-                    cJSON_AddNumberToObject(o, t->names[c], x->d);
-                else
+                } else if (x->type == C_INT) {
+                    cJSON_AddRawToObject(o, t->names[c], x->text ? x->text : "null");
+                } else if (x->type == C_REAL) { /* finite: gb_table_real */
+                    char buf[40];
+                    real_text(x->d, buf, sizeof buf);
+                    cJSON_AddRawToObject(o, t->names[c], buf);
+                } else
                     cJSON_AddNullToObject(o, t->names[c]);
             }
             cJSON_AddItemToArray(arr, o);
@@ -211,11 +224,8 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
                 if (c) fputc(',', out);
                 const cell_t *x = at(t, r, c);
                 if (x->type == C_REAL) {
-                    /* for machines: every digit the value has (the table's
-                     * rounding is for eyes), the shortest that reads back */
                     char buf[40];
-                    snprintf(buf, sizeof buf, "%.15g", x->d);
-                    if (strtod(buf, NULL) != x->d) snprintf(buf, sizeof buf, "%.17g", x->d);
+                    real_text(x->d, buf, sizeof buf);
                     fputs(buf, out);
                 } else if (x->type != C_NULL) {
                     csv_field(out, x->text);

@@ -62,6 +62,28 @@ int main(int argc, char **argv) {
         out = print(t, GB_FMT_TABLE);
         CHECKF(strstr(out, "7.2") && !strstr(out, "7.19"), "the table rounds: %s", out);
         free(out);
+    } else if (strcmp(c, "json_digits") == 0) {
+        /* csv and json carry every digit: 0.1 + 0.2 is not 0.3 (cJSON's
+         * printer stopped at 15 digits), nor 2^53 + 1 9.00719925474099e+15 */
+        static const char *const two[] = {"x", "n"};
+        gb_table_t *u = gb_table_new(2, two);
+        CHECK(u && gb_table_row(u) == 0);
+        gb_table_real(u, 0, 0.1 + 0.2, 1);
+        gb_table_int(u, 1, 9007199254740993LL);
+        CHECK(gb_table_row(u) == 0);
+        gb_table_real(u, 0, 7.19960883, 1);
+        gb_table_int(u, 1, -3);
+        char *out = print(u, GB_FMT_JSON);
+        CHECKF(strstr(out, "\"x\":\t0.30000000000000004") &&
+                   strstr(out, "\"n\":\t9007199254740993") && strstr(out, "\"x\":\t7.19960883,") &&
+                   strstr(out, "\"n\":\t-3\n"),
+               "json: %s", out);
+        free(out);
+        out = print(u, GB_FMT_CSV);
+        CHECKF(strstr(out, "0.30000000000000004,9007199254740993\n7.19960883,-3\n"), "csv: %s",
+               out);
+        free(out);
+        gb_table_destroy(&u);
     } else if (strcmp(c, "utf8_width") == 0) {
         /* columns line up by characters, not bytes: "ünï" is 3 wide */
         static const char *const two[] = {"name", "state"};
