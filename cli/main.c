@@ -4,8 +4,10 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* One line per command, in the order `gpubench help` lists them. */
 static const gb_command_t commands[] = {
@@ -76,8 +78,12 @@ int main(int argc, char **argv) {
             /* output that could not be written (> /dev/full, a closed pipe)
              * is a failure, not exit 0 with the table lost */
             if (fflush(stdout) != 0 || ferror(stdout)) {
-                fprintf(stderr, "gpubench %s: cannot write the output: %s\n", name,
-                        strerror(errno ? errno : EIO));
+                int e = errno ? errno : EIO;
+                /* errno may be a later call's by now (a closed pipe read
+                 * "Bad file descriptor"): a pipe without a reader says so */
+                struct pollfd pf = {.fd = STDOUT_FILENO, .events = POLLOUT};
+                if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLERR)) e = EPIPE;
+                fprintf(stderr, "gpubench %s: cannot write the output: %s\n", name, strerror(e));
                 return rc ? rc : 1;
             }
             return rc;

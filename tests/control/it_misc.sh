@@ -261,6 +261,15 @@ usage)
     # output that cannot be written is a failure (it was exit 0)
     "$GB" help >/dev/full 2>"$T/u.log"; eq "help > /dev/full" "$?" 1
     contains "says so" "$T/u.log" "gpubench help: cannot write the output"
+    # a pipe whose reader is gone, SIGPIPE ignored (else it ends the command,
+    # exit 141, as any tool's): said as such (a stale errno read "Bad file
+    # descriptor" after a long output)
+    python3 -c "import os,subprocess,sys
+r, w = os.pipe(); os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE, restore_signals=False)
+sys.stderr.write(p.stderr.decode()); sys.exit(p.returncode)" "$GB" help 2>"$T/u.log"
+    eq "help into a closed pipe" "$?" 1
+    contains "says so" "$T/u.log" "gpubench help: cannot write the output: Broken pipe"
     "$GB" nodes --forget a1 --format json >"$T/u.log" 2>&1; eq "nodes --forget --format" "$?" 2
     # the agent's own option values are usage errors, found before its state
     # directory is made (they were exit 1, the directory made)
