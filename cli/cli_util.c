@@ -240,6 +240,13 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
         fprintf(stderr, "gpubench %s: %s is not a gpubench store (%s)\n", cmd, path, why);
         return NULL;
     }
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) { /* not the -shm's directory (said below) */
+        fprintf(stderr,
+                "gpubench %s: cannot read %s: %s (another process held it locked past a 5 s "
+                "wait: a sqlite3 shell in an exclusive transaction, say)\n",
+                cmd, path, why);
+        return NULL;
+    }
     /* A WAL store read where this user cannot create its -shm file (a
      * directory not its own, a read-only mount): SQLite needs one even to
      * read. With no -wal file the store was closed cleanly and holds
