@@ -107,6 +107,7 @@ int cmd_nodes(int argc, char **argv) {
         return cli_usage_error("nodes", "--topo reads the store (--db), not the coordinator: "
                                         "--control, --key and --server-key do not apply");
     if (topo) {
+        if (!db[0]) return cli_usage_error("nodes", "--db needs a file name");
         if (optind + 1 < argc) return cli_usage_error("nodes", "--topo takes at most one NODE");
         return cli_print_topo(db, optind < argc ? argv[optind] : NULL, fmt, stdout);
     }

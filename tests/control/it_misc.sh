@@ -271,6 +271,8 @@ sys.stderr.write(p.stderr.decode()); sys.exit(p.returncode)" "$GB" help 2>"$T/u.
     eq "help into a closed pipe" "$?" 1
     contains "says so" "$T/u.log" "gpubench help: cannot write the output: Broken pipe"
     "$GB" nodes --forget a1 --format json >"$T/u.log" 2>&1; eq "nodes --forget --format" "$?" 2
+    "$GB" nodes --topo --db "" >"$T/u.log" 2>&1; eq "nodes --topo --db ''" "$?" 2
+    contains "as results says" "$T/u.log" "--db needs a file name"
     # the agent's own option values are usage errors, found before its state
     # directory is made (they were exit 1, the directory made)
     "$GB" agent --labels novalue --state-dir "$T/ag1" >"$T/u.log" 2>&1; eq "agent --labels novalue" "$?" 2
