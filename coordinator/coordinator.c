@@ -3612,8 +3612,10 @@ static int side_files_writable(const gb_coord_t *c, char *err, size_t errlen) {
         }
         if (spare && unlink(p) == 0) {
             gb_warn("store %s: removed %s, %s of uid %u that this user could not write (left by "
-                    "another user reading the store)",
-                    c->cfg.db_path, p, i == 1 ? "an index" : "an empty log", (unsigned)st.st_uid);
+                    "%s reading the store)",
+                    c->cfg.db_path, p, i == 1 ? "an index" : "an empty log", (unsigned)st.st_uid,
+                    st.st_uid == geteuid() ? "this user, when the store was read-only to it,"
+                                           : "another user");
             continue;
         }
         gb_fmt(err, errlen,
