@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -155,10 +156,11 @@ int cmd_agent(int argc, char **argv) {
         return 2;
     }
     if (cfg.name && *cfg.name &&
-        (!gb_wire_line_ok(cfg.name, 1, GB_WIRE_NAME_MAX) || !gb_utf8_ok(cfg.name))) {
+        (!gb_wire_line_ok(cfg.name, 1, GB_WIRE_NAME_MAX) || !gb_utf8_ok(cfg.name) ||
+         strchr(cfg.name, ','))) {
         fprintf(stderr,
                 "gpubench agent: --name: a node name is 1..%d bytes of UTF-8 without control "
-                "characters\n",
+                "characters or ',' (v_results.nodes joins a job's nodes with ',')\n",
                 GB_WIRE_NAME_MAX);
         return 2;
     }

@@ -217,6 +217,9 @@ static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
         FAIL(RANGE, "hello.agent_id must be 1..%d characters of [A-Za-z0-9._-]", GB_WIRE_ID_MAX);
     CHECK_LINE(h->name, 1, GB_WIRE_NAME_MAX, "hello.name");
     if (!gb_utf8_ok(h->name)) FAIL(RANGE, "hello.name: not valid UTF-8");
+    /* the views join a job's nodes with ',' (v_results.nodes), and
+     * --nodes lists are split at ',' */
+    if (strchr(h->name, ',')) FAIL(RANGE, "hello.name: a node name has no ','");
     if (h->n_labels > GB_WIRE_LABELS_MAX)
         FAIL(RANGE, "hello: more than %d labels", GB_WIRE_LABELS_MAX);
     for (size_t i = 0; i < h->n_labels; i++) {

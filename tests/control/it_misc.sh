@@ -15,6 +15,10 @@ state_dir_lock)
     contains "says why" "$T/esc.log" "--name: a node name is 1..128 bytes of UTF-8 without control characters"
     timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a8" --name $'bad\xffname' >"$T/utf.log" 2>&1 && fail "an agent named with invalid UTF-8 started"
     contains "says why" "$T/utf.log" "--name: a node name is 1..128 bytes of UTF-8 without control characters"
+    # nor one with a comma: v_results.nodes joins a job's nodes with ','
+    timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a7" --name 'a,b' >"$T/comma.log" 2>&1
+    eq "an agent named with a comma: usage error" "$?" 2
+    contains "says why" "$T/comma.log" "without control characters or ','"
     # a lock file it may not open is not "in use by another agent"
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         mkdir -m 777 "$T/shared"; chmod 755 "$T"; : >"$T/shared/lock"; chmod 600 "$T/shared/lock"

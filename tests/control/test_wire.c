@@ -324,6 +324,9 @@ int main(int argc, char **argv) {
         x.inv.cpu_model = s;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "inventory.cpu_model");
         free(s);
+    } else if (strcmp(c, "hello_name_comma") == 0) {
+        x.h.name = "a,b"; /* v_results.nodes joins names with ',' */
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.name: a node name has no ','");
     } else if (strcmp(c, "hello_jobref") == 0) {
         x.r.attempt = 0;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.running[0]");
