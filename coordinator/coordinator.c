@@ -225,6 +225,7 @@ struct gb_coord {
     size_t n_queued;
     int dirty; /* placement may find something to do */
     int64_t started_ms, next_tick_ms;
+    int64_t polled_ms;  /* when the loop's last poll returned (forgive_stall) */
     int64_t hb_last_us; /* heartbeats: when they were last sent, the share left over, */
     double hb_carry;    /* and where the cursor stands in agent_list */
     size_t hb_cursor;
@@ -2922,6 +2923,26 @@ static int64_t restart_grace_ms(const gb_coord_t *c) {
     return w * 2 > w + 2000 ? w * 2 : w + 2000;
 }
 
+/* The coordinator itself did not run for stall_ms (SIGSTOP, a paused VM,
+ * a turn stuck in SQLite's busy wait): its agents' silence over that time
+ * is not theirs. Their clocks move on by it: every agent was found lost
+ * after a stall of a lost window, and jobs running fine failed with
+ * --max-attempts 1 (their heartbeats were queued, or their reconnect's
+ * handshake not yet done, when the check ran). */
+static void forgive_stall(gb_coord_t *c, int64_t stall_ms) {
+    int64_t now = gb_mono_ms();
+    gb_warn("the coordinator did not run for %" PRId64 " ms (stopped, or a turn that long): "
+            "its agents' silence over that time is not held against them",
+            stall_ms);
+    for (size_t i = 0; i < c->n_agents; i++) {
+        cagent_t *a = c->agent_list[i];
+        a->last_heard_ms = a->last_heard_ms + stall_ms < now ? a->last_heard_ms + stall_ms : now;
+        if (a->stopped_ms) a->stopped_ms += stall_ms;
+        for (int k = 0; k < a->n_running; k++)
+            a->running[k]->assigned_ms += stall_ms;
+    }
+}
+
 static void check_liveness(gb_coord_t *c) {
     int64_t now = gb_mono_ms(), window = lost_window_ms(c), grace = restart_grace_ms(c);
     for (size_t i = 0; i < c->n_agents; i++) {
@@ -4605,6 +4626,11 @@ int gb_coord_run(gb_coord_t *c) {
             gb_error("poll: %s", zmq_strerror(errno));
             return -1;
         }
+        /* since the last poll returned: the last turn, and this poll's
+         * wait, which may take timeout */
+        int64_t polled = gb_mono_ms(), stall = c->polled_ms ? polled - c->polled_ms - timeout : 0;
+        c->polled_ms = polled;
+        if (stall > 1000 && stall > 2 * (int64_t)c->cfg.heartbeat_ms) forgive_stall(c, stall);
         /* a turn's phases are timed: a slow one is logged (debug) with
          * where the time went */
         int64_t t_start = gb_mono_us(), t_agents, t_control, t_timers, t_dispatch;

@@ -578,6 +578,24 @@ readonly_store)
     "$GB" results --db "$T/half.db" >"$T/l.log" 2>&1 && fail "results on a locked store"
     contains "a lock said" "$T/l.log" "database is locked (another process held it locked past a 5 s wait"
 ;;
+coord_stall)
+    # the coordinator stopped (SIGSTOP, a paused VM) for four lost windows
+    # while its agent runs a job: the agent's silence over that time is
+    # not its own (it was found lost, and the job failed with
+    # --max-attempts 1)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=4000 --max-attempts 1)
+    wait_running "$sweep" 1
+    kill -STOP "$COORD_PID"
+    sleep 2
+    kill -CONT "$COORD_PID"
+    check "the job succeeds" "$GB" wait "$sweep" --quiet --timeout 30
+    contains "the stall said" "$T/coord.log" "the coordinator did not run for"
+    grep -q "lost (silent" "$T/coord.log" && fail "the agent was found lost: $(grep "lost (silent" "$T/coord.log")"
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
     # loopback), an agent and the commands reach them
