@@ -411,6 +411,25 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
         gb__result__free_unpacked(r, NULL);
         r = NULL;
     }
+    /* and one the coordinator takes: an entry that reads but breaks a
+     * field's rule (a flipped status byte, a cut record) was refused at
+     * every resend, listed as spooled all the while, and its job never
+     * ended */
+    char bad[300] = "";
+    if (r) {
+        Gb__Envelope chk = GB__ENVELOPE__INIT;
+        chk.version = GB_PROTOCOL_VERSION;
+        chk.body_case = GB__ENVELOPE__BODY_RESULT;
+        chk.result = r;
+        if (gb_wire_validate(&chk, bad, sizeof bad) != 0) {
+            gb_error("spool: the result of job %" PRIu64 " attempt %u would be refused: %s",
+                     u->job_id, u->attempt, bad);
+            gb__result__free_unpacked(r, NULL);
+            r = NULL;
+        } else {
+            bad[0] = '\0';
+        }
+    }
     if (!r) {
         /* It could never be acknowledged: keep the bytes aside and report
          * the job failed instead, so it ends rather than waits forever. */
@@ -427,10 +446,14 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
         rr.status = GB_RUN_FAILED;
         rr.exit_code = -1;
         rr.started_ms = rr.finished_ms = gb_wall_ms();
-        gb_fmt(rr.error, sizeof rr.error,
-               removed ? "the agent's spooled result was removed before it was acknowledged "
-                         "(with its state directory?) and no copy was held in memory"
-                       : "the agent's spooled result was unreadable");
+        if (removed)
+            gb_fmt(rr.error, sizeof rr.error,
+                   "the agent's spooled result was removed before it was acknowledged (with its "
+                   "state directory?) and no copy was held in memory");
+        else if (bad[0])
+            gb_fmt(rr.error, sizeof rr.error, "the agent's spooled result was damaged (%s)", bad);
+        else
+            gb_fmt(rr.error, sizeof rr.error, "the agent's spooled result was unreadable");
         finish_result(a, job, attempt, u->store_id[0] ? u->store_id : a->store_id, &rr);
         return;
     }

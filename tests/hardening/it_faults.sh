@@ -748,14 +748,16 @@ sick_alone)
     ;;
 spool_damaged)
     # a spooled result damaged while the agent was down: a directory, a
-    # FIFO, an empty file, an entry under another attempt's name. Each ends
+    # FIFO, an empty file, an entry under another attempt's name, one whose
+    # status byte is flipped to 7, one cut after its status (an ok result
+    # with no record: both read, but the coordinator refuses them). Each ends
     # the job failed ("unreadable", moved aside) instead of a job running
     # for ever while the agent retried 5 times a second (or, for the FIFO,
     # hung in open()). The coordinator is down when the job ends, so the
     # result is only in the spool.
     start_coord
     job=0
-    for mode in dir fifo empty wrongname; do
+    for mode in dir fifo empty wrongname status cut; do
         job=$((job + 1))
         start_agent a1
         wait_nodes 1
@@ -767,6 +769,7 @@ spool_damaged)
         fifo) rm "$f"; mkfifo "$f" ;;
         empty) : >"$f" ;;
         wrongname) mv "$f" "$T/a1/spool/result-$job-2.pb" ;;
+        status | cut) python3 "$(dirname "$0")/damage_result.py" "$mode" "$f" ;;
         esac
         start_coord
         start_agent a1
@@ -777,13 +780,19 @@ spool_damaged)
             # came back without its result (it was stored as superseded and
             # attempt 2 waited for ever)
             contains "$mode: said" "$T/a1.log" "the entry of job $job attempt 2 holds job $job attempt 1"
+        elif [ "$mode" = status ] || [ "$mode" = cut ]; then
+            # it reads, but breaks a field's rule: the coordinator refused
+            # it at every resend, and the job never ended
+            q "SELECT status || ',' || error FROM results WHERE job_id = $job" >"$T/why.txt"
+            contains "$mode: why" "$T/why.txt" "failed,the agent's spooled result was damaged ($(
+                [ "$mode" = status ] && echo "result.status 7 is not a known status" || echo "result.record_json")"
         else
             eq "$mode: why" "$(q "SELECT status || ',' || error FROM results WHERE job_id = $job")" \
                 "failed,the agent's spooled result was unreadable"
         fi
         kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
     done
-    eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 4
+    eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 6
     ;;
 worker_kill)
     start_coord
