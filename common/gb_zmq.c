@@ -541,7 +541,7 @@ const char *gb_probe_str(gb_probe_t p, const char *said, int have_keys, char *ou
     case GB_PROBE_SILENT:
         gb_fmt(out, outlen,
                "it accepted the connection but sent no ZeroMQ greeting: is this a "
-               "gpubench coordinator's address?");
+               "gpubench coordinator's address, and is its process running (not stopped)?");
         break;
     case GB_PROBE_CLOSED:
         gb_fmt(out, outlen,
