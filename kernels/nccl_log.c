@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char *const names[GB_NT_COUNT] = {
     "P2P/IPC", "P2P/CUMEM", "P2P/direct", "SHM", "NET/IB", "NET/Socket", "NET", "NVLS", "CollNet",
@@ -161,4 +164,39 @@ const char *gb_nccl_interconnect(const gb_nccl_report_t *r, int nvlink_hint) {
     if (r->transports & (1u << GB_NT_SHM)) return "pcie";
     if (r->transports & net) return "net";
     return "none";
+}
+
+int gb_nccl_log_prune(const char *tmp, long max_age_s) {
+    DIR *d = opendir(tmp);
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char dir[4096];
+        struct stat st;
+        /* mkdtemp's name: "gb-nccl-" and six characters */
+        if (strncmp(e->d_name, "gb-nccl-", 8) != 0 || strlen(e->d_name) != 14 ||
+            snprintf(dir, sizeof(dir), "%s/%s", tmp, e->d_name) >= (int)sizeof(dir) ||
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+            now - st.st_mtime <= max_age_s)
+            continue;
+        DIR *l = opendir(dir);
+        if (!l) continue;
+        struct dirent *f;
+        while ((f = readdir(l))) {
+            char path[4400];
+            size_t n = strlen(f->d_name);
+            struct stat fs;
+            if (strncmp(f->d_name, "nccl.", 5) == 0 && n > 9 &&
+                strcmp(f->d_name + n - 4, ".log") == 0 &&
+                snprintf(path, sizeof(path), "%s/%s", dir, f->d_name) < (int)sizeof(path) &&
+                lstat(path, &fs) == 0 && S_ISREG(fs.st_mode))
+                unlink(path);
+        }
+        closedir(l);
+        removed += rmdir(dir) == 0;
+    }
+    closedir(d);
+    return removed;
 }

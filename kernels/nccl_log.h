@@ -57,6 +57,14 @@ int gb_nccl_log_file(gb_nccl_report_t *r, const char *path, char *err, size_t er
 int gb_nccl_log_dir(gb_nccl_report_t *r, const char *dir, const char *prefix, char *err,
                     size_t errlen);
 
+/* Removes NCCL log directories the CUDA backend made under tmp
+ * ("gb-nccl-XXXXXX", this user's) last changed more than max_age_s
+ * seconds ago: their "nccl.*.log" files, then the directory (one holding
+ * anything else is left). A result record names its run's directory
+ * (details.nccl_log); every data-parallel GPU run made one and none was
+ * removed. Returns the number of directories removed. */
+int gb_nccl_log_prune(const char *tmp, long max_age_s);
+
 const char *gb_nccl_transport_name(int t);
 /* JSON array of the transports seen, e.g. ["P2P/CUMEM","NET/IB"]; -1 when
  * it did not fit. */

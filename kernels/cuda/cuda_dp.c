@@ -188,6 +188,7 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
     }
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !tmp[0]) tmp = "/tmp";
+    (void)gb_nccl_log_prune(tmp, 7L * 86400); /* earlier runs' logs, after a week */
     snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp);
     if (!mkdtemp(g.logdir)) {
         snprintf(err, errlen, "cannot make a directory for NCCL's log under %s", tmp);

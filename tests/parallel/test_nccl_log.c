@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void feed(gb_nccl_report_t *r, const char *const *lines) {
@@ -191,6 +194,36 @@ int main(void) {
     CHECK(strcmp(gb_nccl_transport_name(GB_NT_NET_IB), "NET/IB") == 0 &&
           strcmp(gb_nccl_transport_name(99), "?") == 0);
     free(longl);
+    /* pruning old log directories: an old one goes, a new one stays, an
+     * old one holding anything but NCCL's logs stays, and other names are
+     * not looked at */
+    static const char *const sub[] = {"gb-nccl-old111", "gb-nccl-new222", "gb-nccl-odd333",
+                                      "gb-nccl-toolong4", "other-old4444"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
+        CHECK(mkdir(path, 0700) == 0);
+        snprintf(path, sizeof(path), "%s/%s/nccl.host.%d.log", dir, sub[i], 100 + i);
+        f = fopen(path, "w");
+        CHECK(f && fputs("NCCL INFO x\n", f) >= 0 && fclose(f) == 0);
+    }
+    snprintf(path, sizeof(path), "%s/gb-nccl-odd333/keep.txt", dir);
+    f = fopen(path, "w");
+    CHECK(f && fclose(f) == 0);
+    struct timespec old[2] = {{time(NULL) - 8 * 86400, 0}, {time(NULL) - 8 * 86400, 0}};
+    for (int i = 0; i < 5; i++) {
+        if (i == 1) continue; /* the new one */
+        snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
+        CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
+    }
+    CHECK(gb_nccl_log_prune(dir, 7 * 86400) == 1);
+    struct stat st;
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
+        CHECKF((stat(path, &st) == 0) == (i != 0), "%s: %s", sub[i], i ? "removed" : "kept");
+    }
+    snprintf(path, sizeof(path), "%s/gb-nccl-odd333/keep.txt", dir);
+    CHECK(stat(path, &st) == 0);
+    CHECK(gb_nccl_log_prune("/nonexistent", 0) == 0);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
