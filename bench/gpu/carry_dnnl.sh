@@ -15,6 +15,9 @@ lib=$(ldconfig -p | awk '/libdnnl\.so\.2 /{if (!f) print $NF; f = 1}')  # reads 
 [ -f /usr/include/oneapi/dnnl/dnnl.h ] ||
   { echo "carry_dnnl: no oneDNN headers in /usr/include/oneapi/dnnl (apt-get install libdnnl-dev)" >&2; exit 1; }
 mkdir -p .gpu-deps
+# a copy left half-made by a SIGKILL (no trap ran) would travel too: 2 x 39 MB
+# is over the device call's 64 MiB
+rm -rf .gpu-deps/dnnl.new.*
 NEW=$(mktemp -d .gpu-deps/dnnl.new.XXXXXX)
 trap 'rm -rf "$NEW"' EXIT
 trap 'exit 130' INT

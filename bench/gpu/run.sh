@@ -28,7 +28,7 @@
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
 #        ours dp torch cudnnbn sanitizer compile; e.g. a second call with
-#        SKIP="tests ours dp torch" runs what the first one had no time for)
+#        SKIP="tests ours dp torch cudnnbn sanitizer" gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
 # Without a usable GPU (no nvidia-smi, nvidia-smi fails or lists none) it
@@ -87,6 +87,8 @@ JSON_PY=$PYTHON
 "$JSON_PY" -c 'import json' >/dev/null 2>&1 || JSON_PY=python3
 "$JSON_PY" -c 'import json' >/dev/null 2>&1 || { echo "run.sh: neither PYTHON=$PYTHON nor python3 runs: the figures could not be read" >&2; exit 2; }
 declare -a SUMMARY=()
+PRECS="fp16 bf16 tf32 fp32"
+declare -A OURS=() TORCH_E=() TORCH_C=()
 
 mkdir -p "$LOG" 2>/dev/null || LOG=$(mktemp -d)
 if [ -n "$RESULT_DIR" ] && ! mkdir -p "$RESULT_DIR" 2>/dev/null; then RESULT_DIR=; fi
@@ -101,11 +103,47 @@ failed() {
   *) status FAIL "$2 (exit $1; ${3:-see its log})" ;;
   esac
 }
+# results.md (the table and every section's line so far): written by pack,
+# so a run cut short still leaves it in $OUT; awk, not a Python per cell
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f\n", a / b; else print "-" }' || echo "-"; }
+num() { [ -n "$1" ] && awk -v a="$1" 'BEGIN { printf "%.0f\n", a }' || echo "-"; }
+write_results() {
+  local p s
+  TABLE=$(
+    printf '| precision | gpubench img/s | torch eager img/s | ratio | torch.compile img/s | ratio |\n'
+    printf '|---|---:|---:|---:|---:|---:|\n'
+    for p in $PRECS; do
+      printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$(num "${OURS[$p]:-}")" "$(num "${TORCH_E[$p]:-}")" \
+        "$(ratio "${OURS[$p]:-}" "${TORCH_E[$p]:-}")" "$(num "${TORCH_C[$p]:-}")" "$(ratio "${OURS[$p]:-}" "${TORCH_C[$p]:-}")"
+    done)
+  [ -n "${CUDNN_V:-}" ] || CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
+  {
+    echo
+    echo "## $(date -u '+%Y-%m-%d %H:%M UTC') - ${GPU:-no GPU} x${NGPU:-0}"
+    echo
+    echo "Driver ${DRIVER:-?}, CUDA toolkit ${CUDA_V:-?}, cuDNN ${CUDNN_V:-?}, PyTorch ${TORCH_V:-not installed};"
+    echo "ResNet-50 v1.5, batch $BATCH per GPU, 224x224 synthetic data, $WARMUP warm-up + $STEPS timed steps,"
+    echo "images/s = batch / median step time (CUDA events). Ratios: gpubench / PyTorch."
+    echo "gpubench: bench/gpu/gb_cuda_bench over gb_cuda_backend_ops (the engine driver's calls), steps replayed"
+    echo "as a CUDA graph; its fp32 takes only FMA convolution algorithms (no FFT/Winograd), PyTorch's fp32 any."
+    echo
+    echo "$TABLE"
+    echo
+    [ -n "${DP_NOTE:-}" ] && { echo "$DP_NOTE."; echo; }
+    [ -n "${AR_NOTE:-}" ] && { echo "$AR_NOTE (busbw = algbw x 2(n-1)/n: 0 on one GPU)."; echo; }
+    echo "Sections:"
+    echo
+    for s in "${SUMMARY[@]}"; do echo "- $s"; done
+  } >"$LOG/results.md"
+  [ -z "$RESULT_DIR" ] || cp "$LOG/results.md" "$RESULT_DIR/results.md" 2>/dev/null
+  return 0
+}
 pack() {
   printf '%s\n' "${SUMMARY[@]}" >"$LOG/summary.txt"
   # NCCL's own logs (its WARN lines say why a call failed): kernels/cuda
   # sends them to a gb-nccl-* folder of the temporary directory
   mkdir -p "$LOG/nccl" 2>/dev/null && cp -r "${TMPDIR:-/tmp}"/gb-nccl-* "$LOG/nccl/" 2>/dev/null
+  write_results
   [ -n "$RESULT_DIR" ] || return 0
   cp "$LOG/summary.txt" "$RESULT_DIR/summary.txt" 2>/dev/null
   tar -czf "$RESULT_DIR/logs.tgz" -C "$LOG" . 2>/dev/null
@@ -124,18 +162,17 @@ slot() {
   [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
 json_field() { "$JSON_PY" -c 'import json,sys
-t=open(sys.argv[1]).read(); i=t.find("{")
-d=json.loads(t[i:t.rfind("}")+1]) if i>=0 else {}
-v=d
+ls=[l for l in open(sys.argv[1]).read().splitlines() if l.startswith("{")]
+v=json.loads(ls[-1]) if ls else {}
 for k in sys.argv[2].split("."): v=v.get(k) if isinstance(v,dict) else None
-print("" if v is None else v)' "$1" "$2" 2>/dev/null; }
+print("" if v is None else json.dumps(v) if isinstance(v,(bool,list,dict)) else v)' "$1" "$2" 2>/dev/null; }
 
 # clocks, power, temperature and clock-event reasons into $1 (newer drivers
 # name the last field clocks_event_reasons, older ones clocks_throttle_reasons)
 gpu_state() {
   local f
   for f in clocks_event_reasons.active clocks_throttle_reasons.active; do
-    nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,$f --format=csv >"$1" 2>&1 && return 0
+    timeout -k 5 20 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,$f --format=csv >"$1" 2>&1 && return 0
   done
   return 0
 }
@@ -155,7 +192,7 @@ section "machine"
 GPU='' DRIVER='' CAP='' NGPU=0 NOGPU=''
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   NOGPU="no nvidia-smi in PATH (no NVIDIA driver)"
-elif ! GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>"$LOG/nvidia-smi.err"); then
+elif ! GPUS=$(timeout -k 5 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>"$LOG/nvidia-smi.err"); then
   NOGPU="nvidia-smi failed: $(printf '%s\n' "$GPUS" | cat - "$LOG/nvidia-smi.err" | grep -m1 .)"
 elif [ -z "$GPUS" ]; then
   NOGPU="nvidia-smi lists no GPU"
@@ -163,8 +200,8 @@ elif case $GPUS in *[Nn]o\ devices\ were\ found*) true ;; *) false ;; esac; then
   NOGPU="nvidia-smi: $GPUS"
 else
   GPU=$(printf '%s\n' "$GPUS" | head -1)
-  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  DRIVER=$(timeout -k 5 30 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+  CAP=$(timeout -k 5 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   NGPU=$(printf '%s\n' "$GPUS" | wc -l) # GPUs, not MIG lines
 fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -230,21 +267,30 @@ command -v make >/dev/null 2>&1 || { command -v ninja >/dev/null 2>&1 && GEN=(-G
 gpu_state "$LOG/gpu_state_before.csv"
 
 section "build"
-BUILD_OK=0
-if timeout "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+BUILD_OK=0 BENCH_OK=0
+if timeout -k 10 "$(slot 300)" cmake ${GEN[@]+"${GEN[@]}"} -S bench/gpu -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
      -DCMAKE_CUDA_COMPILER="$NVCC" "-DGB_CUDA_ARCHS=$ARCHS" \
      ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
      ${DNNL_ROOT:+-DGB_DNNL_ROOT=$DNNL_ROOT} \
-     >"$LOG/cmake.log" 2>&1 &&
-   timeout "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >"$LOG/build.log" 2>&1; then
-  BUILD_OK=1
+     >"$LOG/cmake.log" 2>&1; then
+  # the timing harness and the backend first: a test that does not build
+  # (the carried oneDNN's CPU engine, say) must not cost the figures
+  timeout -k 10 "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" --target gb_cuda_bench gpubench_cuda \
+    >"$LOG/build.log" 2>&1 && BENCH_OK=1
+  timeout -k 10 "$(slot 300)" cmake --build "$BUILD" -j"$JOBS" >>"$LOG/build.log" 2>&1 && BUILD_OK=1
+fi
+if [ "$BUILD_OK" = 1 ]; then
   status PASS "build ($(grep -o 'GPU build): .*' "$LOG/cmake.log" | head -1 | cut -c13-)), $(( $(date +%s) - START )) s"
   # test_cuda_step links the carried libdnnl.so.2 too (its glibc, libgomp)
   MISSING=$(ldd "$BUILD/gb_cuda_bench" "$BUILD"/lib/libgpubench_cuda.so "$BUILD/tests/cuda/test_cuda_step" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
   [ -n "$MISSING" ] && status FAIL "unresolved libraries (ldd): $MISSING"
 else
   tail -n 30 "$LOG/cmake.log" "$LOG/build.log" 2>/dev/null
-  status FAIL "build (logs: cmake.log, build.log)"
+  if [ "$BENCH_OK" = 1 ]; then
+    status FAIL "build: gb_cuda_bench built, the tests did not (build.log): gpu tests and sanitizer left out"
+  else
+    status FAIL "build (logs: cmake.log, build.log)"
+  fi
 fi
 if [ "$BUILD_ONLY" = 1 ]; then
   status SKIPPED "everything after the build: BUILD_ONLY=1"
@@ -257,7 +303,7 @@ if ! want tests; then :
 elif [ "$BUILD_OK" = 1 ]; then
   # -V: the passing tests' own lines (each setting's agreement figures) come
   # back too, not only "Passed"
-  if timeout "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --timeout 150 -V >"$LOG/gpu_tests.log" 2>&1 \
+  if timeout -k 10 "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 150 -V >"$LOG/gpu_tests.log" 2>&1 \
      && timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
@@ -267,8 +313,10 @@ elif [ "$BUILD_OK" = 1 ]; then
       SKIPCPU=$(grep -o 'cuda-vs-cpu fp32: skipped.*' "$LOG/gpu_tests.log" | head -1 | cut -c1-160)
       if [ -n "$SKIPCPU" ]; then
         status PASS "gpu tests (ops and whole steps vs the double host twin; $SKIPCPU)"
-      elif grep -q "CPU engine on oneDNN" "$LOG/cmake.log"; then
+      elif grep -q "cuda-vs-cpu fp32: [0-9]" "$LOG/gpu_tests.log"; then
         status PASS "gpu tests (ops and whole steps vs the double host twin, and vs the CPU engine)"
+      elif grep -q "CPU engine on oneDNN" "$LOG/cmake.log"; then
+        status PASS "gpu tests (ops and whole steps vs the double host twin; the CPU engine was built but no cuda-vs-cpu line was printed)"
       else
         status PASS "gpu tests (ops and whole steps vs the double host twin; no oneDNN here, so not vs the CPU engine: bench/gpu/carry_dnnl.sh)"
       fi
@@ -282,21 +330,20 @@ else
   status SKIPPED "gpu tests: not built"
 fi
 
-PRECS="fp16 bf16 tf32 fp32"
-declare -A OURS TORCH_E TORCH_C
 
 section "gpubench (ours): gb_cuda_bench"
 if ! want ours; then :
-elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   for p in $PRECS; do
     if [ "$(left)" -lt 90 ]; then status SKIPPED "ours $p: out of time"; continue; fi
-    if timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --precision "$p" --batch "$BATCH" --image-size 224 \
+    if timeout -k 10 "$(slot 150 30)" "$BUILD/gb_cuda_bench" --precision "$p" --batch "$BATCH" --image-size 224 \
          --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$p.json" 2>"$LOG/ours_$p.err"; then
       RTE=$(json_field "$LOG/ours_$p.json" details.cudnn_runtime_error)
       # a cuDNN runtime error (a batch norm out of range) leaves the figure
       # out of the table
       if [ -n "$RTE" ]; then status FAIL "ours $p: cuDNN runtime error: $RTE"; continue; fi
       OURS[$p]=$(json_field "$LOG/ours_$p.json" images_per_sec)
+      if [ -z "${OURS[$p]}" ]; then status FAIL "ours $p: exit 0 but no images_per_sec (ours_$p.json)"; continue; fi
       status PASS "ours $p: ${OURS[$p]} img/s, median $(json_field "$LOG/ours_$p.json" step_ms.median) ms, graph $(json_field "$LOG/ours_$p.json" details.cuda_graph), BN cuDNN/own $(json_field "$LOG/ours_$p.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_$p.json" details.batchnorm.own), skipped $(json_field "$LOG/ours_$p.json" skipped_steps), setup $(json_field "$LOG/ours_$p.json" setup_s) s"
     else
       rc=$?
@@ -308,16 +355,40 @@ else
   status SKIPPED "ours: gb_cuda_bench not built"
 fi
 
+section "PyTorch eager"
+TORCH_OK=0
+if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
+else
+  TORCH_OK=1
+  TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
+  want torch && for p in $PRECS; do
+    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
+    if timeout -k 10 "$(slot 150 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
+         --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
+      TORCH_E[$p]=$(json_field "$LOG/torch_eager_$p.json" images_per_sec)
+      if [ -z "${TORCH_E[$p]}" ]; then status FAIL "torch eager $p: exit 0 but no images_per_sec"; continue; fi
+      status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
+    else
+      rc=$?
+      tail -3 "$LOG/torch_eager_$p.err"
+      failed "$rc" "torch eager $p" "torch_eager_$p.err"
+    fi
+  done
+fi
+
+# after PyTorch eager: on one GPU a one-rank communicator (test_cuda_dp
+# already ran that path) is worth less than the side-by-side figures
 section "data parallel through NCCL"
 DP_NOTE=
 if ! want dp; then :
-elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   # the fp16 job once more with a communicator: on one GPU a one-rank one
   # (what NCCL and the buckets cost), on several every GPU of the machine
   DPN=${NGPU:-1}; [ "$DPN" -ge 1 ] 2>/dev/null || DPN=1
   if [ "$(left)" -lt 90 ]; then
     status SKIPPED "data parallel fp16: out of time"
-  elif timeout "$(slot 150 30)" "$BUILD/gb_cuda_bench" --devices "$DPN" --precision fp16 --batch "$BATCH" \
+  elif timeout -k 10 "$(slot 150 30)" "$BUILD/gb_cuda_bench" --devices "$DPN" --precision fp16 --batch "$BATCH" \
          --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_dp_fp16.json" 2>"$LOG/ours_dp_fp16.err"; then
     DP_IPS=$(json_field "$LOG/ours_dp_fp16.json" images_per_sec)
     RTE=$(json_field "$LOG/ours_dp_fp16.json" details.cudnn_runtime_error)
@@ -331,7 +402,7 @@ elif [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   fi
   if [ "$(left)" -lt 45 ]; then
     status SKIPPED "allreduce: out of time"
-  elif timeout "$(slot 120 30)" "$BUILD/gb_cuda_bench" --allreduce --devices "$DPN" --min-bytes 8 \
+  elif timeout -k 10 "$(slot 120 30)" "$BUILD/gb_cuda_bench" --allreduce --devices "$DPN" --min-bytes 8 \
          --max-bytes "$AR_MAX_BYTES" --iters 20 --warmup 5 >"$LOG/allreduce.json" 2>"$LOG/allreduce.err"; then
     AR_NOTE="allreduce on $DPN GPU(s), 8 B .. $AR_MAX_BYTES B: every size checked, peak busbw $(json_field "$LOG/allreduce.json" peak_busbw_gbs) GB/s, transports $(json_field "$LOG/allreduce.json" details.nccl_transports)"
     status PASS "$AR_NOTE"
@@ -344,35 +415,14 @@ else
   status SKIPPED "data parallel: gb_cuda_bench not built"
 fi
 
-section "PyTorch eager"
-TORCH_OK=0
-if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
-else
-  TORCH_OK=1
-  TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
-  want torch && for p in $PRECS; do
-    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    if timeout "$(slot 150 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
-         --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
-      TORCH_E[$p]=$(json_field "$LOG/torch_eager_$p.json" images_per_sec)
-      status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
-    else
-      rc=$?
-      tail -3 "$LOG/torch_eager_$p.err"
-      failed "$rc" "torch eager $p" "torch_eager_$p.err"
-    fi
-  done
-fi
-
 section "gpubench bf16 with cuDNN's batch norm"
 # bf16 runs our batch-norm kernels by default; this says what cuDNN's would give
 if ! want cudnnbn; then :
-elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
   status SKIPPED "ours bf16/cudnn-BN: gb_cuda_bench not built"
 elif [ "$(left)" -lt 150 ]; then
   status SKIPPED "ours bf16/cudnn-BN: out of time"
-elif GB_CUDA_BN=cudnn timeout "$(slot 120 30)" "$BUILD/gb_cuda_bench" --precision bf16 --batch "$BATCH" \
+elif GB_CUDA_BN=cudnn timeout -k 10 "$(slot 120 30)" "$BUILD/gb_cuda_bench" --precision bf16 --batch "$BATCH" \
        --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_bf16_cudnnbn.json" 2>"$LOG/ours_bf16_cudnnbn.err"; then
   # the one section that forces cuDNN's batch norm: its runtime error is a failure
   RTE=$(json_field "$LOG/ours_bf16_cudnnbn.json" details.cudnn_runtime_error)
@@ -398,7 +448,7 @@ elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_step" ]; then
 elif [ "$(left)" -lt 90 ]; then
   status SKIPPED "compute-sanitizer: out of time"
 else
-  GB_TEST_QUICK=1 timeout "$(slot 200 30)" "$CS" --tool memcheck --error-exitcode 3 \
+  GB_TEST_QUICK=1 timeout -k 10 "$(slot 200 30)" "$CS" --tool memcheck --error-exitcode 3 \
     "$BUILD/tests/cuda/test_cuda_step" >"$LOG/memcheck.log" 2>&1
   rc=$?
   if [ "$rc" = 0 ]; then
@@ -414,8 +464,8 @@ if ! want compile; then :
 elif [ "$TORCH_OK" = 1 ]; then
   # a minute or two per precision: the AMP ones first
   for p in fp16 bf16 tf32; do
-    if [ "$(left)" -lt 150 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
-    if timeout "$(slot 300 20)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
+    if [ "$(left)" -lt 110 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
+    if timeout -k 10 "$(slot 300 20)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
          --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_compile_$p.json" 2>"$LOG/torch_compile_$p.err"; then
       TORCH_C[$p]=$(json_field "$LOG/torch_compile_$p.json" images_per_sec)
       status PASS "torch.compile $p: ${TORCH_C[$p]} img/s"
@@ -436,11 +486,11 @@ elif ! grep -q '"train"' cli/main.c 2>/dev/null; then
   status SKIPPED "gpubench train: this tree has no train command yet"
 elif [ "$(left)" -lt 120 ]; then
   status SKIPPED "gpubench train: out of time"
-elif timeout "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+elif timeout -k 10 "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
        "-DGB_CUDA_ARCHS=$ARCHS" ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
-       >"$LOG/full_cmake.log" 2>&1 && timeout "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" >"$LOG/full_build.log" 2>&1; then
+       >"$LOG/full_cmake.log" 2>&1 && timeout -k 10 "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" >"$LOG/full_build.log" 2>&1; then
   GPUBENCH=$(find "$BUILD-full" -name gpubench -type f -perm -u+x 2>/dev/null | head -1)
-  if GB_CUDA_LIB="$BUILD-full/lib/libgpubench_cuda.so" timeout "$(slot 150 20)" "$GPUBENCH" train \
+  if GB_CUDA_LIB="$BUILD-full/lib/libgpubench_cuda.so" timeout -k 10 "$(slot 150 20)" "$GPUBENCH" train \
        --backend cuda --precision fp16 --batch "$BATCH" --image-size 224 --steps "$STEPS" --warmup "$WARMUP" \
        --format json >"$LOG/train_fp16.json" 2>"$LOG/train_fp16.err"; then
     status PASS "gpubench train fp16: $(json_field "$LOG/train_fp16.json" images_per_sec) img/s"
@@ -453,36 +503,9 @@ fi
 
 section "table"
 gpu_state "$LOG/gpu_state_after.csv"
-ratio() { [ -n "$1" ] && [ -n "$2" ] && "$PYTHON" -c "print('%.2f' % ($1/$2))" 2>/dev/null || echo "-"; }
-num() { [ -n "$1" ] && "$PYTHON" -c "print('%.0f' % $1)" 2>/dev/null || echo "-"; }
-TABLE=$(
-  printf '| precision | gpubench img/s | torch eager img/s | ratio | torch.compile img/s | ratio |\n'
-  printf '|---|---:|---:|---:|---:|---:|\n'
-  for p in $PRECS; do
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$p" "$(num "${OURS[$p]:-}")" "$(num "${TORCH_E[$p]:-}")" \
-      "$(ratio "${OURS[$p]:-}" "${TORCH_E[$p]:-}")" "$(num "${TORCH_C[$p]:-}")" "$(ratio "${OURS[$p]:-}" "${TORCH_C[$p]:-}")"
-  done)
-CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
-{
-  echo
-  echo "## $(date -u '+%Y-%m-%d %H:%M UTC') - ${GPU:-no GPU} x${NGPU}"
-  echo
-  echo "Driver ${DRIVER:-?}, CUDA toolkit ${CUDA_V:-?}, cuDNN ${CUDNN_V:-?}, PyTorch ${TORCH_V:-not installed};"
-  echo "ResNet-50 v1.5, batch $BATCH per GPU, 224x224 synthetic data, $WARMUP warm-up + $STEPS timed steps,"
-  echo "images/s = batch / median step time (CUDA events). Ratios: gpubench / PyTorch."
-  echo "gpubench: bench/gpu/gb_cuda_bench over gb_cuda_backend_ops (the engine driver's calls)."
-  echo
-  echo "$TABLE"
-  echo
-  [ -n "$DP_NOTE" ] && { echo "$DP_NOTE."; echo; }
-  [ -n "${AR_NOTE:-}" ] && { echo "$AR_NOTE (busbw = algbw x 2(n-1)/n: 0 on one GPU)."; echo; }
-  echo "Sections:"
-  echo
-  for s in "${SUMMARY[@]}"; do echo "- $s"; done
-} >"$LOG/results.md"
+write_results
 # only figures from a GPU go into the record
 [ -n "$GPU" ] && cat "$LOG/results.md" >>"$ROOT/bench/gpu/RESULTS.md"
-[ -n "$RESULT_DIR" ] && cp "$LOG/results.md" "$RESULT_DIR/results.md"
 pack
 
 section "summary"

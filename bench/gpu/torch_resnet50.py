@@ -15,6 +15,7 @@ end), step_ms stats, peak memory, versions.
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 
@@ -69,6 +70,7 @@ def main():
         step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
+    scale0 = scaler.get_scale() if scaler.is_enabled() else 1.0
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
     losses = []
@@ -82,18 +84,24 @@ def main():
     window = starts[0].elapsed_time(ends[-1])
     losses = [float(v) for v in losses]
     med = statistics.median(times)
+    # fp16 steps the scaler skipped (an overflow halves the scale; it grows
+    # only every 2000 steps): read once, after the timed steps
+    skipped = round(math.log2(scale0 / scaler.get_scale())) if scaler.is_enabled() else 0
+    finite = all(math.isfinite(v) for v in losses)
     print(json.dumps({
         "framework": "pytorch", "mode": a.mode, "precision": a.precision, "batch": a.batch,
         "images_per_sec": a.batch / (med / 1000.0),
         "images_per_sec_window": a.batch * a.steps / (window / 1000.0),
         "step_ms": {"median": med, "min": min(times), "max": max(times),
                     "p90": sorted(times)[int(0.9 * (len(times) - 1))]},
-        "loss_first": losses[0], "loss_last": losses[-1],
+        "loss_first": losses[0], "loss_last": losses[-1], "skipped_steps": skipped, "valid": finite,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(),
         "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
         "torchvision": torchvision.__version__, "cudnn": torch.backends.cudnn.version(),
         "cuda": torch.version.cuda}))
-    return 0
+    if not finite:
+        print("a timed step's loss is not finite", file=sys.stderr)
+    return 0 if finite else 1
 
 
 if __name__ == "__main__":
