@@ -24,7 +24,7 @@
 # folder (the device tool's), copied there as results.md (at the end),
 # summary.txt and logs.tgz (refreshed after every section, so a killed run
 # still leaves them).
-# Knobs: BATCH (256) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
+# Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
 #        ours dp torch cudnnbn sanitizer compile; e.g. a second call with
@@ -45,6 +45,7 @@ GB_DNNL_ROOT=$(caller_path "${GB_DNNL_ROOT:-}")
 case ${PYTHON:-} in */*) PYTHON=$(caller_path "$PYTHON") ;; esac # a bare name is looked up in PATH
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
+BATCH_ASKED=${BATCH:-}
 BATCH=${BATCH:-256}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-10}
@@ -203,6 +204,16 @@ else
   DRIVER=$(timeout -k 5 30 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
   CAP=$(timeout -k 5 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   NGPU=$(printf '%s\n' "$GPUS" | wc -l) # GPUs, not MIG lines
+  # BATCH unset: 256, halved while a tf32/fp32 step would not fit in 95% of
+  # the smallest GPU (107 MB an image and 3.5 GB besides, as `gpubench
+  # run`'s default sweep; a 24 GB card held 128, not 256)
+  MEM_MIB=$(timeout -k 5 30 nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | sort -n | head -1)
+  if [ -z "$BATCH_ASKED" ] && [ -n "$MEM_MIB" ] && [ "$MEM_MIB" -gt 0 ] 2>/dev/null; then
+    while [ "$BATCH" -gt 8 ] && [ $(( BATCH * 107 + 3500 )) -gt $(( MEM_MIB * 1048576 / 1000000 * 95 / 100 )) ]; do
+      BATCH=$(( BATCH / 2 ))
+    done
+    [ "$BATCH" = 256 ] || echo "batch $BATCH per GPU: the smallest GPU has $MEM_MIB MiB (BATCH=256 to insist)"
+  fi
 fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_V=$("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
