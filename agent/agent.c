@@ -550,7 +550,6 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, const c
     r.job_id = job;
     r.attempt = attempt;
     r.store_id = sid;
-    r.agent_id = a->id;
     r.status = (Gb__ResultStatus)rr->status;
     r.record_json = rr->record_json ? rr->record_json : "";
     r.error = rr->error;
@@ -1044,11 +1043,7 @@ static int write_id(const gb_agent_t *a, const char *dir, char *err, size_t errl
     return gb_write_file_atomic(path, line, strlen(line), err, errlen);
 }
 
-/* The agent id from STATE/agent_id; made when there is none, unless its
- * spooled results name the id that ran them (spooled: "" for none): a file
- * lost while the agent was down (a tmp cleaner takes the oldest file
- * first) is taken back from them, or their results would be dropped. */
-static int load_id(gb_agent_t *a, const char *spooled, char *err, size_t errlen) {
+static int load_id(gb_agent_t *a, char *err, size_t errlen) {
     char path[4200];
     if (gb_fmt(path, sizeof path, "%s/agent_id", a->state_dir) != 0) {
         gb_fmt(err, errlen, "state directory path too long");
@@ -1073,14 +1068,7 @@ static int load_id(gb_agent_t *a, const char *spooled, char *err, size_t errlen)
         gb_fmt(err, errlen, "%s", why);
         return -1;
     }
-    if (spooled[0]) {
-        gb_copy(a->id, sizeof a->id, spooled);
-        gb_warn("state directory %s: its agent_id was missing: id %s taken back from its spooled "
-                "results",
-                a->state_dir, a->id);
-    } else if (gb_random_hex(a->id, 16, err, errlen) != 0) {
-        return -1;
-    }
+    if (gb_random_hex(a->id, 16, err, errlen) != 0) return -1;
     return write_id(a, a->state_dir, err, errlen);
 }
 
@@ -1361,13 +1349,13 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     if (gb_mkdir_p(a->state_dir, err, errlen) != 0 || gb_mkdir_p(a->jobs_dir, err, errlen) != 0)
         goto err;
     if ((a->lock_fd = lock_state_dir(a->state_dir, err, errlen)) < 0) goto err;
-    char spool_dir[4200], spooled_id[GB_WIRE_ID_MAX + 1] = "";
+    if (load_id(a, err, errlen) != 0) goto err;
+    char spool_dir[4200];
     gb_fmt(spool_dir, sizeof spool_dir, "%s/spool", a->state_dir);
     a->spool = gb_spool_new(spool_dir, err, errlen);
     if (!a->spool) goto err;
     gb_spool_entry_t *entries = NULL;
     size_t n = 0;
-    uint64_t spooled_at = 0;
     if (gb_spool_list(a->spool, &entries, &n, err, errlen) != 0) goto err;
     for (size_t i = 0; i < n; i++) {
         unacked_t *u = unacked_add(a, entries[i].job_id, entries[i].attempt);
@@ -1385,11 +1373,6 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         if (gb_spool_get(a->spool, u->job_id, u->attempt, &data, &len, why, sizeof why) == 0) {
             Gb__Result *r = gb__result__unpack(NULL, len, data);
             if (r && r->store_id) gb_copy(u->store_id, sizeof u->store_id, r->store_id);
-            if (r && r->agent_id && gb_wire_id_ok(r->agent_id) &&
-                (!spooled_id[0] || r->finished_at_ms > spooled_at)) { /* the latest's */
-                gb_copy(spooled_id, sizeof spooled_id, r->agent_id);
-                spooled_at = r->finished_at_ms;
-            }
             if (r) gb__result__free_unpacked(r, NULL);
             if (a->mem_held < mem_copies_max(a))
                 unacked_hold(a, u, data, len);
@@ -1398,7 +1381,6 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         }
     }
     free(entries);
-    if (load_id(a, spooled_id, err, errlen) != 0) goto err;
     clean_jobs_dir(a);
     a->inv = calloc(1, sizeof *a->inv);
     if (!a->inv) {

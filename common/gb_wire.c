@@ -316,8 +316,6 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         CHECK_STR(r->output_tail, 0, GB_WIRE_TAIL_MAX, "result.output_tail");
         if (r->store_id && r->store_id[0] && !gb_wire_id_ok(r->store_id))
             FAIL(RANGE, "result.store_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
-        if (r->agent_id && r->agent_id[0] && !gb_wire_id_ok(r->agent_id))
-            FAIL(RANGE, "result.agent_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
         return 0;
     }
     case GB__ENVELOPE__BODY_RESULT_ACK:

@@ -794,27 +794,6 @@ spool_damaged)
     done
     eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 6
     ;;
-agent_id_lost)
-    # the agent's id file lost while it was down with a result in its spool
-    # (a tmp cleaner takes the oldest file first): the id is taken back from
-    # the spool. Under a new id the result matched no attempt of that agent
-    # and was dropped, acknowledged, and the job ran again
-    start_coord
-    start_agent a1
-    wait_nodes 1
-    id=$(cat "$T/a1/agent_id")
-    spooled_while_down a1 1
-    sweep=$SWEEP
-    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
-    rm "$T/a1/agent_id"
-    start_coord
-    start_agent a1
-    check "the job succeeds" "$GB" wait "$sweep" --quiet --timeout 20
-    contains "said" "$T/a1.log" "its agent_id was missing: id $id taken back from its spooled results"
-    eq "the same id" "$(cat "$T/a1/agent_id")" "$id"
-    eq "stored as attempt 1, once" "$(q "SELECT attempt || ',' || status FROM results")" "1,ok"
-    eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
-    ;;
 worker_kill)
     start_coord
     start_agent a1
