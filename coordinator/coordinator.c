@@ -1323,6 +1323,17 @@ static void ack_after_commit(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
 }
 
+/* Agent was, which an attempt ran on, is the same node as agent a under
+ * another id: the same name, not connected (a node's agent starts again
+ * with a new id when its agent_id file was lost while it was down: a tmp
+ * cleaner takes the oldest file first) and, with keys, the same key. Its
+ * spooled results are that attempt's (they matched no attempt of the new
+ * id and were dropped, acknowledged, the job run again). */
+static int same_node(const gb_coord_t *c, const cagent_t *was, const cagent_t *a) {
+    return was && was != a && !was->forgotten && was->state != A_CONNECTED &&
+           strcmp(was->name, a->name) == 0 && (!c->auth || strcmp(was->key, a->key) == 0);
+}
+
 static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     char now[32], att_agent[GB_WIRE_ID_MAX + 1], att_state[16];
     now_iso(now, sizeof now);
@@ -1353,7 +1364,20 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         store_err(c, "result of job %" PRIu64, r->job_id);
         return; /* not acknowledged: resent later */
     }
-    if (found == 1 || strcmp(att_agent, a->id) != 0) {
+    /* The attempt's agent, which this result is stored under: the sender,
+     * or the agent id it had before (same_node) */
+    cagent_t *own = a;
+    if (found == 0 && strcmp(att_agent, a->id) != 0) {
+        cagent_t *was = agent_get(c, att_agent);
+        if (same_node(c, was, a)) {
+            gb_info("result for job %" PRIu64 " attempt %u from %s (%s): the attempt ran under its "
+                    "agent id before, %s (its state directory's agent_id lost?): taken as that "
+                    "one's",
+                    r->job_id, r->attempt, a->name, a->id, was->id);
+            own = was;
+        }
+    }
+    if (found == 1 || strcmp(att_agent, own->id) != 0) {
         /* Nothing to attach it to (another database, or not this agent's):
          * acknowledge so the agent stops resending, and say so. */
         /* one line per agent a while: a peer sending thousands must not
@@ -1370,8 +1394,8 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         ack_after_commit(c, a, r);
         return;
     }
-    if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, a);
-    int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == a;
+    if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, own);
+    int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == own;
     /* What the record says, when it is one. */
     const char *status = status_name(r->status);
     char error[GB_WIRE_ERROR_MAX + 128] = "";
@@ -1409,7 +1433,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     gb_store_result_t sr = {
         .job_id = r->job_id,
         .attempt = r->attempt,
-        .agent_id = a->id,
+        .agent_id = own->id,
         .status = status,
         .kind = kind[0] ? kind : "unknown",
         .n_devices = -1,

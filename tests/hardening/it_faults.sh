@@ -794,6 +794,28 @@ spool_damaged)
     done
     eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 6
     ;;
+agent_id_lost)
+    # the agent's id file lost while it was down with a result in its spool
+    # (a tmp cleaner takes the oldest file first): it comes back under a new
+    # id, and the result is taken as the attempt's (same node name, the old
+    # id not connected). It matched no attempt of the new id and was
+    # dropped, acknowledged, and the job ran again
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    spooled_while_down a1 1
+    sweep=$SWEEP
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    rm "$T/a1/agent_id"
+    start_coord
+    start_agent a1
+    check "the job succeeds" "$GB" wait "$sweep" --quiet --timeout 20
+    [ "$(cat "$T/a1/agent_id")" = "$id" ] && fail "the agent kept its id (the case is not made)"
+    contains "said" "$T/coord.log" "the attempt ran under its agent id before, $id"
+    eq "stored as attempt 1 of the old id, once" "$(q "SELECT attempt || ',' || status || ',' || agent_id FROM results")" "1,ok,$id"
+    eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+    ;;
 worker_kill)
     start_coord
     start_agent a1
