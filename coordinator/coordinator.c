@@ -225,9 +225,11 @@ struct gb_coord {
     size_t n_queued;
     int dirty; /* placement may find something to do */
     int64_t started_ms, next_tick_ms;
-    int64_t polled_ms;  /* when the loop's last poll returned (forgive_stall) */
-    int64_t hb_last_us; /* heartbeats: when they were last sent, the share left over, */
-    double hb_carry;    /* and where the cursor stands in agent_list */
+    int64_t polled_ms;     /* when the loop's last poll returned (forgive_stall) */
+    unsigned stall_passes; /* forgive_stall's, each gang once a pass */
+    int agent_backlog;     /* this turn left agent messages unread (check_liveness) */
+    int64_t hb_last_us;    /* heartbeats: when they were last sent, the share left over, */
+    double hb_carry;       /* and where the cursor stands in agent_list */
     size_t hb_cursor;
     uint64_t seq;
     outmsg_t *out;
@@ -1523,7 +1525,8 @@ struct cgang {
     int64_t deadline_ms;     /* monotonic: every rank ready by then */
     int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
     char start_iso[32];
-    unsigned tick; /* gang_check's last pass */
+    unsigned tick;       /* gang_check's last pass */
+    unsigned stall_pass; /* forgive_stall's last pass */
     /* A rank that failed because a peer went away (its ring or NCCL saw the
      * connection close: its error says so, gb_peer.h) is held, not judged: the peer's agent may be
      * found lost (the attempt is lost, and runs again) or the peer may report a failure of its own
@@ -2955,16 +2958,31 @@ static int64_t restart_grace_ms(const gb_coord_t *c) {
  * handshake not yet done, when the check ran). */
 static void forgive_stall(gb_coord_t *c, int64_t stall_ms) {
     int64_t now = gb_mono_ms();
+    unsigned pass = ++c->stall_passes;
     gb_warn("the coordinator did not run for %" PRId64 " ms (stopped, or a turn that long): "
             "its agents' silence over that time is not held against them",
             stall_ms);
+    /* when something last happened: later by the stall, never past now */
+#define LATER(t) ((t) = (t) + stall_ms < now ? (t) + stall_ms : now)
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        a->last_heard_ms = a->last_heard_ms + stall_ms < now ? a->last_heard_ms + stall_ms : now;
-        if (a->stopped_ms) a->stopped_ms += stall_ms;
-        for (int k = 0; k < a->n_running; k++)
-            a->running[k]->assigned_ms += stall_ms;
+        LATER(a->last_heard_ms);
+        if (a->stopped_ms) LATER(a->stopped_ms);
+        if (a->claimed_ms) LATER(a->claimed_ms);
+        for (int k = 0; k < a->n_running; k++) {
+            cjob_t *j = a->running[k];
+            if (!j->gang) {
+                LATER(j->assigned_ms);
+            } else if (j->gang->stall_pass != pass) { /* a gang: on several agents */
+                j->gang->stall_pass = pass;
+                /* deadlines: moved whole (the hold outlasts a peer's lost
+                 * window by design, so that its loss is found first) */
+                j->gang->deadline_ms += stall_ms;
+                if (j->gang->held) j->gang->held_until_ms += stall_ms;
+            }
+        }
     }
+#undef LATER
 }
 
 static void check_liveness(gb_coord_t *c) {
@@ -2986,7 +3004,8 @@ static void check_liveness(gb_coord_t *c) {
                 attempt_lost_ex(c, a->running[0], reason, 0);
             continue;
         }
-        if (a->state == A_LOST || a->state == A_STOPPED || a->forgotten ||
+        /* agent messages left unread this turn may be its heartbeats */
+        if (a->state == A_LOST || a->state == A_STOPPED || a->forgotten || c->agent_backlog ||
             now - a->last_heard_ms <= limit)
             continue;
         char reason[300];
@@ -3010,7 +3029,7 @@ static void check_liveness(gb_coord_t *c) {
         if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
-            if (!j->gang && !j->started && now - j->assigned_ms > window) {
+            if (!j->gang && !j->started && !c->agent_backlog && now - j->assigned_ms > window) {
                 char reason[300];
                 gb_fmt(reason, sizeof reason, "agent %s did not start it within %" PRId64 " ms",
                        a->name, window);
@@ -4685,6 +4704,14 @@ int gb_coord_run(gb_coord_t *c) {
         if (c->cfg.reload && atomic_exchange(c->cfg.reload, 0)) reload_keys(c);
         now = gb_mono_ms();
         if (now >= c->next_tick_ms) {
+            /* this turn itself may have stalled (a request stuck in SQLite's
+             * busy wait): not the agents' silence either */
+            int64_t turn = now - c->polled_ms;
+            if (turn > 1000 && turn > 2 * (int64_t)c->cfg.heartbeat_ms) {
+                forgive_stall(c, turn);
+                c->polled_ms = now; /* not counted again at the next poll */
+            }
+            c->agent_backlog = n_agent_msgs >= DRAIN_PER_TURN;
             check_liveness(c);
             c->next_tick_ms = now + tick_ms;
         }

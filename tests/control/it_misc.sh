@@ -595,6 +595,22 @@ coord_stall)
     contains "the stall said" "$T/coord.log" "the coordinator did not run for"
     grep -q "lost (silent" "$T/coord.log" && fail "the agent was found lost: $(grep "lost (silent" "$T/coord.log")"
     eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
+    # a turn stuck in SQLite's busy wait (another process holds the store's
+    # write lock while a submit arrives): the liveness check of that same
+    # turn ran before the stall was forgiven
+    sweep=$(submit --kind sleep --param duration_ms=5000 --max-attempts 1)
+    wait_running "$sweep" 1
+    python3 -c "import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(2); c.execute('COMMIT')" \
+        "$T/gb.db" "$T/locked" &
+    PIDS+=($!)
+    for _ in $(seq 100); do [ -e "$T/locked" ] && break; sleep 0.05; done
+    submit --kind sleep --param duration_ms=10 --max-attempts 1 >/dev/null
+    check "the job succeeds" "$GB" wait "$sweep" --quiet --timeout 30
+    eq "two stalls said" "$(grep -c "the coordinator did not run for" "$T/coord.log")" 2
+    grep -q "lost (silent" "$T/coord.log" && fail "the agent was found lost: $(grep "lost (silent" "$T/coord.log")"
+    eq "one attempt each" "$(q "SELECT count(*) FROM attempts WHERE job_id <= 2")" 2
 ;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
