@@ -752,6 +752,16 @@ static void start_job(gb_agent_t *a, const Gb__JobAssign *as) {
     for (int i = 0; i < a->cfg.slots; i++)
         if (a->slots[i].run && a->slots[i].job_id == as->job_id &&
             a->slots[i].attempt == as->attempt) {
+            if (a->slots[i].store_id[0] && a->store_id[0] &&
+                strcmp(a->slots[i].store_id, a->store_id) != 0) {
+                /* another store's job of that id and attempt, still ending
+                 * (its coordinator's Cancel is on its way): refused, which
+                 * costs no attempt (it was taken for this one, running) */
+                send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_REFUSED,
+                              "busy: another store's job of this id and attempt is still ending "
+                              "here");
+                return;
+            }
             send_progress(a, as->job_id, as->attempt, GB__PHASE__PHASE_STARTED, "already running");
             return;
         }

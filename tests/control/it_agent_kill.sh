@@ -96,6 +96,34 @@ if [ "$case" = stale_store ]; then
     exit 0
 fi
 
+if [ "$case" = foreign_running ]; then
+    # the store made anew under an agent still running the old store's job
+    # 1 (attempt 1), slow to die: the new store's job 1 attempt 1 comes to
+    # it while that worker ends. It was taken as "already running", and the
+    # job was lost (failed with --max-attempts 1); now it is refused (no
+    # attempt used) and runs once the old worker is gone
+    start_coord
+    start_agent a1 --telemetry-ms 0 --slots 2 --kill-grace-ms 3000
+    wait_nodes 1
+    submit --kind sleep --param duration_ms=30000 >/dev/null
+    wait_running 1 1
+    worker=$(pgrep -P "${AGENT_PID[a1]}" | head -1)
+    [ -n "$worker" ] || fail "no worker"
+    kill -STOP "$worker" # deaf to the cancel's SIGTERM until the grace's SIGKILL
+    kill -KILL "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    rm -f "$T/gb.db" "$T/gb.db-wal" "$T/gb.db-shm"
+    start_coord
+    wait_nodes 1
+    submit --kind sleep --param duration_ms=300 --max-attempts 1 >/dev/null
+    check "job 1 of the new store ends, done" "$GB" wait 1 --quiet --timeout 30
+    contains "the old one cancelled" "$T/coord.log" "that is another store's: cancelling"
+    q "SELECT group_concat(attempt || ':' || state || ':' || COALESCE(error, ''), ' | ') FROM attempts WHERE job_id = 1" >"$T/att.txt"
+    contains "refused while the old worker ended" "$T/att.txt" "another store's job of this id and attempt is still ending here"
+    echo ok
+    exit 0
+fi
+
 if [ "$case" = term_stuck ]; then
     start_coord
     start_agent a1 --kill-grace-ms 2500
