@@ -1407,8 +1407,12 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
     }
     if (gb_copy(a->name, sizeof a->name, cfg->name && *cfg->name ? cfg->name : a->inv->hostname) !=
             0 ||
-        !gb_wire_line_ok(a->name, 1, GB_WIRE_NAME_MAX) || !gb_utf8_ok(a->name)) {
-        gb_fmt(err, errlen, "node name must be 1..%d bytes of UTF-8 without control characters",
+        !gb_wire_line_ok(a->name, 1, GB_WIRE_NAME_MAX) || !gb_utf8_ok(a->name) ||
+        strchr(a->name, ',')) {
+        /* (a host name of ',' registered never: every Hello refused) */
+        gb_fmt(err, errlen,
+               "node name (the host name, or --name) must be 1..%d bytes of UTF-8 without control "
+               "characters or ',' (give the agent --name)",
                GB_WIRE_NAME_MAX);
         goto err;
     }
