@@ -19,6 +19,14 @@ state_dir_lock)
     timeout 10 "$GB" agent --connect "$LISTEN" --state-dir "$T/a7" --name 'a,b' >"$T/comma.log" 2>&1
     eq "an agent named with a comma: usage error" "$?" 2
     contains "says why" "$T/comma.log" "without control characters or ','"
+    # a host name with a comma (as root, in a UTS namespace of its own): at
+    # start, not a Hello refused for ever
+    if [ "$(id -u)" = 0 ] && unshare --uts true 2>/dev/null; then
+        timeout 10 unshare --uts sh -c 'python3 -c "import socket; socket.sethostname(\"x,y\")" &&
+            exec "$0" agent --connect "$1" --state-dir "$2"' "$GB" "$LISTEN" "$T/a6" >"$T/host.log" 2>&1
+        eq "an agent on a host named with a comma" "$?" 1
+        contains "says why" "$T/host.log" "node name (the host name, or --name) must be"
+    fi
     # a lock file it may not open is not "in use by another agent"
     if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
         mkdir -m 777 "$T/shared"; chmod 755 "$T"; : >"$T/shared/lock"; chmod 600 "$T/shared/lock"
