@@ -436,8 +436,8 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
         uint64_t job = u->job_id;
         uint32_t attempt = u->attempt;
         if (!removed) {
-            gb_error("spool: result of job %" PRIu64 " attempt %u is unreadable: moved aside", job,
-                     attempt);
+            gb_error("spool: result of job %" PRIu64 " attempt %u is %s: moved aside", job, attempt,
+                     bad[0] ? "damaged" : "unreadable");
             if (gb_spool_quarantine(a->spool, job, attempt, err, sizeof err) != 0)
                 gb_error("spool: %s", err);
         }

@@ -792,7 +792,8 @@ spool_damaged)
         fi
         kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
     done
-    eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 6
+    eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 4
+    eq "the damaged ones said so" "$(grep -c "is damaged: moved aside" "$T/a1.log")" 2
     ;;
 agent_id_lost)
     # the agent's id file lost while it was down with a result in its spool
