@@ -50,6 +50,10 @@ int64_t gb_engine_wall_ms(void);
  * unknown or when GB_CPU_MEM_CHECK=0 (the memory checks before a run are
  * then off). */
 uint64_t gb_mem_available(const char **what);
+/* The least memory any cgroup of this process leaves (limit less usage
+ * less page cache), reading proc_cgroup (/proc/self/cgroup) and the
+ * cgroup tree at sysfs (/sys/fs/cgroup); UINT64_MAX without a limit. */
+uint64_t gb_cgroup_left(const char *proc_cgroup, const char *sysfs);
 
 /* Multi-node data parallelism: coordinator-relayed. A job over n_nodes
  * agents runs one worker per node (a *rank*), each driving `devices`

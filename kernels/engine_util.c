@@ -67,8 +67,74 @@ static uint64_t stat_key(const char *path, const char *key) {
     return out;
 }
 
+/* What a cgroup directory leaves: its limit less its usage (its page
+ * cache, which the kernel reclaims before it kills, not counted);
+ * UINT64_MAX without a limit there. v2: memory.max, v1: the memory
+ * controller's memory.limit_in_bytes. */
+static uint64_t cg_left(const char *dir, int v2) {
+    char p[4200];
+    uint64_t lim, used, cache;
+    snprintf(p, sizeof p, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    if (!read_u64_file(p, &lim)) return UINT64_MAX;
+    snprintf(p, sizeof p, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (!read_u64_file(p, &used)) return UINT64_MAX;
+    snprintf(p, sizeof p, "%s/memory.stat", dir);
+    cache = stat_key(p, v2 ? "file" : "total_cache");
+    used = used > cache ? used - cache : 0;
+    return lim > used ? lim - used : 0;
+}
+
+/* The least any cgroup of this process leaves: the one it is in (from
+ * proc_cgroup, /proc/self/cgroup) and each above it up to the root of
+ * sysfs (/sys/fs/cgroup; its v1 memory controller under memory/). Only
+ * the root's files were read: a limit on the process's own cgroup
+ * (systemd-run -p MemoryMax=, a batch scheduler's job) was not seen, and
+ * a run it could not hold was killed rather than refused. */
+uint64_t gb_cgroup_left(const char *proc_cgroup, const char *sysfs) {
+    uint64_t least = UINT64_MAX;
+    char root[4096], dir[4200], line[4096];
+    for (int v2 = 1; v2 >= 0; v2--) { /* the roots, as before */
+        snprintf(root, sizeof root, v2 ? "%s" : "%s/memory", sysfs);
+        uint64_t l = cg_left(root, v2);
+        if (l < least) least = l;
+    }
+    FILE *f = fopen(proc_cgroup, "r");
+    if (!f) return least;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        /* "ID:CONTROLLERS:PATH": v2's is "0::PATH", v1's memory one names
+         * "memory" among its controllers */
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/') continue;
+        *c1 = *c2 = '\0';
+        const char *ctl = c1 + 1, *path = c2 + 1;
+        int v2 = strcmp(line, "0") == 0 && !*ctl, mem = 0;
+        for (const char *t = ctl; !v2 && *t;) {
+            size_t n = strcspn(t, ",");
+            mem |= n == 6 && strncmp(t, "memory", 6) == 0;
+            t += n + (t[n] == ',');
+        }
+        if (!v2 && !mem) continue;
+        snprintf(root, sizeof root, v2 ? "%s" : "%s/memory", sysfs);
+        if (snprintf(dir, sizeof dir, "%s%s", root, path) >= (int)sizeof dir) continue;
+        for (size_t rl = strlen(root);;) { /* this cgroup, then each above it */
+            size_t n = strlen(dir);
+            while (n > rl && dir[n - 1] == '/') /* "/" itself: the root, read above */
+                dir[--n] = '\0';
+            if (n <= rl) break;
+            uint64_t l = cg_left(dir, v2);
+            if (l < least) least = l;
+            char *slash = strrchr(dir + rl, '/');
+            if (!slash) break;
+            *slash = '\0';
+        }
+    }
+    fclose(f);
+    return least;
+}
+
 uint64_t gb_mem_available(const char **what) {
-    uint64_t avail = UINT64_MAX, lim, used;
+    uint64_t avail = UINT64_MAX;
     *what = "unknown";
     const char *off = getenv("GB_CPU_MEM_CHECK");
     if (off && strcmp(off, "0") == 0) return UINT64_MAX;
@@ -85,26 +151,10 @@ uint64_t gb_mem_available(const char **what) {
         }
         fclose(f);
     }
-    /* a cgroup's usage counts its page cache, which the kernel reclaims
-     * before it kills: what is left is the limit less the rest */
-    uint64_t cache = 0;
-    int cg = 0;
-    if (read_u64_file("/sys/fs/cgroup/memory.max", &lim) &&
-        read_u64_file("/sys/fs/cgroup/memory.current", &used)) {
-        cache = stat_key("/sys/fs/cgroup/memory.stat", "file");
-        cg = 1;
-    } else if (read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes", &lim) &&
-               read_u64_file("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used)) {
-        cache = stat_key("/sys/fs/cgroup/memory/memory.stat", "total_cache");
-        cg = 1;
-    }
-    if (cg) {
-        used = used > cache ? used - cache : 0;
-        uint64_t left = lim > used ? lim - used : 0;
-        if (left < avail) {
-            avail = left;
-            *what = "the cgroup's memory limit";
-        }
+    uint64_t left = gb_cgroup_left("/proc/self/cgroup", "/sys/fs/cgroup");
+    if (left < avail) {
+        avail = left;
+        *what = "the cgroup's memory limit";
     }
     return avail;
 }

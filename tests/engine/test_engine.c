@@ -523,8 +523,60 @@ static void test_file_failures(void) {
     gb_model_destroy(&m);
 }
 
+static void put(const char *rel, const char *text) {
+    char p[512], cmd[600];
+    snprintf(p, sizeof p, "%s/cg/%s", dir, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", p);
+    CHECK(system(cmd) == 0);
+    FILE *f = fopen(p, "w");
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* The cgroup memory check: the process's own cgroup and those above it,
+ * v2 and v1 (only the root's files were read: a limit on the process's
+ * own cgroup was not seen, and a run it could not hold was killed by the
+ * kernel instead of refused). A fake tree under dir/cg. */
+static void test_cgroup(void) {
+    char proc[512], sys[512];
+    snprintf(proc, sizeof proc, "%s/cg/proc_cgroup", dir);
+    snprintf(sys, sizeof sys, "%s/cg/sys", dir);
+    /* v2: the job's cgroup /a/b has no limit, its parent /a 1000 with 600
+     * used of which 100 page cache: 500 left */
+    put("proc_cgroup", "0::/a/b\n");
+    put("sys/a/memory.max", "1000\n");
+    put("sys/a/memory.current", "600\n");
+    put("sys/a/memory.stat", "anon 500\nfile 100\n");
+    put("sys/a/b/memory.max", "max\n");
+    put("sys/a/b/memory.current", "300\n");
+    CHECKF(gb_cgroup_left(proc, sys) == 500, "v2: %llu",
+           (unsigned long long)gb_cgroup_left(proc, sys));
+    /* v1: the memory controller among others on its line, a tighter limit
+     * below a loose one at the root */
+    put("proc_cgroup", "5:cpu,cpuacct:/y\n4:blkio,memory:/x/job\n0::/\n");
+    put("sys/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put("sys/memory/memory.usage_in_bytes", "100\n");
+    put("sys/memory/x/job/memory.limit_in_bytes", "2000\n");
+    put("sys/memory/x/job/memory.usage_in_bytes", "700\n");
+    put("sys/memory/x/job/memory.stat", "cache 5\ntotal_cache 200\n");
+    CHECKF(gb_cgroup_left(proc, sys) == 1500, "v1: %llu",
+           (unsigned long long)gb_cgroup_left(proc, sys));
+    /* usage above the limit: nothing left, not a wrap-around */
+    put("sys/memory/x/job/memory.usage_in_bytes", "5000\n");
+    CHECK(gb_cgroup_left(proc, sys) == 0);
+    /* no limit anywhere (and no /proc file): none */
+    CHECK(gb_cgroup_left("/nonexistent", "/nonexistent") == UINT64_MAX);
+    put("proc_cgroup", "4:memory:/\n");
+    CHECKF(gb_cgroup_left(proc, sys) == 9223372036854771712ULL - 100, "root: %llu",
+           (unsigned long long)gb_cgroup_left(proc, sys));
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/cg'", dir);
+    CHECK(system(cmd) == 0);
+    printf("cgroup: ok\n");
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
+    test_cgroup();
     test_file_failures();
     test_stats();
     test_config_errors();
