@@ -342,6 +342,21 @@ def run_case(gpubench, n, size, steps, seed, args, work):
             if not mo <= 1.5 * mr + 1e-3:
                 print("FAIL: bf16 %s gradients are further from fp32 than PyTorch's bf16" % kind)
                 ok = False
+        # and every gradient tensor on its own: within 2x of autocast's
+        # error on that tensor, plus 0.02 (a median per kind let a zeroed,
+        # negated or 5x-scaled tensor through)
+        ref_by = {k: rel(ga[k], g32[k]) for k in g32}
+        per = [(nm, e, ref_by[nm]) for w, nm, e in rows if w == "grad" and nm in ref_by]
+        nm, e, r = max(per, key=lambda t: t[1] / max(t[2], 1e-12))
+        print("    bf16 gradients per tensor: %d, worst %s %.2e vs PyTorch autocast %.2e"
+              % (len(per), nm, e, r))
+        if len(per) != len(ref_by):
+            print("FAIL: %d gradient tensors compared of %d" % (len(per), len(ref_by)))
+            ok = False
+        for nm, e, r in per:
+            if not e <= 2 * r + 0.02:
+                print("FAIL: bf16 gradient of %s %.2e from fp32, PyTorch's bf16 %.2e" % (nm, e, r))
+                ok = False
         lo = abs(rec["loss_samples"][0] - l32[0]) / abs(l32[0])
         print("    bf16 loss vs fp32: ours %.1e, PyTorch autocast %.1e"
               % (lo, abs(la - l32[0]) / abs(l32[0])))
