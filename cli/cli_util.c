@@ -261,6 +261,14 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
     return NULL;
 }
 
+static int output_failure_said;
+void cli_output_failure_said(void) {
+    output_failure_said = 1;
+}
+int cli_output_failure_was_said(void) {
+    return output_failure_said;
+}
+
 void cli_store_not_ours(const char *cmd, sqlite3 *db, const char *path) {
     char why[300];
     gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));

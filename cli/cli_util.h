@@ -65,6 +65,10 @@ int cli_log_level(const char *cmd, const char *s);
 /* SIGINT and SIGTERM set *flag (and interrupt blocking calls); SIGPIPE is
  * ignored. */
 void cli_stop_on_signals(atomic_int *flag);
+/* A command that said itself that its stdout could not be written calls
+ * cli_output_failure_said(), so main does not say it again. */
+void cli_output_failure_said(void);
+int cli_output_failure_was_said(void);
 /* SIGHUP too sets that flag (a command whose terminal may close). */
 void cli_stop_on_hangup(void);
 /* From now on those signals (INT, TERM, HUP) only set the flag: writes they

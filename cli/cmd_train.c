@@ -406,6 +406,7 @@ int cmd_train(int argc, char **argv) {
     int werr = (out != stdout && fclose(out) != 0) | (fflush(stdout) != 0);
     if (werr && !rc) {
         snprintf(err, sizeof(err), "cannot write the result: %s", strerror(errno));
+        cli_output_failure_said(); /* main says nothing more */
         rc = 1;
     }
     if (rc) fprintf(stderr, "gpubench train: %s\n", err);

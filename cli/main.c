@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
             int rc = commands[i].fn(argc - 1, argv + 1);
             /* output that could not be written (> /dev/full, a closed pipe)
              * is a failure, not exit 0 with the table lost */
-            if (fflush(stdout) != 0 || ferror(stdout)) {
+            if ((fflush(stdout) != 0 || ferror(stdout)) && !cli_output_failure_was_said()) {
                 int e = errno ? errno : EIO;
                 /* errno may be a later call's by now (a closed pipe read
                  * "Bad file descriptor"): a pipe without a reader says so */

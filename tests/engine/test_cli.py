@@ -121,6 +121,16 @@ for seed in ("5000000000000001", "9007199254740992"):
           "--seed %s: rc %d, seed %r" % (seed, q.returncode,
                                          q.returncode == 0 and json.loads(q.stdout).get("seed")))
 
+# a result that cannot be written (stdout on a full disk) fails, said once
+# in both formats (the table's was said by train and again by main)
+for fmt in ("table", "json"):
+    with open("/dev/full", "w") as full:
+        q = subprocess.run([exe, "train", *SMALL, "--steps", "1", "--format", fmt], stdout=full,
+                           stderr=subprocess.PIPE, text=True)
+    lines = [l for l in q.stderr.splitlines() if "cannot write" in l]
+    check(q.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0],
+          "%s to /dev/full: rc %d, %r" % (fmt, q.returncode, q.stderr))
+
 # GB_CPU_MEM_CHECK is 0 or 1: anything else is refused, not taken for either
 q = subprocess.run([exe, "train", *SMALL], capture_output=True, text=True,
                    env=dict(os.environ, GB_CPU_MEM_CHECK="maybe"))
