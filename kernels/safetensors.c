@@ -854,7 +854,8 @@ static int writer_write(gb_st_writer_t *w, const char *path, char *err, size_t e
     /* a file replaced keeps its permissions (a private checkpoint stays
      * private; the new file would get the umask's) */
     struct stat old;
-    if (stat(real, &old) == 0) (void)!fchmod(fileno(f), old.st_mode & 07777);
+    int existed = stat(real, &old) == 0;
+    if (existed) (void)!fchmod(fileno(f), old.st_mode & 07777);
     unsigned char len8[8];
     uint64_t hl = h.n;
     for (int i = 0; i < 8; i++)
@@ -872,7 +873,8 @@ static int writer_write(gb_st_writer_t *w, const char *path, char *err, size_t e
     }
     free(h.p);
     if (bad) {
-        snprintf(err, errlen, "%s: write error: %s (the file is unchanged)", path, strerror(werr));
+        snprintf(err, errlen, "%s: write error: %s (%s)", path, strerror(werr),
+                 existed ? "the file is unchanged" : "no file was made");
         unlink(tmp);
         return -1;
     }
