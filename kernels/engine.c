@@ -458,10 +458,18 @@ uint64_t gb_fnv1a64(const void *data, size_t n) {
 
 /* ---------------------------------------------------------------- record */
 
-static cJSON *num_array(const double *v, int n) {
+/* v[0..n) as a JSON array, folded by stride (gb_samples_fold) */
+static cJSON *num_array(const double *v, int n, int stride) {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; a && i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    double *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+    int m = f ? gb_samples_fold(v, n, stride, f) : 0;
+    if (!f) { /* out of memory: the record goes without it */
+        cJSON_Delete(a);
+        return NULL;
+    }
+    for (int i = 0; a && i < m; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(f[i]));
+    free(f);
     return a;
 }
 
@@ -755,10 +763,12 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
         cJSON_AddNumberToObject(sm, "max", r->step_ms_max);
         cJSON_AddNumberToObject(sm, "mean", r->step_ms_mean);
     }
-    cJSON_AddItemToObject(o, "step_ms_samples", num_array(ms, cfg->steps));
+    int stride = gb_samples_stride(cfg->steps);
+    cJSON_AddItemToObject(o, "step_ms_samples", num_array(ms, cfg->steps, stride));
+    if (stride > 1) cJSON_AddNumberToObject(o, "samples_stride", stride);
     cJSON_AddNumberToObject(o, "loss_first", r->loss_first);
     cJSON_AddNumberToObject(o, "loss_last", r->loss_last);
-    cJSON_AddItemToObject(o, "loss_samples", num_array(loss, cfg->steps));
+    cJSON_AddItemToObject(o, "loss_samples", num_array(loss, cfg->steps, stride));
     cJSON *tw = cJSON_AddArrayToObject(o, "timed_window_ms");
     if (tw) {
         cJSON_AddItemToArray(tw, cJSON_CreateNumber((double)r->timed_window_ms[0]));

@@ -77,3 +77,20 @@ int gb_step_stats(const double *ms, const double *loss, int n, gb_step_stats_t *
                               sizeof(out->invalid_reason));
     return 0;
 }
+
+int gb_samples_stride(int n) {
+    return n > GB_SAMPLES_MAX ? (n + GB_SAMPLES_MAX - 1) / GB_SAMPLES_MAX : 1;
+}
+
+int gb_samples_fold(const double *v, int n, int stride, double *out) {
+    int m = 0;
+    if (stride < 1) stride = 1;
+    for (int i = 0; i < n; i += stride) {
+        double sum = 0;
+        int k = 0;
+        for (; k < stride && i + k < n; k++)
+            sum += v[i + k];
+        out[m++] = sum / k;
+    }
+    return m;
+}

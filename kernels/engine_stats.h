@@ -25,4 +25,19 @@ int gb_step_stats(const double *ms, const double *loss, int n, gb_step_stats_t *
  * median Y ms (limit 10%)" in why. */
 int gb_spread_ok(const char *what, double median, double p90, char *why, size_t whylen);
 
+/* Per-step samples a result record keeps: a run of more steps than
+ * GB_SAMPLES_MAX gives the mean of each `stride` consecutive steps instead
+ * (the statistics still take every step). A record has at most 512 KiB on
+ * its way to the store (the agent's read, the wire): ~13,000 steps' two
+ * arrays filled it, and such a job ended "without a result record" after
+ * running in full. */
+#define GB_SAMPLES_MAX 4096
+
+/* The stride for n steps: 1 up to GB_SAMPLES_MAX, else the least that
+ * leaves at most GB_SAMPLES_MAX samples. */
+int gb_samples_stride(int n);
+/* v[0..n) folded by stride into out (the mean of each stride consecutive
+ * values; the last group may be shorter). Returns the number written. */
+int gb_samples_fold(const double *v, int n, int stride, double *out);
+
 #endif

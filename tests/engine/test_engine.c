@@ -318,6 +318,18 @@ static void test_data(void) {
 }
 
 static void test_stats(void) {
+    /* a record's samples: every step up to GB_SAMPLES_MAX, else means of
+     * stride steps (a record of ~13,000 steps filled the 512 KiB a record
+     * may have, and the job ended "without a result record") */
+    CHECK(gb_samples_stride(1) == 1 && gb_samples_stride(GB_SAMPLES_MAX) == 1);
+    CHECK(gb_samples_stride(GB_SAMPLES_MAX + 1) == 2 && gb_samples_stride(1000000) == 245);
+    for (int n = 1; n <= 1000000; n = n * 3 + 1)
+        CHECKF((n + gb_samples_stride(n) - 1) / gb_samples_stride(n) <= GB_SAMPLES_MAX, "%d steps",
+               n);
+    double v[7] = {1, 2, 3, 4, 5, 6, 10}, f[7];
+    CHECK(gb_samples_fold(v, 7, 1, f) == 7 && f[6] == 10);
+    CHECK(gb_samples_fold(v, 7, 3, f) == 3 && f[0] == 2 && f[1] == 5 && f[2] == 10);
+    CHECK(gb_samples_fold(v, 7, 2, f) == 4 && f[0] == 1.5 && f[3] == 10);
     gb_step_stats_t s;
     double ms[10] = {10, 11, 9, 10, 10, 10, 10, 10, 10, 10};
     CHECK(gb_step_stats(ms, NULL, 10, &s) == 0);
