@@ -489,18 +489,26 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         }
     }
 
-    /* Count the jobs before making any. */
-    size_t total = 0;
+    /* Count the jobs before making any: at most this many, as one-GPU jobs
+     * are made once for all interconnect values (below), so the limit is
+     * held against what expansion makes, and this bound only against the
+     * limit times the interconnect values (it refused a spec of exactly
+     * the limit that listed two). */
+    size_t k_ic = 0;
+    while (k_ic < N_KEYS && strcmp(keys[k_ic].key, "interconnect") != 0)
+        k_ic++;
+    size_t n_ic = k_ic < N_KEYS && vals[k_ic].given && vals[k_ic].n > 1 ? (size_t)vals[k_ic].n : 1;
+    size_t total = 0, bound = max_jobs * n_ic;
     for (int ki = 0; ki < kindv.n; ki++) {
         unsigned bit = kind_bit(kindv.sv[ki]);
         size_t prod = (size_t)repeat;
         for (size_t i = 0; i < N_KEYS; i++)
             if ((keys[i].kinds & bit) && vals[i].given) {
                 prod *= (size_t)vals[i].n;
-                if (prod > max_jobs) break;
+                if (prod > bound) break;
             }
         total += prod;
-        if (total > max_jobs)
+        if (total > bound)
             FAIL("spec makes more than %zu jobs (the limit for one sweep)", max_jobs);
     }
     out->jobs = calloc(total, sizeof *out->jobs);
@@ -510,9 +518,6 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
     for (int ki = 0; ki < kindv.n; ki++) {
         unsigned bit = kind_bit(kindv.sv[ki]);
         int idx[N_KEYS] = {0};
-        size_t k_ic = 0;
-        while (k_ic < N_KEYS && strcmp(keys[k_ic].key, "interconnect") != 0)
-            k_ic++;
         for (;;) {
             size_t first = out->n_jobs;
             for (int r = 0; r < repeat; r++) {
@@ -566,6 +571,8 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
             if (!moved) break;
         }
     }
+    if (out->n_jobs > max_jobs)
+        FAIL("spec makes %zu jobs, more than %zu (the limit for one sweep)", out->n_jobs, max_jobs);
     for (size_t i = 0; i < N_KEYS; i++)
         for (int j = 0; j < vals[i].n; j++)
             free(vals[i].sv[j]);

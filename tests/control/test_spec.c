@@ -55,6 +55,15 @@ static void case_interconnect_one_gpu(void) {
         "{\"kind\": \"allreduce\", \"n_nodes\": 2, \"interconnect\": [\"auto\", \"pcie\"]}");
     CHECKF(d.n_jobs == 2, "%zu jobs", d.n_jobs);
     gb_sweep_def_free(&d);
+    /* the job limit holds against the jobs made: a one-GPU job listing two
+     * interconnects is one job, within a limit of one (it was refused) */
+    char err[512] = "";
+    const char *one_job = "{\"kind\": \"resnet50\", \"interconnect\": [\"auto\", \"pcie\"]}";
+    CHECKF(gb_spec_parse(one_job, strlen(one_job), 1, &d, err, sizeof err) == 0 && d.n_jobs == 1,
+           "%s", err);
+    gb_sweep_def_free(&d);
+    parse_bad("{\"kind\": \"resnet50\", \"gpus\": [1, 2], \"interconnect\": [\"auto\", \"pcie\"]}",
+              2, "spec makes 3 jobs, more than 2");
     /* one value, one GPU: as given */
     d = parse_ok("{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}");
     CHECK(d.n_jobs == 1 && strcmp(d.jobs[0].interconnect, "pcie") == 0);
