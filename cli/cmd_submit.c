@@ -163,9 +163,10 @@ int cmd_submit(int argc, char **argv) {
             r = add_list(spec, "kind", optarg, 0);
             flags++;
             break;
-        case O_NAME:
-            cJSON_DeleteItemFromObjectCaseSensitive(spec, "name");
-            cJSON_AddStringToObject(spec, "name", optarg);
+        case O_NAME: /* one string, as given (a comma is the name's own) */
+            r = cJSON_GetObjectItemCaseSensitive(spec, "name")          ? -2
+                : cJSON_AddStringToObject(spec, "name", optarg) != NULL ? 0
+                                                                        : -1;
             flags++;
             break;
         case O_BACKEND:
@@ -204,9 +205,10 @@ int cmd_submit(int argc, char **argv) {
             r = add_list(spec, "nodes", optarg, 0);
             flags++;
             break;
-        case O_LABELS:
-            cJSON_DeleteItemFromObjectCaseSensitive(spec, "labels");
-            cJSON_AddStringToObject(spec, "labels", optarg);
+        case O_LABELS: /* "k=v,k=v": one label set (the last one given won) */
+            r = cJSON_GetObjectItemCaseSensitive(spec, "labels")          ? -2
+                : cJSON_AddStringToObject(spec, "labels", optarg) != NULL ? 0
+                                                                          : -1;
             flags++;
             break;
         case O_REPEAT:

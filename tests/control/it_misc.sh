@@ -345,6 +345,13 @@ PY
     contains "says which" "$T/u.log" "key 'precision' given twice"
     "$GB" submit --kind sleep --repeat 1 --repeat 2 >"$T/u.log" 2>&1; eq "an option twice is a usage error" "$?" 2
     contains "names the option" "$T/u.log" "--repeat given twice, or also as --param"
+    # --name and --labels too (the last one given won, silently: a job ran
+    # on the wrong node)
+    for o in "--labels a=1 --labels b=2" "--name a --name b" "--param name=x --name y"; do
+        # shellcheck disable=SC2086
+        "$GB" submit --kind sleep $o >"$T/u.log" 2>&1; eq "submit $o is a usage error" "$?" 2
+        contains "names it" "$T/u.log" "given twice, or also as --param"
+    done
     # an empty element in a comma list is refused (strtok dropped it: "1," was [1])
     for v in "1," ",2" "2,,3"; do
         "$GB" submit --kind sleep --gpus "$v" >"$T/u.log" 2>&1; eq "--gpus '$v' is a usage error" "$?" 2
