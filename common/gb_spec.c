@@ -264,6 +264,14 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
                 gb_fmt(err, errlen, "'labels': value of '%.40s' must be a string", c->string);
                 return -1;
             }
+            /* a ',' or '=' inside would make more labels once joined */
+            if (strpbrk(c->string, ",=") || strpbrk(c->valuestring, ",=")) {
+                gb_fmt(err, errlen,
+                       "'labels': key '%.40s': keys are 1..64 [A-Za-z0-9_./-] and values 0..128 "
+                       "[A-Za-z0-9_./:+-]",
+                       c->string);
+                return -1;
+            }
             int n = snprintf(joined + o, sizeof joined - o, "%s%s=%s", o ? "," : "", c->string,
                              c->valuestring);
             if (n < 0 || (size_t)n >= sizeof joined - o) {
@@ -304,7 +312,10 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
         }
     }
     for (int i = 0; i < v->n; i++)
-        if (strcmp(v->sv[i], s) == 0) {
+        /* label sets are the same in any order ("rack=a,pool=x" and
+         * "pool=x,rack=a" made the same jobs twice) */
+        if (kd->type == T_LABELS ? gb_labels_match(v->sv[i], s) && gb_labels_match(s, v->sv[i])
+                                 : strcmp(v->sv[i], s) == 0) {
             gb_fmt(err, errlen, "'%s': value '%.40s' given twice (use repeat for copies)", kd->key,
                    s);
             return -1;

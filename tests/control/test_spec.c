@@ -254,6 +254,15 @@ static const struct {
     {"bad_gemm_memory", "{\"kind\": \"gemm\", \"m\": 65536, \"n\": 65536, \"k\": 65536}", 0,
      "limit 16 GiB"},
     {"bad_label", "{\"kind\": \"gemm\", \"labels\": \"rack a\"}", 0, "label"},
+    /* an object's key or value with ',' or '=' became more labels once joined */
+    {"bad_label_object_key", "{\"kind\": \"sleep\", \"labels\": {\"rack=a,pool\": \"bench\"}}", 0,
+     "key 'rack=a,pool': keys are 1..64"},
+    {"bad_label_object_value", "{\"kind\": \"sleep\", \"labels\": {\"pool\": \"bench,rack=a\"}}", 0,
+     "key 'pool': keys are 1..64"},
+    /* the same set in another order is the same value (two identical jobs) */
+    {"bad_label_sets_twice",
+     "{\"kind\": \"sleep\", \"labels\": [\"rack=a,pool=bench\", \"pool=bench,rack=a\"]}", 0,
+     "value 'pool=bench,rack=a' given twice"},
     {"bad_label_value_type", "{\"kind\": \"gemm\", \"labels\": {\"rack\": 1}}", 0,
      "must be a string"},
     {"bad_nodes_empty", "{\"kind\": \"gemm\", \"nodes\": \"\"}", 0, "'nodes' must be 1..127"},
