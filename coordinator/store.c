@@ -7,6 +7,7 @@
 #include "gb_schema.h"
 #include "gb_util.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -451,10 +452,26 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
 
 int gb_store_sweep_insert(gb_store_t *self, const char *name, const char *spec, size_t n_jobs,
                           const char *request_id, const char *now, uint64_t *sweep_id) {
-    if (bind(self, S_SWEEP_INSERT, "ttItt", name, spec, (uint64_t)n_jobs, now,
-             request_id && request_id[0] ? request_id : NULL) != 0 ||
-        exec(self, S_SWEEP_INSERT) != 0)
-        return -1;
+    /* the spec as submitted, when SQLite reads it as JSON; else as cJSON
+     * (which took it) writes it again: a byte-order mark or a leading zero
+     * ("010") made every json_extract() over sweeps.spec fail, the whole
+     * query, "malformed JSON" */
+    char *norm = NULL;
+    sqlite3_stmt *jv = NULL;
+    int valid = sqlite3_prepare_v2(self->db, "SELECT json_valid(?1)", -1, &jv, NULL) == SQLITE_OK &&
+                sqlite3_bind_text(jv, 1, spec, -1, SQLITE_STATIC) == SQLITE_OK &&
+                sqlite3_step(jv) == SQLITE_ROW && sqlite3_column_int(jv, 0) == 1;
+    sqlite3_finalize(jv);
+    if (!valid) {
+        cJSON *root = cJSON_Parse(spec);
+        norm = root ? cJSON_PrintUnformatted(root) : NULL;
+        cJSON_Delete(root);
+    }
+    int rc = bind(self, S_SWEEP_INSERT, "ttItt", name, norm ? norm : spec, (uint64_t)n_jobs, now,
+                  request_id && request_id[0] ? request_id : NULL) != 0 ||
+             exec(self, S_SWEEP_INSERT) != 0;
+    free(norm);
+    if (rc) return -1;
     *sweep_id = (uint64_t)sqlite3_last_insert_rowid(self->db);
     return 0;
 }

@@ -115,6 +115,13 @@ int main(void) {
     CHECK(gb_store_begin(s) == 0);
     CHECK(gb_store_sweep_insert(s, "t", "{\"kind\":\"gemm\"}", 2, NULL, "2024-01-01T00:00:10.000Z",
                                 &sweep) == 0);
+    /* a spec cJSON takes but SQLite's JSON does not (a byte-order mark, a
+     * leading zero) is stored as cJSON writes it: one such row made every
+     * json_extract() over sweeps.spec fail ("malformed JSON") */
+    uint64_t odd = 0;
+    CHECK(gb_store_sweep_insert(s, "odd", "\xef\xbb\xbf{\"kind\": \"sleep\", \"duration_ms\": 010}",
+                                1, NULL, "2024-01-01T00:00:10.000Z", &odd) == 0);
+
     gb_store_job_t sj = {.sweep_id = sweep,
                          .seq = 0,
                          .kind = "gemm",
@@ -134,6 +141,9 @@ int main(void) {
     CHECK(gb_store_job_assign(s, 2, 1, "agent1", "cuda", "2024-01-01T00:00:11.000Z") == 0);
     CHECK(gb_store_attempt_started(s, 2, 1, "2024-01-01T00:00:11.500Z") == 0);
     CHECK(gb_store_commit(s) == 0);
+    EQ("SELECT count(*) FROM sweeps WHERE json_valid(spec)", "2");
+    EQ("SELECT json_extract(spec, '$.duration_ms') FROM sweeps WHERE name = 'odd'", "10");
+    EQ("SELECT spec FROM sweeps WHERE name = 't'", "{\"kind\":\"gemm\"}"); /* as submitted */
 
     char agent[65], state[16];
     CHECK(gb_store_attempt_get(s, j1, 1, agent, sizeof agent, state, sizeof state) == 0);
