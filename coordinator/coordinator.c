@@ -227,7 +227,9 @@ struct gb_coord {
     int64_t started_ms, next_tick_ms;
     int64_t polled_ms;     /* when the loop's last poll returned (forgive_stall) */
     unsigned stall_passes; /* forgive_stall's, each gang once a pass */
-    int agent_backlog;     /* this turn left agent messages unread (check_liveness) */
+    int agent_backlog;     /* turns have left agent messages unread, for less than a
+                              lost window (check_liveness) */
+    int64_t backlog_since; /* the first of those turns, 0 without one */
     int64_t hb_last_us;    /* heartbeats: when they were last sent, the share left over, */
     double hb_carry;       /* and where the cursor stands in agent_list */
     size_t hb_cursor;
@@ -4711,7 +4713,14 @@ int gb_coord_run(gb_coord_t *c) {
                 forgive_stall(c, turn);
                 c->polled_ms = now; /* not counted again at the next poll */
             }
-            c->agent_backlog = n_agent_msgs >= DRAIN_PER_TURN;
+            /* agent messages left unread may be the silent agent's: no
+             * verdict while they wait, but no longer than a lost window (a
+             * flood, of junk frames even, would hide a dead agent) */
+            if (n_agent_msgs < DRAIN_PER_TURN)
+                c->backlog_since = 0;
+            else if (!c->backlog_since)
+                c->backlog_since = now;
+            c->agent_backlog = c->backlog_since && now - c->backlog_since < lost_window_ms(c);
             check_liveness(c);
             c->next_tick_ms = now + tick_ms;
         }

@@ -627,6 +627,25 @@ c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(2); c.e
     grep -q "lost (silent" "$T/coord.log" && fail "the agent was found lost: $(grep "lost (silent" "$T/coord.log")"
     eq "one attempt each" "$(q "SELECT count(*) FROM attempts WHERE job_id <= 2")" 2
 ;;
+flood_lost)
+    # a flood of frames on the agent endpoint leaves messages unread every
+    # turn; no agent's silence is judged while they wait, but for a lost
+    # window at most: a dead agent was found lost only once the flood ended
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=30000 --max-attempts 2)
+    wait_running "$sweep" 1
+    "$RAWPEER" flood "$LISTEN" "$CONTROL" >"$T/flood.log" 2>&1 &
+    flood=$!
+    PIDS+=("$flood")
+    sleep 0.5
+    kill -KILL "${AGENT_PID[a1]}"
+    for _ in $(seq 120); do grep -q "agent a1 lost" "$T/coord.log" && break; sleep 0.05; done
+    contains "found lost during the flood" "$T/coord.log" "agent a1 lost"
+    kill -0 "$flood" 2>/dev/null || fail "the flood had ended: $(cat "$T/flood.log")"
+    wait "$flood" || fail "flood: $(cat "$T/flood.log")"
+;;
 ipv6)
     # IPv6 loopback endpoints: the coordinator binds them (without keys, as
     # loopback), an agent and the commands reach them

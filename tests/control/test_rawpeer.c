@@ -597,6 +597,20 @@ int main(int argc, char **argv) {
         } else {
             s = peer(listen, "fakeagent09"); /* only closed at the end */
         }
+    } else if (strcmp(c, "flood") == 0) {
+        /* junk frames on the agent endpoint, as fast as they go, for 8 s
+         * (the coordinator reads 256 a turn and leaves the rest) */
+        s = peer(listen, "flooder00001");
+        static const char junk[] = "\xff\xfe flood";
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long sent = 0;
+        do {
+            for (int i = 0; i < 1000; i++, sent++)
+                send_raw(s, junk, sizeof junk - 1, 0);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 8000);
+        printf("%ld frames\n", sent);
     } else if (strcmp(c, "fake_unknown_result") == 0) {
         s = peer(listen, "fakeagent02");
         hello(s, "fakeagent02", "fake2", 4);
