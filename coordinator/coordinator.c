@@ -1371,7 +1371,9 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     /* The attempt's agent, which this result is stored under: the sender,
      * or the agent id it had before (same_node) */
     cagent_t *own = a;
-    if (found == 0 && strcmp(att_agent, a->id) != 0) {
+    /* (a job still open and of one node: a multi-node attempt's ranks
+     * report through gang_result, and one is never taken back) */
+    if (found == 0 && strcmp(att_agent, a->id) != 0 && j && !is_multi(j)) {
         cagent_t *was = agent_get(c, att_agent);
         if (same_node(c, was, a)) {
             gb_info("result for job %" PRIu64 " attempt %u from %s (%s): the attempt ran under its "
@@ -1398,7 +1400,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         ack_after_commit(c, a, r);
         return;
     }
-    if (j && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, own);
+    if (j && !is_multi(j) && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, own);
     int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == own;
     /* What the record says, when it is one. */
     const char *status = status_name(r->status);
