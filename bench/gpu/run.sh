@@ -405,7 +405,8 @@ elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
     RTE=$(json_field "$LOG/ours_dp_fp16.json" details.cudnn_runtime_error)
     [ -n "$RTE" ] && status FAIL "data parallel fp16: cuDNN runtime error: $RTE"
     DP_NOTE="data parallel fp16 on $DPN GPU(s): $DP_IPS img/s (one GPU without NCCL: ${OURS[fp16]:-?}), interconnect $(json_field "$LOG/ours_dp_fp16.json" details.interconnect), NCCL transports $(json_field "$LOG/ours_dp_fp16.json" details.nccl_transports), $(json_field "$LOG/ours_dp_fp16.json" details.allreduce.buckets) buckets, graph $(json_field "$LOG/ours_dp_fp16.json" details.cuda_graph)"
-    [ -z "$RTE" ] && status PASS "$DP_NOTE"
+    if [ -z "$RTE" ] && [ -z "$DP_IPS" ]; then status FAIL "data parallel fp16: exit 0 but no images_per_sec (ours_dp_fp16.json)"
+    elif [ -z "$RTE" ]; then status PASS "$DP_NOTE"; fi
   else
     rc=$?
     tail -5 "$LOG/ours_dp_fp16.err"
@@ -479,6 +480,7 @@ elif [ "$TORCH_OK" = 1 ]; then
     if timeout -k 10 "$(slot 300 20)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
          --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_compile_$p.json" 2>"$LOG/torch_compile_$p.err"; then
       TORCH_C[$p]=$(json_field "$LOG/torch_compile_$p.json" images_per_sec)
+      if [ -z "${TORCH_C[$p]}" ]; then status FAIL "torch.compile $p: exit 0 but no images_per_sec"; continue; fi
       status PASS "torch.compile $p: ${TORCH_C[$p]} img/s"
     else
       rc=$?
@@ -504,7 +506,9 @@ elif timeout -k 10 "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TY
   if GB_CUDA_LIB="$BUILD-full/lib/libgpubench_cuda.so" timeout -k 10 "$(slot 150 20)" "$GPUBENCH" train \
        --backend cuda --precision fp16 --batch "$BATCH" --image-size 224 --steps "$STEPS" --warmup "$WARMUP" \
        --format json >"$LOG/train_fp16.json" 2>"$LOG/train_fp16.err"; then
-    status PASS "gpubench train fp16: $(json_field "$LOG/train_fp16.json" images_per_sec) img/s"
+    TRAIN_IPS=$(json_field "$LOG/train_fp16.json" images_per_sec)
+    if [ -n "$TRAIN_IPS" ]; then status PASS "gpubench train fp16: $TRAIN_IPS img/s"
+    else status FAIL "gpubench train fp16: exit 0 but no images_per_sec (train_fp16.json)"; fi
   else
     status FAIL "gpubench train fp16 (train_fp16.err)"
   fi
