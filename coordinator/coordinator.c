@@ -1313,6 +1313,7 @@ static void result_from_record(gb_store_result_t *sr, const gb_record_t *rec) {
     sr->step_ms = rec->step_ms;
     sr->loss = rec->loss;
     sr->n_samples = rec->n_samples;
+    sr->samples_stride = rec->samples_stride;
 }
 
 /* Acknowledge a result once the turn is committed (an agent deletes it

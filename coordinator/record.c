@@ -330,6 +330,14 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         goto fail;
     if (out->loss && n_loss != out->n_samples)
         FAIL("record: %zu loss samples for %zu step samples", n_loss, out->n_samples);
+    out->samples_stride = 1;
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(root, "samples_stride");
+    if (ss) { /* a run of more steps than a record keeps samples of (engine_stats.h) */
+        if (!cJSON_IsNumber(ss) || !(ss->valuedouble >= 1 && ss->valuedouble <= 1e6) ||
+            ss->valuedouble != (double)(int)ss->valuedouble)
+            FAIL("record: 'samples_stride' must be an integer in 1..1000000");
+        out->samples_stride = (int)ss->valuedouble;
+    }
     if (check_dp(root, err, errlen) != 0 || check_telemetry(root, err, errlen) != 0) goto fail;
     return 0;
 fail:

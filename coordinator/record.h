@@ -23,6 +23,7 @@ typedef struct gb_record {
     double images_per_sec, step_ms_median, step_ms_p90, gflops; /* NaN when absent */
     double *step_ms, *loss; /* n_samples each (loss may be NULL); malloc'd */
     size_t n_samples;
+    int samples_stride; /* steps per sample (the record's samples_stride, else 1) */
 } gb_record_t;
 
 /* 0 with out filled (release with gb_record_free), or -1 with the reason. */

@@ -655,11 +655,13 @@ int gb_store_result_insert(gb_store_t *self, const gb_store_result_t *r, const c
     if (exec(self, S_RESULT_INSERT) != 0) return -1;
     if (sqlite3_changes(self->db) == 0) return 0; /* already stored: a resend */
     *inserted = 1;
+    int stride = r->samples_stride > 1 ? r->samples_stride : 1;
     for (size_t i = 0; i < r->n_samples; i++) {
         double ms = r->step_ms ? r->step_ms[i] : NAN;
         double loss = r->loss ? r->loss[i] : NAN;
-        if (bind(self, S_SAMPLE_INSERT, "Iiidd", r->job_id, (int)r->attempt, (int)i, ms, loss) !=
-                0 ||
+        /* a folded sample (a long run's mean of stride steps) at its first step */
+        if (bind(self, S_SAMPLE_INSERT, "Iiidd", r->job_id, (int)r->attempt, (int)i * stride, ms,
+                 loss) != 0 ||
             exec(self, S_SAMPLE_INSERT) != 0)
             return -1;
     }

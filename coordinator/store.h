@@ -160,6 +160,7 @@ typedef struct gb_store_result {
     const char *started_at, *finished_at;
     const double *step_ms, *loss; /* n_samples each, or NULL */
     size_t n_samples;
+    int samples_stride; /* steps per sample: samples.step is i x this (0 taken as 1) */
 } gb_store_result_t;
 
 /* Insert a result with its samples; *inserted = 0 when (job, attempt) was

@@ -34,6 +34,14 @@ int main(void) {
     CHECK(r.images_per_sec == 41.5 && r.step_ms_median == 192.7 && r.step_ms_p90 == 215.0);
     CHECK(isnan(r.gflops));
     CHECK(r.n_samples == 3 && r.step_ms[2] == 215.0 && r.loss[0] == 6.9);
+    CHECK(r.samples_stride == 1);
+    gb_record_free(&r);
+    /* a long run's samples, each the mean of samples_stride steps */
+    const char *folded = "{\"kind\": \"resnet50\", \"step_ms_samples\": [1, 2], \"loss_samples\":"
+                         " [3, 4], \"samples_stride\": 245}";
+    CHECKF(gb_record_parse(folded, strlen(folded), "resnet50", &r, err, sizeof err) == 0, "%s",
+           err);
+    CHECK(r.n_samples == 2 && r.samples_stride == 245);
     gb_record_free(&r);
     CHECK(r.root == NULL);
     gb_record_free(&r); /* twice is fine */
@@ -61,5 +69,7 @@ int main(void) {
     bad("{\"kind\": \"resnet50\", \"step_ms_samples\": {}}", "resnet50", "must be an array");
     bad("{\"kind\": \"resnet50\", \"step_ms_samples\": [1, 2], \"loss_samples\": [1]}", "resnet50",
         "1 loss samples for 2 step samples");
+    bad("{\"kind\": \"resnet50\", \"samples_stride\": 0}", "resnet50", "'samples_stride'");
+    bad("{\"kind\": \"resnet50\", \"samples_stride\": 2.5}", "resnet50", "'samples_stride'");
     return 0;
 }
