@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,36 +168,44 @@ const char *gb_nccl_interconnect(const gb_nccl_report_t *r, int nvlink_hint) {
 }
 
 int gb_nccl_log_prune(const char *tmp, long max_age_s) {
-    DIR *d = opendir(tmp);
-    if (!d) return 0;
+    int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = tfd >= 0 ? fdopendir(tfd) : NULL;
+    if (!d) {
+        if (tfd >= 0) close(tfd);
+        return 0;
+    }
     int removed = 0;
     time_t now = time(NULL);
     struct dirent *e;
     while ((e = readdir(d))) {
-        char dir[4096];
-        struct stat st;
         /* mkdtemp's name: "gb-nccl-" and six characters */
-        if (strncmp(e->d_name, "gb-nccl-", 8) != 0 || strlen(e->d_name) != 14 ||
-            snprintf(dir, sizeof(dir), "%s/%s", tmp, e->d_name) >= (int)sizeof(dir) ||
-            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-            now - st.st_mtime <= max_age_s)
+        if (strncmp(e->d_name, "gb-nccl-", 8) != 0 || strlen(e->d_name) != 14) continue;
+        /* by descriptor from here: a name swapped for a link meanwhile (a
+         * TMPDIR others may write without the sticky bit) is not followed */
+        int fd = openat(tfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0) continue;
+        if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || now - st.st_mtime <= max_age_s) {
+            close(fd);
             continue;
-        DIR *l = opendir(dir);
-        if (!l) continue;
+        }
+        DIR *l = fdopendir(fd);
+        if (!l) {
+            close(fd);
+            continue;
+        }
         struct dirent *f;
         while ((f = readdir(l))) {
-            char path[4400];
             size_t n = strlen(f->d_name);
             struct stat fs;
             if (strncmp(f->d_name, "nccl.", 5) == 0 && n > 9 &&
                 strcmp(f->d_name + n - 4, ".log") == 0 &&
-                snprintf(path, sizeof(path), "%s/%s", dir, f->d_name) < (int)sizeof(path) &&
-                lstat(path, &fs) == 0 && S_ISREG(fs.st_mode))
-                unlink(path);
+                fstatat(fd, f->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(fs.st_mode))
+                unlinkat(fd, f->d_name, 0);
         }
-        closedir(l);
-        removed += rmdir(dir) == 0;
+        closedir(l); /* closes fd */
+        removed += unlinkat(tfd, e->d_name, AT_REMOVEDIR) == 0;
     }
-    closedir(d);
+    closedir(d); /* closes tfd */
     return removed;
 }

@@ -623,7 +623,8 @@ c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(2); c.e
     for _ in $(seq 100); do [ -e "$T/locked" ] && break; sleep 0.05; done
     submit --kind sleep --param duration_ms=10 --max-attempts 1 >/dev/null
     check "the job succeeds" "$GB" wait "$sweep" --quiet --timeout 30
-    eq "two stalls said" "$(grep -c "the coordinator did not run for" "$T/coord.log")" 2
+    n=$(grep -c "the coordinator did not run for" "$T/coord.log")
+    [ "$n" -ge 2 ] || fail "the second stall was not said ($n line(s))"
     grep -q "lost (silent" "$T/coord.log" && fail "the agent was found lost: $(grep "lost (silent" "$T/coord.log")"
     eq "one attempt each" "$(q "SELECT count(*) FROM attempts WHERE job_id <= 2")" 2
 ;;

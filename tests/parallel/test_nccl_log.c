@@ -209,14 +209,28 @@ int main(void) {
     snprintf(path, sizeof(path), "%s/gb-nccl-odd333/keep.txt", dir);
     f = fopen(path, "w");
     CHECK(f && fclose(f) == 0);
+    struct stat st;
     struct timespec old[2] = {{time(NULL) - 8 * 86400, 0}, {time(NULL) - 8 * 86400, 0}};
     for (int i = 0; i < 5; i++) {
         if (i == 1) continue; /* the new one */
         snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
         CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
     }
+    /* a name of that form that is a link to another directory: not followed */
+    snprintf(path, sizeof(path), "%s/victim", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/victim/nccl.host.9.log", dir);
+    f = fopen(path, "w");
+    CHECK(f && fclose(f) == 0);
+    snprintf(path, sizeof(path), "%s/victim", dir);
+    CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
+    char link[600];
+    snprintf(link, sizeof(link), "%s/gb-nccl-link01", dir);
+    CHECK(symlink(path, link) == 0);
+    CHECK(utimensat(AT_FDCWD, link, old, AT_SYMLINK_NOFOLLOW) == 0);
     CHECK(gb_nccl_log_prune(dir, 7 * 86400) == 1);
-    struct stat st;
+    snprintf(path, sizeof(path), "%s/victim/nccl.host.9.log", dir);
+    CHECKF(stat(path, &st) == 0, "a log behind a link was removed");
     for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
         CHECKF((stat(path, &st) == 0) == (i != 0), "%s: %s", sub[i], i ? "removed" : "kept");
