@@ -230,13 +230,24 @@ int cmd_submit(int argc, char **argv) {
                 goto out;
             }
             if (strchr(eq + 1, '=')) {
-                rc = cli_usage_error("submit",
-                                     "--param takes one KEY=VALUE[,VALUE..]; repeat "
-                                     "--param for more keys (--param m=256 --param n=256)");
+                rc = cli_usage_error(
+                    "submit", (size_t)(eq - optarg) == 6 && strncmp(optarg, "labels", 6) == 0
+                                  ? "labels are given with --labels k=v,k=v (one set; a list of "
+                                    "sets in a --spec file)"
+                                  : "--param takes one KEY=VALUE[,VALUE..]; repeat --param for "
+                                    "more keys (--param m=256 --param n=256)");
                 goto out;
             }
             *eq = '\0';
-            r = add_list(spec, optarg, eq + 1, 1);
+            if (strcmp(optarg, "fail") == 0 || strcmp(optarg, "name") == 0) {
+                /* one string, as given: "1" is a message, "" one too, and a
+                 * comma is the text's own (it was a number, or a list) */
+                r = cJSON_GetObjectItemCaseSensitive(spec, optarg)          ? -2
+                    : cJSON_AddStringToObject(spec, optarg, eq + 1) != NULL ? 0
+                                                                            : -1;
+            } else {
+                r = add_list(spec, optarg, eq + 1, 1);
+            }
             if (r == -2) {
                 char msg[160];
                 snprintf(msg, sizeof msg,

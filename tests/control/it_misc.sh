@@ -343,6 +343,8 @@ PY
     contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"
     "$GB" submit --kind resnet50 --precision fp32 --param precision=tf32 >"$T/u.log" 2>&1; eq "a key twice" "$?" 2
     contains "says which" "$T/u.log" "key 'precision' given twice"
+    "$GB" submit --kind sleep --param labels=rack=a >"$T/u.log" 2>&1; eq "--param labels=k=v" "$?" 2
+    contains "points at --labels" "$T/u.log" "labels are given with --labels k=v,k=v"
     "$GB" submit --kind sleep --repeat 1 --repeat 2 >"$T/u.log" 2>&1; eq "an option twice is a usage error" "$?" 2
     contains "names the option" "$T/u.log" "--repeat given twice, or also as --param"
     # --name and --labels too (the last one given won, silently: a job ran

@@ -11,6 +11,9 @@ start_agent a1
 wait_nodes 1
 case "$case" in
 fail)     args=(--kind sleep --param duration_ms=10 --param fail=disk-on-fire); status=failed; rstatus=failed; want="disk-on-fire" ;;
+# a --param fail message that looks like a number, with a comma: one
+# string as given (it became a number, refused, or a list)
+fail_text) args=(--kind sleep --param duration_ms=10 --param "fail=404,not found"); status=failed; rstatus=failed; want="404,not found" ;;
 crash)    args=(--kind sleep --param duration_ms=10 --param signal=9); status=failed; rstatus=crashed; want="worker killed by signal 9" ;;
 timeout)  args=(--kind sleep --param duration_ms=60000 --timeout 1); status=failed; rstatus=timeout; want="timed out after 1 s" ;;
 resnet50)
