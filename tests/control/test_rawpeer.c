@@ -202,6 +202,17 @@ static void *fake_agent(const char *listen, uint64_t *job, uint32_t *attempt) {
     return s;
 }
 
+/* The job given again as attempt att + 1 (its attempt att given up);
+ * returns att + 1. */
+static uint32_t expect_reassign(void *s, uint64_t job, uint32_t att) {
+    Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
+    CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
+           "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
+           as->assign->attempt);
+    gb_wire_free(&as);
+    return att + 1;
+}
+
 /* A SubmitRequest of spec with request_id rid (NULL: none); the sweep id
  * of the reply, 0 after a Reject (its reason in why). */
 static uint64_t submit_ex(void *s, const char *spec, const char *rid, int only_if_made, char *why,
@@ -531,14 +542,10 @@ int main(int argc, char **argv) {
         uint64_t job;
         uint32_t att;
         s = fake_agent(listen, &job, &att);
-        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
-        CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
-               "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
-               as->assign->attempt);
-        gb_wire_free(&as);
-        send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
+        att = expect_reassign(s, job, att);
+        send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                     "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 2}");
-        expect_ack(s, job, att + 1);
+        expect_ack(s, job, att);
     } else if (strcmp(c, "fake_stop_back") == 0 || strcmp(c, "fake_stop_gone") == 0 ||
                strcmp(c, "fake_foreign_spooled") == 0) {
         /* the job's result in the spool, unsent, when the agent stops
@@ -568,34 +575,21 @@ int main(int argc, char **argv) {
         nanosleep(&ts, NULL);
         zmq_close(s);
         s = NULL;
-        if (strcmp(c, "fake_stop_back") == 0) {
+        if (strcmp(c, "fake_stop_gone") == 0) {
+            s = peer(listen, "fakeagent09"); /* only closed at the end */
+        } else {
+            int foreign = strcmp(c, "fake_foreign_spooled") == 0;
             ts.tv_nsec = 800000000L; /* > the lost window (0.5 s), < the grace */
             nanosleep(&ts, NULL);
             s = peer(listen, "fakeagent01");
+            if (foreign) ref.store_id = "0123456789abcdef";
             hello_spooled(s, "fakeagent01", "fake", 4, &ref);
             Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
             gb_wire_free(&w);
+            if (foreign) att = expect_reassign(s, job, att);
             send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                         "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 3}");
             expect_ack(s, job, att);
-        } else if (strcmp(c, "fake_foreign_spooled") == 0) {
-            ts.tv_nsec = 800000000L;
-            nanosleep(&ts, NULL);
-            s = peer(listen, "fakeagent01");
-            ref.store_id = "0123456789abcdef";
-            hello_spooled(s, "fakeagent01", "fake", 4, &ref);
-            Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
-            gb_wire_free(&w);
-            Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, 10000);
-            CHECKF(as->assign->job_id == job && as->assign->attempt == att + 1,
-                   "re-assigned job %llu attempt %u", (unsigned long long)as->assign->job_id,
-                   as->assign->attempt);
-            gb_wire_free(&as);
-            send_result(s, job, att + 1, GB__RESULT_STATUS__RESULT_OK,
-                        "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 4}");
-            expect_ack(s, job, att + 1);
-        } else {
-            s = peer(listen, "fakeagent09"); /* only closed at the end */
         }
     } else if (strcmp(c, "flood") == 0) {
         /* junk frames on the agent endpoint, as fast as they go, for 8 s
