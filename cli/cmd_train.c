@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --image-size S      input height and width (default %d)\n"
             "  --steps N           timed steps (default %d)\n"
             "  --warmup N          untimed steps before them (default %d)\n"
-            "  --threads N         CPU threads, 0 = every online core (default %d)\n"
+            "  --threads N         CPU threads, 0 = every core it may run on (default %d)\n"
             "  --devices N         replicas, data parallel: GPUs, or CPU replicas splitting the\n"
             "                      threads; --batch is per device (default %d)\n"
             "  --bucket-mb X       gradient all-reduce bucket, MB (default %g)\n"
@@ -349,11 +349,11 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "gpubench train: --no-cuda-graph is for --backend cuda (or auto)\n");
         return 2;
     }
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    long online = gb_cpus_usable();
     if (online > 0 && cfg.threads > online && strcmp(cfg.backend, "cuda") != 0)
         fprintf(stderr,
-                "gpubench train: note: --threads %d is above the %ld online core(s): the threads "
-                "contend, and a step can take many times longer than with %ld\n",
+                "gpubench train: note: --threads %d is above the %ld core(s) this process may run "
+                "on: the threads contend, and a step can take many times longer than with %ld\n",
                 cfg.threads, online, online);
     gb_train_result_t res;
     char err[GB_ERR_LEN];

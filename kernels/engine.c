@@ -873,7 +873,7 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
     m = gb_model_new(&cfg->model, err, errlen);
     if (!m) return -1;
     run.m = m;
-    int threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cfg->threads > 0 ? cfg->threads : gb_cpus_usable();
     if (threads < 1) threads = 1;
     /* CPU replicas split the cores */
     cfg->threads = threads / D > 0 ? threads / D : 1;

@@ -49,6 +49,10 @@ int64_t gb_engine_wall_ms(void);
  * a cgroup (v2 or v1) limit leaves less; *what names which. UINT64_MAX when
  * unknown or when GB_CPU_MEM_CHECK=0 (the memory checks before a run are
  * then off). */
+/* The CPUs this process may run on (its affinity mask: taskset, a cpuset);
+ * the online ones where that cannot be read. What --threads 0 takes: every
+ * online core under taskset -c 0 made threads that contend. */
+int gb_cpus_usable(void);
 uint64_t gb_mem_available(const char **what);
 /* The least memory any cgroup of this process leaves (limit less usage
  * less page cache), reading proc_cgroup (/proc/self/cgroup) and the

@@ -3,13 +3,25 @@
  * (bench/gpu, no engine driver) and libgpubench_cuda.so included: the
  * precisions' names, the wall clock of the timed windows and the replicas'
  * data seeds. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "engine.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+int gb_cpus_usable(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN); /* more than 1024 CPUs, say */
+    return n > 0 ? (int)n : 1;
+}
 
 int64_t gb_engine_wall_ms(void) {
     struct timespec t;

@@ -695,7 +695,7 @@ static int cpu_create_inner(const gb_model_t *m, const gb_train_config_t *cfg, i
     st->m = m;
     st->cfg = *cfg;
     st->n = cfg->batch;
-    st->threads = cfg->threads > 0 ? cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    st->threads = cfg->threads > 0 ? cfg->threads : gb_cpus_usable();
     if (st->threads < 1) st->threads = 1;
     st->dt = cfg->precision == GB_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
     st->n_blocks = m->n_blocks;

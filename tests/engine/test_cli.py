@@ -121,6 +121,15 @@ for seed in ("5000000000000001", "9007199254740992"):
           "--seed %s: rc %d, seed %r" % (seed, q.returncode,
                                          q.returncode == 0 and json.loads(q.stdout).get("seed")))
 
+# --threads 0 takes the CPUs the process may run on (taskset), not every
+# online one (they contended)
+if shutil.which("taskset") and len(os.sched_getaffinity(0)) >= 2:
+    cpu = min(os.sched_getaffinity(0))
+    q = subprocess.run(["taskset", "-c", str(cpu), exe, "train", *SMALL[:-2], "--steps", "1",
+                        "--format", "json"], capture_output=True, text=True)
+    check(q.returncode == 0 and json.loads(q.stdout)["threads"] == 1,
+          "--threads 0 under taskset -c %d: rc %d %s" % (cpu, q.returncode, q.stdout[:200]))
+
 # a result that cannot be written (stdout on a full disk) fails, said once
 # in both formats (the table's was said by train and again by main)
 for fmt in ("table", "json"):
@@ -292,8 +301,10 @@ with tempfile.TemporaryDirectory() as d:
         print("skip: the save was over before the test saw its temporary file")
 
 # more threads than cores: said before the run (here one refused at once)
-q = run(*SMALL, "--threads", str(4 * os.cpu_count()), "--precision", "fp16")
-check("is above the %d online core(s)" % os.cpu_count() in q.stderr, "threads note: " + q.stderr)
+usable = len(os.sched_getaffinity(0))
+q = run(*SMALL, "--threads", str(4 * usable), "--precision", "fp16")
+check("is above the %d core(s) this process may run on" % usable in q.stderr,
+      "threads note: " + q.stderr)
 
 # replicas: the timed window opens when every replica is ready, so it spans
 # the timed steps, not a slower replica's setup
