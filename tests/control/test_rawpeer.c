@@ -126,8 +126,18 @@ static void hello_spooled(void *s, const char *id, const char *name, unsigned co
     CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
 }
 
+/* The job the fake lists as running in its heartbeats (job_id 0: none),
+ * as a real agent does while it holds one; unset, a started job vanishes
+ * from the coordinator's view after two heartbeats. */
+static Gb__JobRef hb_running = GB__JOB_REF__INIT;
+
 static void heartbeat(void *s) {
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+    Gb__JobRef *run = &hb_running;
+    if (hb_running.job_id) {
+        hb.n_running = 1;
+        hb.running = &run;
+    }
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
@@ -493,11 +503,17 @@ int main(int argc, char **argv) {
         uint64_t job;
         uint32_t att;
         s = fake_agent(listen, &job, &att);
+        /* still running it while the foreign result is dropped: two empty
+         * heartbeats sent before the ack (a slow coordinator) lost the job */
+        hb_running.job_id = job;
+        hb_running.attempt = att;
         result_store_id = "0123456789abcdef";
         send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                     "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"device_model\": \"Test CPU\","
                     " \"n_devices\": 1, \"precision\": \"fp32\", \"valid\": true,"
                     " \"gflops\": 99.0, \"m\": 8, \"n\": 8, \"k\": 8}");
+        heartbeat(s); /* as when the ack is slow: the job still listed */
+        heartbeat(s);
         expect_ack(s, job, att);
         result_store_id = NULL;
         send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
