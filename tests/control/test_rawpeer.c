@@ -126,17 +126,23 @@ static void hello_spooled(void *s, const char *id, const char *name, unsigned co
     CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
 }
 
-/* The job the fake lists as running in its heartbeats (job_id 0: none),
- * as a real agent does while it holds one; unset, a started job vanishes
- * from the coordinator's view after two heartbeats. */
-static Gb__JobRef hb_running = GB__JOB_REF__INIT;
+/* The job the fake lists as running, and the result it lists as spooled,
+ * in its heartbeats (job_id 0: none), as a real agent does while it holds
+ * them; unlisted, a started job vanishes from the coordinator's view after
+ * two heartbeats. */
+static Gb__JobRef hb_running = GB__JOB_REF__INIT, hb_spooled = GB__JOB_REF__INIT;
 
 static void heartbeat(void *s) {
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
-    Gb__JobRef *run = &hb_running;
+    Gb__JobRef *run = &hb_running, *spool = &hb_spooled;
     if (hb_running.job_id) {
         hb.n_running = 1;
         hb.running = &run;
+    }
+    if (hb_spooled.job_id) {
+        hb.spooled = 1;
+        hb.n_spooled_jobs = 1;
+        hb.spooled_jobs = &spool;
     }
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
@@ -599,10 +605,13 @@ int main(int argc, char **argv) {
             nanosleep(&ts, NULL);
             s = peer(listen, "fakeagent01");
             if (foreign) ref.store_id = "0123456789abcdef";
+            hb_spooled = ref; /* listed until sent: a slow Welcome let two
+                               * heartbeats through before the result */
             hello_spooled(s, "fakeagent01", "fake", 4, &ref);
             Gb__Envelope *w = await(s, GB__ENVELOPE__BODY_WELCOME, 5000);
             gb_wire_free(&w);
             if (foreign) att = expect_reassign(s, job, att);
+            hb_spooled.job_id = 0;
             send_result(s, job, att, GB__RESULT_STATUS__RESULT_OK,
                         "{\"kind\": \"gemm\", \"backend\": \"cpu\", \"gflops\": 3}");
             expect_ack(s, job, att);
