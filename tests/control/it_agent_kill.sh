@@ -103,7 +103,9 @@ if [ "$case" = foreign_running ]; then
     # job was lost (failed with --max-attempts 1); now it is refused (no
     # attempt used) and runs once the old worker is gone
     start_coord
-    start_agent a1 --telemetry-ms 0 --slots 2 --kill-grace-ms 3000
+    # 8 s: the new store's job must reach a1 before the grace ends (3 s
+    # left about 2 s for wait_nodes, the submit and the dispatch)
+    start_agent a1 --telemetry-ms 0 --slots 2 --kill-grace-ms 8000
     wait_nodes 1
     submit --kind sleep --param duration_ms=30000 >/dev/null
     wait_running 1 1
@@ -138,7 +140,7 @@ if [ "$case" = term_stuck ]; then
     done
     [ "$(awk '{print $3}' "/proc/$worker/stat" 2>/dev/null)" = T ] || fail "the worker did not stop itself"
     kill -TERM "${AGENT_PID[a1]}"
-    for _ in $(seq 200); do grep -q "agent a1 stops" "$T/coord.log" && break; sleep 0.025; done
+    for _ in $(seq 400); do grep -q "agent a1 stops" "$T/coord.log" && break; sleep 0.025; done
     kill -0 "$worker" 2>/dev/null && fail "the coordinator was told of the stop while worker $worker lived"
     contains "the coordinator was told" "$T/coord.log" "agent a1 stops; its jobs go back to the queue"
     wait "${AGENT_PID[a1]}"

@@ -21,9 +21,9 @@ extra=()
 [ "$case" = gave_up ] && extra=(--max-attempts 1)
 # superseded: the stale worker (not stopped with its agent) must still run
 # when the agent thaws, ~1 s of lost window and re-run later; 1.5 s ended
-# first under ASan on a loaded machine (CI)
+# first under ASan on a loaded machine (CI); 4 s left 2.2 s of margin
 dur=1500
-[ "$case" = superseded ] && dur=4000
+[ "$case" = superseded ] && dur=8000
 sweep=$(submit --kind sleep --param duration_ms=$dur "${extra[@]}")
 wait_running "$sweep" 1
 [ "$case" = superseded ] && start_agent a2

@@ -93,9 +93,10 @@ port_held)
     # again for 5 s: the coordinator binds once it is free
     port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     /usr/bin/python3 -c 'import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(1.5)' "$port" &
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(1.5)' "$port" "$T/held" &
     holder=$!
-    sleep 0.3
+    for _ in $(seq 200); do [ -e "$T/held" ] && break; sleep 0.05; done
+    [ -e "$T/held" ] || fail "the port holder did not start"
     LISTEN="tcp://127.0.0.1:$port" start_coord
     wait "$holder"
     contains "said, then bound" "$T/coord.log" "cannot bind tcp://127.0.0.1:$port yet: Address already in use; trying again for 5 s"
@@ -178,7 +179,9 @@ agent_unreachable)
     # a mistyped --connect must not look like an idle agent
     LISTEN="ipc://$T/nobody" start_agent lonely
     for _ in $(seq 80); do grep -q "no answer from" "$T/lonely.log" && break; sleep 0.1; done
-    contains "says so, and what it found there" "$T/lonely.log" "no answer from ipc://$T/nobody for 5 s; still trying: nothing listens there (No such file or directory): is the coordinator running, and is this its address?"
+    # "for 5 s", or 6 when the agent's loop ran late under load
+    contains "says so" "$T/lonely.log" "no answer from ipc://$T/nobody for "
+    contains "and what it found there" "$T/lonely.log" " s; still trying: nothing listens there (No such file or directory): is the coordinator running, and is this its address?"
     ;;
 doc_queries)
     # every query the docs show runs on a store of this schema
@@ -614,12 +617,14 @@ coord_stall)
     eq "one attempt" "$(q "SELECT count(*) FROM attempts")" 1
     # a turn stuck in SQLite's busy wait (another process holds the store's
     # write lock while a submit arrives): the liveness check of that same
-    # turn ran before the stall was forgiven
-    sweep=$(submit --kind sleep --param duration_ms=5000 --max-attempts 1)
+    # turn ran before the stall was forgiven. 3 s held (under the store's
+    # 5 s busy timeout): the submit, 0.5 s late under load, still waits
+    # over the 1 s that counts as a stall
+    sweep=$(submit --kind sleep --param duration_ms=6000 --max-attempts 1)
     wait_running "$sweep" 1
     python3 -c "import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
-c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(2); c.execute('COMMIT')" \
+c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(3); c.execute('COMMIT')" \
         "$T/gb.db" "$T/locked" &
     PIDS+=($!)
     for _ in $(seq 100); do [ -e "$T/locked" ] && break; sleep 0.05; done

@@ -203,7 +203,7 @@ ring_stall)
     start_agent a1
     start_agent a2
     wait_nodes 2
-    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=100)
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
     wait_ranks 1 started 2
     sleep 0.3
     victim=$(rank_node 1 1)

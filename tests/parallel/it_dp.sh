@@ -114,7 +114,7 @@ mn_dead)
     q "SELECT error FROM v_results" >"$T/error.txt"
     # whichever the coordinator hears first: the dead rank's agent, or rank
     # 0's worker, whose ring connection to rank 1 broke (it fails at once)
-    grep -qE "rank 1 on $victim: worker killed by signal 9|rank 0 on .*: tcp ring: rank 1 \(.*\) closed the connection" \
+    grep -qE "rank 1 on $victim: worker killed by signal 9|rank 0 on .*: tcp ring: (peer gone: )?rank 1 \(.*\) closed the connection" \
         "$T/error.txt" || fail "the dead rank is not named: $(cat "$T/error.txt")"
     # the killed rank's own report says what happened to it, even when the
     # coordinator's stop reached its agent before the agent had reaped it

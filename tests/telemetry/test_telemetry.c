@@ -662,7 +662,9 @@ static int64_t stop_polling(gb_sampler_t *s) {
     for (;;) {
         int64_t c0 = gb_mono_ms();
         int done = gb_sampler_stop(s, gb_mono_ms());
-        CHECKF(gb_mono_ms() - c0 < 50, "a stop call blocked %" PRId64 " ms", gb_mono_ms() - c0);
+        /* blocking would take the grace or NVML's delay (300, 1500 ms);
+         * 250 leaves room for a preempted call under ASan on 2 cores */
+        CHECKF(gb_mono_ms() - c0 < 250, "a stop call blocked %" PRId64 " ms", gb_mono_ms() - c0);
         if (done) return gb_mono_ms() - t0;
         sleep_ms(2);
     }
@@ -696,7 +698,7 @@ static void t_sampler_interval(void) {
     sleep_ms(1000);
     CHECK(gb_sampler_count(s) >= 2);
     int64_t took = stop_polling(s);
-    CHECKF(took < 500, "stopping took %" PRId64 " ms", took);
+    CHECKF(took < 2000, "stopping took %" PRId64 " ms (grace 5000)", took);
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECK(!d.error && d.n_gpus == 2 && d.interval_ms == 50);
@@ -810,11 +812,11 @@ static void t_sampler_stop(void) {
     write_script("");
     gb_telemetry_t *t = hub(10000, 5000);
     gb_sampler_t *s = start_gpus(t, 4);
-    for (int i = 0; i < 200 && gb_sampler_count(s) < 4; i++)
+    for (int i = 0; i < 1000 && gb_sampler_count(s) < 4; i++)
         sleep_ms(5);
     CHECK(gb_sampler_count(s) == 4); /* the first round */
     int64_t took = stop_polling(s);
-    CHECKF(took < 1000, "a stop with a 10 s interval took %" PRId64 " ms", took);
+    CHECKF(took < 3000, "a stop with a 10 s interval took %" PRId64 " ms", took);
     /* destroy without a stop first: it stops, joins and frees */
     gb_sampler_t *s2 = start_gpus(t, 1);
     int64_t t0 = gb_mono_ms();
@@ -834,11 +836,13 @@ static void t_sampler_hung(void) {
     setenv("GB_FAKE_NVML_DELAY_MS", "1500", 1);
     int64_t t0 = gb_mono_ms();
     gb_sampler_t *s = start_gpus(t, 1);
-    CHECKF(gb_mono_ms() - t0 < 100, "start took %" PRId64 " ms", gb_mono_ms() - t0);
+    CHECKF(gb_mono_ms() - t0 < 500, "start took %" PRId64 " ms (NVML's delay: 1500)",
+           gb_mono_ms() - t0);
     CHECK(gb_telemetry_refs(t) == 2);
     sleep_ms(100);
     int64_t took = stop_polling(s);
-    CHECKF(took >= 290 && took < 800, "abandoned after %" PRId64 " ms (grace 300)", took);
+    /* not waiting for NVML, which returns some 1400 ms after the stop */
+    CHECKF(took >= 290 && took < 1100, "abandoned after %" PRId64 " ms (grace 300)", took);
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECK(d.error && strstr(d.error, "did not stop") && d.n_gpu == 0);
@@ -849,7 +853,7 @@ static void t_sampler_hung(void) {
     free(rec);
     t0 = gb_mono_ms();
     gb_sampler_destroy(&s);
-    CHECK(gb_mono_ms() - t0 < 50);
+    CHECK(gb_mono_ms() - t0 < 500);
     /* the agent may go while the thread still waits in NVML */
     gb_telemetry_destroy(&t);
     /* ... which then returns, finishes, frees itself and unloads NVML: no
