@@ -2955,6 +2955,12 @@ static int64_t restart_grace_ms(const gb_coord_t *c) {
     return w * 2 > w + 2000 ? w * 2 : w + 2000;
 }
 
+/* Whether ms without running is a stall to forgive: over a second and
+ * over two heartbeats (a busy turn or a slow poll is not). */
+static int stalled(const gb_coord_t *c, int64_t ms) {
+    return ms > 1000 && ms > 2 * (int64_t)c->cfg.heartbeat_ms;
+}
+
 /* The coordinator itself did not run for stall_ms (SIGSTOP, a paused VM,
  * a turn stuck in SQLite's busy wait): its agents' silence over that time
  * is not theirs. Their clocks move on by it: every agent was found lost
@@ -4678,7 +4684,7 @@ int gb_coord_run(gb_coord_t *c) {
          * wait, which may take timeout */
         int64_t polled = gb_mono_ms(), stall = c->polled_ms ? polled - c->polled_ms - timeout : 0;
         c->polled_ms = polled;
-        if (stall > 1000 && stall > 2 * (int64_t)c->cfg.heartbeat_ms) forgive_stall(c, stall);
+        if (stalled(c, stall)) forgive_stall(c, stall);
         /* a turn's phases are timed: a slow one is logged (debug) with
          * where the time went */
         int64_t t_start = gb_mono_us(), t_agents, t_control, t_timers, t_dispatch;
@@ -4712,7 +4718,7 @@ int gb_coord_run(gb_coord_t *c) {
             /* this turn itself may have stalled (a request stuck in SQLite's
              * busy wait): not the agents' silence either */
             int64_t turn = now - c->polled_ms;
-            if (turn > 1000 && turn > 2 * (int64_t)c->cfg.heartbeat_ms) {
+            if (stalled(c, turn)) {
                 forgive_stall(c, turn);
                 c->polled_ms = now; /* not counted again at the next poll */
             }
