@@ -366,6 +366,25 @@ else
   status SKIPPED "ours: gb_cuda_bench not built"
 fi
 
+# torch_resnet50.py in mode $1 (eager, compile) at precision $2 for at most
+# $3 s: its images/s in TORCH_IPS and a PASS, or a FAIL said (status 1)
+torch_run() {
+  local mode=$1 p=$2 what="torch $1" rc
+  [ "$mode" = compile ] && what=torch.compile
+  TORCH_IPS=
+  if timeout -k 10 "$3" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode "$mode" \
+       --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_${mode}_$p.json" 2>"$LOG/torch_${mode}_$p.err"; then
+    TORCH_IPS=$(json_field "$LOG/torch_${mode}_$p.json" images_per_sec)
+    if [ -z "$TORCH_IPS" ]; then status FAIL "$what $p: exit 0 but no images_per_sec"; return 1; fi
+    status PASS "$what $p: $TORCH_IPS img/s"
+  else
+    rc=$?
+    tail -3 "$LOG/torch_${mode}_$p.err"
+    failed "$rc" "$what $p" "torch_${mode}_$p.err"
+    return 1
+  fi
+}
+
 section "PyTorch eager"
 TORCH_OK=0
 if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
@@ -375,16 +394,7 @@ else
   TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
   want torch && for p in $PRECS; do
     if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    if timeout -k 10 "$(slot 150 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode eager --batch "$BATCH" \
-         --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_eager_$p.json" 2>"$LOG/torch_eager_$p.err"; then
-      TORCH_E[$p]=$(json_field "$LOG/torch_eager_$p.json" images_per_sec)
-      if [ -z "${TORCH_E[$p]}" ]; then status FAIL "torch eager $p: exit 0 but no images_per_sec"; continue; fi
-      status PASS "torch eager $p: ${TORCH_E[$p]} img/s"
-    else
-      rc=$?
-      tail -3 "$LOG/torch_eager_$p.err"
-      failed "$rc" "torch eager $p" "torch_eager_$p.err"
-    fi
+    torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
   done
 fi
 
@@ -477,16 +487,7 @@ elif [ "$TORCH_OK" = 1 ]; then
   # a minute or two per precision: the AMP ones first
   for p in fp16 bf16 tf32; do
     if [ "$(left)" -lt 110 ]; then status SKIPPED "torch.compile $p: out of time budget"; continue; fi
-    if timeout -k 10 "$(slot 300 20)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_resnet50.py --precision "$p" --mode compile \
-         --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" >"$LOG/torch_compile_$p.json" 2>"$LOG/torch_compile_$p.err"; then
-      TORCH_C[$p]=$(json_field "$LOG/torch_compile_$p.json" images_per_sec)
-      if [ -z "${TORCH_C[$p]}" ]; then status FAIL "torch.compile $p: exit 0 but no images_per_sec"; continue; fi
-      status PASS "torch.compile $p: ${TORCH_C[$p]} img/s"
-    else
-      rc=$?
-      tail -3 "$LOG/torch_compile_$p.err"
-      failed "$rc" "torch.compile $p" "torch_compile_$p.err"
-    fi
+    torch_run compile "$p" "$(slot 300 20)" && TORCH_C[$p]=$TORCH_IPS
   done
 else
   status SKIPPED "torch.compile: no PyTorch with CUDA"
