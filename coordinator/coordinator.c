@@ -1539,6 +1539,8 @@ struct cgang {
      * (gang_check). */
     int held, held_rank;                  /* ranks held; the first of them */
     unsigned char *held_r;                /* per rank: its report is held */
+    char **held_why;                      /* per rank: its reason, "rank R on NODE: ...", for its
+                                           * row once the hold ends (NULL: its report's error) */
     int64_t held_until_ms;                /* monotonic */
     char held_reason[GB_GANG_REASON_MAX]; /* the first's */
 };
@@ -1550,6 +1552,10 @@ static int is_multi(const cjob_t *j) {
 static void gang_free(cgang_t **gp) {
     if (!gp || !*gp) return;
     cgang_t *G = *gp;
+    if (G->held_why)
+        for (int r = 0; G->g && r < gb_gang_size(G->g); r++)
+            free(G->held_why[r]);
+    free(G->held_why);
     gb_gang_destroy(&G->g);
     free(G->agent);
     free(G->stored);
@@ -1600,8 +1606,11 @@ static void gang_sync(gb_coord_t *c, cjob_t *j, int who, const char *error) {
                            : st == GB_RANK_READY   ? "ready"
                            : st == GB_RANK_STARTED ? "start"
                                                    : "ended";
+        /* a rank held after a peer went away ends with its own reason,
+         * though another rank's event ended it */
+        const char *e = r == who ? error : gb_rank_ended(st) ? G->held_why[r] : NULL;
         if (gb_ranks_set(c->ranks, j->id, j->attempt, r, gb_rank_state_name(st), when,
-                         st == GB_RANK_STARTED ? G->start_iso : now, r == who ? error : NULL) != 0)
+                         st == GB_RANK_STARTED ? G->start_iso : now, e) != 0)
             store_err(c, "rank %d of job %" PRIu64, r, j->id);
         G->stored[r] = st;
         if (gb_rank_ended(st)) {
@@ -1752,7 +1761,8 @@ static int gang_release_held(cgang_t *G) {
             char why[96];
             gb_fmt(why, sizeof why, "rank %d: a peer rank went away", r);
             G->held_r[r] = 0;
-            actions |= gb_gang_on_result(G->g, r, GB_GANG_ERR_FAILED, why);
+            actions |= gb_gang_on_result(G->g, r, GB_GANG_ERR_FAILED,
+                                         G->held_why[r] ? G->held_why[r] : why);
         }
     return actions;
 }
@@ -1818,8 +1828,10 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
         G->worker = calloc((size_t)n, 1);
         G->missing = calloc((size_t)n, sizeof *G->missing);
         G->held_r = calloc((size_t)n, 1);
+        G->held_why = calloc((size_t)n, sizeof *G->held_why);
     }
-    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->held_r) {
+    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->held_r ||
+        !G->held_why) {
         gb_error("out of memory placing job %" PRIu64, j->id);
         gang_free(&G);
         return;
@@ -2093,6 +2105,8 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
         gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
         cgang_t *G = j->gang;
         G->held_r[rank] = 1;
+        free(G->held_why[rank]);
+        G->held_why[rank] = strdup(reason); /* NULL: the row keeps the report's error */
         if (!G->held) {
             int64_t hold = lost_window_ms(c) + c->cfg.heartbeat_ms + 1000;
             G->held = 1;

@@ -185,6 +185,10 @@ kill_agent_ring)
     contains "the survivor's failure was held" "$T/coord.log" "held"
     eq "attempt 1's ranks: 0 failed (its ring), 1 lost" \
         "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks WHERE attempt = 1 ORDER BY rank)")" "failed,lost"
+    # the held rank's row names it and its node, as every failed rank's does
+    # (it kept its worker's bare error when another rank's event ended it)
+    q "SELECT error FROM ranks WHERE attempt = 1 AND rank = 0" >"$T/held.txt"
+    contains "the held rank's own reason" "$T/held.txt" "rank 0 on $survivor: tcp ring: "
     ended_once 1 done
     eq "attempt 2, every rank done" \
         "$(q "SELECT group_concat(state || '/' || status) FROM ranks WHERE attempt = 2")" "done/ok,done/ok"
