@@ -224,14 +224,20 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
     if (sb.st_uid != geteuid() && access(wal, F_OK) != 0 && errno == ENOENT &&
         (db = open_immutable(path, why, sizeof why)))
         return db;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    /* Read-write where the file lets us, writing nothing (query_only): a
+     * read-only connection leaves the -wal and -shm it made behind a store
+     * no coordinator has open (results, run's table), which then looked
+     * open; the last connection to close removes them, as the sqlite3
+     * shell's does. A file we may not write is opened read-only. */
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         fprintf(stderr, "gpubench %s: cannot open %s: %s\n", cmd, path,
                 db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
-    int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+    int rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
     if (rc == SQLITE_OK) return db;
     gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
     sqlite3_close(db);

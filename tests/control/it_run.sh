@@ -32,6 +32,13 @@ run_running() {
 printf '{"name": "tiny", "kind": ["gemm", "sleep"], "m": 64, "n": 64, "k": 64, "duration_ms": [10, 20]}' >"$T/tiny.json"
 check "gpubench run --spec exits 0" "$GB" run --db "$T/run.db" --spec "$T/tiny.json" >"$T/out.txt" 2>"$T/run.log"
 eq "three rows done" "$(grep -c " done " "$T/out.txt")" 3
+# closed cleanly, its table read after the coordinator's close: no -wal or
+# -shm left beside it (the reader's read-only connection left both, and
+# the store looked open to whoever came next); nor by results
+side_files() { ls "$T" | grep -E '^run\.db-(wal|shm)$'; }
+[ -z "$(side_files)" ] || fail "run left $(side_files)"
+check "results on the closed store" "$GB" results --db "$T/run.db" >/dev/null
+[ -z "$(side_files)" ] || fail "results left $(side_files)"
 check "second run (spec on stdin)" "$GB" run --db "$T/run.db" --spec - --format csv <"$T/tiny.json" >"$T/out2.csv" 2>>"$T/run.log"
 eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
 eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
