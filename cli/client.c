@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -322,11 +323,17 @@ int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, i
     return -1;
 }
 
+/* the table's note on invalid rows: their reasons, this many at most */
+#define MAX_WHY_LINES 10
+
 int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     gb_table_t *t = NULL;
     int rc = 1;
+    char *why = NULL; /* the reasons of invalid rows, for the table */
+    size_t why_len = 0;
+    FILE *whyf = NULL;
     if (!(db = cli_store_open("results", db_path))) return 1;
     if (sqlite3_prepare_v2(db,
                            "SELECT * FROM v_results WHERE ?1 = 0 OR sweep_id = ?1"
@@ -374,8 +381,25 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
                 }
     t = gb_table_new(nshow, names);
     if (!t) goto out;
+    /* the table says valid 0 but not why: the reasons follow it */
+    int c_job = -1, c_valid = -1, c_why = -1;
+    for (int c = 0; c < ncols; c++) {
+        const char *nm = sqlite3_column_name(st, c);
+        if (strcmp(nm, "job_id") == 0) c_job = c;
+        if (strcmp(nm, "valid") == 0) c_valid = c;
+        if (strcmp(nm, "invalid_reason") == 0) c_why = c;
+    }
+    int want_why = fmt == GB_FMT_TABLE && c_job >= 0 && c_valid >= 0 && c_why >= 0;
+    int n_rows = 0, n_invalid = 0;
+    if (want_why) whyf = open_memstream(&why, &why_len); /* NULL: the table only */
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        n_rows++;
+        if (want_why && sqlite3_column_type(st, c_valid) != SQLITE_NULL &&
+            sqlite3_column_int(st, c_valid) == 0 && ++n_invalid <= MAX_WHY_LINES && whyf)
+            fprintf(whyf, "job %lld invalid: %s\n", (long long)sqlite3_column_int64(st, c_job),
+                    sqlite3_column_text(st, c_why) ? (const char *)sqlite3_column_text(st, c_why)
+                                                   : "(no reason stored)");
         if (gb_table_row(t) != 0) goto out;
         for (int i = 0; i < nshow; i++) {
             int c = map[i];
@@ -399,8 +423,16 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
         goto out;
     }
     gb_table_print(t, stdout, fmt);
+    if (n_invalid && whyf && fclose(whyf) == 0) {
+        whyf = NULL;
+        printf("\n%d of %d result(s) invalid, not to be trusted (invalid_reason in the store):\n%s",
+               n_invalid, n_rows, why);
+        if (n_invalid > MAX_WHY_LINES) printf("... and %d more\n", n_invalid - MAX_WHY_LINES);
+    }
     rc = 0;
 out:
+    if (whyf) fclose(whyf);
+    free(why);
     gb_table_destroy(&t);
     sqlite3_finalize(st);
     sqlite3_close(db);

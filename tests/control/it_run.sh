@@ -39,6 +39,14 @@ side_files() { ls "$T" | grep -E '^run\.db-(wal|shm)$'; }
 [ -z "$(side_files)" ] || fail "run left $(side_files)"
 check "results on the closed store" "$GB" results --db "$T/run.db" >/dev/null
 [ -z "$(side_files)" ] || fail "results left $(side_files)"
+# the table says why a row is not to be trusted (valid 0 alone left a user
+# of the README's first command guessing); csv and json have the column
+sqlite3 "$T/run.db" "UPDATE results SET valid = 0, invalid_reason = 'made invalid by the test' WHERE job_id = 2"
+"$GB" results --db "$T/run.db" --sweep 1 >"$T/inv.txt" || fail "results"
+contains "counted under the table" "$T/inv.txt" " of 3 result(s) invalid, not to be trusted"
+contains "with the reason" "$T/inv.txt" "job 2 invalid: made invalid by the test"
+"$GB" results --db "$T/run.db" --sweep 1 --format csv >"$T/inv.csv" || fail "results csv"
+eq "csv rows only" "$(wc -l <"$T/inv.csv")" 4
 check "second run (spec on stdin)" "$GB" run --db "$T/run.db" --spec - --format csv <"$T/tiny.json" >"$T/out2.csv" 2>>"$T/run.log"
 eq "two sweeps" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM sweeps WHERE state = 'done'")" 2
 eq "csv has the second sweep only" "$(tail -n +2 "$T/out2.csv" | cut -d, -f1 | sort -u)" 2
