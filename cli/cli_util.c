@@ -237,7 +237,8 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
     }
     sqlite3_busy_timeout(db, 5000);
     int rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
     if (rc == SQLITE_OK) return db;
     gb_fmt(why, sizeof why, "%s", sqlite3_errmsg(db));
     sqlite3_close(db);
