@@ -54,7 +54,8 @@ int cli_submit(const char *cmd, const char *control, const gb_curve_client_t *cu
                char *err, size_t errlen);
 
 /* The sweep a submit under request_id made, without making one: 0 with its
- * id, 1 when none was made, -1 when it cannot be said (err). */
+ * id, 1 when none was made, -1 when it cannot be said (err), -3 when no
+ * reply came where a coordinator may be listening (asking again may tell). */
 int cli_submit_made(const char *control, const gb_curve_client_t *curve, const char *spec,
                     const char *request_id, uint64_t *sweep_id, char *err, size_t errlen);
 

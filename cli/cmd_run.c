@@ -337,7 +337,18 @@ int cmd_run(int argc, char **argv) {
          * did not, drops the request should it still arrive) */
         char why[1024];
         gb_copy(why, sizeof why, atomic_load(&stop) ? "interrupted" : err);
-        int made = cli_submit_made(control, NULL, text, rid, &sweep, err, sizeof err);
+        /* asked again while no reply comes (-3), for up to 30 s: the
+         * embedded coordinator is alive but may be in one long turn (a
+         * 10000-job sweep stored under ASan on a loaded machine took 5 s,
+         * the ask's own timeout: the sweep was left `running`) */
+        int made;
+        int64_t until = gb_mono_ms() + 30000;
+        while ((made = cli_submit_made(control, NULL, text, rid, &sweep, err, sizeof err)) == -3 &&
+               gb_mono_ms() < until)
+            fprintf(stderr,
+                    "gpubench run: no answer yet from the local coordinator (%s); asking "
+                    "again\n",
+                    err);
         if (made == 0) {
             fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
                     sweep);
