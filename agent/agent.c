@@ -1307,10 +1307,15 @@ static int lock_state_dir(const char *dir, char *err, size_t errlen) {
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        gb_fmt(err, errlen, "state directory %s is in use by another agent (%s)", dir,
-               strerror(errno));
+        int held = errno == EWOULDBLOCK;
+        if (held)
+            gb_fmt(err, errlen, "state directory %s is in use by another agent (it holds %s)", dir,
+                   lock);
+        else
+            gb_fmt(err, errlen, "state directory %s cannot be locked: %s: %s", dir, lock,
+                   strerror(errno));
         close(fd);
-        return -1;
+        return held ? -2 : -1; /* -2: in use */
     }
     return fd;
 }
@@ -1319,7 +1324,7 @@ int gb_agent_state_dir_free(const char *dir, char *err, size_t errlen) {
     struct stat st;
     if (stat(dir, &st) != 0) return 0; /* made by gb_agent_new, or its error then */
     int fd = lock_state_dir(dir, err, errlen);
-    if (fd < 0) return -1;
+    if (fd < 0) return fd == -2 ? 1 : -1;
     close(fd); /* flock: the lock goes with the last fd of its open file */
     return 0;
 }

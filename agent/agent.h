@@ -53,7 +53,8 @@ typedef struct gb_agent_config {
 void gb_agent_config_default(gb_agent_config_t *cfg);
 
 /* 0 when no agent holds state directory dir (or it does not exist yet);
- * -1 with the reason gb_agent_new would give. For a caller that makes
+ * 1 when one does, -1 when it cannot be used, with the reason gb_agent_new
+ * would give. For a caller that makes
  * other things first (`gpubench run`'s store), so that a busy state dir
  * leaves nothing behind; gb_agent_new still decides. */
 int gb_agent_state_dir_free(const char *dir, char *err, size_t errlen);

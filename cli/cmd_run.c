@@ -262,8 +262,13 @@ int cmd_run(int argc, char **argv) {
     }
     /* another agent's (a run going on): said before the store is made (a
      * new one was left empty) */
-    if (gb_agent_state_dir_free(state_dir, err, sizeof err) != 0) {
+    int busy = gb_agent_state_dir_free(state_dir, err, sizeof err);
+    if (busy == 1 && state_dir == dir)
+        fprintf(stderr, "gpubench run: %s is in use by another `gpubench run` (its agent: %s)\n",
+                db, err);
+    else if (busy != 0)
         fprintf(stderr, "gpubench run: agent: %s\n", err);
+    if (busy != 0) {
         free(spec);
         return 1;
     }

@@ -142,7 +142,7 @@ PIDS+=("$holder")
 for _ in $(seq 50); do flock -n "$T/busy.db.agent/lock" true || break; sleep 0.1; done
 "$GB" run --db "$T/busy.db" --spec "$T/tiny.json" >/dev/null 2>"$T/busy.log"
 eq "a busy state dir makes run exit 1" "$?" 1
-contains "and says why" "$T/busy.log" "is in use by another agent"
+contains "and says why" "$T/busy.log" "$T/busy.db is in use by another \`gpubench run\` (its agent: state directory $T/busy.db.agent is in use by another agent (it holds $T/busy.db.agent/lock))"
 [ -e "$T/busy.db" ] && fail "an empty store was left: $(ls -l "$T"/busy.db*)"
 kill "$holder"
 echo ok
