@@ -4215,6 +4215,15 @@ static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) 
     if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
         gb_endpoint_check(cfg->control, err, errlen) != 0)
         return -1; /* a malformed one is not "not loopback" */
+    /* libzmq reads "tcp://SOURCE;DEST" and binds DEST: "tcp://127.0.0.1:0;
+     * 0.0.0.0:5555" passed as loopback and served the network, keyless */
+    const char *eps[2] = {cfg->listen, cfg->control};
+    for (int i = 0; i < 2; i++)
+        if (strchr(eps[i], ';')) {
+            gb_fmt(err, errlen,
+                   "%s: an endpoint the coordinator binds names no source address (';')", eps[i]);
+            return -1;
+        }
     if (!cfg->key_path && !cfg->insecure &&
         (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
         gb_fmt(err, errlen,
@@ -4406,10 +4415,20 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->next_tick_ms = gb_mono_ms();
     c->hb_last_us = gb_mono_us();
     c->dirty = 1;
+    /* what was bound, as libzmq says (an interface name, a host name
+     * resolved): loopback only without keys, whatever the text said */
+    if (!c->auth && !cfg->insecure &&
+        (!gb_endpoint_is_local(c->listen_ep) || !gb_endpoint_is_local(c->control_ep))) {
+        gb_fmt(err, errlen,
+               "refusing to serve %s / %s: without keys the coordinator only binds loopback "
+               "(give --key and --authorized, or --insecure to accept anyone on the network)",
+               c->listen_ep, c->control_ep);
+        goto err;
+    }
     gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
             c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
             cfg->lost_after);
-    if (!c->auth && (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control)))
+    if (!c->auth && (!gb_endpoint_is_local(c->listen_ep) || !gb_endpoint_is_local(c->control_ep)))
         gb_warn("insecure: endpoints reachable from the network without authentication");
     else if (!c->auth)
         gb_info("no keys: bound to loopback only (give --key and --authorized to serve the "

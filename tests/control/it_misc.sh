@@ -199,6 +199,17 @@ insecure)
     "$GB" coordinator --listen 'tcp://0.0.0.0:*' --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/refuse.log" 2>&1
     eq "a public address without keys or --insecure is a configuration error" "$?" 2
     contains "says why" "$T/refuse.log" "without keys the coordinator only binds loopback"
+    # a loopback source with a public destination: libzmq binds the
+    # destination (it passed as loopback and served the network)
+    for ep in 'tcp://127.0.0.1:0;0.0.0.0:*' 'tcp://lo:0;0.0.0.0:*'; do
+        "$GB" coordinator --listen "$ep" --control 'tcp://127.0.0.1:*' --db "$T/x.db" >"$T/semi.log" 2>&1
+        eq "$ep refused" "$?" 2
+        contains "says why" "$T/semi.log" "names no source address (';')"
+        "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control "$ep" --key k --authorized a --db "$T/x.db" >"$T/semi.log" 2>&1
+        eq "$ep refused as --control too, keys or not" "$?" 2
+        contains "says why" "$T/semi.log" "names no source address (';')"
+    done
+    [ -e "$T/x.db" ] && fail "a refused coordinator made a store"
     LISTEN='tcp://0.0.0.0:*' start_coord --insecure
     contains "warns" "$T/coord.log" "insecure: endpoints reachable from the network"
     ;;
