@@ -44,6 +44,15 @@ static int device_count(char *err, size_t errlen) {
         (void)cudaGetLastError();
         return -1;
     }
+    if (e == cudaErrorInsufficientDriver) {
+        /* driver version 0: none at all (the runtime's own text, "driver
+         * version is insufficient", sent people to upgrade one) */
+        snprintf(err, errlen,
+                 "no CUDA driver/GPU: no NVIDIA driver is installed here (libcuda.so.1 not "
+                 "found)");
+        (void)cudaGetLastError();
+        return -1;
+    }
     if (e != cudaSuccess) {
         snprintf(err, errlen, "no CUDA driver/GPU: cudaGetDeviceCount: %s (%s)",
                  cudaGetErrorString(e), cudaGetErrorName(e));
