@@ -162,7 +162,10 @@ kill_agent_ring)
     # the same with ranks that talk (a CPU all-reduce): the survivor's ring
     # sees its peer go at once and fails; that failure is held until the
     # peer's agent is found lost, so the attempt is lost and runs again (it
-    # failed the job on the spot, blaming the survivor)
+    # failed the job on the spot, blaming the survivor). A 2 s lost window:
+    # with 0.5 s a loaded machine found the agent lost before the
+    # survivor's ring failure came, and nothing was held
+    LOST=20
     start_coord
     start_agent a1
     start_agent a2
