@@ -3041,7 +3041,10 @@ static void check_liveness(gb_coord_t *c) {
         while (a->n_running > 0)
             attempt_lost(c, a->running[0], reason);
     }
-    /* assigned but never started: the assignment or its answer was lost */
+    /* assigned but never started: the assignment or its answer was lost.
+     * Given the restart grace, not one lost window: an agent starting
+     * workers on a loaded node (four at once after a coordinator restart,
+     * under ASan) took over half a second, and jobs ran out of attempts */
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
         if (a->seen_dirty) { /* last_seen of the heartbeats, or a state to write again */
@@ -3054,10 +3057,10 @@ static void check_liveness(gb_coord_t *c) {
         if (a->state != A_CONNECTED) continue; /* handled above, as a whole */
         for (int k = 0; k < a->n_running;) {
             cjob_t *j = a->running[k];
-            if (!j->gang && !j->started && !c->agent_backlog && now - j->assigned_ms > window) {
+            if (!j->gang && !j->started && !c->agent_backlog && now - j->assigned_ms > grace) {
                 char reason[300];
                 gb_fmt(reason, sizeof reason, "agent %s did not start it within %" PRId64 " ms",
-                       a->name, window);
+                       a->name, grace);
                 attempt_lost(c, j, reason);
             } else {
                 k++;
