@@ -107,10 +107,11 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     cJSON *rec = cJSON_Parse(r->record_json);
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(rec, "versions");
     const cJSON *det = cJSON_GetObjectItemCaseSensitive(rec, "details");
-    printf("resnet50 %s %s, batch %d, %dx%d, %d threads, %d step%s after %d warm-up\n",
+    int threads = (int)jnum(rec, "threads");
+    printf("resnet50 %s %s, batch %d, %dx%d, %d thread%s, %d step%s after %d warm-up\n",
            jstr(rec, "backend"), gb_precision_name(cfg->precision), cfg->batch, cfg->model.image_h,
-           cfg->model.image_w, (int)jnum(rec, "threads"), cfg->steps, cfg->steps == 1 ? "" : "s",
-           cfg->warmup);
+           cfg->model.image_w, threads, threads == 1 ? "" : "s", cfg->steps,
+           cfg->steps == 1 ? "" : "s", cfg->warmup);
     if (cfg->devices > 1) {
         printf("  %-12s %d replicas (global batch %d), %s, %g buckets of %g MB", "parallel",
                cfg->devices, cfg->devices * cfg->batch, jstr(rec, "interconnect"),

@@ -2,6 +2,7 @@
  * daemons and the engine are libraries; this file only dispatches. */
 #include "cli_util.h"
 #include "commands.h"
+#include "gb_util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -74,6 +75,11 @@ int main(int argc, char **argv) {
     if (strcmp(name, "--version") == 0) name = "version";
     for (size_t i = 0; i < n_commands; i++)
         if (strcmp(commands[i].name, name) == 0) {
+            /* getopt names argv[0] in its messages: "gpubench train:
+             * unrecognized option", as every other message of ours */
+            char prog[64];
+            gb_fmt(prog, sizeof prog, "gpubench %s", commands[i].name);
+            argv[1] = prog;
             int rc = commands[i].fn(argc - 1, argv + 1);
             /* output that could not be written (> /dev/full, a closed pipe)
              * is a failure, not exit 0 with the table lost */

@@ -139,7 +139,11 @@ void gb_backend_describe(const char *name, char *out, size_t outlen) {
     char err[768];
     const gb_backend_ops_t *ops = gb_backend_get(name, err, sizeof(err));
     if (!ops) {
-        snprintf(out, outlen, "%s backend: not loaded: %s", name, err);
+        /* the reason may name the backend itself: not twice */
+        char self[64];
+        snprintf(self, sizeof(self), "%s backend: ", name);
+        const char *why = strncmp(err, self, strlen(self)) == 0 ? err + strlen(self) : err;
+        snprintf(out, outlen, "%s backend: not loaded: %s", name, why);
         return;
     }
     gb_backend_info_t info;

@@ -265,6 +265,11 @@ usage)
     "$GB" train --lr "+0.1" >"$T/u.log" 2>&1; eq "train: '+0.1' is not a number" "$?" 2
     "$GB" train --seed " 7" >"$T/u.log" 2>&1; eq "train: ' 7' is not a number" "$?" 2
     "$GB" nosuch >"$T/u.log" 2>&1; eq "unknown command" "$?" 2
+    # getopt's own messages carry our prefix (they said "train: unrecognized option")
+    "$GB" train --bogus >"$T/u.log" 2>&1; eq "an unknown option" "$?" 2
+    contains "named as ours" "$T/u.log" "gpubench train: unrecognized option '--bogus'"
+    "$GB" nodes --forget >"$T/u.log" 2>&1; eq "an option without its argument" "$?" 2
+    contains "named as ours too" "$T/u.log" "gpubench nodes: option '--forget' requires an argument"
     check "help -h (every command takes -h)" "$GB" help -h
     "$GB" nodes --topo --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "nodes --topo --control" "$?" 2
     contains "says --topo reads the store" "$T/u.log" "--topo reads the store (--db), not the coordinator"

@@ -197,6 +197,11 @@ if os.path.exists(lib):
                            text=True, env=env).stdout
         check("cuda backend: not loaded: cuda backend not available: no libgpubench_cuda.so" in v,
               "version without the library: " + v)
+        # $GB_CUDA_LIB that does not load: the backend named once ("not
+        # loaded: cuda backend: /nonexistent.so: ...")
+        v = subprocess.run([os.path.join(d, "bin", "gpubench"), "version"], capture_output=True,
+                           text=True, env=dict(env, GB_CUDA_LIB="/nonexistent.so")).stdout
+        check("cuda backend: not loaded: /nonexistent.so: " in v, "version, a bad $GB_CUDA_LIB: " + v)
     if q.returncode != 0:
         check("cuda" in q.stderr.lower(), "--backend cuda without a GPU says why: " + q.stderr)
 
