@@ -2881,6 +2881,12 @@ static int rate_ok(gb_coord_t *c, gb_frame_t *f, uint64_t seq) {
         }
     }
     if (!peer || !*peer) peer = "local";
+    /* every loopback address is this host's users: one bucket (a command
+     * given the source tcp://127.0.0.N:0;... had a bucket per N, 127/8's
+     * worth of them) */
+    if (strncmp(peer, "127.", 4) == 0 || strcmp(peer, "::1") == 0 ||
+        strncmp(peer, "::ffff:127.", 11) == 0)
+        peer = "loopback";
     int64_t retry = 0;
     if (gb_rate_take(c->rate, peer, strlen(peer), gb_mono_ms(), &retry)) return 1;
     char why[300];

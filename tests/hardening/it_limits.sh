@@ -37,6 +37,21 @@ rate_ipc)
     [ "$refused" -ge 2 ] || fail "only $refused of 5 commands at once over ipc were limited"
     contains "says why" "$T/st.log" "rate limit"
     ;;
+rate_loopback)
+    # every loopback source address shares one bucket: commands given
+    # sources 127.0.0.2..6 (tcp://SRC:0;DEST) each had a bucket of its own
+    start_coord --rate-limit 1 --rate-burst 2
+    port=${CONTROL##*:}
+    refused=0 pids=()
+    for i in 2 3 4 5 6; do
+        "$GB" status --control "tcp://127.0.0.$i:0;127.0.0.1:$port" >"$T/st.$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || refused=$((refused + 1)); done
+    cat "$T"/st.*.log >"$T/st.log"
+    [ "$refused" -ge 2 ] || fail "only $refused of 5 commands from 5 loopback addresses were limited"
+    contains "says why, naming loopback" "$T/st.log" "from loopback"
+    ;;
 max_agents)
     start_coord --max-agents 1
     start_agent a1
