@@ -185,17 +185,52 @@ static int write_all(int fd, const void *data, size_t len) {
     return 0;
 }
 
-int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
-    char tmp[4096];
-    if (gb_fmt(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) != 0) {
-        gb_fmt(err, errlen, "path too long: %s", path);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+int gb_create_new(const char *path, mode_t mode, char *err, size_t errlen) {
+    /* O_EXCL: never an existing file (another user's, or one of ours a
+     * reader holds open); O_NOFOLLOW: never through a link, dangling or not
+     * (O_EXCL already refuses one; this says so on every system) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 07777);
     if (fd < 0) {
-        gb_fmt(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        int e = errno; /* EEXIST: the caller tries another name */
+        gb_fmt(err, errlen, "cannot create %s: %s", path, strerror(e));
+        errno = e;
         return -1;
     }
+    /* the mode asked for, whatever the umask took from it */
+    if (fchmod(fd, mode & 07777) != 0) {
+        int e = errno;
+        gb_fmt(err, errlen, "cannot chmod %s: %s", path, strerror(e));
+        close(fd);
+        unlink(path);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* A new file PATH.tmp.RANDOM (16 hex digits: no one can plant a link or a
+ * file at the name beforehand), its name in tmp; a name taken is tried
+ * again with another. The ".tmp." is what the spool's start removes. */
+static int create_temp(const char *path, mode_t mode, char *tmp, size_t tmplen, char *err,
+                       size_t errlen) {
+    for (int tries = 0; tries < 8; tries++) {
+        char hex[17];
+        if (gb_random_hex(hex, 8, err, errlen) != 0) return -1;
+        if (gb_fmt(tmp, tmplen, "%s.tmp.%s", path, hex) != 0) {
+            gb_fmt(err, errlen, "path too long: %s", path);
+            return -1;
+        }
+        int fd = gb_create_new(tmp, mode, err, errlen);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1; /* err names the last name tried: it exists */
+}
+
+int gb_write_file_atomic_mode(const char *path, const void *data, size_t len, mode_t mode,
+                              char *err, size_t errlen) {
+    char tmp[4096];
+    int fd = create_temp(path, mode, tmp, sizeof tmp, err, errlen);
+    if (fd < 0) return -1;
     if (write_all(fd, data, len) != 0) {
         gb_fmt(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
         goto fail;
@@ -210,6 +245,7 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
         goto fail;
     }
     fd = -1;
+    /* rename replaces path itself: a link there is replaced, not followed */
     if (rename(tmp, path) != 0) {
         gb_fmt(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
         goto fail;
@@ -223,6 +259,10 @@ fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
     return -1;
+}
+
+int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    return gb_write_file_atomic_mode(path, data, len, 0600, err, errlen);
 }
 
 int gb_write_file_in_place(const char *path, const void *data, size_t len, char *err,

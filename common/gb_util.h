@@ -51,10 +51,22 @@ const char *gb_file_kind(mode_t m);
  * when both exist; else the same directory (by inode: "./x", "/abs/x" and
  * "sub/../x" are one) and the same name. */
 int gb_same_path(const char *a, const char *b);
-/* Write data to path atomically and durably: a temporary file next to it,
- * fsync, rename over path, fsync of the directory. A reader sees the old
- * file or the new one, never a part. */
+/* Create path as a new file with exactly mode (fchmod: the umask takes
+ * nothing) and open it for writing: never an existing file, never through
+ * a symbolic link (O_EXCL | O_NOFOLLOW). The descriptor, or -1 with errno
+ * set (EEXIST where something is there) and err said. */
+int gb_create_new(const char *path, mode_t mode, char *err, size_t errlen);
+/* Write data to path atomically and durably, the file of mode 0600: a new
+ * temporary file next to it under a random name (PATH.tmp.HEX, made with
+ * gb_create_new, so a file or link another user planted in a shared
+ * directory is never written through or taken over), fsync, rename over
+ * path (a link at path is replaced, not followed), fsync of the
+ * directory. A reader sees the old file or the new one, never a part. */
 int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
+/* gb_write_file_atomic for a file of another mode (0644 for a public key):
+ * the mode is the new file's from its creation on. */
+int gb_write_file_atomic_mode(const char *path, const void *data, size_t len, mode_t mode,
+                              char *err, size_t errlen);
 /* Write data over the start of path (created if missing), then cut the
  * file to len: blocks reserved for it beforehand (fallocate, see the
  * agent's runner) are written into, so this needs no free space where they

@@ -1,16 +1,41 @@
 /* test_util.c - path helpers of common/gb_util.c shared by the coordinator
  * (an ipc path that is the store's) and the engine (--save over --load or
  * --data): gb_same_path on real files in a temp directory, existing or not,
- * through ".", "..", a relative path and a symbolic link; gb_file_kind. */
+ * through ".", "..", a relative path and a symbolic link; gb_file_kind;
+ * gb_create_new and gb_write_file_atomic against a file or a link already
+ * at the name (another user's, in a shared directory). */
 #define _DEFAULT_SOURCE
 #include "check.h"
 #include "gb_util.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* path holds exactly text */
+static int holds(const char *path, const char *text) {
+    char *got = NULL, err[256];
+    size_t len = 0;
+    if (gb_read_file(path, 4096, &got, &len, err, sizeof err) != 0) return 0;
+    int same = len == strlen(text) && memcmp(got, text, len) == 0;
+    free(got);
+    return same;
+}
+
+/* entries of dir whose name contains part */
+static int count_named(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strstr(e->d_name, part) != NULL;
+    if (d) closedir(d);
+    return n;
+}
 
 int main(void) {
     char base[] = "/tmp/gb-util-XXXXXX", p[4][512], cmd[600];
@@ -76,6 +101,52 @@ int main(void) {
     char *fixed = gb_utf8_fix("a\xff\xc3\xa9\xe2\x82");
     CHECK(fixed && strcmp(fixed, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd") == 0);
     free(fixed);
+
+    /* gb_create_new: a new file of exactly the mode asked for; never an
+     * existing one, never through a link (dangling or not) */
+    char err[600];
+    mode_t old_mask = umask(077);
+    int fd = gb_create_new("new.pub", 0644, err, sizeof err);
+    CHECKF(fd >= 0, "%s", err);
+    CHECK(write(fd, "x\n", 2) == 2 && close(fd) == 0);
+    CHECK(lstat("new.pub", &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644);
+    umask(old_mask);
+    errno = 0;
+    CHECK(gb_create_new("new.pub", 0600, err, sizeof err) < 0 && errno == EEXIST);
+    CHECKF(strstr(err, "new.pub"), "%s", err);
+    CHECK(holds("new.pub", "x\n")); /* not truncated */
+    f = fopen("victim", "w");
+    CHECK(f && fputs("precious\n", f) >= 0 && fclose(f) == 0);
+    CHECK(symlink("victim", "link") == 0 && symlink("absent", "dangling") == 0);
+    CHECK(gb_create_new("link", 0600, err, sizeof err) < 0);
+    CHECK(gb_create_new("dangling", 0600, err, sizeof err) < 0);
+    CHECK(holds("victim", "precious\n") && access("absent", F_OK) != 0);
+
+    /* gb_write_file_atomic over a link replaces the link; its target keeps
+     * its text. Its temporary file is new (PATH.tmp.HEX, random) and gone
+     * afterwards; the mode is the one asked for */
+    CHECKF(gb_write_file_atomic("link", "key\n", 4, err, sizeof err) == 0, "%s", err);
+    CHECK(lstat("link", &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600);
+    CHECK(holds("link", "key\n") && holds("victim", "precious\n"));
+    CHECKF(gb_write_file_atomic_mode("w.pub", "p\n", 2, 0644, err, sizeof err) == 0, "%s", err);
+    CHECK(stat("w.pub", &st) == 0 && (st.st_mode & 07777) == 0644);
+    CHECK(count_named(".", ".tmp.") == 0);
+    /* a file or link planted at the name a pid-named temporary had is
+     * neither written through nor taken over */
+    char planted[64];
+    snprintf(planted, sizeof planted, "out.tmp.%ld", (long)getpid());
+    CHECK(symlink("victim", planted) == 0);
+    CHECKF(gb_write_file_atomic("out", "secret\n", 7, err, sizeof err) == 0, "%s", err);
+    CHECK(holds("victim", "precious\n") && holds("out", "secret\n"));
+    CHECK(lstat(planted, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(unlink(planted) == 0);
+    fd = open(planted, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    CHECK(fd >= 0 && fchmod(fd, 0666) == 0 && close(fd) == 0);
+    struct stat pl;
+    CHECK(stat(planted, &pl) == 0);
+    CHECKF(gb_write_file_atomic("out", "secret2\n", 8, err, sizeof err) == 0, "%s", err);
+    CHECK(stat("out", &st) == 0 && st.st_ino != pl.st_ino && (st.st_mode & 07777) == 0600);
+    CHECK(holds(planted, "") && count_named(".", ".tmp.") == 1);
 
     /* $TMPDIR when set and not empty, else /tmp */
     CHECK(setenv("TMPDIR", base, 1) == 0 && strcmp(gb_tmpdir(), base) == 0);
