@@ -183,6 +183,19 @@ int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t 
         gb_fmt(err, errlen, "%s or %s exists (--force replaces them)", key_path, pub_path);
         return -1;
     }
+    /* --force replaces our own files only (a link is replaced, not
+     * followed: the writes rename over it): in a shared directory one
+     * another user owns is that user's, or planted there for us */
+    const char *const paths[] = {key_path, pub_path};
+    for (int i = 0; i < 2; i++) {
+        if (lstat(paths[i], &st) == 0 && st.st_uid != geteuid()) {
+            gb_fmt(err, errlen,
+                   "%s belongs to uid %u, not to this process's user (uid %u): not replaced; "
+                   "remove it or choose another NAME",
+                   paths[i], (unsigned)st.st_uid, (unsigned)geteuid());
+            return -1;
+        }
+    }
     char sec[GB_CURVE_Z85_LEN + 1];
     if (zmq_curve_keypair(pub, sec) != 0) {
         gb_fmt(err, errlen, "zmq_curve_keypair: %s", zmq_strerror(errno));
@@ -195,19 +208,17 @@ int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t 
            "public-key = %s\n"
            "secret-key = %s\n",
            pub, sec);
-    /* gb_write_file_atomic creates its temporary file with mode 0600 */
+    /* a new file of mode 0600 under a random name, renamed into place:
+     * nothing planted in the directory is written through or taken over */
     int rc = gb_write_file_atomic(key_path, text, strlen(text), err, errlen);
     memset(text, 0, sizeof text);
     memset(sec, 0, sizeof sec);
     if (rc != 0) return -1;
     char line[GB_CURVE_Z85_LEN + 2];
     gb_fmt(line, sizeof line, "%s\n", pub);
-    if (gb_write_file_atomic(pub_path, line, strlen(line), err, errlen) != 0) return -1;
-    if (chmod(pub_path, 0644) != 0) {
-        gb_fmt(err, errlen, "chmod %s: %s", pub_path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    /* 0644 from its creation: a chmod by name after the rename would
+     * follow a link put there in between */
+    return gb_write_file_atomic_mode(pub_path, line, strlen(line), 0644, err, errlen);
 }
 
 int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char *server_key_path,

@@ -1,18 +1,23 @@
 /* test_curve.c - key files (common/gb_curve.h): what `gpubench keygen`
  * writes, and every way reading a key file can fail.
  *
- *   test_curve CASE    (CASE: keygen, read_errors, public_forms, client_load) */
+ *   test_curve CASE    (CASE: keygen, keygen_planted, keygen_foreign, read_errors,
+ *                       public_forms, client_load; keygen_foreign exits 77, a
+ *                       skip, unless root: it makes a file another user owns) */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_curve.h"
 #include "gb_util.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#define NOBODY 65534
 
 static char dir[256];
 
@@ -35,6 +40,26 @@ static const char *line_of(const char *key) {
     static char l[64];
     snprintf(l, sizeof l, "%s\n", key);
     return l;
+}
+
+/* name holds exactly text */
+static int holds(const char *name, const char *text) {
+    char *got = NULL, err[256];
+    size_t len = 0;
+    if (gb_read_file(path(name), 4096, &got, &len, err, sizeof err) != 0) return 0;
+    int same = len == strlen(text) && memcmp(got, text, len) == 0;
+    free(got);
+    return same;
+}
+
+/* name is a regular file (not a link) of this process's user, with mode */
+static void expect_own_file(const char *name, mode_t mode, ino_t not_ino) {
+    struct stat st;
+    CHECKF(lstat(path(name), &st) == 0, "%s is missing", name);
+    CHECKF(S_ISREG(st.st_mode), "%s is %s", name, gb_file_kind(st.st_mode));
+    CHECKF(st.st_uid == geteuid(), "%s belongs to uid %u", name, (unsigned)st.st_uid);
+    CHECKF((st.st_mode & 07777) == mode, "%s has mode %o", name, (unsigned)(st.st_mode & 07777));
+    CHECKF(st.st_ino != not_ino, "%s is the file planted at its temporary name", name);
 }
 
 static void expect_pair_error(const char *name, const char *word) {
@@ -77,6 +102,82 @@ int main(int argc, char **argv) {
         CHECK(gb_curve_keygen(prefix, 1, pub2, err, sizeof err) == 0);
         CHECK(strcmp(pub, pub2) != 0); /* a new pair */
         CHECK(stat(path("node.key"), &st) == 0 && (st.st_mode & 0777) == 0600);
+    } else if (strcmp(c, "keygen_planted") == 0) {
+        /* a shared directory (1777) where another user planted a link and a
+         * file of mode 666 at the temporary names keygen used to write
+         * through (NAME.key.tmp.PID: this process's pid). The link made
+         * keygen overwrite its target and left NAME.key that user's link;
+         * the file became NAME.key, readable and writable by all. */
+        CHECK(chmod(dir, 01777) == 0);
+        put("victim", "precious\n", 0644);
+        char planted[64];
+        snprintf(planted, sizeof planted, "op.key.tmp.%ld", (long)getpid());
+        CHECK(symlink(path("victim"), path(planted)) == 0);
+        snprintf(planted, sizeof planted, "op.pub.tmp.%ld", (long)getpid());
+        int fd = open(path(planted), O_WRONLY | O_CREAT | O_EXCL, 0666);
+        CHECK(fd >= 0 && fchmod(fd, 0666) == 0 && write(fd, "planted\n", 8) == 8);
+        struct stat pl;
+        CHECK(fstat(fd, &pl) == 0);
+        close(fd);
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s/op", dir);
+        CHECKF(gb_curve_keygen(prefix, 0, pub, err, sizeof err) == 0, "%s", err);
+        CHECKF(holds("victim", "precious\n"), "keygen wrote through the planted link");
+        CHECK(holds(planted, "planted\n"));
+        expect_own_file("op.key", 0600, 0);
+        expect_own_file("op.pub", 0644, pl.st_ino);
+        CHECKF(gb_curve_read_pair(path("op.key"), pub2, sec, err, sizeof err) == 0, "%s", err);
+        CHECK(strcmp(pub, pub2) == 0);
+        /* --force over NAME.key that is a link: the link is replaced, its
+         * target is not written */
+        CHECK(symlink(path("victim"), path("fl.key")) == 0);
+        CHECK(symlink(path("victim"), path("fl.pub")) == 0);
+        snprintf(prefix, sizeof prefix, "%s/fl", dir);
+        CHECKF(gb_curve_keygen(prefix, 1, pub, err, sizeof err) == 0, "%s", err);
+        CHECKF(holds("victim", "precious\n"), "keygen --force wrote through NAME.key's link");
+        expect_own_file("fl.key", 0600, 0);
+        expect_own_file("fl.pub", 0644, 0);
+        /* nothing of keygen's own is left behind: just what was planted */
+        int n = 0;
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '\\.tmp\\.'", dir);
+        FILE *ls = popen(cmd, "r");
+        CHECK(ls && fscanf(ls, "%d", &n) == 1);
+        pclose(ls);
+        CHECKF(n == 2, "%d files named *.tmp.* (want the 2 planted)", n);
+    } else if (strcmp(c, "keygen_foreign") == 0) {
+        if (geteuid() != 0) {
+            fprintf(stderr, "SKIP: needs root to make a file another user owns\n");
+            rmdir(dir);
+            return 77;
+        }
+        /* --force does not replace a key another user owns in a shared
+         * directory: that user's key, or a file planted to be taken for
+         * ours */
+        CHECK(chmod(dir, 01777) == 0);
+        put("theirs.key", "their key\n", 0600);
+        CHECK(chown(path("theirs.key"), NOBODY, NOBODY) == 0);
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s/theirs", dir);
+        CHECK(gb_curve_keygen(prefix, 1, pub, err, sizeof err) != 0);
+        CHECKF(strstr(err, "theirs.key belongs to uid 65534"), "%s", err);
+        CHECK(holds("theirs.key", "their key\n"));
+        put("p.pub", "their pub\n", 0644);
+        CHECK(chown(path("p.pub"), NOBODY, NOBODY) == 0);
+        snprintf(prefix, sizeof prefix, "%s/p", dir);
+        CHECK(gb_curve_keygen(prefix, 1, pub, err, sizeof err) != 0);
+        CHECKF(strstr(err, "p.pub belongs to uid 65534"), "%s", err);
+        CHECK(holds("p.pub", "their pub\n"));
+        CHECK(access(path("p.key"), F_OK) != 0); /* refused before writing anything */
+        /* a file planted at the old temporary name, owned by that user */
+        char planted[64];
+        snprintf(planted, sizeof planted, "op.key.tmp.%ld", (long)getpid());
+        put(planted, "planted\n", 0666);
+        CHECK(chown(path(planted), NOBODY, NOBODY) == 0);
+        snprintf(prefix, sizeof prefix, "%s/op", dir);
+        CHECKF(gb_curve_keygen(prefix, 0, pub, err, sizeof err) == 0, "%s", err);
+        expect_own_file("op.key", 0600, 0);
+        CHECK(holds(planted, "planted\n"));
     } else if (strcmp(c, "read_errors") == 0) {
         CHECK(zmq_curve_keypair(pub, sec) == 0);
         char good[300];
