@@ -61,7 +61,15 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
         return -1;
     }
     size_t pl = strlen(path);
-    if (pl > 4 && strcmp(path + pl - 4, ".pub") == 0) {
+    int is_pub = pl > 4 && strcmp(path + pl - 4, ".pub") == 0;
+    if (is_pub) {
+        /* by what it holds, not its name: a key pair called NAME.pub is one */
+        char seen[GB_CURVE_Z85_LEN + 1], why[256];
+        int has_secret = 0;
+        (void)gb_curve_read_public(path, seen, &has_secret, why, sizeof why);
+        is_pub = !has_secret;
+    }
+    if (is_pub) {
         /* the mode check would say "chmod 600 it", which cannot help */
         gb_fmt(err, errlen,
                "%s is a public key; --key wants the key pair, NAME.key (its .pub goes in the "

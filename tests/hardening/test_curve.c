@@ -221,6 +221,14 @@ int main(int argc, char **argv) {
         /* a public key under another name than .pub, given as --key */
         put("coordpub.key", line_of(pub), 0600);
         expect_pair_error("coordpub.key", "is a public key; --key wants the key pair");
+        /* and a key pair under a .pub name is judged by what it holds */
+        put("ak.pub", good, 0600);
+        CHECKF(gb_curve_read_pair(path("ak.pub"), pub2, other_sec, err, sizeof err) == 0, "%s",
+               err);
+        CHECK(strcmp(pub2, pub) == 0 && strcmp(other_sec, sec) == 0);
+        /* a real public key named .pub, private or not, is told so */
+        put("mine.pub", line_of(pub), 0600);
+        expect_pair_error("mine.pub", "is a public key; --key wants the key pair, NAME.key");
         /* a FIFO or a directory is refused at once (it waited for a writer) */
         CHECK(mkfifo(path("fifo.key"), 0600) == 0);
         expect_pair_error("fifo.key", "is a pipe or FIFO");
