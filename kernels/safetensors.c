@@ -844,10 +844,27 @@ static int writer_write(gb_st_writer_t *w, const char *path, char *err, size_t e
         free(h.p);
         return -1;
     }
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", real, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    /* a new file under a name no one can guess (PATH.tmp.PID: a link
+     * planted there in a shared directory was written through, a file
+     * planted there became PATH), 0666 less the umask as fopen's */
+    int fd = -1;
+    for (int tries = 0; tries < 8 && fd < 0; tries++) {
+        char hex[17];
+        if (gb_random_hex(hex, 8, err, errlen) != 0) {
+            free(h.p);
+            return -1;
+        }
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%s", real, hex);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         snprintf(err, errlen, "%s: cannot create a file beside it: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         free(h.p);
         return -1;
     }

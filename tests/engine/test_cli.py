@@ -286,7 +286,7 @@ with tempfile.TemporaryDirectory() as d:
           and os.path.exists(g), "diverged save: rc %d %s" % (q.returncode, q.stderr))
 
 # SIGTERM while the file is written: the write finishes (or is removed)
-# first, then the signal ends the run; no NAME.tmp.PID is left behind
+# first, then the signal ends the run; no NAME.tmp.* is left behind
 with tempfile.TemporaryDirectory() as d:
     w = os.path.join(d, "w.st")
     pr = subprocess.Popen([exe, "train", *SMALL, "--save", w], stdout=subprocess.DEVNULL,

@@ -331,6 +331,28 @@ static void test_files(void) {
     unlink(p);
     write_small(dir, 1, 0);
     CHECK(strstr(err, "is a directory"));
+    /* a link and a file planted at the old temporary name, PATH.tmp.PID (a
+     * shared directory): neither written through nor taken as the file */
+    snprintf(p, sizeof(p), "%s/planted.safetensors", dir);
+    snprintf(q, sizeof(q), "%s/victim", dir);
+    char tp[300];
+    snprintf(tp, sizeof(tp), "%s.tmp.%ld", p, (long)getpid());
+    FILE *vf = fopen(q, "w");
+    CHECK(vf && fputs("untouched", vf) >= 0 && fclose(vf) == 0);
+    CHECK(symlink(q, tp) == 0);
+    write_small(p, 7, 1);
+    char vb[32] = "";
+    vf = fopen(q, "r");
+    CHECK(vf && fgets(vb, sizeof(vb), vf) && fclose(vf) == 0);
+    CHECKF(strcmp(vb, "untouched") == 0, "the save wrote through a planted link: %s", vb);
+    CHECK(lstat(tp, &sb) == 0 && S_ISLNK(sb.st_mode) && first_value(p) == 7);
+    unlink(tp);
+    CHECK(mknod(tp, S_IFREG | 0666, 0) == 0 && chmod(tp, 0666) == 0);
+    write_small(p, 8, 1);
+    CHECK(lstat(p, &sb) == 0 && (sb.st_mode & 0777) != 0666 && first_value(p) == 8);
+    unlink(tp);
+    unlink(q);
+    unlink(p);
     /* a torch.save checkpoint (zip, or a bare pickle) is named as such */
     snprintf(p, sizeof(p), "%s/w.pt", dir);
     const char *heads[2] = {"PK\x03\x04 torch zip archive......", "\x80\x02 an old pickle....."};
