@@ -56,8 +56,17 @@ static int field(const char *line, const char *name, char *out) {
 
 int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t errlen) {
     struct stat st;
-    if (stat(path, &st) != 0) {
+    if (lstat(path, &st) != 0) {
         gb_fmt(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* a link's owner can point it at another key file whenever they like
+     * (at any root key, whose owner and mode pass the checks below) */
+    if (S_ISLNK(st.st_mode) && !gb_trusted_owner(&st)) {
+        gb_fmt(err, errlen,
+               "%s is a symbolic link that belongs to uid %u, not to this process's user (uid "
+               "%u) or root: its owner could point it at another key; give the key file itself",
+               path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     size_t pl = strlen(path);
@@ -77,6 +86,10 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
                path);
         return -1;
     }
+    /* opened once: what is checked is what is read (a stat of the path,
+     * then an open of it, read whatever had been put there meanwhile) */
+    int fd = gb_open_regular(path, &st, err, errlen);
+    if (fd < 0) return -1;
     if (st.st_mode & 077) {
         gb_fmt(err, errlen,
                "%s can be %s by %s (mode %03o): a secret key must be its owner's "
@@ -87,6 +100,7 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
                : (st.st_mode & 022)                     ? "written"
                                                         : "used",
                (st.st_mode & 007) ? "others" : "its group", (unsigned)(st.st_mode & 0777));
+        close(fd);
         return -1;
     }
     /* its owner could change it under us (and chmod it back) */
@@ -95,11 +109,12 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
                "%s belongs to uid %u, not to this process's user (uid %u) or root: its owner "
                "could put another key in it; chown it",
                path, (unsigned)st.st_uid, (unsigned)geteuid());
+        close(fd);
         return -1;
     }
     char *text = NULL;
     size_t len = 0;
-    if (gb_read_regular_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    if (gb_read_fd(fd, path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
     /* exactly what keygen writes: comments, one public-key and one
      * secret-key line; anything else means the file is not what it seems */
     int have_pub = 0, have_sec = 0, bad = 0, bare = 0;

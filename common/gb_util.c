@@ -91,23 +91,30 @@ int gb_same_path(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
-int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,
-                         size_t errlen) {
-    *data = NULL;
-    *len = 0;
+int gb_open_regular(const char *path, struct stat *st, char *err, size_t errlen) {
     /* O_NONBLOCK: a FIFO must not hold the open until a writer comes */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        gb_fmt(err, errlen, "%s is %s; give a regular file", path,
-               fstat(fd, &st) != 0 ? "unreadable" : gb_file_kind(st.st_mode));
+    if (fstat(fd, st) != 0) {
+        gb_fmt(err, errlen, "%s is unreadable; give a regular file", path);
         close(fd);
         return -1;
     }
+    if (!S_ISREG(st->st_mode)) {
+        gb_fmt(err, errlen, "%s is %s; give a regular file", path, gb_file_kind(st->st_mode));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int gb_read_fd(int fd, const char *path, size_t max, char **data, size_t *len, char *err,
+               size_t errlen) {
+    *data = NULL;
+    *len = 0;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         gb_fmt(err, errlen, "cannot open %s: %s", path, strerror(errno));
@@ -115,6 +122,16 @@ int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len,
         return -1;
     }
     return read_stream(f, path, max, data, len, err, errlen);
+}
+
+int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len, char *err,
+                         size_t errlen) {
+    *data = NULL;
+    *len = 0;
+    struct stat st;
+    int fd = gb_open_regular(path, &st, err, errlen);
+    if (fd < 0) return -1;
+    return gb_read_fd(fd, path, max, data, len, err, errlen);
 }
 
 static int read_stream(FILE *f, const char *path, size_t max, char **data, size_t *len, char *err,

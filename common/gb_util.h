@@ -45,6 +45,16 @@ int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len,
  * else owns can be changed under us (its owner can chmod it back). */
 struct stat;
 int gb_trusted_owner(const struct stat *st);
+/* Open path once for reading (O_CLOEXEC, and O_NONBLOCK so that a FIFO
+ * does not wait for a writer) and fstat it into *st: the fd, or -1 with
+ * err set when it cannot be opened or is not a regular file. Checks made
+ * on *st hold for what is read from the fd, whatever the path names by
+ * then (a stat of the path, then an open of it, was a race). */
+int gb_open_regular(const char *path, struct stat *st, char *err, size_t errlen);
+/* gb_read_file for an fd (from gb_open_regular): reads it to its end, at
+ * most max bytes, naming it path in errors; closes fd in every case. */
+int gb_read_fd(int fd, const char *path, size_t max, char **data, size_t *len, char *err,
+               size_t errlen);
 /* "a directory", "a pipe or FIFO", ... for messages about what a path is. */
 const char *gb_file_kind(mode_t m);
 /* Do two paths name one file, whether or not it exists yet? The same inode

@@ -9,6 +9,7 @@
 #include "ratelimit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,48 +129,124 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
     return 0;
 }
 
+/* Where the file open on fd really is (links resolved): from
+ * /proc/self/fd, else realpath(path). 0, or -1 with errno set. */
+static int real_path_of(int fd, const char *path, char *out, size_t outlen) {
+    char proc[64];
+    gb_fmt(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, out, outlen - 1);
+    if (n > 0 && (size_t)n < outlen - 1 && out[0] == '/') {
+        out[n] = '\0';
+        return 0;
+    }
+    char buf[PATH_MAX];
+    if (!realpath(path, buf)) return -1;
+    if (gb_copy(out, outlen, buf) != 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* Whoever can replace a directory's entries can put another list in the
+ * file's place: every directory from real (the list's real path) up to
+ * "/" must belong to root or us, and be writable by nobody else unless it
+ * is sticky (as /tmp: only a file's owner may rename or remove it there),
+ * as OpenSSH's secure_filename asks of authorized_keys. shown names the
+ * list in errors. */
+static int check_dirs(const char *shown, const char *real, char *err, size_t errlen) {
+    char dir[4096];
+    if (gb_copy(dir, sizeof dir, real) != 0) {
+        gb_fmt(err, errlen, "authorized keys %s: path too long", shown);
+        return -1;
+    }
+    for (int depth = 0;; depth++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return 0; /* real paths are absolute */
+        if (slash == dir) {
+            if (dir[1] == '\0') return 0; /* "/" was checked */
+            dir[1] = '\0';
+        } else {
+            *slash = '\0';
+        }
+        const char *which = depth == 0 ? "its directory" : "the directory";
+        const char *where = depth == 0 ? "" : " above it";
+        struct stat st;
+        if (lstat(dir, &st) != 0) {
+            gb_fmt(err, errlen, "authorized keys %s: cannot check %s %s%s: %s", shown, which, dir,
+                   where, strerror(errno));
+            return -1;
+        }
+        if (!gb_trusted_owner(&st)) {
+            gb_fmt(err, errlen,
+                   "authorized keys %s: %s %s%s belongs to uid %u, not to this process's user "
+                   "(uid %u) or root: its owner could put another list in its place; chown it, "
+                   "or move the list",
+                   shown, which, dir, where, (unsigned)st.st_uid, (unsigned)geteuid());
+            return -1;
+        }
+        if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+            gb_fmt(err, errlen,
+                   "authorized keys %s: %s %s%s can be written by %s (mode %03o): anyone who "
+                   "can could put another list in its place; chmod go-w it, or move the list",
+                   shown, which, dir, where, (st.st_mode & 002) ? "anyone" : "its group",
+                   (unsigned)(st.st_mode & 0777));
+            return -1;
+        }
+    }
+}
+
 /* Swap in the list read from self->path. */
 static int load(gb_auth_t *self, char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     char why[512];
-    /* whoever can write the list can let any key in */
+    /* opened once, and every check made on what was opened: a stat of the
+     * path, then an open of it, read whatever was put there meanwhile */
     struct stat st;
-    int have_st = stat(self->path, &st) == 0;
-    if (have_st && (st.st_mode & 022)) {
+    int fd = gb_open_regular(self->path, &st, why, sizeof why);
+    if (fd < 0) {
+        gb_fmt(err, errlen, "authorized keys: %s", why);
+        return -1;
+    }
+    /* whoever can write the list can let any key in */
+    if (st.st_mode & 022) {
         gb_fmt(err, errlen,
                "authorized keys %s can be written by %s (mode %03o): anyone who can could let a "
                "key in; chmod go-w it",
                self->path, (st.st_mode & 002) ? "anyone" : "its group",
                (unsigned)(st.st_mode & 0777));
+        close(fd);
         return -1;
     }
     /* ... and so can its owner (who can chmod it) */
-    if (have_st && !gb_trusted_owner(&st)) {
+    if (!gb_trusted_owner(&st)) {
         gb_fmt(err, errlen,
                "authorized keys %s belongs to uid %u, not to this process's user (uid %u) or "
                "root: its owner could let a key in; chown it",
                self->path, (unsigned)st.st_uid, (unsigned)geteuid());
+        close(fd);
         return -1;
     }
-    /* ... and so can whoever may replace it: its directory (a sticky one,
-     * as /tmp, lets only the file's owner rename or remove it) */
-    char dir[sizeof self->path];
-    gb_copy(dir, sizeof dir, self->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        gb_copy(dir, sizeof dir, ".");
+    /* ... and so can whoever may replace it: the directories the file
+     * really is in (a link's target's, not the link's), all the way up */
+    char real[4096], shown[sizeof real + sizeof self->path + 16];
+    if (real_path_of(fd, self->path, real, sizeof real) != 0) {
+        gb_fmt(err, errlen, "authorized keys %s: cannot tell which directory it is in: %s",
+               self->path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    struct stat lst;
+    if (lstat(self->path, &lst) == 0 && S_ISLNK(lst.st_mode))
+        gb_fmt(shown, sizeof shown, "%s (a link to %s)", self->path, real);
     else
-        slash[slash == dir ? 1 : 0] = '\0';
-    if (stat(dir, &st) == 0 && (st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
-        gb_fmt(err, errlen,
-               "authorized keys %s: its directory %s can be written by %s (mode %03o): anyone who "
-               "can could put another list in its place; chmod go-w it, or move the list",
-               self->path, dir, (st.st_mode & 002) ? "anyone" : "its group",
-               (unsigned)(st.st_mode & 0777));
+        gb_copy(shown, sizeof shown, self->path);
+    if (check_dirs(shown, real, err, errlen) != 0) {
+        close(fd);
         return -1;
     }
-    if (gb_read_regular_file(self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
+    if (gb_read_fd(fd, self->path, MAX_FILE, &text, &len, why, sizeof why) != 0) {
         gb_fmt(err, errlen, "authorized keys: %s", why);
         return -1;
     }

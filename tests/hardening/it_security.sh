@@ -26,6 +26,15 @@
 #   bad_keys           the coordinator refuses to start on a key file others
 #                      can read or another user owns, a broken list, a list
 #                      another user owns, or one of --key/--authorized
+#   authorized_dirs    every directory the list really is in is checked, up
+#                      to /: a link into a directory anyone can write (the
+#                      link's own directory was checked) and a writable
+#                      directory above the list's own were let through; a
+#                      link within safe directories is fine
+#   owned_by_others    (root) a directory of the list that another user owns
+#                      (its owner may replace the list), and a key file
+#                      given through a link another user owns (they can
+#                      point it at any root key), are refused
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -321,6 +330,67 @@ bad_keys)
     run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
         --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/empty.log" 2>&1
     contains "an empty list is warned about" "$T/empty.log" "lists no key: no agent or command can connect"
+    ;;
+authorized_dirs)
+    # refused: exit 2 and the reason (started, the coordinator runs until killed)
+    refused() {
+        local name=$1 list=$2 want=$3
+        run_for 5 "$GB" coordinator --key "$T/coord.key" --authorized "$list" --db "$T/x.db" \
+            --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/$name.log" 2>&1
+        eq "started on $name: exit 2" "$?" 2
+        contains "says why" "$T/$name.log" "$want"
+    }
+    mkdir -m 777 "$T/opendir"; chmod 777 "$T/opendir"
+    cp "$T/authorized" "$T/opendir/list"
+    # a link in a safe directory to a list in a writable one: the list's
+    # directory counts, not the link's
+    ln -s "$T/opendir/list" "$T/authlink"
+    refused authlink "$T/authlink" \
+        "authorized keys $T/authlink (a link to $T/opendir/list): its directory $T/opendir can be written by anyone (mode 777)"
+    # a writable directory above the list's own (not sticky, unlike /tmp)
+    mkdir -p "$T/gp/p"; chmod 777 "$T/gp"; cp "$T/authorized" "$T/gp/p/list"
+    refused grandparent "$T/gp/p/list" "the directory $T/gp above it can be written by anyone (mode 777)"
+    chmod 775 "$T/gp"
+    refused grandparent_group "$T/gp/p/list" "the directory $T/gp above it can be written by its group (mode 775)"
+    # a link within safe directories to a list in one starts
+    mkdir -p "$T/safe/lists"; cp "$T/authorized" "$T/safe/lists/list"
+    ln -s lists/list "$T/safe/link"
+    run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/safe/link" --db "$T/z.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/safelink.log" 2>&1
+    grep -q "authorized keys" "$T/safelink.log" && fail "a link within safe directories refused: $(cat "$T/safelink.log")"
+    contains "it started" "$T/safelink.log" "coordinator stopping"
+    ;;
+owned_by_others)
+    if [ "$(id -u)" != 0 ]; then
+        echo "SKIP: needs root (to chown a directory and a link to another user)" >&2
+        exit 77
+    fi
+    mkdir "$T/theirs"; cp "$T/authorized" "$T/theirs/list"; chown 65534 "$T/theirs"; chmod 755 "$T/theirs"
+    run_for 5 "$GB" coordinator --key "$T/coord.key" --authorized "$T/theirs/list" --db "$T/x.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirdir.log" 2>&1
+    eq "started on a list in another user's directory: exit 2" "$?" 2
+    contains "says why" "$T/theirdir.log" \
+        "authorized keys $T/theirs/list: its directory $T/theirs belongs to uid 65534, not to this process's user (uid 0) or root"
+    # ... or in a directory below one of theirs
+    mkdir -p "$T/theirs2/mine"; cp "$T/authorized" "$T/theirs2/mine/list"; chown 65534 "$T/theirs2"
+    run_for 5 "$GB" coordinator --key "$T/coord.key" --authorized "$T/theirs2/mine/list" --db "$T/x.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirdir2.log" 2>&1
+    eq "started on a list below another user's directory: exit 2" "$?" 2
+    contains "says why" "$T/theirdir2.log" "the directory $T/theirs2 above it belongs to uid 65534"
+    # a key given through another user's link: root's key behind it passes
+    # every check of the file, but the link's owner chooses which key it is
+    ln -s "$T/coord.key" "$T/theirlink.key"; chown -h 65534 "$T/theirlink.key"
+    run_for 5 "$GB" coordinator --key "$T/theirlink.key" --authorized "$T/authorized" --db "$T/x.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirlink.log" 2>&1
+    eq "started on a key through another user's link: exit 2" "$?" 2
+    contains "says why" "$T/theirlink.log" \
+        "theirlink.key is a symbolic link that belongs to uid 65534, not to this process's user (uid 0) or root"
+    [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
+    # our own link to the key is fine
+    ln -s "$T/coord.key" "$T/mylink.key"
+    run_for 3 "$GB" coordinator --key "$T/mylink.key" --authorized "$T/authorized" --db "$T/z.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/mylink.log" 2>&1
+    contains "started on our own link to the key" "$T/mylink.log" "coordinator stopping"
     ;;
 *) fail "unknown case $case" ;;
 esac
