@@ -14,6 +14,7 @@
 #include "gb_curve.h"
 #include "gb_util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,48 @@ static int pump(gb_auth_t *auth, void *srv, int ms, char *user, size_t userlen) 
     return 0;
 }
 
+/* parse_large: a list of GB_AUTH_MAX_KEYS keys parses, and one whose last
+ * line repeats an entry in its middle is refused naming both (keys of
+ * pseudo-random bytes: any 32 bytes are a Z85 key, and keypairs are slow) */
+static void parse_large(void) {
+    size_t cap = (size_t)GB_AUTH_MAX_KEYS * 64, len = 0;
+    char *text = malloc(cap), err[300], dup[41] = "";
+    uint64_t x = 42;
+    CHECK(text);
+    for (int i = 0; i < GB_AUTH_MAX_KEYS; i++) {
+        uint8_t bin[32];
+        char key[41];
+        for (size_t k = 0; k < sizeof bin; k += 8) { /* splitmix64 */
+            uint64_t z = (x += 0x9e3779b97f4a7c15u);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+            z ^= z >> 31;
+            memcpy(bin + k, &z, 8);
+        }
+        CHECK(zmq_z85_encode(key, bin, sizeof bin));
+        if (i == 49999) memcpy(dup, key, sizeof key);
+        len += (size_t)snprintf(text + len, cap - len, "%s node-%d\n", key, i + 1);
+    }
+    gb_auth_entry_t *v = NULL;
+    size_t n = 0;
+    CHECKF(gb_auth_parse(text, len, &v, &n, err, sizeof err) == 0, "%s", err);
+    CHECK(n == GB_AUTH_MAX_KEYS && strcmp(v[49999].key, dup) == 0);
+    free(v);
+    /* the last line (100,000) again the key of entry 50,000 */
+    char *last = text + len - 1;
+    while (last > text && last[-1] != '\n')
+        last--;
+    len = (size_t)(last - text) + (size_t)snprintf(last, cap - (size_t)(last - text), "%s\n", dup);
+    CHECK(gb_auth_parse(text, len, &v, &n, err, sizeof err) != 0 && v == NULL && n == 0);
+    CHECKF(strstr(err, "line 100000: the key of entry 50000 again (node-50000)"), "%s", err);
+    free(text);
+}
+
 static void parse_case(const char *c) {
+    if (strcmp(c, "parse_large") == 0) {
+        parse_large();
+        return;
+    }
     pair_t a = keypair(), b = keypair(), d = keypair();
     char text[1000], err[300];
     gb_auth_entry_t *v = NULL;
