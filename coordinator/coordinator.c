@@ -4219,6 +4219,20 @@ static int keys_half(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     return -1;
 }
 
+/* Without keys or --insecure, listen and control must be loopback: 0, or
+ * -1 with why (verb: what was refused, "bind" for the endpoints given,
+ * "serve" for the ones libzmq says it bound). */
+static int keyless_loopback(const gb_coord_config_t *cfg, int keys, const char *listen,
+                            const char *control, const char *verb, char *err, size_t errlen) {
+    if (keys || cfg->insecure || (gb_endpoint_is_local(listen) && gb_endpoint_is_local(control)))
+        return 0;
+    gb_fmt(err, errlen,
+           "refusing to %s %s / %s: without keys the coordinator only binds loopback (give --key "
+           "and --authorized, or --insecure to accept anyone on the network)",
+           verb, listen, control);
+    return -1;
+}
+
 /* The endpoints' form, and loopback only without keys. */
 static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
@@ -4233,15 +4247,8 @@ static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) 
                    "%s: an endpoint the coordinator binds names no source address (';')", eps[i]);
             return -1;
         }
-    if (!cfg->key_path && !cfg->insecure &&
-        (!gb_endpoint_is_local(cfg->listen) || !gb_endpoint_is_local(cfg->control))) {
-        gb_fmt(err, errlen,
-               "refusing to bind %s / %s: without keys the coordinator only binds loopback "
-               "(give --key and --authorized, or --insecure to accept anyone on the network)",
-               cfg->listen, cfg->control);
-        return -1;
-    }
-    return 0;
+    return keyless_loopback(cfg, cfg->key_path != NULL, cfg->listen, cfg->control, "bind", err,
+                            errlen);
 }
 
 int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) {
@@ -4426,14 +4433,9 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
     c->dirty = 1;
     /* what was bound, as libzmq says (an interface name, a host name
      * resolved): loopback only without keys, whatever the text said */
-    if (!c->auth && !cfg->insecure &&
-        (!gb_endpoint_is_local(c->listen_ep) || !gb_endpoint_is_local(c->control_ep))) {
-        gb_fmt(err, errlen,
-               "refusing to serve %s / %s: without keys the coordinator only binds loopback "
-               "(give --key and --authorized, or --insecure to accept anyone on the network)",
-               c->listen_ep, c->control_ep);
+    if (keyless_loopback(cfg, c->auth != NULL, c->listen_ep, c->control_ep, "serve", err, errlen) !=
+        0)
         goto err;
-    }
     gb_info("coordinator %s: agents on %s, control on %s, store %s, heartbeat %d ms, lost after %d",
             c->coord_id, c->listen_ep, c->control_ep, cfg->db_path, cfg->heartbeat_ms,
             cfg->lost_after);

@@ -12,6 +12,21 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
+# at_once I...: one `gpubench status` per I, all started together (one
+# after another, an ASan command of 0.8 s under load let a bucket refill
+# between them), with the argument `status_args I` prints, if defined;
+# refused: how many failed; $T/st.log: what they all said
+at_once() {
+    local i p pids=()
+    refused=0
+    for i in "$@"; do
+        "$GB" status $(declare -F status_args >/dev/null && status_args "$i") >"$T/st.$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || refused=$((refused + 1)); done
+    cat "$T"/st.*.log >"$T/st.log"
+}
+
 case "$case" in
 rate)
     start_coord --rate-limit 5 --rate-burst 5
@@ -25,15 +40,7 @@ rate_ipc)
     # over ipc:// every command is a new process (a new pid in libzmq's peer
     # address): the bucket is the user's, so separate commands share it
     CONTROL="ipc://$T/ctl" start_coord --rate-limit 1 --rate-burst 2
-    # started together: one after another, an ASan command of 0.8 s under
-    # load let the bucket refill between them
-    refused=0 pids=()
-    for i in 1 2 3 4 5; do
-        "$GB" status >"$T/st.$i.log" 2>&1 &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || refused=$((refused + 1)); done
-    cat "$T"/st.*.log >"$T/st.log"
+    at_once 1 2 3 4 5
     [ "$refused" -ge 2 ] || fail "only $refused of 5 commands at once over ipc were limited"
     contains "says why" "$T/st.log" "rate limit"
     ;;
@@ -42,13 +49,8 @@ rate_loopback)
     # sources 127.0.0.2..6 (tcp://SRC:0;DEST) each had a bucket of its own
     start_coord --rate-limit 1 --rate-burst 2
     port=${CONTROL##*:}
-    refused=0 pids=()
-    for i in 2 3 4 5 6; do
-        "$GB" status --control "tcp://127.0.0.$i:0;127.0.0.1:$port" >"$T/st.$i.log" 2>&1 &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || refused=$((refused + 1)); done
-    cat "$T"/st.*.log >"$T/st.log"
+    status_args() { echo "--control=tcp://127.0.0.$1:0;127.0.0.1:$port"; }
+    at_once 2 3 4 5 6
     [ "$refused" -ge 2 ] || fail "only $refused of 5 commands from 5 loopback addresses were limited"
     contains "says why, naming loopback" "$T/st.log" "from loopback"
     ;;
