@@ -1024,6 +1024,13 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         gb_info("agent %s (%s): its key %s is no longer authorized; key %s registers it now", a->id,
                 h->name, a->key, gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key);
         a->key[0] = '\0';
+    } else if (a && key && !a->key[0] && !a->forgotten) {
+        /* a node known only without keys (the fleet moved onto keys on
+         * its store): whichever listed key comes first takes its id, and
+         * ids are shown to every listed key: said, not only "is back" */
+        gb_warn("agent %s (node %s) had registered only without a key: key %s pins its id now "
+                "(if that is not the node's own key, revoke it: docs/security.md)",
+                a->id, a->name, gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key);
     }
     if (a && key && a->key[0] && strcmp(a->key, key) != 0) {
         char why[200];

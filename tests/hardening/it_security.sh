@@ -16,6 +16,8 @@
 #   revoked            ... and on its open connection, from its next message
 #   pinned             another listed key cannot speak for a registered
 #                      agent id
+#   first_pin          a node known only without keys is pinned by the first
+#                      listed key to register its id, with a warning
 #   ipc_refusal        refused commands over ipc are one log line (each
 #                      command is a new pid in libzmq's ipc address: it was
 #                      a line per command), naming the local user
@@ -194,6 +196,25 @@ revoked_agent)
     contains "... and then meets the handshake's refusal" "$T/a1.log" "refused our key"
     grep -q "is the coordinator running" "$T/a1.log" && fail "the agent blames a silent coordinator"
     kill -0 "${AGENT_PID[a1]}" || fail "the agent exited"
+    ;;
+first_pin)
+    # a node known only without keys (the fleet moved onto keys, on the
+    # same store): the first listed key to register its id pins it, which
+    # was logged only as the node being back
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    kill -TERM "${AGENT_PID[a1]}" "$COORD_PID"
+    wait "${AGENT_PID[a1]}" "$COORD_PID" 2>/dev/null
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    GB_KEY=$T/a2.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer.log" 2>&1 || fail "take: $(cat "$T/hpeer.log")"
+    contains "warned, naming the key" "$T/coord.log" "agent $id (node a1) had registered only without a key: key a2 pins its id now"
+    # a pinned node coming back with its key is no news
+    GB_KEY=$T/a2.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer2.log" 2>&1 || fail "take again: $(cat "$T/hpeer2.log")"
+    eq "said once" "$(grep -c "had registered only without a key" "$T/coord.log")" 1
     ;;
 pinned)
     authorize a1 a2 me
