@@ -319,9 +319,15 @@ char *cli_read_spec(const char *cmd, const char *file, int check) {
         fprintf(stderr, "gpubench %s: %s is empty: not a JSON spec (docs/control-plane.md)\n", cmd,
                 name);
     else {
+        /* without check, what any coordinator would refuse: not one JSON
+         * object (it waited for the coordinator's answer, or for 5 s and
+         * "no reply" when none was running) */
         gb_sweep_def_t def;
-        if (!check || gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0) {
+        cJSON *o = NULL;
+        if (check ? gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0
+                  : (o = gb_spec_json(text, len, err, sizeof err)) != NULL) {
             if (check) gb_sweep_def_free(&def);
+            cJSON_Delete(o);
             return text;
         }
         fprintf(stderr, "gpubench %s: %s: %s\n", cmd, name, err);

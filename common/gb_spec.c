@@ -377,19 +377,9 @@ static int check_job(const gb_jobdef_t *j, char *err, size_t errlen) {
     return 0;
 }
 
-static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
-                        gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
-    values_t *vals = calloc(N_KEYS, sizeof *vals);
-    values_t kindv = {0};
-    cJSON *root = NULL;
-    int repeat = 1;
-    memset(out, 0, sizeof *out);
-    if (!vals) {
-        gb_fmt(err, errlen, "out of memory");
-        return -1;
-    }
+cJSON *gb_spec_json(const char *json, size_t len, char *err, size_t errlen) {
     const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) {
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
         if (too_deep(json, len))
@@ -413,6 +403,24 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
             FAIL("a string in the spec holds \\u0000 (NUL), which no value may");
         bs = 0;
     }
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
+                        gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
+    values_t *vals = calloc(N_KEYS, sizeof *vals);
+    values_t kindv = {0};
+    cJSON *root = NULL;
+    int repeat = 1;
+    memset(out, 0, sizeof *out);
+    if (!vals) {
+        gb_fmt(err, errlen, "out of memory");
+        return -1;
+    }
+    if (!(root = gb_spec_json(json, len, err, errlen))) goto fail;
 
     /* Pass 1: kind, and the keys every object may hold. */
     unsigned kindmask = 0;

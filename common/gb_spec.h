@@ -67,6 +67,12 @@ typedef struct gb_sweep_def {
 int gb_spec_parse(const char *json, size_t len, size_t max_jobs, gb_sweep_def_t *out, char *err,
                   size_t errlen);
 void gb_sweep_def_free(gb_sweep_def_t *s);
+/* The first check of gb_spec_parse: len bytes of one JSON object (no
+ * trailing bytes, no \u0000, nesting within cJSON's limit). The parsed
+ * object (cJSON_Delete it), or NULL with the reason in err. For a client
+ * that leaves the rest to a coordinator that may be newer. */
+struct cJSON;
+struct cJSON *gb_spec_json(const char *json, size_t len, char *err, size_t errlen);
 
 /* The job's parameters as canonical JSON (keys that apply to its kind only);
  * malloc'd, NULL on out-of-memory. */

@@ -26,6 +26,17 @@ extra=()
 if "$GB" submit --spec "$T/spec.json" >"$T/out.txt" 2>"$T/err.log"; then
     fail "submit accepted a bad spec: $(cat "$T/out.txt")"
 fi
+case "$case" in
+malformed | not_object)
+    # not one JSON object: refused by submit itself, at once (it waited for
+    # the coordinator's answer, 5 s when none ran); sent raw, by the
+    # coordinator too
+    contains "submit says why itself" "$T/err.log" "gpubench submit: $T/spec.json: $want"
+    grep -q "rejected submit" "$T/coord.log" && fail "the coordinator was asked"
+    "$RAWPEER" submit_spec "$LISTEN" "$CONTROL" <"$T/spec.json" >"$T/err.log" 2>&1 ||
+        fail "sent raw: $(cat "$T/err.log")"
+    ;;
+esac
 contains "submit says why" "$T/err.log" "rejected: "
 contains "the reason is precise" "$T/err.log" "$want"
 contains "the coordinator logged it" "$T/coord.log" "rejected submit"

@@ -440,6 +440,17 @@ int main(int argc, char **argv) {
         static const char junk[] = "\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
         send_raw(s, junk, sizeof junk - 1, 0);
         expect_reject(s, GB__REJECT_CODE__REJECT_DECODE, "not a gpubench envelope");
+    } else if (strcmp(c, "submit_spec") == 0) {
+        /* the spec on stdin, sent as it is (gpubench submit refuses what is
+         * not one JSON object itself): the coordinator's refusal printed */
+        static char spec[1 << 16];
+        size_t n = fread(spec, 1, sizeof spec - 1, stdin);
+        spec[n] = '\0';
+        char why[512];
+        s = peer(control, NULL);
+        uint64_t id = submit_as(s, spec, NULL, why, sizeof why);
+        CHECKF(id == 0, "the coordinator accepted it as sweep %llu", (unsigned long long)id);
+        printf("rejected: %s\n", why);
     } else if (strcmp(c, "submit_resend") == 0) {
         /* a submit sent again with its request id (its reply lost) is
          * answered with the sweep the first made; another id makes another */
