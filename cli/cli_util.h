@@ -23,9 +23,12 @@ enum { CLI_OPT_CONTROL = 3001, CLI_OPT_KEY, CLI_OPT_SERVER_KEY };
     {"key", required_argument, 0, CLI_OPT_KEY},                                                    \
     {"server-key", required_argument, 0, CLI_OPT_SERVER_KEY}
 // clang-format on
-#define CLI_KEY_HELP                                                                               \
-    "  --key FILE          our NAME.key, for a coordinator with keys (default $GB_KEY)\n"          \
-    "  --server-key FILE   the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
+#define CLI_KEY_HELP CLI_KEY_HELP_AT("")
+/* the same, its descriptions moved right by the spaces in pad, for a usage
+ * whose descriptions start further right */
+#define CLI_KEY_HELP_AT(pad)                                                                       \
+    "  --key FILE          " pad "our NAME.key, for a coordinator with keys (default $GB_KEY)\n"   \
+    "  --server-key FILE   " pad "the coordinator's public key, pinned (default $GB_SERVER_KEY)\n"
 
 struct gb_curve_client;
 /* Load the keys named by --key/--server-key (NULL: $GB_KEY/$GB_SERVER_KEY).

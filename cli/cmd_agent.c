@@ -48,8 +48,10 @@ static void usage(FILE *out) {
         "2000)\n" CLI_KEY_HELP
         "  --telemetry-ms N    GPU (NVML) and CPU telemetry interval while a job runs; 0 off\n"
         "                      (default 100)\n"
-        "  --result-memory-mb N  results not yet acknowledged held in memory as well as in the\n"
-        "                      spool, to write it again if it is removed (default 64; 0 none)\n"
+        "  --result-memory-mb N\n"
+        "                      results not yet acknowledged, held in memory as well as in the\n"
+        "                      spool, to write them again if they are removed (default 64; 0\n"
+        "                      none)\n"
         "  --log-level L       debug|info|warn|error (default info)\n"
         "  -h, --help          this help\n",
         dir);

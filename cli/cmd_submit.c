@@ -17,12 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the key options, aligned with this usage's wider first column */
+#define SUBMIT_KEY_HELP CLI_KEY_HELP_AT("  ")
+
 static void usage(FILE *out) {
     fprintf(
         out,
         "usage: gpubench submit [--control EP] (--spec FILE | --kind K [options])\n"
         "  --control EP          coordinator's control endpoint (default $GB_CONTROL "
-        "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
+        "or " GB_DEFAULT_CONTROL ")\n" SUBMIT_KEY_HELP
         "  --spec FILE           a JSON sweep spec ('-' reads stdin); see docs/control-plane.md\n"
         "or a spec from flags (a comma list is an axis of the Cartesian product):\n"
         "  --kind K,...          resnet50 | gemm | allreduce | sleep (required without --spec)\n"

@@ -328,6 +328,12 @@ sys.stderr.write(p.stderr.decode()); sys.exit(p.returncode)" "$GB" help 2>"$T/u.
         "$GB" $c -h >"$T/h.log" || fail "$c -h"
         contains "$c -h lists its options with defaults" "$T/h.log" "default"
     done
+    # each usage's option descriptions start in one column (a shared block once
+    # came out two columns left of its neighbours)
+    for c in run submit wait status nodes cancel results coordinator agent worker train keygen; do
+        cols=$("$GB" $c -h 2>&1 | awk '/^  -/ { s = substr($0, 3); if (match(s, /  +[^ ]/)) print RSTART + RLENGTH }' | sort -u | wc -l)
+        eq "$c -h: one column for the descriptions" "$cols" 1
+    done
     "$GB" help >"$T/h.log"
     for c in run submit wait status nodes cancel results coordinator agent worker help version; do
         contains "help lists $c" "$T/h.log" "  $c "
