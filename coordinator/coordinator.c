@@ -4587,7 +4587,10 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
                                   : "it speaks CURVE and this coordinator has no keys")
                    : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                        ? "a protocol error (a wrong server key, or not ZeroMQ)"
-                       : "the connection ended during the handshake");
+                   : c->auth ? "the peer closed the connection during the handshake (as a client "
+                               "without keys does, or a port probe)"
+                             : "the peer closed the connection during the handshake (as a client "
+                               "with keys does, or a port probe)");
             continue;
         }
         /* ZMQ_EVENT_DISCONNECTED, value = fd */

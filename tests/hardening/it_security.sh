@@ -66,6 +66,14 @@ client_no_key)
     no_keys
     "$GB" submit --kind sleep --param duration_ms=10 >"$T/nokey.log" 2>&1 && fail "submitted without a key"
     contains "says why" "$T/nokey.log" "the coordinator requires CURVE keys: give --key"
+    # the coordinator's log says a keyless client was refused, whichever side
+    # saw the mismatch first (it said only "the connection ended during the
+    # handshake" when the client did)
+    sleep 0.3
+    grep "refused a peer on the control endpoint" "$T/coord.log" >"$T/refused.log" || fail "the keyless command's refusal was not logged"
+    if grep -v -e "does not speak CURVE" -e "as a client without keys does" "$T/refused.log"; then
+        fail "a refusal of the keyless command does not say why"
+    fi
     "$GB" submit --kind sleep --param duration_ms=10 --key "$T/stranger.key" --server-key "$T/coord.pub" >"$T/stranger.log" 2>&1 &&
         fail "submitted with an unlisted key"
     contains "says why" "$T/stranger.log" "refused our key"
