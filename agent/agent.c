@@ -1538,7 +1538,7 @@ static void read_monitor(gb_agent_t *a) {
         }
         if (now - a->handshake_logged_ms < 30000) continue; /* libzmq retries every reconnect */
         a->handshake_logged_ms = now;
-        gb_handshake_failure_str(event, value, a->cfg.curve != NULL, why, sizeof why);
+        gb_handshake_failure_str(event, value, a->cfg.curve != NULL, "agent", why, sizeof why);
         if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             /* a server that is not ZeroMQ ends the handshake the same way */
             char said[96], better[256];

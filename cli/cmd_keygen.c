@@ -14,7 +14,8 @@ static void usage(FILE *out) {
             "  writes NAME.key (the key pair; mode 0600: keep it private) and NAME.pub (the\n"
             "  public key, 40 Z85 characters on one line), and prints the public key.\n"
             "  A coordinator takes --key coord.key and lists the .pub lines of its agents and\n"
-            "  people in --authorized FILE; they take --key NAME.key --server-key coord.pub\n"
+            "  people in --authorized FILE (role=agent or role=control before a key limits\n"
+            "  it to one endpoint); they take --key NAME.key --server-key coord.pub\n"
             "  --force       replace existing files (default: refuse)\n"
             "  -h, --help    this help\n");
 }

@@ -17,7 +17,7 @@ static void usage(FILE *out) {
                  "       gpubench nodes --forget NODE [--control EP]\n"
                  "  every agent ever seen: state, CPU, GPUs, labels, the jobs it runs, and why\n"
                  "  it is offered no job when it cannot start workers or its key was taken\n"
-                 "  off --authorized (problem)\n"
+                 "  off --authorized or given role=control there (problem)\n"
                  "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --topo              the GPU link matrix of each node (or of NODE, a name\n"

@@ -149,9 +149,14 @@ int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, siz
     return 0;
 }
 
-void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
-                              size_t outlen) {
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, const char *role,
+                              char *out, size_t outlen) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && role)
+        gb_fmt(out, outlen,
+               "the coordinator refused our key (ZAP status %u): is our public key in its "
+               "--authorized file, with no role or role=%s?",
+               value, role);
+    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         gb_fmt(out, outlen,
                "the coordinator refused our key (ZAP status %u): is our public key in its "
                "--authorized file?",
@@ -283,7 +288,8 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             char where[256];
             if (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
                 char why[256];
-                gb_handshake_failure_str(event, value, curve != NULL, why, sizeof why);
+                /* a control endpoint's client: a command */
+                gb_handshake_failure_str(event, value, curve != NULL, "control", why, sizeof why);
                 if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
                     /* "ended the connection" is also what a server that is
                      * not ZeroMQ at all does: look at what is there */

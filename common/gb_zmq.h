@@ -71,9 +71,13 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
  * or -1 when none is waiting. */
 int gb_monitor_read(void *mon, uint16_t *event, uint32_t *value, char *addr, size_t addrlen);
 /* A sentence on a failed handshake event (ZMQ_EVENT_HANDSHAKE_FAILED_*)
- * seen from a client: whether it has keys decides the advice. */
-void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, char *out,
-                              size_t outlen);
+ * seen from a client: whether it has keys decides the advice. role is the
+ * role in the coordinator's --authorized that lets us in besides none
+ * ("agent" for an agent, "control" for a command; NULL: not said): a key
+ * listed with the other endpoint's role is refused as an unlisted one is,
+ * and ZAP tells the client only a status code. */
+void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, const char *role,
+                              char *out, size_t outlen);
 
 /* 0 when endpoint's form is one gpubench can use; else -1 with why in err.
  * tcp://HOST:PORT or ipc://PATH (inproc:// reaches no other process).

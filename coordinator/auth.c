@@ -35,6 +35,96 @@ struct gb_auth {
     unsigned long suppressed;
 };
 
+const char *gb_auth_role_name(gb_auth_role_t role) {
+    return role == GB_AUTH_ROLE_AGENT ? "agent" : role == GB_AUTH_ROLE_CONTROL ? "control" : "any";
+}
+
+/* The endpoint a role is limited to, as its ZAP domain (NULL: both). */
+static const char *role_domain(gb_auth_role_t role) {
+    return role == GB_AUTH_ROLE_AGENT     ? GB_AUTH_AGENTS
+           : role == GB_AUTH_ROLE_CONTROL ? GB_AUTH_CONTROL
+                                          : NULL;
+}
+
+/* n bytes of a line, for an error: at most 24, a byte outside printable
+ * ASCII as '?' (the error reaches a terminal and the log). */
+static void shown_text(const char *s, size_t n, char *out, size_t outlen) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && i < 24 && o + 1 < outlen; i++)
+        out[o++] = (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i];
+    if (n > 24 && o + 4 < outlen) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+static int is_blank(char ch) {
+    return ch == ' ' || ch == '\t';
+}
+
+/* Options before the key at text[*start..end), as OpenSSH's authorized_keys
+ * has them: blank-separated NAME=VALUE tokens; only role=agent|control|any
+ * is known. A token of 40 Z85 characters is the key: Z85 holds '=', but a
+ * key is never shorter or longer, so no option is read as a key. Any other
+ * token starting "role=" is a role; one with '=' shorter than OPTION_MAX an
+ * unknown option; the rest is left to the key's own check (a key cut
+ * short, which may hold '=', is said to be "not a public key").
+ * 0 with *start moved to the key and the role in *role; -1 with err. */
+#define OPTION_MAX 20
+static int parse_options(const char *text, size_t *start, size_t end, size_t line_no,
+                         gb_auth_role_t *role, char *err, size_t errlen) {
+    int have_role = 0;
+    char shown[32];
+    for (;;) {
+        size_t s = *start, tlen = 0;
+        while (s + tlen < end && !is_blank(text[s + tlen]))
+            tlen++;
+        const char *eq = memchr(text + s, '=', tlen);
+        if (tlen == GB_CURVE_Z85_LEN || !eq) return 0;
+        size_t nlen = (size_t)(eq - (text + s)), vlen = tlen - nlen - 1;
+        const char *val = eq + 1;
+        int is_role = nlen == 4 && memcmp(text + s, "role", 4) == 0;
+        if (!is_role && tlen >= OPTION_MAX) return 0;
+        if (!is_role) {
+            shown_text(text + s, tlen, shown, sizeof shown);
+            gb_fmt(err, errlen,
+                   "line %zu: unknown option '%s' before the key (the only one is role=agent, "
+                   "role=control or role=any)",
+                   line_no, shown);
+            return -1;
+        }
+        if (have_role) {
+            gb_fmt(err, errlen, "line %zu: more than one role", line_no);
+            return -1;
+        }
+        if (vlen == 5 && memcmp(val, "agent", 5) == 0)
+            *role = GB_AUTH_ROLE_AGENT;
+        else if (vlen == 7 && memcmp(val, "control", 7) == 0)
+            *role = GB_AUTH_ROLE_CONTROL;
+        else if (vlen == 3 && memcmp(val, "any", 3) == 0)
+            *role = GB_AUTH_ROLE_ANY;
+        else {
+            shown_text(val, vlen, shown, sizeof shown);
+            gb_fmt(err, errlen,
+                   "line %zu: unknown role '%s' (role=agent: the agents endpoint only, "
+                   "role=control: the control endpoint only, role=any or none: both)",
+                   line_no, shown);
+            return -1;
+        }
+        have_role = 1;
+        s += tlen;
+        while (s < end && is_blank(text[s]))
+            s++;
+        if (s == end || text[s] == '#') {
+            gb_fmt(err, errlen, "line %zu: role=%s but no key after it", line_no,
+                   gb_auth_role_name(*role));
+            return -1;
+        }
+        *start = s;
+    }
+}
+
 int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n, char *err,
                   size_t errlen) {
     *out = NULL;
@@ -61,6 +151,8 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
                (text[end - 1] == ' ' || text[end - 1] == '\t' || text[end - 1] == '\r'))
             end--;
         if (start == end || text[start] == '#') continue;
+        gb_auth_role_t role = GB_AUTH_ROLE_ANY;
+        if (parse_options(text, &start, end, line_no, &role, err, errlen) != 0) goto fail;
         size_t klen = 0;
         while (start + klen < end && text[start + klen] != ' ' && text[start + klen] != '\t')
             klen++;
@@ -86,11 +178,22 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
                    line_no, sizeof v[0].name - 1);
             goto fail;
         }
-        for (size_t k = ns; k < end; k++)
+        for (size_t k = ns; k < end; k++) {
             if ((unsigned char)text[k] < 0x20 || text[k] == 0x7f) {
                 gb_fmt(err, errlen, "line %zu: a control character in the name", line_no);
                 goto fail;
             }
+            /* "KEY node-a role=agent" would name the key "node-a role=agent"
+             * and let it use both endpoints: said, not taken as a name */
+            if ((k == ns || is_blank(text[k - 1])) && end - k >= 5 &&
+                memcmp(text + k, "role=", 5) == 0) {
+                gb_fmt(err, errlen,
+                       "line %zu: a role after the key: it goes before the key "
+                       "(role=agent KEY name)",
+                       line_no);
+                goto fail;
+            }
+        }
         if (count == GB_AUTH_MAX_KEYS) {
             gb_fmt(err, errlen, "more than %d keys", GB_AUTH_MAX_KEYS);
             goto fail;
@@ -109,8 +212,11 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
          * every earlier key took 15-20 s for 100,000 keys, on each SIGHUP) */
         uintptr_t seen = (uintptr_t)gb_map_get(keys, key, GB_CURVE_Z85_LEN);
         if (seen) {
-            gb_fmt(err, errlen, "line %zu: the key of entry %zu again (%s)", line_no, (size_t)seen,
-                   v[seen - 1].name[0] ? v[seen - 1].name : "no name");
+            gb_fmt(err, errlen, "line %zu: the key of entry %zu again (%s)%s", line_no,
+                   (size_t)seen, v[seen - 1].name[0] ? v[seen - 1].name : "no name",
+                   v[seen - 1].role != role
+                       ? ": one line without a role lets a key use both endpoints"
+                       : "");
             goto fail;
         }
         if (gb_map_put(keys, key, GB_CURVE_Z85_LEN, (void *)(uintptr_t)(count + 1)) != 0) {
@@ -120,12 +226,14 @@ int gb_auth_parse(const char *text, size_t len, gb_auth_entry_t **out, size_t *n
         memcpy(v[count].key, key, sizeof key);
         memcpy(v[count].name, text + ns, end - ns);
         v[count].name[end - ns] = '\0';
+        v[count].role = role;
         count++;
         continue;
     bad:
         gb_fmt(err, errlen,
                "line %zu: not a public key (40 Z85 characters, as in a NAME.pub file, "
-               "optionally followed by a name)",
+               "optionally preceded by a role and followed by a name: [role=agent|control] KEY "
+               "[NAME])",
                line_no);
         goto fail;
     }
@@ -329,15 +437,40 @@ int gb_auth_reload(gb_auth_t *self, char *err, size_t errlen) {
     return load(self, err, errlen);
 }
 
+static const gb_auth_entry_t *entry_of(const gb_auth_t *self, const char *key) {
+    return key && strlen(key) == GB_CURVE_Z85_LEN ? gb_map_get(self->by_key, key, GB_CURVE_Z85_LEN)
+                                                  : NULL;
+}
+
 int gb_auth_allowed(const gb_auth_t *self, const char *key) {
-    return key && strlen(key) == GB_CURVE_Z85_LEN &&
-           gb_map_get(self->by_key, key, GB_CURVE_Z85_LEN) != NULL;
+    return entry_of(self, key) != NULL;
+}
+
+int gb_auth_allowed_on(const gb_auth_t *self, const char *key, const char *domain) {
+    const gb_auth_entry_t *e = entry_of(self, key);
+    if (!e) return 0;
+    const char *only = role_domain(e->role);
+    return !only || (domain && strcmp(domain, only) == 0);
+}
+
+void gb_auth_why_not(const gb_auth_t *self, const char *key, const char *domain, const char *where,
+                     char *out, size_t outlen) {
+    const gb_auth_entry_t *e = entry_of(self, key);
+    if (!e) {
+        gb_fmt(out, outlen, "key %s is not in %s", key ? key : "(none)", where);
+        return;
+    }
+    if (gb_auth_allowed_on(self, key, domain)) {
+        if (outlen) out[0] = '\0';
+        return;
+    }
+    gb_fmt(out, outlen, "key %s%s%s%s may use only the %s endpoint (role=%s in %s)", key,
+           e->name[0] ? " (" : "", e->name, e->name[0] ? ")" : "", role_domain(e->role),
+           gb_auth_role_name(e->role), where);
 }
 
 const char *gb_auth_name(const gb_auth_t *self, const char *key) {
-    const gb_auth_entry_t *e = key && strlen(key) == GB_CURVE_Z85_LEN
-                                   ? gb_map_get(self->by_key, key, GB_CURVE_Z85_LEN)
-                                   : NULL;
+    const gb_auth_entry_t *e = entry_of(self, key);
     return e ? e->name : "";
 }
 
@@ -439,9 +572,10 @@ void gb_auth_serve(gb_auth_t *self) {
         } else if (!zmq_z85_encode(key, zmq_msg_data(&part[6]), 32)) {
             status = "500";
             text = "cannot read the key";
-        } else if (!gb_auth_allowed(self, key)) {
-            char what[160];
-            gb_fmt(what, sizeof what, "key %s is not in %s", key, self->path);
+        } else if (!gb_auth_allowed_on(self, key, domain)) {
+            /* not listed, or listed with a role for the other endpoint */
+            char what[512];
+            gb_auth_why_not(self, key, domain, self->path, what, sizeof what);
             log_refusal(self, domain, addr, what);
         } else {
             status = "200";

@@ -12,9 +12,13 @@
  * next connection).
  *
  * The authorized file: one key a line (40 Z85 characters, as in a NAME.pub
- * file), optionally followed by a name for the logs; '#' starts a comment;
- * blank lines are ignored. A file with a bad line is refused whole (on a
- * reload the previous list stays in force).
+ * file), optionally followed by a name for the logs, and optionally
+ * preceded by a role, as OpenSSH's authorized_keys puts options before the
+ * key: "role=agent KEY node-a" may use only the agents endpoint,
+ * "role=control KEY alice" only the control endpoint; no role (or
+ * role=any) is both. '#' starts a comment; blank lines are ignored. A file
+ * with a bad line (an unknown role or option among them) is refused whole
+ * (on a reload the previous list stays in force).
  *
  * The handler socket lives in the coordinator's reactor: poll
  * gb_auth_socket() and call gb_auth_serve() when it is readable. It must be
@@ -32,11 +36,23 @@
 #define GB_AUTH_LOG_PER_S 20
 #define GB_AUTH_REPEAT_S  30 /* the same peer refused for the same reason: one line in this */
 
+/* The ZAP domains of the coordinator's endpoints (ZMQ_ZAP_DOMAIN on each
+ * CURVE socket): what a role is checked against. */
+#define GB_AUTH_AGENTS  "agents"
+#define GB_AUTH_CONTROL "control"
+
 typedef struct gb_auth gb_auth_t;
 
+typedef enum gb_auth_role {
+    GB_AUTH_ROLE_ANY = 0, /* no role, or role=any: both endpoints */
+    GB_AUTH_ROLE_AGENT,   /* role=agent: the agents endpoint only */
+    GB_AUTH_ROLE_CONTROL, /* role=control: the control endpoint only */
+} gb_auth_role_t;
+
 typedef struct gb_auth_entry {
-    char key[41];  /* Z85 */
-    char name[64]; /* the rest of its line, trimmed; may be "" */
+    char key[41];        /* Z85 */
+    char name[64];       /* the rest of its line, trimmed; may be "" */
+    gb_auth_role_t role; /* given before the key; GB_AUTH_ROLE_ANY when none */
 } gb_auth_entry_t;
 
 /* Parse an authorized file's text (len bytes, need not be NUL-terminated):
@@ -59,8 +75,19 @@ void gb_auth_serve(gb_auth_t *self);
  * to gb_auth_allowed. On failure (reason in err) the old list stays. */
 int gb_auth_reload(gb_auth_t *self, char *err, size_t errlen);
 
-/* 1 when key (Z85) is on the current list. */
+/* 1 when key (Z85) is on the current list, whatever its role. */
 int gb_auth_allowed(const gb_auth_t *self, const char *key);
+/* 1 when key is on the current list and its role lets it use the endpoint
+ * of ZAP domain GB_AUTH_AGENTS or GB_AUTH_CONTROL (any other domain admits
+ * only keys without a role). */
+int gb_auth_allowed_on(const gb_auth_t *self, const char *key, const char *domain);
+/* Why key may not use domain's endpoint, for a log line or a Reject:
+ * "key K is not in PATH", or "key K (NAME) may use only the agents endpoint
+ * (role=agent in PATH)"; where (PATH above) names the list. "" when it may. */
+void gb_auth_why_not(const gb_auth_t *self, const char *key, const char *domain, const char *where,
+                     char *out, size_t outlen);
+/* "agent", "control" or "any". */
+const char *gb_auth_role_name(gb_auth_role_t role);
 /* The name given on key's line, or "" (for logs). */
 const char *gb_auth_name(const gb_auth_t *self, const char *key);
 size_t gb_auth_count(const gb_auth_t *self);

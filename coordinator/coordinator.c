@@ -975,16 +975,21 @@ static const char *peer_key(gb_coord_t *c, gb_frame_t *f) {
     return k && *k ? k : NULL;
 }
 
-/* With keys: is the key of the connection f came on still authorized? A
- * key removed by a reload keeps its open connections, so each message is
- * checked again; a refused one gets a Reject. */
+/* With keys: may the key of the connection f came on still use this
+ * endpoint (sock)? A key removed by a reload, or given a role for the other
+ * endpoint, keeps its open connections, so each message is checked again; a
+ * refused one gets a Reject. */
 static int key_still_allowed(gb_coord_t *c, gb_frame_t *f, void *sock, uint64_t seq,
                              const char *what) {
     if (!c->auth) return 1;
     const char *k = peer_key(c, f);
-    if (k && gb_auth_allowed(c->auth, k)) return 1;
-    char why[160];
-    gb_fmt(why, sizeof why, "key %s is no longer authorized", k ? k : "(none)");
+    const char *domain = sock == c->agents_sock ? GB_AUTH_AGENTS : GB_AUTH_CONTROL;
+    if (k && gb_auth_allowed_on(c->auth, k, domain)) return 1;
+    char why[300];
+    if (k && gb_auth_allowed(c->auth, k)) /* listed, with the other endpoint's role */
+        gb_auth_why_not(c->auth, k, domain, "the coordinator's --authorized", why, sizeof why);
+    else
+        gb_fmt(why, sizeof why, "key %s is no longer authorized", k ? k : "(none)");
     reject(c, sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_DENIED, seq, what, why);
     return 0;
 }
@@ -1019,10 +1024,13 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     int known = a != NULL;
     const char *key = peer_key(c, f);
     if (a && key && a->key[0] && strcmp(a->key, key) != 0 && c->auth &&
-        !gb_auth_allowed(c->auth, a->key)) {
-        /* the key it was pinned to was revoked: the id is free again */
-        gb_info("agent %s (%s): its key %s is no longer authorized; key %s registers it now", a->id,
-                h->name, a->key, gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key);
+        !gb_auth_allowed_on(c->auth, a->key, GB_AUTH_AGENTS)) {
+        /* the key it was pinned to was revoked, or may no longer be an
+         * agent's (role=control): the id is free again */
+        gb_info("agent %s (%s): its key %s is no longer authorized%s; key %s registers it now",
+                a->id, h->name, a->key,
+                gb_auth_allowed(c->auth, a->key) ? " on the agents endpoint (role=control)" : "",
+                gb_auth_name(c->auth, key)[0] ? gb_auth_name(c->auth, key) : key);
         a->key[0] = '\0';
     } else if (a && key && !a->key[0] && !a->forgotten) {
         /* a node known only without keys (the fleet moved onto keys on
@@ -2486,11 +2494,16 @@ static void on_nodes(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env
         n->labels = a->labels;
         n->last_seen = a->last_seen;
         n->unable = a->state == A_CONNECTED ? a->unable : "";
-        /* its pinned key taken off --authorized: every message it sends is
-         * refused, and it cannot register again (it showed only `lost`) */
-        if (c->auth && a->key[0] && !gb_auth_allowed(c->auth, a->key) && !n->unable[0])
-            n->unable = "its key is no longer in --authorized: refused (another listed key may "
-                        "take its id)";
+        /* its pinned key taken off --authorized (or given role=control):
+         * every message it sends is refused, and it cannot register again
+         * (it showed only `lost`) */
+        if (c->auth && a->key[0] && !gb_auth_allowed_on(c->auth, a->key, GB_AUTH_AGENTS) &&
+            !n->unable[0])
+            n->unable = gb_auth_allowed(c->auth, a->key)
+                            ? "its key has role=control in --authorized (the control endpoint "
+                              "only): refused (another listed key may take its id)"
+                            : "its key is no longer in --authorized: refused (another listed key "
+                              "may take its id)";
         n->running_job = a->n_running ? a->running[0]->id : 0;
         n->n_running_jobs = (size_t)a->n_running;
         n->running_jobs = ids + used;
@@ -3577,9 +3590,15 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
             zmq_close(s);
             return NULL;
         }
-        /* the ZAP domain names the endpoint in the handler's log lines */
-        const char *domain = out == c->listen_ep ? "agents" : "control";
-        zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain));
+        /* the ZAP domain names the endpoint in the handler's log lines,
+         * and is what a key's role in --authorized is checked against */
+        const char *domain = out == c->listen_ep ? GB_AUTH_AGENTS : GB_AUTH_CONTROL;
+        if (zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0) {
+            gb_fmt(err, errlen, "cannot set the ZAP domain of the %s endpoint: %s", domain,
+                   zmq_strerror(errno));
+            zmq_close(s);
+            return NULL;
+        }
     }
     zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);

@@ -21,6 +21,12 @@
 #   ipc_refusal        refused commands over ipc are one log line (each
 #                      command is a new pid in libzmq's ipc address: it was
 #                      a line per command), naming the local user
+#   roles              role=agent / role=control in the list: an agent with a
+#                      control key never registers and a command with an
+#                      agent key is refused (both say why, and so does the
+#                      coordinator's log); a key without a role serves both;
+#                      a reload that gives a connected agent's key
+#                      role=control has its next messages refused
 #   revoked_agent      a real agent whose key is revoked while it runs backs
 #                      off (it sent a denied heartbeat every interval for as
 #                      long as it ran, a coordinator log line each), says
@@ -203,6 +209,84 @@ revoked_agent)
     contains "the agent says when it tries again" "$T/a1.log" "trying again in 1 s"
     contains "... and then meets the handshake's refusal" "$T/a1.log" "refused our key"
     grep -q "is the coordinator running" "$T/a1.log" && fail "the agent blames a silent coordinator"
+    kill -0 "${AGENT_PID[a1]}" || fail "the agent exited"
+    ;;
+roles)
+    make_keys a3
+    # role LINE...: $T/authorized is exactly these lines, NAME replaced by
+    # its public key ("role=agent a1" lists a1's key, named a1)
+    role() {
+        local line words
+        : >"$T/authorized.new"
+        for line in "$@"; do
+            read -ra words <<<"$line"
+            if [ ${#words[@]} = 2 ]; then
+                echo "${words[0]} $(cat "$T/${words[1]}.pub") ${words[1]}" >>"$T/authorized.new"
+            else
+                echo "$(cat "$T/${words[0]}.pub") ${words[0]}" >>"$T/authorized.new"
+            fi
+        done
+        mv "$T/authorized.new" "$T/authorized"
+    }
+    role "role=agent a1" "role=control a2" "role=control me" "a3"
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    start_agent a2 --key "$T/a2.key" --server-key "$T/coord.pub"
+    # a3, without a role: an agent and a command both
+    start_agent a3 --key "$T/a3.key" --server-key "$T/coord.pub"
+    wait_nodes 2
+    GB_KEY=$T/a3.key "$GB" nodes --format csv >"$T/a3nodes.csv" 2>&1 || fail "a key without a role cannot use the control endpoint: $(cat "$T/a3nodes.csv")"
+    sleep 1
+    eq "the role=agent key and the key without a role registered, not the role=control one" \
+        "$("$GB" nodes --format csv | tail -n +2 | cut -d, -f1 | sort | tr '\n' ' ')" "a1 a3 "
+    a1=$(cat "$T/a1.pub")
+    a2=$(cat "$T/a2.pub")
+    contains "the coordinator says why the agent is refused" "$T/coord.log" \
+        "auth: refused a handshake on the agents endpoint from 127.0.0.1: key $a2 (a2) may use only the control endpoint (role=control in $T/authorized)"
+    contains "the agent says why" "$T/a2.log" \
+        "the coordinator refused our key (ZAP status 400): is our public key in its --authorized file, with no role or role=agent?"
+    # an agent's key is refused by the control endpoint, for every command
+    GB_KEY=$T/a1.key "$GB" submit --kind sleep --param duration_ms=10 >"$T/a1submit.log" 2>&1 &&
+        fail "submitted with a role=agent key"
+    contains "the command says why" "$T/a1submit.log" \
+        "the coordinator refused our key (ZAP status 400): is our public key in its --authorized file, with no role or role=control?"
+    GB_KEY=$T/a1.key "$GB" status >"$T/a1status.log" 2>&1 && fail "listed with a role=agent key"
+    contains "... status too" "$T/a1status.log" "with no role or role=control?"
+    contains "the coordinator says why the command is refused" "$T/coord.log" \
+        "auth: refused a handshake on the control endpoint from 127.0.0.1: key $a1 (a1) may use only the agents endpoint (role=agent in $T/authorized)"
+    eq "nothing submitted" "$(q "SELECT count(*) FROM sweeps")" 0
+    # the role=control key submits; the role=agent one runs the job
+    sweep=$(submit --kind sleep --param duration_ms=10 --nodes a1)
+    check "a role=control key submits and waits" "$GB" wait "$sweep" --quiet
+    eq "run by the role=agent agent" "$(q "SELECT node FROM v_results WHERE status = 'done'")" a1
+    # a reload that leaves a1's key listed, but for the control endpoint
+    # only: its open connection's next messages are refused
+    role "role=control a1" "role=control me" "a3"
+    kill -HUP "$COORD_PID"
+    for _ in $(seq 50); do grep -q "3 key(s) admitted (were 4)" "$T/coord.log" && break; sleep 0.1; done
+    contains "reloaded" "$T/coord.log" "3 key(s) admitted (were 4)"
+    for _ in $(seq 100); do grep -q "may use only the control endpoint (role=control in the coordinator's" "$T/a1.log" && break; sleep 0.05; done
+    contains "the coordinator refuses the agent's next message, saying why" "$T/coord.log" \
+        "denied: key $a1 (a1) may use only the control endpoint (role=control in the coordinator's --authorized)"
+    contains "... and the agent says it" "$T/a1.log" \
+        "denied: key $a1 (a1) may use only the control endpoint (role=control in the coordinator's --authorized); trying again in 1 s"
+    for _ in $(seq 100); do grep -q "with no role or role=agent" "$T/a1.log" && break; sleep 0.05; done
+    contains "... then meets the handshake's refusal" "$T/a1.log" "with no role or role=agent?"
+    # its heartbeats refused, a1 is lost after its window; a3 is not
+    for _ in $(seq 100); do
+        "$GB" nodes --format csv >"$T/nodes.csv" 2>&1 || fail "nodes: $(cat "$T/nodes.csv")"
+        grep '^a1,' "$T/nodes.csv" | grep -q ',connected,' || break
+        sleep 0.05
+    done
+    grep '^a1,' "$T/nodes.csv" | grep -q ',connected,' && fail "a1 stays connected: $(cat "$T/nodes.csv")"
+    grep '^a3,' "$T/nodes.csv" | grep -q ',connected,' || fail "a3 is not connected: $(cat "$T/nodes.csv")"
+    contains "nodes says why a1 is refused" "$T/nodes.csv" "its key has role=control in --authorized"
+    # ... and its id is free for another agent's key, as a revoked key's is
+    id=$(cat "$T/a1/agent_id")
+    GB_KEY=$T/a3.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer.log" 2>&1 || fail "take: $(cat "$T/hpeer.log")"
+    contains "the handover is logged" "$T/coord.log" \
+        "its key $a1 is no longer authorized on the agents endpoint (role=control); key a3 registers it now"
     kill -0 "${AGENT_PID[a1]}" || fail "the agent exited"
     ;;
 first_pin)

@@ -7,7 +7,10 @@
  * ZAP handler in its context admits a client whose key nobody listed. The
  * same client is refused once gb_auth is bound, a listed one is admitted
  * (and its messages carry its key as User-Id), and a plaintext client never
- * gets a message through. reload swaps the list under open sockets. */
+ * gets a message through. reload swaps the list under open sockets.
+ * zap_roles: a key with role=agent or role=control gets through only the
+ * endpoint (ZAP domain) of its role, one without (or role=any) both, and a
+ * reload that changes a role applies to the next handshake. */
 #define _POSIX_C_SOURCE 200809L
 #include "auth.h"
 #include "check.h"
@@ -41,16 +44,22 @@ static const char *write_list(const char *text) {
     return p;
 }
 
-/* A CURVE ROUTER server bound on an ephemeral loopback port. */
-static void *server(void *ctx, const pair_t *k, char *ep, size_t eplen) {
+/* A CURVE ROUTER server bound on an ephemeral loopback port; with ZAP
+ * domain (the coordinator's endpoint names) when not NULL. */
+static void *server_on(void *ctx, const pair_t *k, const char *domain, char *ep, size_t eplen) {
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
     char err[256];
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     CHECKF(gb_curve_server_apply(s, k->sec, err, sizeof err) == 0, "%s", err);
+    if (domain) CHECK(zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) == 0);
     CHECK(zmq_bind(s, "tcp://127.0.0.1:*") == 0);
     CHECK(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &eplen) == 0);
     return s;
+}
+
+static void *server(void *ctx, const pair_t *k, char *ep, size_t eplen) {
+    return server_on(ctx, k, NULL, ep, eplen);
 }
 
 /* A DEALER that sends "hello" at once (queued until the handshake is
@@ -139,10 +148,38 @@ static void parse_case(const char *c) {
         parse_large();
         return;
     }
-    pair_t a = keypair(), b = keypair(), d = keypair();
+    pair_t a = keypair(), b = keypair(), d = keypair(), e = keypair();
     char text[1000], err[300];
     gb_auth_entry_t *v = NULL;
     size_t n = 0;
+    if (strcmp(c, "parse_roles") == 0) {
+        /* a role before the key, OpenSSH-style; none is both endpoints */
+        snprintf(text, sizeof text,
+                 "role=agent %s node-a\n\trole=control\t %s alice  # a person\n%s bob\n"
+                 "role=any %s  carol's-role=ops  # role=agent once\n",
+                 a.pub, b.pub, d.pub, e.pub);
+        CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
+        CHECK(n == 4);
+        CHECKF(strcmp(v[0].key, a.pub) == 0 && strcmp(v[0].name, "node-a") == 0 &&
+                   v[0].role == GB_AUTH_ROLE_AGENT,
+               "'%s' '%s' %d", v[0].key, v[0].name, (int)v[0].role);
+        CHECKF(strcmp(v[1].key, b.pub) == 0 && strcmp(v[1].name, "alice") == 0 &&
+                   v[1].role == GB_AUTH_ROLE_CONTROL,
+               "'%s' '%s' %d", v[1].key, v[1].name, (int)v[1].role);
+        CHECK(strcmp(v[2].key, d.pub) == 0 && strcmp(v[2].name, "bob") == 0 &&
+              v[2].role == GB_AUTH_ROLE_ANY);
+        /* "role=" within a word of the name, or in a comment, is no role
+         * (one after the key is refused: parse_role_after_key) */
+        CHECKF(strcmp(v[3].key, e.pub) == 0 && strcmp(v[3].name, "carol's-role=ops") == 0 &&
+                   v[3].role == GB_AUTH_ROLE_ANY,
+               "'%s' %d", v[3].name, (int)v[3].role);
+        free(v);
+        v = NULL;
+        CHECK(strcmp(gb_auth_role_name(GB_AUTH_ROLE_AGENT), "agent") == 0 &&
+              strcmp(gb_auth_role_name(GB_AUTH_ROLE_CONTROL), "control") == 0 &&
+              strcmp(gb_auth_role_name(GB_AUTH_ROLE_ANY), "any") == 0);
+        return;
+    }
     if (strcmp(c, "parse_ok") == 0) {
         snprintf(text, sizeof text,
                  "# fleet\r\n\n  %s   node-a  rack 1 \r\n%s\n\t\n# end\n%s person", a.pub, b.pub,
@@ -187,6 +224,44 @@ static void parse_case(const char *c) {
     } else if (strcmp(c, "parse_control_char") == 0) {
         snprintf(text, sizeof text, "%s evil\033[2Jname\n", a.pub);
         want = "control character";
+    } else if (strcmp(c, "parse_bad_role") == 0) {
+        snprintf(text, sizeof text, "role=agent %s\nrole=admin %s root\n", a.pub, b.pub);
+        want = "line 2: unknown role 'admin' (role=agent: the agents endpoint only, "
+               "role=control: the control endpoint only, role=any or none: both)";
+    } else if (strcmp(c, "parse_bad_role_text") == 0) {
+        /* what is echoed is cut and has no control character */
+        snprintf(text, sizeof text, "role=\033[2J%s %s\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", a.pub);
+        want = "line 1: unknown role '?[2Jaaaaaaaaaaaaaaaaaaaa...'";
+    } else if (strcmp(c, "parse_unknown_option") == 0) {
+        snprintf(text, sizeof text, "%s\nfoo=bar %s\n", a.pub, b.pub);
+        want = "line 2: unknown option 'foo=bar' before the key (the only one is role=agent, "
+               "role=control or role=any)";
+    } else if (strcmp(c, "parse_role_no_key") == 0) {
+        snprintf(text, sizeof text, "%s\nrole=control  # alice, key to come\n", a.pub);
+        want = "line 2: role=control but no key after it";
+    } else if (strcmp(c, "parse_role_no_key_eol") == 0) {
+        snprintf(text, sizeof text, "role=agent\t\r\n%s\n", a.pub);
+        want = "line 1: role=agent but no key after it";
+    } else if (strcmp(c, "parse_role_bad_key") == 0) {
+        /* a key cut short after a role: said to be no key, and how a line
+         * goes; not an unknown option for the '=' it holds (Z85 has '=',
+         * but no option is 39 characters long) */
+        snprintf(text, sizeof text, "role=agent %.30s=%.8s node-a\n", a.pub, a.pub + 31);
+        want = "line 1: not a public key (40 Z85 characters, as in a NAME.pub file, optionally "
+               "preceded by a role and followed by a name: [role=agent|control] KEY [NAME])";
+    } else if (strcmp(c, "parse_role_twice") == 0) {
+        snprintf(text, sizeof text, "role=agent role=control %s\n", a.pub);
+        want = "line 1: more than one role";
+    } else if (strcmp(c, "parse_role_after_key") == 0) {
+        /* would have named the key "node-a role=agent", for both endpoints */
+        snprintf(text, sizeof text, "%s node-a role=agent\n", a.pub);
+        want = "line 1: a role after the key: it goes before the key (role=agent KEY name)";
+    } else if (strcmp(c, "parse_twice_roles") == 0) {
+        /* one key with two roles is not two entries: still a duplicate */
+        snprintf(text, sizeof text, "role=agent %s node-a\n%s\nrole=control %s node-a-ops\n", a.pub,
+                 b.pub, a.pub);
+        want = "line 3: the key of entry 1 again (node-a): one line without a role lets a key "
+               "use both endpoints";
     } else {
         CHECKF(0, "unknown case %s", c);
     }
@@ -279,6 +354,86 @@ int main(int argc, char **argv) {
         zmq_close(c2);
         zmq_close(c3);
         zmq_close(s);
+        gb_auth_destroy(&auth);
+        zmq_ctx_term(ctx);
+    } else if (strcmp(c, "zap_roles") == 0) {
+        /* the coordinator's two endpoints, by their ZAP domains */
+        void *ctx = zmq_ctx_new();
+        pair_t ag = keypair(), ctl = keypair(), both = keypair(), any = keypair();
+        char big[600], ep_ag[128], ep_ctl[128];
+        snprintf(big, sizeof big,
+                 "role=agent %s node-a\nrole=control %s alice\n%s bob\n"
+                 "role=any %s carol\n",
+                 ag.pub, ctl.pub, both.pub, any.pub);
+        gb_auth_t *auth = gb_auth_new(ctx, write_list(big), err, sizeof err);
+        CHECKF(auth, "%s", err);
+        CHECK(gb_auth_allowed_on(auth, ag.pub, GB_AUTH_AGENTS) &&
+              !gb_auth_allowed_on(auth, ag.pub, GB_AUTH_CONTROL));
+        CHECK(!gb_auth_allowed_on(auth, ctl.pub, GB_AUTH_AGENTS) &&
+              gb_auth_allowed_on(auth, ctl.pub, GB_AUTH_CONTROL));
+        CHECK(gb_auth_allowed_on(auth, both.pub, GB_AUTH_AGENTS) &&
+              gb_auth_allowed_on(auth, both.pub, GB_AUTH_CONTROL));
+        CHECK(gb_auth_allowed_on(auth, any.pub, GB_AUTH_AGENTS) &&
+              gb_auth_allowed_on(auth, any.pub, GB_AUTH_CONTROL));
+        /* a domain that is neither: only keys without a role */
+        CHECK(!gb_auth_allowed_on(auth, ag.pub, "") && !gb_auth_allowed_on(auth, ctl.pub, NULL) &&
+              gb_auth_allowed_on(auth, both.pub, ""));
+        CHECK(!gb_auth_allowed_on(auth, stranger.pub, GB_AUTH_AGENTS) &&
+              !gb_auth_allowed_on(auth, NULL, GB_AUTH_AGENTS));
+        /* listed whatever the role, for the pin and the logs */
+        CHECK(gb_auth_allowed(auth, ag.pub) && gb_auth_allowed(auth, ctl.pub));
+        char why[400], want[400];
+        gb_auth_why_not(auth, ag.pub, GB_AUTH_CONTROL, "LIST", why, sizeof why);
+        snprintf(want, sizeof want,
+                 "key %s (node-a) may use only the agents endpoint (role=agent in LIST)", ag.pub);
+        CHECKF(strcmp(why, want) == 0, "'%s'", why);
+        gb_auth_why_not(auth, stranger.pub, GB_AUTH_CONTROL, "LIST", why, sizeof why);
+        snprintf(want, sizeof want, "key %s is not in LIST", stranger.pub);
+        CHECKF(strcmp(why, want) == 0, "'%s'", why);
+        gb_auth_why_not(auth, ag.pub, GB_AUTH_AGENTS, "LIST", why, sizeof why);
+        CHECK(why[0] == '\0');
+        /* real handshakes on both endpoints */
+        void *s_ag = server_on(ctx, &srv, GB_AUTH_AGENTS, ep_ag, sizeof ep_ag);
+        void *s_ctl = server_on(ctx, &srv, GB_AUTH_CONTROL, ep_ctl, sizeof ep_ctl);
+        struct {
+            const pair_t *k;
+            const char *name;
+            int on_ag, on_ctl;
+        } want_of[] = {{&ag, "role=agent", 1, 0},
+                       {&ctl, "role=control", 0, 1},
+                       {&both, "no role", 1, 1},
+                       {&any, "role=any", 1, 1}};
+        for (size_t i = 0; i < sizeof want_of / sizeof want_of[0]; i++) {
+            void *c1 = client(ctx, ep_ag, want_of[i].k, &srv);
+            int got = pump(auth, s_ag, want_of[i].on_ag ? 3000 : 1000, user, sizeof user);
+            CHECKF(got == want_of[i].on_ag, "%s on the agents endpoint: %s", want_of[i].name,
+                   got ? "admitted" : "refused");
+            CHECK(!got || strcmp(user, want_of[i].k->pub) == 0);
+            void *c2 = client(ctx, ep_ctl, want_of[i].k, &srv);
+            got = pump(auth, s_ctl, want_of[i].on_ctl ? 3000 : 1000, user, sizeof user);
+            CHECKF(got == want_of[i].on_ctl, "%s on the control endpoint: %s", want_of[i].name,
+                   got ? "admitted" : "refused");
+            CHECK(!got || strcmp(user, want_of[i].k->pub) == 0);
+            zmq_close(c1);
+            zmq_close(c2);
+        }
+        /* a reload that gives bob role=control: refused on the agents
+         * endpoint from its next handshake */
+        snprintf(big, sizeof big, "role=control %s bob\n", both.pub);
+        write_list(big);
+        CHECKF(gb_auth_reload(auth, err, sizeof err) == 0, "%s", err);
+        CHECK(!gb_auth_allowed_on(auth, both.pub, GB_AUTH_AGENTS) &&
+              gb_auth_allowed_on(auth, both.pub, GB_AUTH_CONTROL));
+        void *c3 = client(ctx, ep_ag, &both, &srv);
+        CHECKF(!pump(auth, s_ag, 1000, user, sizeof user),
+               "role=control got through the agents endpoint after the reload");
+        void *c4 = client(ctx, ep_ctl, &both, &srv);
+        CHECKF(pump(auth, s_ctl, 3000, user, sizeof user), "role=control refused on control");
+        printf("roles: each key admitted on its role's endpoints only, also after a reload\n");
+        zmq_close(c3);
+        zmq_close(c4);
+        zmq_close(s_ag);
+        zmq_close(s_ctl);
         gb_auth_destroy(&auth);
         zmq_ctx_term(ctx);
     } else if (strcmp(c, "new_errors") == 0) {
