@@ -311,6 +311,11 @@ static int nccl_poll(gb_comm_t *comm, ncclComm_t nc, cudaStream_t s, cudaEvent_t
                      cudaGetErrorString(e), cudaGetErrorName(e));
             return -1;
         }
+        /* "not ready" can stay behind as the thread's last error, and every
+         * later check reads that (finish_step's cudaGetLastError, each of
+         * kernels.h's launchers): cleared, as PyTorch's CUDAEvent::query
+         * does; only that one, so no other error is swallowed */
+        if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
         ncclResult_t ar = ncclSuccess;
         if (nc && ncclCommGetAsyncError(nc, &ar) == ncclSuccess && ar != ncclSuccess &&
             ar != ncclInProgress) {
