@@ -447,6 +447,9 @@ static int cx_capture_begin(gb_exec_t *ex) {
     return 0;
 fail:
     snprintf(X->graph_note, sizeof(X->graph_note), "capture did not start: %.200s", ERR);
+    /* the step then runs eagerly: its first kernel launcher returns
+     * cudaGetLastError, which must not find this (non-sticky) error */
+    (void)cudaGetLastError();
     return -1;
 }
 
