@@ -187,7 +187,10 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
         g.p2p_off = 1;
     }
     const char *tmp = getenv("TMPDIR");
-    if (!tmp || !tmp[0]) tmp = "/tmp";
+    /* its path goes into the result's JSON unescaped, and NCCL_DEBUG_FILE
+     * reads '%' as its own: a TMPDIR holding either kind of character is
+     * passed over */
+    if (!tmp || !tmp[0] || strpbrk(tmp, "\"\\%\n\r\t")) tmp = "/tmp";
     (void)gb_nccl_log_prune(tmp, 7L * 86400); /* earlier runs' logs, after a week */
     snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp);
     if (!mkdtemp(g.logdir)) {
