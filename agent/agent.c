@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -888,6 +889,19 @@ failed:
     rm_job_dir(s->dir);
 }
 
+/* A worker killed by SIGTERM or SIGINT (not by the agent's timeout or
+ * cancel) while the agent stops died of the same stop: `systemctl stop`
+ * signals every process of the unit's cgroup at once, Slurm every process
+ * of a job step, and the worker, in its own process group but in the same
+ * cgroup, died before the agent reaped it. Its job is not at fault: it goes
+ * back to the queue as at any stop (it failed as "worker killed by signal
+ * 15", not retried, whenever the agent was busy in a turn as the signals
+ * came). */
+static int ended_with_stop(const gb_agent_t *a, const gb_run_result_t *rr) {
+    return a->cfg.stop && atomic_load(a->cfg.stop) && rr->status == GB_RUN_CRASHED &&
+           (rr->exit_code == -SIGTERM || rr->exit_code == -SIGINT);
+}
+
 static void reap_jobs(gb_agent_t *a) {
     int64_t now = gb_mono_ms();
     for (int i = 0; i < a->cfg.slots; i++) {
@@ -898,6 +912,18 @@ static void reap_jobs(gb_agent_t *a) {
         if (s->tm && !gb_sampler_stop(s->tm, now)) continue; /* its handshake: a later turn */
         gb_run_result_t rr;
         gb_run_result(s->run, &rr);
+        if (ended_with_stop(a, &rr)) {
+            gb_warn("job %" PRIu64 " attempt %u: its worker (pid %d) was killed by signal %d as "
+                    "the agent stops: stopped with it",
+                    s->job_id, s->attempt, gb_run_pid(s->run), -rr.exit_code);
+            free(rr.record_json);
+            gb_sampler_destroy(&s->tm);
+            s->tm_error[0] = '\0';
+            gb_run_destroy(&s->run);
+            rm_job_dir(s->dir);
+            s->ended_by_stop = 1;
+            continue;
+        }
         tm_finish(s, &rr);
         finish_result(a, s->job_id, s->attempt, s->store_id, &rr);
         free(rr.record_json);

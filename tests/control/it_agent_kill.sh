@@ -14,6 +14,13 @@
 # overlap it (it said so first, and the worker lived on for the grace); it
 # heartbeats meanwhile, so a grace (2.5 s) longer than the lost window
 # (0.5 s) does not have it found lost (and the job placed again) either.
+# CASE term_group: SIGTERM to the agent and to its worker at once, as
+# `systemctl stop` sends it to every process of a unit's cgroup (and Slurm
+# to every process of a job step), the agent busy in a turn meanwhile
+# (SIGSTOP until both were sent): the worker died of the stop, not of a
+# fault of its own, so the job goes back to the queue as at a plain stop
+# (--max-attempts 1: it runs again elsewhere). It failed as "worker killed
+# by signal 15", not retried.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:-rerun}
 
@@ -51,6 +58,34 @@ if [ "$case" = term ]; then
     start_agent "$victim"
     wait_nodes 2
     eq "connected again" "$(q "SELECT state FROM v_nodes WHERE node = '$victim'")" connected
+    source "$(dirname "$0")/../hardening/exactly_once.sh"
+    assert_exactly_once 1
+    echo ok
+    exit 0
+fi
+
+if [ "$case" = term_group ]; then
+    start_coord --lost-after 100 --max-attempts 1
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=3000 --name victim)
+    wait_running "$sweep" 1
+    worker=$(pgrep -P "${AGENT_PID[a1]}" || true)
+    [ -n "$worker" ] || fail "no worker under the agent"
+    kill -STOP "${AGENT_PID[a1]}"
+    kill -TERM "$worker" "${AGENT_PID[a1]}"
+    for _ in $(seq 100); do kill -0 "$worker" 2>/dev/null || [ "$(awk '{print $3}' "/proc/$worker/stat" 2>/dev/null)" = Z ] && break; sleep 0.02; done
+    kill -CONT "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly" "$?" 0
+    start_agent a2
+    check "the job runs again and ends" "$GB" wait "$sweep" --quiet --timeout 30
+    eq "attempt 1 ended lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/why.txt"
+    contains "why" "$T/why.txt" "agent a1 stopped (SIGTERM/SIGINT) while it ran it"
+    eq "re-run on a2, the attempt free" \
+        "$(q "SELECT node || ',' || attempt || ',' || status FROM v_results")" "a2,2,done"
+    eq "no result of attempt 1" "$(q "SELECT count(*) FROM results WHERE attempt = 1")" 0
     source "$(dirname "$0")/../hardening/exactly_once.sh"
     assert_exactly_once 1
     echo ok
