@@ -41,6 +41,12 @@
 #define GB_WIRE_SPEC_MAX    (256u << 10)
 #define GB_WIRE_ATTEMPT_MAX 1000
 #define GB_WIRE_TIMEOUT_MAX (7u * 24 * 3600)
+/* The largest frame of a Result the field limits allow (its record, error
+ * and output tail, and 4 KiB for the rest): the agents endpoint accepts at
+ * least this whatever --max-frame says, as the control endpoint accepts
+ * the largest spec; a smaller limit refused a real result at every resend,
+ * and its job never ended. */
+#define GB_WIRE_RESULT_FRAME_MAX (GB_WIRE_RECORD_MAX + GB_WIRE_ERROR_MAX + GB_WIRE_TAIL_MAX + 4096)
 /* Multi-node jobs (issue 5). */
 #define GB_WIRE_NODES_MAX     1024 /* ranks (agents) of one job */
 #define GB_WIRE_UNIQUE_ID_MAX 128  /* rendezvous id bytes: NCCL_UNIQUE_ID_BYTES */

@@ -279,6 +279,12 @@ void gb_coord_config_default(gb_coord_config_t *cfg) {
     cfg->sync = GB_SYNC_GROUP;
 }
 
+/* The largest frame the agents endpoint takes: --max-frame, but never less
+ * than an agent's largest result (GB_WIRE_RESULT_FRAME_MAX). */
+static size_t agents_max_frame(const gb_coord_config_t *cfg) {
+    return cfg->max_frame > GB_WIRE_RESULT_FRAME_MAX ? cfg->max_frame : GB_WIRE_RESULT_FRAME_MAX;
+}
+
 const char *gb_coord_listen_endpoint(const gb_coord_t *c) {
     return c->listen_ep;
 }
@@ -2273,7 +2279,7 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
     Gb__Envelope *env = NULL;
     uint64_t seq = 0;
     int code = gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload),
-                              c->cfg.max_frame, &env, &seq, why, sizeof why);
+                              agents_max_frame(&c->cfg), &env, &seq, why, sizeof why);
     if (code) {
         reject(c, c->agents_sock, f->rid, f->rid_len, code, seq, "frame", why);
         return;
@@ -4442,8 +4448,8 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
                     "it (then SIGHUP)",
                     cfg->authorized_path);
     }
-    c->agents_sock = bind_router(c, cfg->listen, cfg->max_frame * GB_WIRE_HARD_FACTOR, c->listen_ep,
-                                 sizeof c->listen_ep, err, errlen);
+    c->agents_sock = bind_router(c, cfg->listen, agents_max_frame(cfg) * GB_WIRE_HARD_FACTOR,
+                                 c->listen_ep, sizeof c->listen_ep, err, errlen);
     if (!c->agents_sock) goto err;
     size_t cmax =
         cfg->max_frame > GB_WIRE_SPEC_MAX + 1024 ? cfg->max_frame : GB_WIRE_SPEC_MAX + 1024;
@@ -4626,7 +4632,7 @@ static void read_monitor(gb_coord_t *c, void *mon, const char *name) {
             gb_map_put(c->spoke, &fd, sizeof fd, (void *)(n_msgs - 1));
         else if (n_msgs == 1)
             gb_map_del(c->spoke, &fd, sizeof fd);
-        size_t cap = c->cfg.max_frame * GB_WIRE_HARD_FACTOR;
+        size_t cap = agents_max_frame(&c->cfg) * GB_WIRE_HARD_FACTOR;
         if (mon == c->control_monitor) {
             size_t cmax = c->cfg.max_frame > GB_WIRE_SPEC_MAX + 1024 ? c->cfg.max_frame
                                                                      : GB_WIRE_SPEC_MAX + 1024;

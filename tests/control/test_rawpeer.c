@@ -21,6 +21,9 @@
 #include <zmq.h>
 
 #define MAX_FRAME 65536 /* the --max-frame the scripts give the coordinator */
+/* what the agents endpoint takes with it: never less than a result */
+#define AGENTS_MAX                                                                                 \
+    ((size_t)(MAX_FRAME > GB_WIRE_RESULT_FRAME_MAX ? MAX_FRAME : GB_WIRE_RESULT_FRAME_MAX))
 
 static void *ctx;
 
@@ -374,8 +377,10 @@ int main(int argc, char **argv) {
         send_env_version(s, &env, GB_PROTOCOL_VERSION);
         expect_reject(s, GB__REJECT_CODE__REJECT_RANGE, "no body");
     } else if (strcmp(c, "oversize") == 0) {
+        /* the agents endpoint takes at least an agent's largest result,
+         * whatever --max-frame says */
         s = peer(listen, NULL);
-        size_t n = MAX_FRAME + 1;
+        size_t n = AGENTS_MAX + 1;
         char *big = calloc(1, n);
         CHECK(big);
         send_raw(s, big, n, 0);
@@ -385,7 +390,7 @@ int main(int argc, char **argv) {
         /* Over GB_WIRE_HARD_FACTOR x max-frame: libzmq drops the connection
          * before the frame is read; the peer reconnects and is served. */
         s = peer(listen, NULL);
-        over_hard_cap(s, (size_t)MAX_FRAME * GB_WIRE_HARD_FACTOR);
+        over_hard_cap(s, AGENTS_MAX * GB_WIRE_HARD_FACTOR);
     } else if (strcmp(c, "hardcap_control") == 0) {
         /* the same on the control endpoint (its cap is 4 x max(max-frame,
          * the largest spec + 1 KiB)): no reply, but the coordinator's log

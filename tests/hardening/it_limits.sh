@@ -9,6 +9,11 @@
 #               still registers again
 #   max_queued  a sweep that would take the unfinished jobs past
 #               --max-queued is refused, and accepted once jobs ended
+#   max_frame_result
+#               a --max-frame (64 KiB) below a real agent's result (a gemm
+#               of 10,000 reps: a 230 KB record): the result is still taken
+#               and the job ends (it was refused as too_large at every
+#               resend, a warning each time, and the job ran for ever)
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -75,6 +80,18 @@ max_agents)
     sleep 0.3
     wait_nodes 1
     eq "a1 back" "$("$GB" nodes --format csv | awk -F, '$3 == "connected" {print $1}')" a1
+    ;;
+max_frame_result)
+    start_coord --max-frame 65536
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind gemm --param m=8 --param n=8 --param k=8 --param reps=10000)
+    check "the job ends" "$GB" wait "$sweep" --quiet --timeout 30
+    eq "done, its record whole" "$(q "SELECT v.status || ',' || (length(r.record) > 65536) || ',' ||
+        json_array_length(json_extract(r.record, '$.details.ms_samples'))
+        FROM v_results v JOIN results r USING (job_id, attempt)")" "done,1,10000"
+    grep -q "too_large" "$T/coord.log" "$T/a1.log" && fail "the result was refused: $(grep -h too_large "$T/coord.log" | head -n 1)"
+    assert_exactly_once 1
     ;;
 max_queued)
     start_coord --max-queued 3
