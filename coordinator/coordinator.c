@@ -87,6 +87,7 @@ struct cjob {
      * or multi-node attempts given up by a restart or a reload (jobs.free_attempts) */
     int refused;
     int cancel_requested;
+    int64_t cancel_sent_ms; /* its Cancel last sent (monotonic; 0: not since loaded) */
     /* while running */
     cagent_t *agent;
     char backend[8];
@@ -973,6 +974,24 @@ static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint3
     send_after_commit(c, c->agents_sock, (const uint8_t *)agent_id, strlen(agent_id), &env);
 }
 
+/* j's cancel was requested and its agent a still runs it (a Hello or a
+ * Heartbeat lists it): the Cancel goes again, on every Hello (a new
+ * connection: what was sent before may never have arrived) and else at
+ * most once a lost window. It went once: sent while the agent was not
+ * connected (a coordinator restarted, the agent not registered again yet;
+ * a connection cut), it was dropped, the worker ran to its end and the job
+ * ended `done`. Repeats are harmless: the agent's cancel of a worker being
+ * cancelled is a no-op. */
+static void cancel_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int hello) {
+    int64_t now = gb_mono_ms();
+    if (!j->cancel_requested || j->gang) return;
+    if (!hello && j->cancel_sent_ms && now - j->cancel_sent_ms < lost_window_ms(c)) return;
+    gb_info("job %" PRIu64 " attempt %u: agent %s still runs it: its cancel sent again", j->id,
+            j->attempt, a->name);
+    j->cancel_sent_ms = now;
+    send_cancel(c, a->id, j->id, j->attempt, "cancelled by request");
+}
+
 /* The CURVE key a message came with (its connection's ZAP User-Id), or
  * NULL without CURVE. */
 static const char *peer_key(gb_coord_t *c, gb_frame_t *f) {
@@ -1213,6 +1232,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
                 if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
+            cancel_again(c, a, j, 1);
             i++;
         } else if (ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt)) {
             i++; /* its result is on the way */
@@ -2365,6 +2385,8 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
                     gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
+            if (!j->gang && ref_listed(c, hb->running, hb->n_running, j->id, j->attempt))
+                cancel_again(c, a, j, 0);
             if (j->gang || !j->started ||
                 ref_listed(c, hb->running, hb->n_running, j->id, j->attempt) ||
                 ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
@@ -2789,6 +2811,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
                 gang_cancel(c, j);
             else
                 send_cancel(c, j->agent->id, j->id, j->attempt, "cancelled by request");
+            j->cancel_sent_ms = gb_mono_ms();
             stopping++;
         }
     }

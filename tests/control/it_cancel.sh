@@ -2,7 +2,41 @@
 # gpubench cancel: queued jobs end as cancelled at once, the running one is
 # stopped on its agent and ends as cancelled; wait exits non-zero; a job id
 # of another sweep, or none, is refused, and so is an ended sweep.
+# CASE restart: the coordinator restarted while a job runs, and the job
+# cancelled before its agent registered again (a connection cut loses a
+# Cancel the same way): the Cancel goes out again when the agent says it
+# still runs the job, and the worker is stopped. It was sent once, into no
+# connection: the worker ran to its end and the job ended `done`.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+if [ "${3:-}" = restart ]; then
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=20000)
+    wait_running "$sweep" 1
+    # held (SIGSTOP) so that it registers with the new coordinator only
+    # after the cancel
+    kill -STOP "${AGENT_PID[a1]}"
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    start_coord
+    "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 || fail "cancel failed: $(cat "$T/cancel.txt")"
+    contains "cancel reports" "$T/cancel.txt" "1 running job(s) stopping"
+    kill -CONT "${AGENT_PID[a1]}"
+    t0=$(date +%s)
+    "$GB" wait "$sweep" --quiet --timeout 30
+    eq "wait exits 1 for a cancelled sweep" "$?" 1
+    took=$(($(date +%s) - t0))
+    [ "$took" -lt 10 ] || fail "the job ended ${took} s after the cancel: its worker ran on"
+    eq "the job is cancelled" "$(q "SELECT status FROM v_results")" cancelled
+    eq "its worker was stopped" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
+    contains "the agent was told" "$T/a1.log" "job 1 attempt 1: cancelling"
+    source "$(dirname "$0")/../hardening/exactly_once.sh"
+    assert_exactly_once 1
+    echo ok
+    exit 0
+fi
 
 start_coord
 start_agent a1
