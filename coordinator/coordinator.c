@@ -2217,7 +2217,11 @@ static void gang_check(gb_coord_t *c) {
             cjob_t *j = a->running[k];
             if (!j->gang || j->gang->tick == tick) continue;
             j->gang->tick = tick;
-            if (j->gang->held && now >= j->gang->held_until_ms &&
+            /* not while agent messages wait unread: no agent's silence is
+             * judged then (check_liveness), and the hold is there to wait
+             * for that verdict (it ran out first, and the job failed for
+             * good, though the peer's agent was found lost a moment later) */
+            if (j->gang->held && now >= j->gang->held_until_ms && !c->agent_backlog &&
                 gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
                 /* nothing else came: the held failure is the job's */
                 cgang_t *G = j->gang;

@@ -201,6 +201,49 @@ kill_agent_ring)
     for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
     no_workers "${others[@]}"
     ;;
+kill_agent_flood)
+    # kill_agent_ring while the coordinator leaves agent messages unread
+    # (a flood of frames on the agent endpoint, from before the dead agent
+    # would be found lost): no agent's silence is judged while they wait
+    # (a lost window at most), and the survivor's held failure waits with
+    # it. The hold ran out first, and the job failed for good blaming the
+    # survivor, though its peer's agent was found lost a moment later.
+    # A 3 s lost window: the hold is 4.1 s, the verdict held back to ~5 s
+    RAWPEER=${4:?test_rawpeer}
+    LOST=30
+    start_coord
+    start_agent a1
+    start_agent a2
+    start_agent a3
+    wait_nodes 3
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
+    wait_ranks 1 started 2
+    sleep 0.3
+    victim=$(rank_node 1 1)
+    kill -KILL "${AGENT_PID[$victim]}"
+    wait "${AGENT_PID[$victim]}" 2>/dev/null
+    for _ in $(seq 100); do grep -q "held" "$T/coord.log" && break; sleep 0.02; done
+    contains "the survivor's failure was held" "$T/coord.log" "held"
+    sleep 1.8 # then the flood, until the loss would have been found (3 s)
+    "$RAWPEER" flood "$LISTEN" "$CONTROL" >"$T/flood.log" 2>&1 &
+    flood=$!
+    PIDS+=("$flood")
+    "$GB" wait "$sweep" --quiet --timeout 60
+    rc=$?
+    silent=$(sed -n "s/.*agent $victim lost (silent for \([0-9]*\) ms).*/\1/p" "$T/coord.log" | head -n 1)
+    [ -n "$silent" ] || fail "agent $victim was never found lost"
+    # the case means something only if the flood held the verdict past the hold
+    [ "$silent" -gt 4100 ] || fail "the flood did not hold the verdict back (silent for $silent ms)"
+    eq "wait succeeds: the job ran again" "$rc" 0
+    eq "attempt 1 lost" "$(q "SELECT state FROM attempts WHERE attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE attempt = 1" >"$T/lost.txt"
+    contains "lost for the agent" "$T/lost.txt" "rank 1: agent $victim lost (silent for"
+    ended_once 1 done
+    others=()
+    for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
+    no_workers "${others[@]}"
+    wait "$flood" || fail "flood: $(cat "$T/flood.log")"
+    ;;
 ring_stall)
     # rank 1's worker stops (SIGSTOP) while its agent stays: rank 0's ring
     # times out and its failure is held for a lost window; no agent is lost
