@@ -1568,6 +1568,7 @@ struct cgang {
     gb_rank_state_t *stored; /* per rank: the state last written to the store */
     unsigned char *worker;   /* per rank: its agent reported the worker started */
     int *missing;            /* per rank: heartbeats in a row that did not mention it */
+    int64_t *stop_ms;        /* per rank: its Cancel last sent (monotonic), 0: none */
     int64_t deadline_ms;     /* monotonic: every rank ready by then */
     int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
     char start_iso[32];
@@ -1602,6 +1603,7 @@ static void gang_free(cgang_t **gp) {
     free(G->stored);
     free(G->worker);
     free(G->missing);
+    free(G->stop_ms);
     free(G->held_r);
     free(G);
     *gp = NULL;
@@ -1849,6 +1851,7 @@ static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char 
                 gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)",
                        gb_gang_reason(G->g));
                 send_cancel(c, G->agent[r]->id, j->id, j->attempt, why); /* after the commit */
+                G->stop_ms[r] = gb_mono_ms();
                 gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (%s)", j->id,
                         j->attempt, r, G->agent[r]->name, gb_gang_reason(G->g));
             }
@@ -1868,11 +1871,12 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
         G->stored = calloc((size_t)n, sizeof *G->stored);
         G->worker = calloc((size_t)n, 1);
         G->missing = calloc((size_t)n, sizeof *G->missing);
+        G->stop_ms = calloc((size_t)n, sizeof *G->stop_ms);
         G->held_r = calloc((size_t)n, 1);
         G->held_why = calloc((size_t)n, sizeof *G->held_why);
     }
-    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->held_r ||
-        !G->held_why) {
+    if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->stop_ms ||
+        !G->held_r || !G->held_why) {
         gb_error("out of memory placing job %" PRIu64, j->id);
         gang_free(&G);
         return;
@@ -2167,6 +2171,27 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     return 1;
 }
 
+/* Rank r of j was told to stop, and its agent a says it still runs it (a
+ * Hello, or a Heartbeat): the stop goes again, on every Hello (a new
+ * connection: what went before may never have arrived) and else at most
+ * once a lost window. It went once: sent while the agent had no connection
+ * (the coordinator stopped past the agents' heartbeat timeout, their
+ * connections made anew; a connection cut), the ROUTER dropped it, and the
+ * worker ran to its end, holding its node and the attempt's end (as
+ * cancel_again for a one-node job). */
+static void gang_stop_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int r, int hello) {
+    cgang_t *G = j->gang;
+    int64_t now = gb_mono_ms();
+    if (!G->stop_ms[r] || gb_rank_ended(gb_gang_state(G->g, r))) return;
+    if (!hello && now - G->stop_ms[r] < lost_window_ms(c)) return;
+    char why[GB_WIRE_TEXT_MAX + 1];
+    gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)", gb_gang_reason(G->g));
+    gb_info("job %" PRIu64 " attempt %u: agent %s still runs rank %d: its stop sent again", j->id,
+            j->attempt, a->name, r);
+    G->stop_ms[r] = now;
+    send_cancel(c, a->id, j->id, j->attempt, why);
+}
+
 /* A rank whose worker its agent reported started, and that two heartbeats
  * in a row mention neither as running nor as a spooled result, vanished. */
 static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) {
@@ -2174,6 +2199,8 @@ static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0) continue;
+        if (ref_listed(c, hb->running, hb->n_running, j->id, j->attempt))
+            gang_stop_again(c, a, j, r, 0);
         if (!j->gang->worker[r] || j->gang->held_r[r] ||
             ref_listed(c, hb->running, hb->n_running, j->id, j->attempt) ||
             ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
@@ -2195,8 +2222,12 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
     for (int k = 0; k < a->n_running; k++) {
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
-        if (r < 0 || !j->gang->worker[r] || j->gang->held_r[r] ||
-            ref_listed(c, h->running, h->n_running, j->id, j->attempt) ||
+        if (r < 0) continue;
+        if (ref_listed(c, h->running, h->n_running, j->id, j->attempt)) {
+            gang_stop_again(c, a, j, r, 1);
+            continue;
+        }
+        if (!j->gang->worker[r] || j->gang->held_r[r] ||
             ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt))
             continue;
         char reason[300];

@@ -365,6 +365,44 @@ cancel)
         "1/cancelled/-15/cancelled by request"
     no_workers a1 a2
     ;;
+cancel_lost)
+    # a rank's stop that never reached its agent: the coordinator stopped
+    # (SIGSTOP) past a lost window, so the agents' connections timed out
+    # (their ZMQ heartbeat) and are made anew; rank 1's agent, held
+    # (SIGSTOP) until the cancel was answered, had no connection when the
+    # Cancel went, and the ROUTER dropped it. The stop goes again when the
+    # agent registers or heartbeats still running the rank; it went once,
+    # and the worker ran its 20 s to the end (the job cancelled only then)
+    LOST=20
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=20000 --param n_nodes=2)
+    wait_ranks 1 started 2
+    victim=$(rank_node 1 1)
+    kill -STOP "$COORD_PID"
+    sleep 3.5 # past the agents' 2 s heartbeat timeout
+    kill -STOP "${AGENT_PID[$victim]}"
+    "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 &
+    cancel=$!
+    sleep 0.2
+    kill -CONT "$COORD_PID"
+    wait "$cancel" || fail "cancel failed: $(cat "$T/cancel.txt")"
+    contains "cancel reports" "$T/cancel.txt" "1 running job(s) stopping"
+    kill -CONT "${AGENT_PID[$victim]}"
+    t0=$(date +%s)
+    "$GB" wait "$sweep" --quiet --timeout 40
+    eq "wait fails" "$?" 1
+    took=$(($(date +%s) - t0))
+    [ "$took" -lt 10 ] || fail "the job ended ${took} s after the cancel: a rank's worker ran on"
+    ended_once 1 cancelled
+    eq "both ranks stopped" "$(q "SELECT group_concat(state || '/' || status) FROM (SELECT * FROM ranks ORDER BY rank)")" \
+        "cancelled/cancelled,cancelled/cancelled"
+    contains "the agent was told" "$T/$victim.log" "job 1 attempt 1: cancelling"
+    contains "the stop went again" "$T/coord.log" "agent $victim still runs rank 1: its stop sent again"
+    no_workers a1 a2
+    ;;
 restart)
     # SIGKILL of the coordinator mid-job: the rendezvous lived in its memory,
     # so the restarted one gives the attempt up (without using up one: max
