@@ -1569,6 +1569,7 @@ struct cgang {
     unsigned char *worker;   /* per rank: its agent reported the worker started */
     int *missing;            /* per rank: heartbeats in a row that did not mention it */
     int64_t *stop_ms;        /* per rank: its Cancel last sent (monotonic), 0: none */
+    int64_t *assigned_ms;    /* per rank: its JobAssign sent (monotonic), 0: not yet */
     int64_t deadline_ms;     /* monotonic: every rank ready by then */
     int64_t start_at_ms;     /* wall clock: the start time sent, 0 before */
     char start_iso[32];
@@ -1604,6 +1605,7 @@ static void gang_free(cgang_t **gp) {
     free(G->worker);
     free(G->missing);
     free(G->stop_ms);
+    free(G->assigned_ms);
     free(G->held_r);
     free(G);
     *gp = NULL;
@@ -1833,8 +1835,10 @@ static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char 
     }
     gang_sync(c, j, who, error);
     if (actions & GB_GANG_ASSIGN) {
-        for (int r = 1; r < n; r++)
+        for (int r = 1; r < n; r++) {
             send_assign(c, j, G->agent[r], r);
+            G->assigned_ms[r] = gb_mono_ms();
+        }
         gb_info("job %" PRIu64 " attempt %u: rank 0 made its id; ranks 1..%d assigned", j->id,
                 j->attempt, n - 1);
     }
@@ -1872,11 +1876,12 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
         G->worker = calloc((size_t)n, 1);
         G->missing = calloc((size_t)n, sizeof *G->missing);
         G->stop_ms = calloc((size_t)n, sizeof *G->stop_ms);
+        G->assigned_ms = calloc((size_t)n, sizeof *G->assigned_ms);
         G->held_r = calloc((size_t)n, 1);
         G->held_why = calloc((size_t)n, sizeof *G->held_why);
     }
     if (!G || !G->g || !G->agent || !G->stored || !G->worker || !G->missing || !G->stop_ms ||
-        !G->held_r || !G->held_why) {
+        !G->assigned_ms || !G->held_r || !G->held_why) {
         gb_error("out of memory placing job %" PRIu64, j->id);
         gang_free(&G);
         return;
@@ -1907,6 +1912,7 @@ static void gang_place(gb_coord_t *c, cjob_t *j, cagent_t **pick, const char *ba
     j->assigned_ms = gb_mono_ms();
     gb_copy(j->backend, sizeof j->backend, backend);
     send_assign(c, j, pick[0], 0);
+    G->assigned_ms[0] = j->assigned_ms;
     char names[600];
     size_t o = 0;
     for (int r = 0; r < n && o < sizeof names; r++) {
@@ -2199,8 +2205,10 @@ static void gang_heartbeat(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
         cjob_t *j = a->running[k];
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0) continue;
-        if (ref_listed(c, hb->running, hb->n_running, j->id, j->attempt))
+        if (ref_listed(c, hb->running, hb->n_running, j->id, j->attempt)) {
+            j->gang->worker[r] = 1; /* it runs: its Progress was lost */
             gang_stop_again(c, a, j, r, 0);
+        }
         if (!j->gang->worker[r] || j->gang->held_r[r] ||
             ref_listed(c, hb->running, hb->n_running, j->id, j->attempt) ||
             ref_listed(c, hb->spooled_jobs, hb->n_spooled_jobs, j->id, j->attempt) ||
@@ -2224,12 +2232,18 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
         int r = j->gang ? gang_rank_of(j, a) : -1;
         if (r < 0) continue;
         if (ref_listed(c, h->running, h->n_running, j->id, j->attempt)) {
+            j->gang->worker[r] = 1;
             gang_stop_again(c, a, j, r, 1);
             continue;
         }
-        if (!j->gang->worker[r] || j->gang->held_r[r] ||
-            ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt))
+        if (j->gang->held_r[r] || ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt))
             continue;
+        if (!j->gang->worker[r]) {
+            /* the assignment may still be on its way: a fresh window to
+             * start it (gang_check), as a one-node job gets */
+            if (j->gang->assigned_ms[r]) j->gang->assigned_ms[r] = gb_mono_ms();
+            continue;
+        }
         char reason[300];
         gb_fmt(reason, sizeof reason, "rank %d: agent %s came back without it", r, a->name);
         gang_rank_lost(c, j, r, reason, 1);
@@ -2261,6 +2275,28 @@ static void gang_check(gb_coord_t *c) {
                 int hr = G->held_rank;
                 int act = gang_release_held(G);
                 gang_act(c, j, act, hr, reason);
+                k = -1;
+                continue;
+            }
+            /* a rank assigned whose worker its (connected) agent never
+             * reported started within the restart grace, as a one-node
+             * job's: the assignment or its answer was lost. It was waited
+             * for forever: stopped with the attempt, it never ended */
+            int lost_r = -1;
+            for (int r = 0; !c->agent_backlog && r < gb_gang_size(j->gang->g); r++)
+                if (j->gang->assigned_ms[r] && !j->gang->worker[r] && !j->gang->held_r[r] &&
+                    j->gang->agent[r]->state == A_CONNECTED &&
+                    !gb_rank_ended(gb_gang_state(j->gang->g, r)) &&
+                    now - j->gang->assigned_ms[r] > restart_grace_ms(c)) {
+                    lost_r = r;
+                    break;
+                }
+            if (lost_r >= 0) {
+                char reason[300];
+                gb_fmt(reason, sizeof reason,
+                       "rank %d: agent %s did not start it within %" PRId64 " ms", lost_r,
+                       j->gang->agent[lost_r]->name, restart_grace_ms(c));
+                gang_rank_lost(c, j, lost_r, reason, 1); /* may end (free) j */
                 k = -1;
                 continue;
             }
@@ -3094,6 +3130,8 @@ static void forgive_stall(gb_coord_t *c, int64_t stall_ms) {
                  * window by design, so that its loss is found first) */
                 j->gang->deadline_ms += stall_ms;
                 if (j->gang->held) j->gang->held_until_ms += stall_ms;
+                for (int r = 0; r < gb_gang_size(j->gang->g); r++)
+                    if (j->gang->assigned_ms[r]) LATER(j->gang->assigned_ms[r]);
             }
         }
     }
