@@ -1237,8 +1237,16 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         } else if (ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt)) {
             i++; /* its result is on the way */
         } else if (!j->started) {
-            /* the assignment may still be on its way to the agent: give it a
-             * fresh window to start (check_liveness loses it otherwise) */
+            /* it registered without it: the JobAssign went while its
+             * connection was being made anew, and the ROUTER dropped it (or
+             * it is still on its way: the agent answers a second one
+             * "already running"). Sent again, with a fresh window to start
+             * (check_liveness loses it otherwise): the attempt was lost, and
+             * with --max-attempts 1 the job failed */
+            gb_info("job %" PRIu64 " attempt %u: agent %s registered without it: its assignment "
+                    "sent again",
+                    j->id, j->attempt, a->name);
+            send_assign(c, j, a, -1);
             j->assigned_ms = gb_mono_ms();
             i++;
         } else {
@@ -2239,9 +2247,20 @@ static void gang_hello(gb_coord_t *c, cagent_t *a, const Gb__Hello *h) {
         if (j->gang->held_r[r] || ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt))
             continue;
         if (!j->gang->worker[r]) {
-            /* the assignment may still be on its way: a fresh window to
-             * start it (gang_check), as a one-node job gets */
-            if (j->gang->assigned_ms[r]) j->gang->assigned_ms[r] = gb_mono_ms();
+            /* assigned, and it registered without it: the JobAssign went
+             * while its connection was being made anew, and the ROUTER
+             * dropped it (or it is still on its way: the agent answers a
+             * second one "already running"). Sent again, with a fresh window
+             * to start it (gang_check), as a one-node job's */
+            cgang_t *G = j->gang;
+            if (G->assigned_ms[r] && !G->stop_ms[r] && !gb_rank_ended(gb_gang_state(G->g, r)) &&
+                gb_gang_outcome(G->g) == GB_GANG_RUNNING) {
+                gb_info("job %" PRIu64 " attempt %u: agent %s registered without rank %d: its "
+                        "assignment sent again",
+                        j->id, j->attempt, a->name, r);
+                send_assign(c, j, a, r);
+                G->assigned_ms[r] = gb_mono_ms();
+            }
             continue;
         }
         char reason[300];

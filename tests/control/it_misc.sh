@@ -620,6 +620,31 @@ readonly_store)
     "$GB" results --db "$T/half.db" >"$T/l.log" 2>&1 && fail "results on a locked store"
     contains "a lock said" "$T/l.log" "database is locked (another process held it locked past a 5 s wait"
 ;;
+assign_lost)
+    # a JobAssign that never reached its agent: the job placed in the first
+    # turn after the coordinator was stopped (SIGSTOP) past the agent's
+    # heartbeat timeout, the agent held (SIGSTOP) so that its new connection
+    # was not up, and the ROUTER dropped it. The agent registers again
+    # without the job, and the assignment goes again: the attempt runs. It
+    # was lost ("did not start it within"), and with --max-attempts 1 the
+    # job failed
+    LOST=20
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -STOP "$COORD_PID"
+    sleep 3.5 # past the agent's 2 s heartbeat timeout
+    kill -STOP "${AGENT_PID[a1]}"
+    "$GB" submit --kind sleep --param duration_ms=300 --max-attempts 1 >"$T/submit.txt" 2>&1 &
+    sub=$!
+    sleep 0.2
+    kill -CONT "$COORD_PID"
+    wait "$sub" || fail "submit failed: $(cat "$T/submit.txt")"
+    kill -CONT "${AGENT_PID[a1]}"
+    check "the job runs and ends" "$GB" wait 1 --quiet --timeout 25
+    eq "one attempt, done" "$(q "SELECT group_concat(state) FROM attempts")" "done"
+    contains "the resend said" "$T/coord.log" "registered without it: its assignment sent again"
+;;
 coord_stall)
     # the coordinator stopped (SIGSTOP, a paused VM) for four lost windows
     # while its agent runs a job: the agent's silence over that time is
