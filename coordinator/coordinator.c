@@ -982,13 +982,17 @@ static void send_cancel(gb_coord_t *c, const char *agent_id, uint64_t job, uint3
  * a connection cut), it was dropped, the worker ran to its end and the job
  * ended `done`. Repeats are harmless: the agent's cancel of a worker being
  * cancelled is a no-op. */
+/* Whether a stop last sent at sent_ms (0: never) goes again now: on every
+ * Hello, else at most once a lost window (cancel_again, gang_stop_again). */
+static int resend_due(const gb_coord_t *c, int64_t sent_ms, int hello) {
+    return hello || !sent_ms || gb_mono_ms() - sent_ms >= lost_window_ms(c);
+}
+
 static void cancel_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int hello) {
-    int64_t now = gb_mono_ms();
-    if (!j->cancel_requested || j->gang) return;
-    if (!hello && j->cancel_sent_ms && now - j->cancel_sent_ms < lost_window_ms(c)) return;
+    if (!j->cancel_requested || j->gang || !resend_due(c, j->cancel_sent_ms, hello)) return;
     gb_info("job %" PRIu64 " attempt %u: agent %s still runs it: its cancel sent again", j->id,
             j->attempt, a->name);
-    j->cancel_sent_ms = now;
+    j->cancel_sent_ms = gb_mono_ms();
     send_cancel(c, a->id, j->id, j->attempt, "cancelled by request");
 }
 
@@ -1820,6 +1824,16 @@ static int gang_release_held(cgang_t *G) {
     return actions;
 }
 
+/* Rank r's Cancel, with the attempt's reason, and when it went
+ * (gang_stop_again sends it again while the rank runs on). */
+static void gang_send_stop(gb_coord_t *c, cjob_t *j, int r) {
+    cgang_t *G = j->gang;
+    char why[GB_WIRE_TEXT_MAX + 1];
+    gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)", gb_gang_reason(G->g));
+    send_cancel(c, G->agent[r]->id, j->id, j->attempt, why);
+    G->stop_ms[r] = gb_mono_ms();
+}
+
 static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char *error) {
     cgang_t *G = j->gang;
     int n = gb_gang_size(G->g);
@@ -1859,11 +1873,7 @@ static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char 
     if (actions & GB_GANG_CANCEL)
         for (int r = 0; r < n; r++)
             if (gb_gang_take_cancel(G->g, r)) {
-                char why[GB_WIRE_TEXT_MAX + 1];
-                gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)",
-                       gb_gang_reason(G->g));
-                send_cancel(c, G->agent[r]->id, j->id, j->attempt, why); /* after the commit */
-                G->stop_ms[r] = gb_mono_ms();
+                gang_send_stop(c, j, r); /* after the commit */
                 gb_info("job %" PRIu64 " attempt %u: stopping rank %d on %s (%s)", j->id,
                         j->attempt, r, G->agent[r]->name, gb_gang_reason(G->g));
             }
@@ -2195,15 +2205,12 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
  * cancel_again for a one-node job). */
 static void gang_stop_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int r, int hello) {
     cgang_t *G = j->gang;
-    int64_t now = gb_mono_ms();
-    if (!G->stop_ms[r] || gb_rank_ended(gb_gang_state(G->g, r))) return;
-    if (!hello && now - G->stop_ms[r] < lost_window_ms(c)) return;
-    char why[GB_WIRE_TEXT_MAX + 1];
-    gb_fmt(why, sizeof why, "stopped: the multi-node attempt ended (%s)", gb_gang_reason(G->g));
+    if (!G->stop_ms[r] || gb_rank_ended(gb_gang_state(G->g, r)) ||
+        !resend_due(c, G->stop_ms[r], hello))
+        return;
     gb_info("job %" PRIu64 " attempt %u: agent %s still runs rank %d: its stop sent again", j->id,
             j->attempt, a->name, r);
-    G->stop_ms[r] = now;
-    send_cancel(c, a->id, j->id, j->attempt, why);
+    gang_send_stop(c, j, r);
 }
 
 /* A rank whose worker its agent reported started, and that two heartbeats
