@@ -1351,6 +1351,19 @@ static const char *status_name(Gb__ResultStatus s) {
     }
 }
 
+/* The key a result came under (results.agent_key, key_name): its agent's
+ * pinned key, which every message of a connected agent is checked against;
+ * "" without keys; NULL with keys where the pin was freed since (a rank's
+ * report is stored before its job's result is put together). */
+static void result_key(const gb_coord_t *c, const cagent_t *a, gb_store_result_t *sr) {
+    if (!c->auth) {
+        sr->agent_key = sr->key_name = "";
+    } else if (a && a->key[0]) {
+        sr->agent_key = a->key;
+        sr->key_name = gb_auth_name(c->auth, a->key);
+    }
+}
+
 /* The stored result's columns from a parsed record (strings point into rec). */
 static void result_from_record(gb_store_result_t *sr, const gb_record_t *rec) {
     sr->backend = rec->backend;
@@ -1518,6 +1531,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         sr.finished_at = finished;
     }
     if (have_rec) result_from_record(&sr, &rec);
+    result_key(c, a, &sr); /* the sender's, also for a result taken as another id's */
     int inserted = 0;
     int rc = gb_store_result_insert(c->store, &sr, now, &inserted);
     if (have_rec) gb_record_free(&rec);
@@ -1741,6 +1755,7 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *for
         .finished_at = sv.finished_at,
     };
     if (have_rec) result_from_record(&sr, &rec);
+    result_key(c, j->gang->agent[rank], &sr);
     char now[32];
     int inserted = 0;
     now_iso(now, sizeof now);

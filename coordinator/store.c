@@ -112,9 +112,9 @@ static const char *const sql[S_COUNT] = {
         "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, device_model,"
         " n_devices, precision, images_per_sec, step_ms_median, step_ms_p90, gflops, valid,"
         " invalid_reason, synthetic, error, exit_code, output_tail, record, started_at,"
-        " finished_at, committed_at)"
+        " finished_at, committed_at, agent_key, key_name)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-        " ?19, ?20, ?21, ?22, ?23) ON CONFLICT (job_id, attempt) DO NOTHING",
+        " ?19, ?20, ?21, ?22, ?23, ?24, ?25) ON CONFLICT (job_id, attempt) DO NOTHING",
     [S_SAMPLE_INSERT] = "INSERT INTO samples (job_id, attempt, step, step_ms, loss)"
                         " VALUES (?1, ?2, ?3, ?4, ?5)",
     [S_SWEEP_STATUS] = "SELECT s.sweep_id, s.name, s.state, s.created_at, count(j.job_id),"
@@ -647,7 +647,9 @@ int gb_store_result_insert(gb_store_t *self, const gb_store_result_t *r, const c
                  {20, r->record},
                  {21, r->started_at},
                  {22, r->finished_at},
-                 {23, now}};
+                 {23, now},
+                 {24, r->agent_key},
+                 {25, r->key_name}};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         rc |= texts[i].s ? sqlite3_bind_text(st, texts[i].pos, texts[i].s, -1, SQLITE_TRANSIENT)
                          : sqlite3_bind_null(st, texts[i].pos);

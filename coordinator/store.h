@@ -158,6 +158,9 @@ typedef struct gb_store_result {
     const char *error, *output_tail, *record;
     int exit_code;
     const char *started_at, *finished_at;
+    /* the key it came under and that key's name in --authorized; "" without
+     * keys, NULL where not known */
+    const char *agent_key, *key_name;
     const double *step_ms, *loss; /* n_samples each, or NULL */
     size_t n_samples;
     int samples_stride; /* steps per sample: samples.step is i x this (0 taken as 1) */

@@ -58,6 +58,7 @@ if [ "$case" = adopt ]; then
     eq "attempt 1 kept, on a1" "$(q "SELECT attempt || ',' || node || ',' || status FROM v_results")" "1,a1,done"
     eq "attempt 1 done" "$(q "SELECT state FROM attempts")" done
     eq "one result" "$(q "SELECT count(*) FROM results")" 1
+    eq "no key without keys, not NULL" "$(q "SELECT quote(agent_key) || quote(key_name) FROM results")" "''''"
     contains "logged" "$T/coord.log" "is alive on a1 after all: kept"
 else
     eq "attempt 2 ended it" "$(q "SELECT attempt || ',' || node || ',' || status FROM v_results")" "2,a2,done"

@@ -169,7 +169,9 @@ int main(void) {
                            .step_ms = ms,
                            .loss = loss,
                            .n_samples = 3,
-                           .samples_stride = 10}; /* each the mean of 10 steps */
+                           .samples_stride = 10, /* each the mean of 10 steps */
+                           .agent_key = "rq:rYn&G]Jtu)@-ZT5.q0k2KC$>dNz5nWT%F(b:6",
+                           .key_name = "node-a"};
     int inserted = -1;
     CHECK(gb_store_begin(s) == 0);
     CHECK(gb_store_result_insert(s, &r, "2024-01-01T00:00:12.000Z", &inserted) == 0 &&
@@ -183,6 +185,8 @@ int main(void) {
     EQ("SELECT committed_at FROM results",
        "2024-01-01T00:00:12.000Z"); /* the first, not the resend */
     EQ("SELECT count(*) || ',' || sum(loss IS NULL) FROM samples", "3,1");
+    EQ("SELECT agent_key || ' ' || key_name FROM results",
+       "rq:rYn&G]Jtu)@-ZT5.q0k2KC$>dNz5nWT%F(b:6 node-a");
     EQ("SELECT group_concat(step) FROM (SELECT step FROM samples ORDER BY step)", "0,10,20");
     /* a result needs its attempt */
     r.job_id = j2;

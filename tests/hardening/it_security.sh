@@ -16,6 +16,11 @@
 #   revoked            ... and on its open connection, from its next message
 #   pinned             another listed key cannot speak for a registered
 #                      agent id
+#   rotated            an agent started again with a new key on its state
+#                      directory gets in once the old key is taken off the
+#                      list; each result keeps the key it came under
+#   result_keys        a multi-node job's result keeps rank 0's key and its
+#                      name
 #   first_pin          a node known only without keys is pinned by the first
 #                      listed key to register its id, with a warning
 #   ipc_refusal        refused commands over ipc are one log line (each
@@ -349,6 +354,8 @@ rotated)
     use_keys me
     start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
     wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=10)
+    check "a job under the old key" "$GB" wait "$sweep" --quiet
     kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
     start_agent a1 --key "$T/a2.key" --server-key "$T/coord.pub"
     for _ in $(seq 100); do grep -q "id is another key's" "$T/a1.log" && break; sleep 0.05; done
@@ -357,6 +364,27 @@ rotated)
     kill -HUP "$COORD_PID"
     wait_nodes 1
     contains "the handover is logged" "$T/coord.log" "is no longer authorized; key a2 registers it now"
+    # each result keeps the key it came under; the node's pin is only the
+    # latest key, so the rotation is visible in the node's history
+    sweep=$(submit --kind sleep --param duration_ms=10)
+    check "a job under the new key" "$GB" wait "$sweep" --quiet
+    eq "keys per result" "$(q "SELECT group_concat(agent_key || ' ' || key_name, ',') FROM (SELECT * FROM results ORDER BY job_id)")" \
+        "$(cat "$T/a1.pub") a1,$(cat "$T/a2.pub") a2"
+    eq "one agent id for both" "$(q "SELECT count(DISTINCT agent_id) FROM results")" 1
+    eq "the node's pin is the new key" "$(q "SELECT agent_key FROM nodes")" "$(cat "$T/a2.pub")"
+    ;;
+result_keys)
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    use_keys me
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    wait_nodes 1
+    start_agent a2 --key "$T/a2.key" --server-key "$T/coord.pub"
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=10 --param n_nodes=2)
+    check "a two-node job" "$GB" wait "$sweep" --quiet
+    eq "rank 0's key and name" "$(q "SELECT r.agent_key || ' ' || r.key_name || ' ' || n.name FROM results r JOIN nodes n USING (agent_id)")" \
+        "$(cat "$T/a1.pub") a1 a1"
     ;;
 hello_repeat)
     # a connected agent saying the same Hello again and again (a peer

@@ -56,7 +56,7 @@ two)
     eq "rank 0 on the first agent registered" "$(rank_node 1 0)" a1
     eq "one attempt" "$(q "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
     eq "the job's result is rank 0's, synthetic" \
-        "$(q "SELECT status || ',' || synthetic || ',' || n_devices || ',' || json_extract(record, '$.dist.rank') FROM results")" "ok,1,2,0"
+        "$(q "SELECT status || ',' || synthetic || ',' || n_devices || ',' || json_extract(record, '$.dist.rank') || ',' || quote(agent_key) || quote(key_name) FROM results")" "ok,1,2,0,''''"
     eq "no rank on the old agent" "$(q "SELECT count(*) FROM ranks WHERE agent_id = 'fakeold01'")" 0
     kill -0 "$old" 2>/dev/null || fail "the old agent ended: $(cat "$T/fake.log")"
     no_workers a1 a2
