@@ -514,10 +514,13 @@ static void unacked_hold(gb_agent_t *a, unacked_t *u, uint8_t *buf, size_t len) 
     }
 }
 
-/* Forget an acknowledged result: its spool entry and its copy in memory. */
+/* Forget an acknowledged result: its spool entry and its copy in memory.
+ * The entry is deleted even when the result counts as not spooled: a write
+ * whose directory could not be synced had renamed its file into place (it
+ * stayed until the agent's next start, which sent the result again). */
 static void unacked_drop(gb_agent_t *a, unacked_t *u) {
     char why[600];
-    if (u->on_disk && gb_spool_del(a->spool, u->job_id, u->attempt, why, sizeof why) != 0)
+    if (gb_spool_del(a->spool, u->job_id, u->attempt, why, sizeof why) != 0)
         gb_error("spool: %s", why);
     a->mem_held -= u->mem_len;
     free(u->mem);

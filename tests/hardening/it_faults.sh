@@ -38,6 +38,14 @@
 #                entry in $TMPDIR/gpubench-state-AGENT_ID (a state dir of
 #                the agent's id), said, exit status 1; moved into the spool,
 #                it is sent and stored once
+#   agent_spool_unsynced
+#                the spool's directory cannot be synced when a job ends (its
+#                read permission taken, so the fsync's open fails, as a
+#                failing disk's fsync would): the entry is renamed into
+#                place, the result counted as not spooled and sent from
+#                memory; once acknowledged its file is deleted all the same
+#                (it stayed until the agent's next start, which sent the
+#                result again)
 #   agent_taken_unspooled
 #                a result waiting for a coordinator that is down when the
 #                state dir is removed and taken by a second agent: the first
@@ -315,6 +323,32 @@ agent_stop_unspooled)
     check "it lands" "$GB" wait "$SWEEP" --quiet --timeout 30
     q "SELECT record FROM results WHERE job_id = 1" >"$T/rec1.txt"
     contains "... with its record" "$T/rec1.txt" '"slept_ms":'
+    assert_exactly_once 1
+    ;;
+agent_spool_unsynced)
+    # root opens a directory it may not read: the agent runs without
+    # CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH there (setpriv)
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' \
+        "$([ "$(id -u)" = 0 ] && echo "setpriv --inh-caps -dac_override,-dac_read_search --bounding-set -dac_override,-dac_read_search")" \
+        "$GB" >"$T/gb-nodac"
+    chmod +x "$T/gb-nodac"
+    "$T/gb-nodac" version >/dev/null 2>&1 || { echo "SKIP: cannot drop CAP_DAC_OVERRIDE here (setpriv)" >&2; exit 77; }
+    start_coord
+    GB="$T/gb-nodac" start_agent a1
+    wait_nodes 1
+    chmod 0300 "$T/a1/spool"
+    sweep=$(submit --kind sleep --param duration_ms=50 --max-attempts 1)
+    check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    contains "the spool's directory was not synced" "$T/a1.log" "cannot fsync the directory of $T/a1/spool/result-1-1.pb"
+    for _ in $(seq 100); do grep -q "result of job 1 attempt 1 acknowledged" "$T/a1.log" && break; sleep 0.05; done
+    contains "the result is acknowledged" "$T/a1.log" "result of job 1 attempt 1 acknowledged"
+    chmod 0700 "$T/a1/spool"
+    eq "nothing left in the spool once acknowledged" "$(ls "$T/a1/spool")" ""
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    start_agent a1
+    wait_nodes 1
+    eq "nothing sent again at the next start" "$(grep -c "resending spooled result" "$T/a1.log")" 0
     assert_exactly_once 1
     ;;
 agent_taken_unspooled)
