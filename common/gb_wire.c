@@ -198,17 +198,18 @@ static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
         if (!l) FAIL(RANGE, "inventory.links[%zu] missing", i);
         if (l->gpu_a >= l->gpu_b || l->gpu_b >= inv->n_gpus)
             FAIL(RANGE, "inventory.links[%zu]: need gpu_a < gpu_b < n_gpus", i);
-        if (l->nvlink_lanes > 1024)
+        if (l->nvlink_lanes > GB_WIRE_NVLINK_LANES_MAX)
             FAIL(RANGE, "inventory.links[%zu]: nvlink_lanes out of range", i);
-        CHECK_LINE(l->pcie_path, 0, 32, "inventory.links.pcie_path");
+        CHECK_LINE(l->pcie_path, 0, GB_WIRE_PCIE_PATH_MAX, "inventory.links.pcie_path");
     }
     if (inv->n_kinds > GB_WIRE_KINDS_MAX)
         FAIL(RANGE, "inventory: more than %d kinds", GB_WIRE_KINDS_MAX);
     for (size_t i = 0; i < inv->n_kinds; i++)
-        CHECK_LINE(inv->kinds[i], 1, 32, "inventory.kinds");
-    if (inv->n_cpu_precisions > 4) FAIL(RANGE, "inventory: more than 4 CPU precisions");
+        CHECK_LINE(inv->kinds[i], 1, GB_WIRE_KIND_MAX, "inventory.kinds");
+    if (inv->n_cpu_precisions > GB_WIRE_PRECISIONS_MAX)
+        FAIL(RANGE, "inventory: more than %d CPU precisions", GB_WIRE_PRECISIONS_MAX);
     for (size_t i = 0; i < inv->n_cpu_precisions; i++)
-        CHECK_LINE(inv->cpu_precisions[i], 1, 8, "inventory.cpu_precisions");
+        CHECK_LINE(inv->cpu_precisions[i], 1, GB_WIRE_PRECISION_MAX, "inventory.cpu_precisions");
     return 0;
 }
 
@@ -227,7 +228,7 @@ static int check_hello(const Gb__Hello *h, char *why, size_t whylen) {
         CHECK_LINE(h->labels[i]->key, 1, GB_WIRE_LABEL_KEY, "hello.labels.key");
         CHECK_LINE(h->labels[i]->value, 0, GB_WIRE_LABEL_VAL, "hello.labels.value");
     }
-    if (h->slots > 64) FAIL(RANGE, "hello.slots must be 0..64");
+    if (h->slots > GB_WIRE_SLOTS_MAX) FAIL(RANGE, "hello.slots must be 0..%d", GB_WIRE_SLOTS_MAX);
     /* later versions of the rendezvous keep speaking this one (a change an
      * old coordinator would misread bumps GB_PROTOCOL_VERSION instead) */
     if (h->rendezvous > 1000) FAIL(RANGE, "hello.rendezvous must be 0..1000");
@@ -288,7 +289,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         const Gb__JobAssign *a = env->assign;
         if (a->job_id == 0 || a->attempt < 1 || a->attempt > GB_WIRE_ATTEMPT_MAX)
             FAIL(RANGE, "assign: job_id must be > 0 and attempt 1..%d", GB_WIRE_ATTEMPT_MAX);
-        CHECK_STR(a->kind, 1, 32, "assign.kind");
+        CHECK_STR(a->kind, 1, GB_WIRE_KIND_MAX, "assign.kind");
         CHECK_STR(a->params_json, 2, GB_WIRE_PARAMS_MAX, "assign.params_json");
         if (a->timeout_s < 1 || a->timeout_s > GB_WIRE_TIMEOUT_MAX)
             FAIL(RANGE, "assign.timeout_s must be 1..%u", GB_WIRE_TIMEOUT_MAX);

@@ -41,6 +41,13 @@
 #define GB_WIRE_SPEC_MAX    (256u << 10)
 #define GB_WIRE_ATTEMPT_MAX 1000
 #define GB_WIRE_TIMEOUT_MAX (7u * 24 * 3600)
+/* Hello and inventory fields. */
+#define GB_WIRE_SLOTS_MAX        64   /* Hello.slots: jobs an agent runs at once */
+#define GB_WIRE_KIND_MAX         32   /* a job kind's name (Inventory.kinds, JobAssign.kind) */
+#define GB_WIRE_PCIE_PATH_MAX    32   /* Link.pcie_path */
+#define GB_WIRE_NVLINK_LANES_MAX 1024 /* Link.nvlink_lanes */
+#define GB_WIRE_PRECISIONS_MAX   4    /* Inventory.cpu_precisions */
+#define GB_WIRE_PRECISION_MAX    8    /* one of them: "fp32" */
 /* The largest frame of a Result the field limits allow (its record, error
  * and output tail, and 4 KiB for the rest): the agents endpoint accepts at
  * least this whatever --max-frame says, as the control endpoint accepts
