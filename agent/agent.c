@@ -37,7 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SLOTS 64
 #define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
 
 /* A rank of a multi-node job (issue 5): what its worker said on the
@@ -117,7 +116,7 @@ struct gb_agent {
     int64_t hello_retry_ms;
     int64_t silent_warned_ms; /* last "no answer" line, or 0 */
     uint64_t seq;
-    slot_t slots[MAX_SLOTS];
+    slot_t slots[GB_AGENT_MAX_SLOTS];
     unacked_t *unacked;
     size_t n_unacked, unacked_cap;
     size_t mem_held; /* bytes of unacked[].mem */
@@ -176,7 +175,7 @@ static int foreign(const gb_agent_t *a, const unacked_t *u) {
 }
 
 /* The jobs whose workers run (and, in a clean stop's last heartbeat, those
- * the stop ended) as refs in v, pointed to by p (MAX_SLOTS each). */
+ * the stop ended) as refs in v, pointed to by p (GB_AGENT_MAX_SLOTS each). */
 static size_t running_refs(const gb_agent_t *a, int stopping, Gb__JobRef *v, Gb__JobRef **p) {
     size_t n = 0;
     for (int i = 0; i < a->cfg.slots; i++)
@@ -233,7 +232,7 @@ static void send_hello(gb_agent_t *a) {
     char *kinds[GB_WIRE_KINDS_MAX];
     Gb__Label label_v[GB_WIRE_LABELS_MAX], *label_p[GB_WIRE_LABELS_MAX];
     char label_buf[GB_LABELS_LEN];
-    Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
+    Gb__JobRef run_v[GB_AGENT_MAX_SLOTS], *run_p[GB_AGENT_MAX_SLOTS];
     Gb__JobRef *spool_v = calloc(a->n_unacked + 1, sizeof *spool_v);
     Gb__JobRef **spool_p = calloc(a->n_unacked + 1, sizeof *spool_p);
     if (!gpus || !gpu_p || !links || !link_p || !spool_v || !spool_p) {
@@ -275,10 +274,10 @@ static void send_hello(gb_agent_t *a) {
         kinds[nk++] = t;
     pi.n_kinds = nk;
     pi.kinds = kinds;
-    char precs_buf[64], *precs[4];
+    char precs_buf[64], *precs[GB_WIRE_PRECISIONS_MAX];
     size_t np = 0;
     gb_copy(precs_buf, sizeof precs_buf, a->cfg.cpu_precisions ? a->cfg.cpu_precisions : "");
-    for (char *save = NULL, *t = strtok_r(precs_buf, ",", &save); t && np < 4;
+    for (char *save = NULL, *t = strtok_r(precs_buf, ",", &save); t && np < GB_WIRE_PRECISIONS_MAX;
          t = strtok_r(NULL, ",", &save))
         precs[np++] = t;
     pi.n_cpu_precisions = np;
@@ -307,7 +306,7 @@ static void send_hello(gb_agent_t *a) {
     h.labels = label_p;
     h.n_running = running_refs(a, 0, run_v, run_p);
     h.running = run_p;
-    h.n_spooled = spooled_refs(a, spool_v, spool_p, GB_WIRE_JOBREFS_MAX);
+    h.n_spooled = spooled_refs(a, spool_v, spool_p, GB_AGENT_HELLO_SPOOLED_MAX);
     h.spooled = spool_p;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_HELLO;
@@ -324,7 +323,7 @@ out:
 }
 
 static void send_heartbeat(gb_agent_t *a, int stopping) {
-    Gb__JobRef run_v[MAX_SLOTS], *run_p[MAX_SLOTS];
+    Gb__JobRef run_v[GB_AGENT_MAX_SLOTS], *run_p[GB_AGENT_MAX_SLOTS];
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
     hb.n_running = running_refs(a, stopping, run_v, run_p);
     hb.running = run_p;
@@ -1359,14 +1358,14 @@ int gb_agent_state_dir_free(const char *dir, char *err, size_t errlen) {
 }
 
 gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen) {
-    if (cfg->slots < 1 || cfg->slots > MAX_SLOTS || cfg->heartbeat_ms < 10 || cfg->lost_after < 1 ||
-        cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir ||
+    if (cfg->slots < 1 || cfg->slots > GB_AGENT_MAX_SLOTS || cfg->heartbeat_ms < 10 ||
+        cfg->lost_after < 1 || cfg->kill_grace_ms < 0 || !cfg->connect || !cfg->state_dir ||
         (cfg->telemetry_ms != 0 && (cfg->telemetry_ms < 10 || cfg->telemetry_ms > 60000)) ||
         cfg->result_memory_mb < 0 || cfg->result_memory_mb > 65536) {
         gb_fmt(err, errlen,
                "bad configuration: slots 1..%d, heartbeat >= 10 ms, lost-after >= 1, telemetry "
                "0 or 10..60000 ms, result memory 0..65536 MiB",
-               MAX_SLOTS);
+               GB_AGENT_MAX_SLOTS);
         return NULL;
     }
     if (gb_endpoint_check(cfg->connect, err, errlen) != 0) return NULL;
@@ -1470,9 +1469,9 @@ err:
 /* Every worker told at once, one grace for all, and waited for (killed
  * after the grace). */
 static void stop_workers(gb_agent_t *a) {
-    for (int i = 0; i < MAX_SLOTS; i++)
+    for (int i = 0; i < GB_AGENT_MAX_SLOTS; i++)
         gb_run_stop(a->slots[i].run);
-    for (int i = 0; i < MAX_SLOTS; i++)
+    for (int i = 0; i < GB_AGENT_MAX_SLOTS; i++)
         if (a->slots[i].run) {
             gb_warn("stopping job %" PRIu64 " (worker pid %d)", a->slots[i].job_id,
                     gb_run_pid(a->slots[i].run));
@@ -1503,12 +1502,12 @@ static void stop_workers_heartbeating(gb_agent_t *a) {
         if (!pending || gb_mono_ms() >= until) break;
         nap_ms(10);
     }
-    for (int i = 0; i < MAX_SLOTS; i++)
+    for (int i = 0; i < GB_AGENT_MAX_SLOTS; i++)
         gb_run_stop(a->slots[i].run);
     until = gb_mono_ms() + a->cfg.kill_grace_ms;
     for (;;) {
         int alive = 0;
-        for (int i = 0; i < MAX_SLOTS; i++) {
+        for (int i = 0; i < GB_AGENT_MAX_SLOTS; i++) {
             slot_t *s = &a->slots[i];
             if (!s->run) continue;
             gb_run_read(s->run); /* a full pipe must not hold it up */
@@ -1536,7 +1535,7 @@ void gb_agent_destroy(gb_agent_t **self_p) {
     if (!self_p || !*self_p) return;
     gb_agent_t *a = *self_p;
     stop_workers(a);
-    for (int i = 0; i < MAX_SLOTS; i++)
+    for (int i = 0; i < GB_AGENT_MAX_SLOTS; i++)
         gb_sampler_destroy(&a->slots[i].tm);
     gb_telemetry_destroy(&a->tm);
     close_socket(a);
@@ -1640,14 +1639,14 @@ static int rescue_unspooled(gb_agent_t *a, int own_spool) {
 }
 
 int gb_agent_run(gb_agent_t *a) {
-    zmq_pollitem_t items[2 + 2 * MAX_SLOTS];
+    zmq_pollitem_t items[2 + 2 * GB_AGENT_MAX_SLOTS];
     int failed = 0, own_spool = 1; /* !own_spool: another agent took the state dir */
     a->next_hb_ms = 0;             /* hello at once */
     a->last_rx_ms = gb_mono_ms();
     while (!(a->cfg.stop && atomic_load(a->cfg.stop))) {
         int n = 0;
         items[n++] = (zmq_pollitem_t){a->sock, 0, ZMQ_POLLIN, 0};
-        int slot_of[2 + 2 * MAX_SLOTS], is_rdv[2 + 2 * MAX_SLOTS], i_mon = -1;
+        int slot_of[2 + 2 * GB_AGENT_MAX_SLOTS], is_rdv[2 + 2 * GB_AGENT_MAX_SLOTS], i_mon = -1;
         if (a->monitor) {
             i_mon = n;
             slot_of[n] = -1;

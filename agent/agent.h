@@ -22,8 +22,20 @@
 #ifndef GB_AGENT_H
 #define GB_AGENT_H
 
+#include "gb_wire.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
+
+/* The most jobs an agent runs at once (--slots): as many running jobs as
+ * its Hello and heartbeats list. */
+#define GB_AGENT_MAX_SLOTS GB_WIRE_SLOTS_MAX
+/* The most spooled results a Hello lists; the others are resent all the
+ * same once registered. With GB_AGENT_MAX_SLOTS running jobs and every
+ * inventory field at its wire limit, the largest Hello stays within
+ * GB_WIRE_RESULT_FRAME_MAX, which the coordinator's agents endpoint always
+ * accepts, whatever its --max-frame (test_wire hello_largest). */
+#define GB_AGENT_HELLO_SPOOLED_MAX GB_WIRE_JOBREFS_MAX
 
 typedef struct gb_agent gb_agent_t;
 

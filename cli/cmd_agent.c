@@ -101,7 +101,7 @@ int cmd_agent(int argc, char **argv) {
             cfg.name = optarg;
             break;
         case 'S':
-            if (cli_long("agent", "--slots", optarg, 1, 64, &v)) return 2;
+            if (cli_long("agent", "--slots", optarg, 1, GB_AGENT_MAX_SLOTS, &v)) return 2;
             cfg.slots = (int)v;
             break;
         case 'H':

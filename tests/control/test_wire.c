@@ -1,10 +1,14 @@
 /* test_wire.c - envelope decoding and validation (common/gb_wire.c) on raw
- * bytes, one CTest test per case: every body round-trips, and each way a
- * frame can be wrong is rejected with its code and a reason. */
+ * bytes, one CTest test per case: every body round-trips, each way a
+ * frame can be wrong is rejected with its code and a reason, and the
+ * largest Hello an agent can send fits the agents endpoint's frame floor. */
 #define _POSIX_C_SOURCE 200809L
+#include "agent.h"
 #include "check.h"
 #include "gb_wire.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,6 +217,134 @@ static void case_roundtrip_all(void) {
     gb_wire_free(&o);
 }
 
+/* n copies of c and a NUL into s (n + 1 bytes). */
+static char *fill(char *s, size_t n, char c) {
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* The largest Hello an agent can send: GB_AGENT_MAX_SLOTS running jobs,
+ * GB_AGENT_HELLO_SPOOLED_MAX spooled results, every list and string of the
+ * inventory at its wire limit (all GPU pairs as links), store ids of
+ * GB_WIRE_ID_MAX and every number at its largest. The agents endpoint
+ * accepts GB_WIRE_RESULT_FRAME_MAX whatever --max-frame says: a Hello over
+ * it would leave an agent unable to register with a small --max-frame. */
+#define LINKS_MAX ((size_t)GB_WIRE_GPUS_MAX * (GB_WIRE_GPUS_MAX - 1) / 2)
+#define REFS_MAX  (GB_AGENT_MAX_SLOTS + GB_AGENT_HELLO_SPOOLED_MAX)
+static void case_hello_largest(void) {
+    static char id[GB_WIRE_ID_MAX + 1], name[GB_WIRE_NAME_MAX + 1], text[GB_WIRE_TEXT_MAX + 1];
+    static char key[GB_WIRE_LABEL_KEY + 1], val[GB_WIRE_LABEL_VAL + 1];
+    static char kind[GB_WIRE_KIND_MAX + 1], path[GB_WIRE_PCIE_PATH_MAX + 1];
+    static char prec[GB_WIRE_PRECISION_MAX + 1];
+    static Gb__Label lab[GB_WIRE_LABELS_MAX], *labp[GB_WIRE_LABELS_MAX];
+    static Gb__Gpu gpu[GB_WIRE_GPUS_MAX], *gpup[GB_WIRE_GPUS_MAX];
+    static Gb__Link link[LINKS_MAX], *linkp[LINKS_MAX];
+    static char *kinds[GB_WIRE_KINDS_MAX], *precs[GB_WIRE_PRECISIONS_MAX];
+    static Gb__JobRef ref[REFS_MAX], *refp[REFS_MAX];
+    fill(id, GB_WIRE_ID_MAX, 'a');
+    fill(name, GB_WIRE_NAME_MAX, 'n');
+    fill(text, GB_WIRE_TEXT_MAX, 't');
+    fill(key, GB_WIRE_LABEL_KEY, 'k');
+    fill(val, GB_WIRE_LABEL_VAL, 'v');
+    fill(kind, GB_WIRE_KIND_MAX, 'j');
+    fill(path, GB_WIRE_PCIE_PATH_MAX, 'p');
+    fill(prec, GB_WIRE_PRECISION_MAX, 'f');
+
+    Gb__Inventory inv = GB__INVENTORY__INIT;
+    inv.hostname = name;
+    inv.cpu_model = inv.os = inv.kernel = text;
+    inv.driver_version = inv.cuda_driver_version = inv.nvml_error = text;
+    inv.gpubench_version = text;
+    inv.cpu_cores = 65536; /* gb_wire_validate's limits, here and below */
+    inv.memory_bytes = UINT64_MAX;
+    for (size_t i = 0; i < GB_WIRE_GPUS_MAX; i++) {
+        gb__gpu__init(&gpu[i]);
+        gpu[i].index = (uint32_t)i;
+        gpu[i].name = gpu[i].uuid = gpu[i].pci_bus_id = text;
+        gpu[i].memory_bytes = UINT64_MAX;
+        gpu[i].sm_count = gpu[i].power_limit_mw = UINT32_MAX;
+        gpu[i].cc_major = gpu[i].cc_minor = gpu[i].pcie_gen = 100;
+        gpu[i].pcie_width = 64;
+        gpup[i] = &gpu[i];
+    }
+    inv.n_gpus = GB_WIRE_GPUS_MAX;
+    inv.gpus = gpup;
+    size_t nl = 0;
+    for (uint32_t a = 0; a < GB_WIRE_GPUS_MAX; a++)
+        for (uint32_t b = a + 1; b < GB_WIRE_GPUS_MAX; b++, nl++) {
+            gb__link__init(&link[nl]);
+            link[nl].gpu_a = a;
+            link[nl].gpu_b = b;
+            link[nl].nvlink_lanes = GB_WIRE_NVLINK_LANES_MAX;
+            link[nl].pcie_path = path;
+            linkp[nl] = &link[nl];
+        }
+    CHECK(nl == LINKS_MAX);
+    inv.n_links = nl;
+    inv.links = linkp;
+    for (size_t i = 0; i < GB_WIRE_KINDS_MAX; i++)
+        kinds[i] = kind;
+    inv.n_kinds = GB_WIRE_KINDS_MAX;
+    inv.kinds = kinds;
+    for (size_t i = 0; i < GB_WIRE_PRECISIONS_MAX; i++)
+        precs[i] = prec;
+    inv.n_cpu_precisions = GB_WIRE_PRECISIONS_MAX;
+    inv.cpu_precisions = precs;
+
+    Gb__Hello h = GB__HELLO__INIT;
+    h.agent_id = id;
+    h.name = name;
+    h.inventory = &inv;
+    h.slots = GB_AGENT_MAX_SLOTS;
+    h.rendezvous = 1000;
+    for (size_t i = 0; i < GB_WIRE_LABELS_MAX; i++) {
+        gb__label__init(&lab[i]);
+        lab[i].key = key;
+        lab[i].value = val;
+        labp[i] = &lab[i];
+    }
+    h.n_labels = GB_WIRE_LABELS_MAX;
+    h.labels = labp;
+    for (size_t i = 0; i < REFS_MAX; i++) {
+        gb__job_ref__init(&ref[i]);
+        ref[i].job_id = UINT64_MAX - i;
+        ref[i].attempt = GB_WIRE_ATTEMPT_MAX;
+        ref[i].store_id = id;
+        refp[i] = &ref[i];
+    }
+    h.n_running = GB_AGENT_MAX_SLOTS;
+    h.running = refp;
+    h.n_spooled = GB_AGENT_HELLO_SPOOLED_MAX;
+    h.spooled = refp + GB_AGENT_MAX_SLOTS;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.seq = UINT64_MAX;
+    env.body_case = GB__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+
+    size_t len = 0;
+    uint8_t *buf = gb_wire_pack(&env, &len);
+    CHECK(buf);
+    printf("the largest hello: %zu bytes of %zu\n", len, (size_t)GB_WIRE_RESULT_FRAME_MAX);
+    CHECKF(len <= GB_WIRE_RESULT_FRAME_MAX,
+           "the largest hello an agent sends is %zu bytes, over GB_WIRE_RESULT_FRAME_MAX (%zu): "
+           "with a small --max-frame it could not register",
+           len, (size_t)GB_WIRE_RESULT_FRAME_MAX);
+    Gb__Envelope *out = NULL;
+    uint64_t seq = 0;
+    char why[512] = "";
+    int rc = gb_wire_decode(buf, len, GB_WIRE_RESULT_FRAME_MAX, &out, &seq, why, sizeof why);
+    free(buf);
+    CHECKF(rc == 0, "the largest hello an agent sends is refused: %s: %s", gb_wire_reject_name(rc),
+           why);
+    const Gb__Hello *o = out->hello;
+    CHECK(o->n_running == GB_AGENT_MAX_SLOTS && o->n_spooled == GB_AGENT_HELLO_SPOOLED_MAX);
+    CHECK(o->inventory->n_gpus == GB_WIRE_GPUS_MAX && o->inventory->n_links == LINKS_MAX);
+    CHECK(o->n_labels == GB_WIRE_LABELS_MAX && o->inventory->n_kinds == GB_WIRE_KINDS_MAX);
+    CHECK(strcmp(o->spooled[0]->store_id, id) == 0);
+    gb_wire_free(&out);
+}
+
 static void decode_raw(const void *buf, size_t len, size_t max, int code, const char *want) {
     Gb__Envelope *out = NULL;
     uint64_t seq = 0;
@@ -337,8 +469,10 @@ int main(int argc, char **argv) {
         Gb__Envelope *ok = roundtrip(&x.env);
         CHECK(strcmp(ok->hello->running[0]->store_id, "0123456789abcdef") == 0);
         gb_wire_free(&ok);
+    } else if (strcmp(c, "hello_largest") == 0) {
+        case_hello_largest();
     } else if (strcmp(c, "hello_slots") == 0) {
-        x.h.slots = 65;
+        x.h.slots = GB_WIRE_SLOTS_MAX + 1;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "hello.slots");
     } else if (strcmp(c, "assign_timeout") == 0) {
         Gb__JobAssign as = GB__JOB_ASSIGN__INIT;
