@@ -465,6 +465,34 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     gb__result__free_unpacked(r, NULL);
 }
 
+/* Every spooled result sent again at a Welcome, said in one line: a
+ * spool can hold thousands (another store's kept for it by design), and a
+ * line each at every registration buried the log. Each entry is said at
+ * debug, another store's instead of the warning send_spooled gives. */
+static void resend_spool(gb_agent_t *a) {
+    size_t n_own = 0, n_other = 0;
+    for (size_t i = 0; i < a->n_unacked; i++) {
+        unacked_t *u = &a->unacked[i];
+        if (foreign(a, u)) {
+            gb_debug("spooled result of job %" PRIu64 " attempt %u is of store %s: kept", u->job_id,
+                     u->attempt, u->store_id);
+            u->foreign_said = 1;
+            n_other++;
+        } else {
+            gb_debug("resending spooled result of job %" PRIu64 " attempt %u", u->job_id,
+                     u->attempt);
+            n_own++;
+        }
+        send_spooled(a, u);
+    }
+    if (n_other)
+        gb_info("resending %zu spooled result(s); %zu of other stores than this coordinator's "
+                "(%s) kept for a coordinator of theirs",
+                n_own, n_other, a->store_id);
+    else if (n_own)
+        gb_info("resending %zu spooled result(s)", n_own);
+}
+
 static unacked_t *unacked_find(gb_agent_t *a, uint64_t job, uint32_t attempt) {
     for (size_t i = 0; i < a->n_unacked; i++)
         if (a->unacked[i].job_id == job && a->unacked[i].attempt == attempt) return &a->unacked[i];
@@ -974,11 +1002,7 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         a->lost_after = (int)env->welcome->lost_after;
         a->next_hb_ms = a->last_rx_ms + a->hb_ms;
         gb_copy(a->store_id, sizeof a->store_id, env->welcome->store_id);
-        for (size_t i = 0; i < a->n_unacked; i++) {
-            gb_info("resending spooled result of job %" PRIu64 " attempt %u", a->unacked[i].job_id,
-                    a->unacked[i].attempt);
-            send_spooled(a, &a->unacked[i]);
-        }
+        resend_spool(a);
         break;
     case GB__ENVELOPE__BODY_HEARTBEAT:
         break;
