@@ -486,8 +486,8 @@ static void resend_spool(gb_agent_t *a) {
         send_spooled(a, u);
     }
     if (n_other)
-        gb_info("resending %zu spooled result(s); %zu of other stores than this coordinator's "
-                "(%s) kept for a coordinator of theirs",
+        gb_info("resending %zu spooled result(s); keeping %zu of other stores (this "
+                "coordinator's is %s) for their own coordinators",
                 n_own, n_other, a->store_id);
     else if (n_own)
         gb_info("resending %zu spooled result(s)", n_own);

@@ -126,7 +126,7 @@ if [ "$case" = stale_store ]; then
     ls "$T/a1/spool/"*.bad >/dev/null 2>&1 || fail "the old result was not kept aside"
     eq "job 1's record is its own (300 ms), not the old store's (1500 ms)" \
         "$(q "SELECT json_extract(record, '\$.duration_ms') FROM results WHERE job_id = 1")" 300
-    contains "the agent kept the old one" "$T/a1.log" "resending 0 spooled result(s); 1 of other stores"
+    contains "the agent kept the old one" "$T/a1.log" "resending 0 spooled result(s); keeping 1 of other stores"
     echo ok
     exit 0
 fi
