@@ -77,6 +77,14 @@ typedef struct cjob cjob_t;
 typedef struct cagent cagent_t;
 typedef struct cgang cgang_t;
 
+/* An attempt an agent runs that is not its own (any more), and when its
+ * stop was last sent (stop_stale) */
+typedef struct cstale {
+    uint64_t job;
+    uint32_t attempt;
+    int64_t sent_ms;
+} cstale_t;
+
 struct cjob {
     uint64_t id, sweep_id;
     gb_jobdef_t def;
@@ -134,6 +142,9 @@ struct cagent {
     /* why it cannot start workers now, from its heartbeats ("" when it
      * can): it is offered no job meanwhile (docs/control-plane.md) */
     char unable[GB_WIRE_UNABLE_MAX + 1];
+    /* what it last listed as running that is not its own (stop_stale) */
+    cstale_t stale[MAX_SLOTS];
+    int n_stale;
 };
 
 typedef struct csweep {
@@ -996,6 +1007,48 @@ static void cancel_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int hello) {
     send_cancel(c, a->id, j->id, j->attempt, "cancelled by request");
 }
 
+/* What agent a lists as running (a Hello's or a Heartbeat's refs) that is
+ * not one of its attempts (given up and run elsewhere, ended, another
+ * store's) is stopped: on every Hello, and again at most once a lost window
+ * while its heartbeats list it. Only a Hello did it: a Hello whose turn was
+ * rolled back (a commit failed: a full disk) lost the Cancel with it while
+ * its registration stood (the Welcome goes at once), and the worker ran to
+ * its end, the node kept from other jobs meanwhile. Attempts it may take
+ * back are adopted before this (adopt_listed). */
+static void stop_stale(gb_coord_t *c, cagent_t *a, Gb__JobRef **refs, size_t n, int hello) {
+    cstale_t keep[MAX_SLOTS];
+    int n_keep = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ours = 0, other = ref_foreign(c, refs[i]);
+        for (int k = 0; k < a->n_running; k++) /* (a Cancel names no store) */
+            if (a->running[k]->id == refs[i]->job_id && a->running[k]->attempt == refs[i]->attempt)
+                ours = 1;
+        if (ours) continue;
+        int64_t sent = 0;
+        int known = 0;
+        for (int s = 0; s < a->n_stale; s++)
+            if (a->stale[s].job == refs[i]->job_id && a->stale[s].attempt == refs[i]->attempt) {
+                sent = a->stale[s].sent_ms;
+                known = 1;
+            }
+        if (!hello && !known && n_keep == MAX_SLOTS) continue; /* more than an agent can run */
+        if (resend_due(c, sent, hello)) {
+            gb_log(hello || !sent ? GB_LOG_WARN : GB_LOG_INFO,
+                   "agent %s %sruns job %" PRIu64 " attempt %u that is %s: %s", a->name,
+                   hello || !sent ? "" : "still ", refs[i]->job_id, refs[i]->attempt,
+                   other ? "another store's" : "no longer its",
+                   hello || !sent ? "cancelling" : "its stop sent again");
+            send_cancel(c, a->id, refs[i]->job_id, refs[i]->attempt,
+                        "stopped: the coordinator no longer runs this attempt here");
+            sent = gb_mono_ms();
+        }
+        if (n_keep < MAX_SLOTS)
+            keep[n_keep++] = (cstale_t){refs[i]->job_id, refs[i]->attempt, sent};
+    }
+    memcpy(a->stale, keep, (size_t)n_keep * sizeof *keep);
+    a->n_stale = n_keep;
+}
+
 /* The CURVE key a message came with (its connection's ZAP User-Id), or
  * NULL without CURVE. */
 static const char *peer_key(gb_coord_t *c, gb_frame_t *f) {
@@ -1262,20 +1315,7 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     gang_hello(c, a, h);
     adopt_listed(c, a, h->running, h->n_running);
     adopt_listed(c, a, h->spooled, h->n_spooled);
-    for (size_t i = 0; i < h->n_running; i++) {
-        int ours = 0, other = ref_foreign(c, h->running[i]);
-        for (int k = 0; k < a->n_running; k++) /* (a Cancel names no store) */
-            if (a->running[k]->id == h->running[i]->job_id &&
-                a->running[k]->attempt == h->running[i]->attempt)
-                ours = 1;
-        if (!ours) {
-            gb_warn("agent %s runs job %" PRIu64 " attempt %u that is %s: cancelling", a->name,
-                    h->running[i]->job_id, h->running[i]->attempt,
-                    other ? "another store's" : "no longer its");
-            send_cancel(c, a->id, h->running[i]->job_id, h->running[i]->attempt,
-                        "stopped: the coordinator no longer runs this attempt here");
-        }
-    }
+    stop_stale(c, a, h->running, h->n_running, 1);
     /* Another agent id under the same name: results, v_results and
      * v_scaling name nodes by name, so two machines read as one (a cloned
      * image with one hostname); said at each registration that is not a
@@ -2515,6 +2555,10 @@ static void on_agent_message_(gb_coord_t *c, gb_frame_t *f) {
             }
         }
         gang_heartbeat(c, a, hb);
+        if (!hb->stopping) { /* (a stopping agent has ended its workers) */
+            adopt_listed(c, a, hb->running, hb->n_running);
+            stop_stale(c, a, hb->running, hb->n_running, 0);
+        }
         if (hb->stopping) agent_stopping(c, a, hb);
         if (a->last_heard_ms - a->seen_written_ms >= SEEN_WRITE_MS) {
             /* written by the next liveness tick, together with the others */
@@ -3637,6 +3681,7 @@ static void resync(gb_coord_t *c) {
         c->agent_list[i]->n_running = 0;
         c->agent_list[i]->in_store = 0;
         c->agent_list[i]->hello_hash = 0; /* what was written may have been rolled back */
+        c->agent_list[i]->n_stale = 0;    /* and the stops sent with it were dropped */
     }
     if (gb_store_load_nodes(c->store, resync_node, c) != 0 || load_work(c, 1) != 0) {
         gb_error("store: cannot reload the state (%s): stopping", gb_store_errmsg(c->store));

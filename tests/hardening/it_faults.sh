@@ -139,6 +139,14 @@
 #                healthy one instead of failing them
 #   sick_alone   the only node cannot start workers: offered no job until its
 #                back-off ends, `nodes` says why, the job runs once it can
+#   disk_full_stale
+#                an agent frozen (SIGSTOP) past the lost window while its job
+#                runs again elsewhere, thawed on a full disk: the turn of its
+#                Hello is rolled back, with the Cancel of its stale attempt,
+#                but its registration stands (the Welcome went at once). Its
+#                heartbeats list the stale attempt, which is stopped on them
+#                (only a Hello stopped one: it ran to its end, holding the
+#                node, long after there was room again)
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -1029,6 +1037,45 @@ disk_full_multinode)
               (SELECT * FROM ranks WHERE attempt < 3 ORDER BY attempt, rank)")" \
         "1/0/lost/cancelled,1/1/lost/cancelled,2/0/lost/ok,2/1/lost/ok"
     no_workers a1 a2
+    assert_exactly_once 1
+    ;;
+disk_full_stale)
+    mount_dbfs
+    start_coord --db "$T/dbfs/gb.db"
+    start_agent a1
+    wait_nodes 1
+    # the stale worker must still run long after the agent thaws (see
+    # tests/control/it_agent_stop.sh superseded)
+    sweep=$(submit --kind sleep --param duration_ms=8000 --name stale)
+    wait_running "$sweep" 1
+    start_agent a2
+    wait_nodes 2
+    kill -STOP "${AGENT_PID[a1]}"
+    for _ in $(seq 200); do
+        [ "$(q "SELECT count(*) FROM attempts a JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name = 'a2' AND a.state = 'running'")" = 1 ] && break
+        sleep 0.05
+    done
+    eq "re-run as attempt 2 on a2" "$(q "SELECT count(*) FROM attempts a JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name = 'a2' AND a.state = 'running'")" 1
+    fill_disk
+    kill -CONT "${AGENT_PID[a1]}"
+    for _ in $(seq 200); do
+        [ "$(grep -c "registered with coordinator" "$T/a1.log")" -ge 2 ] && break
+        sleep 0.05
+    done
+    [ "$(grep -c "registered with coordinator" "$T/a1.log")" -ge 2 ] || fail "a1 did not register again"
+    contains "its Hello decided the stale attempt's stop" "$T/coord.log" "runs job 1 attempt 1 that is no longer its: cancelling"
+    sleep 0.3
+    eq "the turn of its Hello was rolled back" "$(q "SELECT state FROM nodes WHERE name = 'a1'")" lost
+    rm -f "$T/dbfs/filler"
+    # stopped within a few heartbeats of the room (it ran on for 6 s more)
+    for _ in $(seq 60); do [ -z "$(worker_of a1)" ] && break; sleep 0.05; done
+    [ -z "$(worker_of a1)" ] || fail "a1 still runs the stale attempt 1 (worker $(worker_of a1))"
+    check "the sweep finishes" "$GB" wait "$sweep" --quiet --timeout 30
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM results")" = 2 ] && break; sleep 0.05; done
+    eq "attempt 2 ended it" "$(q "SELECT attempt || ',' || node || ',' || status FROM v_results")" "2,a2,done"
+    eq "the stale attempt was stopped, kept as superseded" \
+       "$(q "SELECT a.state || ',' || r.status FROM attempts a JOIN results r USING (job_id, attempt) WHERE attempt = 1")" \
+       "superseded,cancelled"
     assert_exactly_once 1
     ;;
 checker)
