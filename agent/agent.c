@@ -38,6 +38,12 @@
 #include <unistd.h>
 
 #define MAX_FRAME (4u << 20) /* the agent only receives small control messages */
+/* How long the end of a worker killed by SIGTERM or SIGINT from outside
+ * waits for its agent's own stop (ended_with_stop): signals sent to every
+ * process of a unit or a job step reach them microseconds apart, in any
+ * order; this covers them many times over, and delays a real crash's
+ * report by no more */
+#define STOP_WAIT_MS 500
 
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
@@ -62,6 +68,9 @@ typedef struct slot {
     /* why a job that should have been sampled was not (said in its record) */
     char tm_error[300];
     int tm_n_gpus;
+    /* when its worker was seen dead of a SIGTERM or SIGINT the agent did
+     * not send (0: not): reported after STOP_WAIT_MS unless the agent stops */
+    int64_t signalled_ms;
 } slot_t;
 
 typedef struct unacked {
@@ -927,9 +936,12 @@ failed:
  * back to the queue as at any stop (it failed as "worker killed by signal
  * 15", not retried, whenever the agent was busy in a turn as the signals
  * came). */
+static int killed_by_term(const gb_run_result_t *rr) {
+    return rr->status == GB_RUN_CRASHED && (rr->exit_code == -SIGTERM || rr->exit_code == -SIGINT);
+}
+
 static int ended_with_stop(const gb_agent_t *a, const gb_run_result_t *rr) {
-    return a->cfg.stop && atomic_load(a->cfg.stop) && rr->status == GB_RUN_CRASHED &&
-           (rr->exit_code == -SIGTERM || rr->exit_code == -SIGINT);
+    return a->cfg.stop && atomic_load(a->cfg.stop) && killed_by_term(rr);
 }
 
 static void reap_jobs(gb_agent_t *a) {
@@ -942,6 +954,22 @@ static void reap_jobs(gb_agent_t *a) {
         if (s->tm && !gb_sampler_stop(s->tm, now)) continue; /* its handshake: a later turn */
         gb_run_result_t rr;
         gb_run_result(s->run, &rr);
+        if (!ended_with_stop(a, &rr) && killed_by_term(&rr) &&
+            (!s->signalled_ms || now - s->signalled_ms < STOP_WAIT_MS)) {
+            /* the worker's signal may be the first of a stop that signals
+             * every process (pkill, a job step's processes in list order):
+             * the agent's own may come a moment later. Seen first, it
+             * failed the job as a crash, not retried */
+            if (!s->signalled_ms) {
+                s->signalled_ms = now;
+                gb_info("job %" PRIu64 " attempt %u: its worker (pid %d) was killed by signal %d, "
+                        "not by this agent: reported in %d ms unless the agent stops meanwhile",
+                        s->job_id, s->attempt, gb_run_pid(s->run), -rr.exit_code, STOP_WAIT_MS);
+            }
+            free(rr.record_json);
+            continue;
+        }
+        s->signalled_ms = 0;
         if (ended_with_stop(a, &rr)) {
             gb_warn("job %" PRIu64 " attempt %u: its worker (pid %d) was killed by signal %d as "
                     "the agent stops: stopped with it",

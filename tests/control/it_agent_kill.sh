@@ -21,8 +21,52 @@
 # fault of its own, so the job goes back to the queue as at a plain stop
 # (--max-attempts 1: it runs again elsewhere). It failed as "worker killed
 # by signal 15", not retried.
+# CASE term_worker_first: the same signals the other way round, the worker's
+# first (`pkill gpubench` or a job step's signal going down the process
+# list), and its death seen by the agent before its own SIGTERM came: the job
+# goes back to the queue too (a worker killed by SIGTERM or SIGINT that its
+# agent did not kill waits up to 0.5 s for its agent's stop before it is
+# reported as a crash). It failed as "worker killed by signal 15", not
+# retried (--max-attempts 3 counts lost agents, not failed runs).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:-rerun}
+
+if [ "$case" = term_worker_first ]; then
+    start_coord --lost-after 100 --max-attempts 3
+    start_agent a1
+    wait_nodes 1
+    # a worker dead of SIGTERM while its agent goes on is a crash, reported
+    # after the wait
+    s0=$(submit --kind sleep --param duration_ms=10 --param signal=15 --name self)
+    "$GB" wait "$s0" --quiet --timeout 30
+    eq "the self-killed job fails" "$?" 1
+    eq "as a crash" "$(q "SELECT status || ',' || error FROM v_results WHERE sweep_id = $s0")" \
+        "failed,worker killed by signal 15 (Terminated)"
+    contains "after the wait" "$T/a1.log" "reported in 500 ms unless the agent stops meanwhile"
+    sweep=$(submit --kind sleep --param duration_ms=3000 --name victim)
+    wait_running "$sweep" 1
+    worker=$(pgrep -P "${AGENT_PID[a1]}" || true)
+    [ -n "$worker" ] || fail "no worker under the agent"
+    kill -TERM "$worker"
+    # the agent has reaped it and said so (as a crash, or as waiting for a stop)
+    for _ in $(seq 250); do grep -q "job 2 attempt 1.*killed by signal 15" "$T/a1.log" && break; sleep 0.02; done
+    grep -q "job 2 attempt 1.*killed by signal 15" "$T/a1.log" || fail "the agent did not see its worker die"
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly" "$?" 0
+    start_agent a2
+    "$GB" wait "$sweep" --quiet --timeout 30
+    eq "the job runs again and ends" "$?" 0
+    eq "attempt 1 ended lost" "$(q "SELECT state FROM attempts WHERE job_id = 2 AND attempt = 1")" lost
+    q "SELECT error FROM attempts WHERE job_id = 2 AND attempt = 1" >"$T/why.txt"
+    contains "why" "$T/why.txt" "agent a1 stopped (SIGTERM/SIGINT) while it ran it"
+    eq "re-run on a2" "$(q "SELECT node || ',' || attempt || ',' || status FROM v_results WHERE job_id = 2")" "a2,2,done"
+    eq "no result of attempt 1" "$(q "SELECT count(*) FROM results WHERE job_id = 2 AND attempt = 1")" 0
+    source "$(dirname "$0")/../hardening/exactly_once.sh"
+    assert_exactly_once 2
+    echo ok
+    exit 0
+fi
 
 if [ "$case" = term ]; then
     start_coord --lost-after 100 --max-attempts 1
