@@ -15,15 +15,9 @@ if [ "${3:-}" = restart ]; then
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=20000)
     wait_running "$sweep" 1
-    # held (SIGSTOP) so that it registers with the new coordinator only
-    # after the cancel
-    kill -STOP "${AGENT_PID[a1]}"
-    kill -TERM "$COORD_PID"
-    wait "$COORD_PID"
-    start_coord
-    "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 || fail "cancel failed: $(cat "$T/cancel.txt")"
+    # a1 registers with the new coordinator only after the cancel
+    run_while_disconnected restart a1 "$T/cancel.txt" "$GB" cancel "$sweep"
     contains "cancel reports" "$T/cancel.txt" "1 running job(s) stopping"
-    kill -CONT "${AGENT_PID[a1]}"
     t0=$(date +%s)
     "$GB" wait "$sweep" --quiet --timeout 30
     eq "wait exits 1 for a cancelled sweep" "$?" 1

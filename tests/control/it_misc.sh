@@ -632,15 +632,7 @@ assign_lost)
     start_coord
     start_agent a1
     wait_nodes 1
-    kill -STOP "$COORD_PID"
-    sleep 3.5 # past the agent's 2 s heartbeat timeout
-    kill -STOP "${AGENT_PID[a1]}"
-    "$GB" submit --kind sleep --param duration_ms=300 --max-attempts 1 >"$T/submit.txt" 2>&1 &
-    sub=$!
-    sleep 0.2
-    kill -CONT "$COORD_PID"
-    wait "$sub" || fail "submit failed: $(cat "$T/submit.txt")"
-    kill -CONT "${AGENT_PID[a1]}"
+    run_while_disconnected stall a1 "$T/submit.txt" "$GB" submit --kind sleep --param duration_ms=300 --max-attempts 1
     check "the job runs and ends" "$GB" wait 1 --quiet --timeout 25
     eq "one attempt, done" "$(q "SELECT group_concat(state) FROM attempts")" "done"
     contains "the resend said" "$T/coord.log" "registered without it: its assignment sent again"

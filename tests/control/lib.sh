@@ -119,3 +119,46 @@ q() { sqlite3 -batch -noheader -cmd ".timeout 5000" "$T/gb.db" "$1"; }
 
 # submit args...: prints the sweep id, fails the test if rejected
 submit() { "$GB" submit "$@" 2>>"$T/cli.log" || fail "submit $* was rejected: $(tail -n 1 "$T/cli.log")"; }
+
+# run_while_disconnected HOW NAME OUT CMD...: run the control command CMD
+# (output to OUT; the test fails if CMD fails) so that the coordinator
+# handles it while agent NAME has no connection: whatever it sends NAME in
+# answer (a JobAssign, a Cancel) the ROUTER drops, as a connection cut
+# loses it. NAME is held (SIGSTOP) until CMD has its answer, so that it
+# cannot connect again in between; then it goes on (SIGCONT), connects
+# anew and registers, saying what it runs. HOW its connection goes:
+#   stall    the coordinator stopped (SIGSTOP) for the agent's ZMQ
+#            heartbeat timeout (HB * LOST ms: 2 s with the LOST=20 the
+#            callers set) and 1.5 s more: NAME drops the connection and
+#            starts a new one, which cannot finish while the coordinator
+#            or NAME is stopped. CMD is sent 0.2 s before the coordinator
+#            goes on, so that the coordinator handles it in its first turn
+#   restart  NAME held, the coordinator stopped (SIGTERM) and started again
+#            on the same ports: the new one never had NAME's connection
+run_while_disconnected() {
+    local how=$1 agent=${AGENT_PID[$2]} out=$3 cmd ms
+    shift 3
+    case $how in
+    stall)
+        kill -STOP "$COORD_PID"
+        ms=$((HB * LOST + 1500))
+        sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+        kill -STOP "$agent"
+        ;;
+    restart)
+        kill -STOP "$agent"
+        kill -TERM "$COORD_PID"
+        wait "$COORD_PID"
+        start_coord
+        ;;
+    *) fail "run_while_disconnected: no way '$how'" ;;
+    esac
+    "$@" >"$out" 2>&1 &
+    cmd=$!
+    if [ "$how" = stall ]; then
+        sleep 0.2
+        kill -CONT "$COORD_PID"
+    fi
+    wait "$cmd" || fail "${*:2} failed: $(cat "$out")"
+    kill -CONT "$agent"
+}

@@ -381,16 +381,8 @@ cancel_lost)
     sweep=$(submit --kind sleep --param duration_ms=20000 --param n_nodes=2)
     wait_ranks 1 started 2
     victim=$(rank_node 1 1)
-    kill -STOP "$COORD_PID"
-    sleep 3.5 # past the agents' 2 s heartbeat timeout
-    kill -STOP "${AGENT_PID[$victim]}"
-    "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 &
-    cancel=$!
-    sleep 0.2
-    kill -CONT "$COORD_PID"
-    wait "$cancel" || fail "cancel failed: $(cat "$T/cancel.txt")"
+    run_while_disconnected stall "$victim" "$T/cancel.txt" "$GB" cancel "$sweep"
     contains "cancel reports" "$T/cancel.txt" "1 running job(s) stopping"
-    kill -CONT "${AGENT_PID[$victim]}"
     t0=$(date +%s)
     "$GB" wait "$sweep" --quiet --timeout 40
     eq "wait fails" "$?" 1
@@ -418,16 +410,8 @@ assign_lost)
     wait_nodes 1 # a1 registers first: rank 0
     start_agent a2
     wait_nodes 2
-    kill -STOP "$COORD_PID"
-    sleep 3.5 # past the agents' 2 s heartbeat timeout
-    kill -STOP "${AGENT_PID[a1]}"
-    "$GB" submit --kind sleep --param duration_ms=300 --param n_nodes=2 --param rendezvous_s=30 \
-        --max-attempts 1 >"$T/submit.txt" 2>&1 &
-    sub=$!
-    sleep 0.2
-    kill -CONT "$COORD_PID"
-    wait "$sub" || fail "submit failed: $(cat "$T/submit.txt")"
-    kill -CONT "${AGENT_PID[a1]}"
+    run_while_disconnected stall a1 "$T/submit.txt" \
+        "$GB" submit --kind sleep --param duration_ms=300 --param n_nodes=2 --param rendezvous_s=30 --max-attempts 1
     check "the job runs and ends" "$GB" wait 1 --quiet --timeout 25
     contains "the resend said" "$T/coord.log" "registered without rank 0: its assignment sent again"
     eq "one attempt" "$(q "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
