@@ -146,9 +146,7 @@ kill_agent | kill_agent_give_up)
         job_ok 1 2 1
         eq "attempt 2 on the nodes left" \
             "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name != '$victim'")" 2
-        others=()
-        for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
-        no_workers "${others[@]}"
+        no_workers_but "$victim"
     else
         eq "wait fails" "$rc" 1
         ended_once 1 failed
@@ -171,11 +169,7 @@ kill_agent_ring)
     start_agent a2
     start_agent a3
     wait_nodes 3
-    # (1000 iterations: the job lasts seconds on an idle machine; with 100 it
-    # ended in 0.3 s, before the kill)
-    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
-    wait_ranks 1 started 2
-    sleep 0.3
+    ring_job
     victim=$(rank_node 1 1)
     survivor=$(rank_node 1 0)
     kill -KILL "${AGENT_PID[$victim]}"
@@ -197,9 +191,7 @@ kill_agent_ring)
         "$(q "SELECT group_concat(state || '/' || status) FROM ranks WHERE attempt = 2")" "done/ok,done/ok"
     eq "attempt 2 on the nodes left" \
         "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE attempt = 2 AND n.name != '$victim'")" 2
-    others=()
-    for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
-    no_workers "${others[@]}"
+    no_workers_but "$victim"
     ;;
 kill_agent_flood)
     # kill_agent_ring while the coordinator leaves agent messages unread
@@ -216,9 +208,7 @@ kill_agent_flood)
     start_agent a2
     start_agent a3
     wait_nodes 3
-    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
-    wait_ranks 1 started 2
-    sleep 0.3
+    ring_job
     victim=$(rank_node 1 1)
     kill -KILL "${AGENT_PID[$victim]}"
     wait "${AGENT_PID[$victim]}" 2>/dev/null
@@ -239,9 +229,7 @@ kill_agent_flood)
     q "SELECT error FROM attempts WHERE attempt = 1" >"$T/lost.txt"
     contains "lost for the agent" "$T/lost.txt" "rank 1: agent $victim lost (silent for"
     ended_once 1 done
-    others=()
-    for n in a1 a2 a3; do [ "$n" != "$victim" ] && others+=("$n"); done
-    no_workers "${others[@]}"
+    no_workers_but "$victim"
     wait "$flood" || fail "flood: $(cat "$T/flood.log")"
     ;;
 ring_stall)
@@ -253,9 +241,7 @@ ring_stall)
     start_agent a1
     start_agent a2
     wait_nodes 2
-    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
-    wait_ranks 1 started 2
-    sleep 0.3
+    ring_job
     victim=$(rank_node 1 1)
     survivor=$(rank_node 1 0)
     w=$(worker_of "$victim")

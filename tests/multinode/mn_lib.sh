@@ -39,6 +39,23 @@ no_workers() {
     done
 }
 
+# no_workers_but VICTIM: no agent of a1 a2 a3 but VICTIM runs a worker
+no_workers_but() {
+    local n others=()
+    for n in a1 a2 a3; do [ "$n" != "$1" ] && others+=("$n"); done
+    no_workers "${others[@]}"
+}
+
+# ring_job: submits a two-node CPU all-reduce as job 1 (ranks that talk:
+# a rank's ring sees its peer go at once) and waits until both ranks have
+# started and run 0.3 s; sets sweep. 1000 iterations: the job lasts seconds
+# on an idle machine; with 100 it ended in 0.3 s, before the test's fault
+ring_job() {
+    sweep=$(submit --kind allreduce --backend cpu --param n_nodes=2 --param max_bytes=4194304 --param iters=1000)
+    wait_ranks 1 started 2
+    sleep 0.3
+}
+
 # ended_once JOB STATE: the job ended exactly once, in STATE: one row in
 # v_results, one line in the coordinator's log, at most one results row
 # per attempt and none for an attempt that did not end the job
