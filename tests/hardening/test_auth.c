@@ -143,6 +143,12 @@ static void parse_large(void) {
     free(text);
 }
 
+/* Entry e of a parsed list is KEY, NAME and ROLE, or the test fails
+ * printing what it is (a macro: the failure names the caller's line). */
+#define CHECK_ENTRY(e, k, nm, r)                                                                   \
+    CHECKF(strcmp((e).key, (k)) == 0 && strcmp((e).name, (nm)) == 0 && (e).role == (r),            \
+           "'%s' '%s' %s", (e).key, (e).name, gb_auth_role_name((e).role))
+
 static void parse_case(const char *c) {
     if (strcmp(c, "parse_large") == 0) {
         parse_large();
@@ -160,19 +166,12 @@ static void parse_case(const char *c) {
                  a.pub, b.pub, d.pub, e.pub);
         CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
         CHECK(n == 4);
-        CHECKF(strcmp(v[0].key, a.pub) == 0 && strcmp(v[0].name, "node-a") == 0 &&
-                   v[0].role == GB_AUTH_ROLE_AGENT,
-               "'%s' '%s' %d", v[0].key, v[0].name, (int)v[0].role);
-        CHECKF(strcmp(v[1].key, b.pub) == 0 && strcmp(v[1].name, "alice") == 0 &&
-                   v[1].role == GB_AUTH_ROLE_CONTROL,
-               "'%s' '%s' %d", v[1].key, v[1].name, (int)v[1].role);
-        CHECK(strcmp(v[2].key, d.pub) == 0 && strcmp(v[2].name, "bob") == 0 &&
-              v[2].role == GB_AUTH_ROLE_ANY);
+        CHECK_ENTRY(v[0], a.pub, "node-a", GB_AUTH_ROLE_AGENT);
+        CHECK_ENTRY(v[1], b.pub, "alice", GB_AUTH_ROLE_CONTROL);
+        CHECK_ENTRY(v[2], d.pub, "bob", GB_AUTH_ROLE_ANY);
         /* "role=" within a word of the name, or in a comment, is no role
          * (one after the key is refused: parse_role_after_key) */
-        CHECKF(strcmp(v[3].key, e.pub) == 0 && strcmp(v[3].name, "carol's-role=ops") == 0 &&
-                   v[3].role == GB_AUTH_ROLE_ANY,
-               "'%s' %d", v[3].name, (int)v[3].role);
+        CHECK_ENTRY(v[3], e.pub, "carol's-role=ops", GB_AUTH_ROLE_ANY);
         free(v);
         v = NULL;
         CHECK(strcmp(gb_auth_role_name(GB_AUTH_ROLE_AGENT), "agent") == 0 &&
@@ -186,18 +185,19 @@ static void parse_case(const char *c) {
                  d.pub);
         CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
         CHECK(n == 3);
-        CHECK(strcmp(v[0].key, a.pub) == 0 && strcmp(v[0].name, "node-a  rack 1") == 0);
-        CHECK(strcmp(v[1].key, b.pub) == 0 && strcmp(v[1].name, "") == 0);
-        CHECK(strcmp(v[2].name, "person") == 0); /* no final newline */
+        CHECK_ENTRY(v[0], a.pub, "node-a  rack 1", GB_AUTH_ROLE_ANY);
+        CHECK_ENTRY(v[1], b.pub, "", GB_AUTH_ROLE_ANY);
+        CHECK_ENTRY(v[2], d.pub, "person", GB_AUTH_ROLE_ANY); /* no final newline */
         free(v);
         /* '#' after a blank ends the name ("alice  # person" was the name);
          * a '#' inside a name or a key stays */
         snprintf(text, sizeof text, "%s   alice  # person\n%s #only a note\n%s a#b\n", a.pub, b.pub,
                  d.pub);
         CHECKF(gb_auth_parse(text, strlen(text), &v, &n, err, sizeof err) == 0, "%s", err);
-        CHECKF(n == 3 && strcmp(v[0].name, "alice") == 0 && strcmp(v[1].name, "") == 0 &&
-                   strcmp(v[2].name, "a#b") == 0,
-               "'%s' '%s' '%s'", v[0].name, v[1].name, v[2].name);
+        CHECK(n == 3);
+        CHECK_ENTRY(v[0], a.pub, "alice", GB_AUTH_ROLE_ANY);
+        CHECK_ENTRY(v[1], b.pub, "", GB_AUTH_ROLE_ANY);
+        CHECK_ENTRY(v[2], d.pub, "a#b", GB_AUTH_ROLE_ANY);
         free(v);
         /* an empty list is valid: it admits nobody */
         CHECK(gb_auth_parse("# nobody\n", 9, &v, &n, err, sizeof err) == 0 && n == 0 && !v);
