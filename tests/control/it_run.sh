@@ -7,6 +7,11 @@
 #            reuses the store and the node, and prints only its own sweep;
 #            a run cut short (--timeout, then SIGINT) cancels its sweep, and
 #            the next run on the store does not take the old job up again
+#   sigint   Ctrl-C as a terminal sends it (SIGINT to the foreground process
+#            group) in the middle of a sweep of real gemm jobs: it stops at
+#            once, leaves no worker behind, keeps the finished results in a
+#            sound store, prints them, says what it did and dies of the
+#            SIGINT; a script running `gpubench run` in a loop stops too
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
@@ -17,6 +22,81 @@ if [ "$case" = default ]; then
     [ "$rows" -ge 1 ] || fail "no finished job in the table: $(cat "$T/out.txt")"
     eq "rows in the store" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM v_results WHERE status = 'done'")" "$rows"
     [ -d "$T/run.db.agent/spool" ] || fail "no agent state next to the store"
+    echo ok
+    exit 0
+fi
+if [ "$case" = sigint ]; then
+    # three CPU gemm jobs, in this order: two of a few GFLOP (well under a
+    # second), then one of 17 TFLOP (1000 reps of 8192 x 1024 x 1024: a
+    # minute on two cores, still running when the Ctrl-C comes)
+    printf '{"kind": "gemm", "backend": "cpu", "m": [8, 16, 8192], "n": 1024, "k": 1024, "reps": 1000}' >"$T/gemm.json"
+    # set -m: run leads its own process group, as a terminal's foreground
+    # job does, and its signals are not ignored (a script's background job
+    # ignores SIGINT)
+    set -m
+    "$GB" run --db "$T/int.db" --spec "$T/gemm.json" >"$T/int.out" 2>"$T/int.log" &
+    RUN_PID=$!
+    set +m
+    PIDS+=("$RUN_PID")
+    eq "run leads its process group" "$(ps -o pgid= -p "$RUN_PID" | tr -d ' ')" "$RUN_PID"
+    # the two short jobs done, the long one's worker running
+    for _ in $(seq 600); do
+        [ "$(sqlite3 "$T/int.db" "SELECT group_concat(state) FROM (SELECT state FROM jobs ORDER BY job_id)" 2>/dev/null)" = done,done,running ] &&
+            [ -n "$(pgrep -P "$RUN_PID")" ] && break
+        sleep 0.05
+    done
+    workers=$(pgrep -P "$RUN_PID" | tr '\n' ' ')
+    [ -n "$workers" ] || fail "no worker under run: jobs $(sqlite3 "$T/int.db" "SELECT group_concat(state) FROM jobs")"
+    t0=$(date +%s%N)
+    kill -INT -- "-$RUN_PID"
+    wait "$RUN_PID"
+    rc=$?
+    took=$((($(date +%s%N) - t0) / 1000000))
+    echo "run ended ${took} ms after the Ctrl-C, status $rc"
+    eq "an interrupted run dies of its SIGINT (130 in a shell)" "$rc" 130
+    [ "$took" -lt 10000 ] || fail "run took ${took} ms to stop"
+    for w in $workers; do
+        [ -z "$(ps -o pid= -p "$w")" ] || fail "worker $w outlived the run: $(ps -o pid,ppid,stat,args -p "$w")"
+    done
+    left=$(pgrep -g "$RUN_PID" | tr '\n' ' ')
+    [ -z "$left" ] || fail "left in run's process group: $(ps -o pid,ppid,stat,args -p "${left// /,}")"
+    contains "says what it did" "$T/int.log" "interrupted: sweep 1 cancelled (0 queued, 1 running stopped)"
+    eq "the table has the finished jobs" "$(grep -c " done " "$T/int.out")" 2
+    eq "and the stopped one" "$(grep -c " cancelled " "$T/int.out")" 1
+    eq "the store is sound" "$(sqlite3 "$T/int.db" "PRAGMA integrity_check")" ok
+    side=$(ls "$T" | grep -E '^int\.db-(wal|shm)$')
+    [ -z "$side" ] || fail "the store was not closed: $side left"
+    eq "it keeps what finished, and the stop" \
+        "$(sqlite3 "$T/int.db" "SELECT group_concat(job_id || ':' || status, ' ') FROM (SELECT * FROM v_results ORDER BY job_id)")" \
+        "1:done 2:done 3:cancelled"
+    eq "with their figures" "$(sqlite3 "$T/int.db" "SELECT count(*) FROM v_results WHERE status = 'done' AND gflops > 0")" 2
+    eq "one attempt each, ended" "$(sqlite3 "$T/int.db" "SELECT group_concat(state) FROM (SELECT state FROM attempts ORDER BY job_id)")" \
+        "done,done,cancelled"
+    eq "the sweep cancelled, the node stopped" \
+        "$(sqlite3 "$T/int.db" "SELECT (SELECT state FROM sweeps) || ',' || (SELECT state FROM v_nodes)")" "cancelled,stopped"
+    # a script of runs: the Ctrl-C ends the script, not only its first run
+    # (a run that exits 1 tells the shell it took the interrupt as handled,
+    # and the script goes on to the next)
+    printf '#!/usr/bin/env bash\nfor db in s1 s2; do "$1" run --db "$2/$db.db" --spec "$2/gemm.json" >/dev/null 2>>"$2/script.log"; done\n' >"$T/script.sh"
+    set -m
+    bash "$T/script.sh" "$GB" "$T" &
+    script=$!
+    set +m
+    PIDS+=("$script")
+    for _ in $(seq 600); do
+        [ "$(sqlite3 "$T/s1.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
+        sleep 0.05
+    done
+    kill -INT -- "-$script"
+    for _ in $(seq 300); do kill -0 "$script" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$script" 2>/dev/null; then
+        kill -TERM -- "-$script" # the script and the run it went on to
+        wait "$script"
+        fail "the script went on to its next run, 15 s after the Ctrl-C"
+    fi
+    wait "$script"
+    eq "the script dies of the SIGINT" "$?" 130
+    [ -e "$T/s2.db" ] && fail "the script went on to its next run"
     echo ok
     exit 0
 fi
