@@ -90,10 +90,31 @@ int cli_log_level(const char *cmd, const char *s) {
 }
 
 static atomic_int *stop_flag;
+static volatile sig_atomic_t stop_signal; /* the first one caught; 0: none */
 
 static void on_signal(int sig) {
-    (void)sig;
+    if (!stop_signal) stop_signal = sig;
     if (stop_flag) atomic_store(stop_flag, 1);
+}
+
+int cli_end_by_signal(int rc) {
+    int sig = stop_signal;
+    if (!sig) return rc;
+    /* dying skips main's flush and its check: a table that could not be
+     * written is said there, with exit status 1, instead */
+    if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : 1;
+    fflush(stderr);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    return 128 + sig; /* not reached */
 }
 
 void cli_stop_on_signals(atomic_int *flag) {

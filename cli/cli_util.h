@@ -78,6 +78,15 @@ void cli_stop_on_hangup(void);
  * interrupt are restarted (a results table printed into a full pipe was cut
  * short by a Ctrl-C, with exit 0). */
 void cli_signals_restart(void);
+/* For a command that has cleaned up after a stop signal (INT, TERM, HUP,
+ * set up above): it dies of the first one caught, as a shell expects of a
+ * program stopped by Ctrl-C (status 130 there). A script running it then
+ * stops too; one that exits 1 told the shell it took the interrupt as
+ * handled, and the script went on to its next command. Flushes stdout and
+ * stderr first (where stdout cannot be written, returns rc, or 1, for
+ * main to say so). Returns rc when no signal was caught. The command's
+ * threads must have ended. */
+int cli_end_by_signal(int rc);
 /* SIGHUP sets *flag (the coordinator reloads its authorized keys). */
 void cli_reload_on_sighup(atomic_int *flag);
 

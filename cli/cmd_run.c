@@ -96,7 +96,10 @@ static void usage(FILE *out) {
             "  --format F       table | csv | json (default table)\n"
             "  --timeout S      give up after S seconds (default 0: never)\n"
             "  --verbose        the daemons' log on stderr (default: warnings only)\n"
-            "  -h, --help       this help\n",
+            "  -h, --help       this help\n"
+            "  exit status 0 when every job succeeded, else 1 (--timeout too); a Ctrl-C\n"
+            "  (SIGINT, SIGTERM, a hangup) cancels the sweep, prints what finished and\n"
+            "  ends by that signal (130 in a shell for Ctrl-C)\n",
             what);
 }
 
@@ -390,5 +393,7 @@ out:
     gb_agent_destroy(&rc_agent.agent);
     gb_coord_destroy(&rc_coord.coord);
     free(spec);
-    return rc;
+    /* a Ctrl-C: the sweep cancelled, what finished printed; then dies of it,
+     * so that a script running `gpubench run` stops as well */
+    return cli_end_by_signal(rc);
 }

@@ -157,7 +157,7 @@ PIDS+=("$RUN_PID")
 run_running "$T/cut.db" "$T/cut2.log" "sweep 2: 1 job(s)"
 kill -INT "$RUN_PID"
 wait "$RUN_PID"
-eq "an interrupted run exits 1" "$?" 1
+eq "an interrupted run dies of the SIGINT" "$?" 130
 contains "says so" "$T/cut2.log" "interrupted: sweep 2 cancelled"
 eq "both sweeps cancelled, none running" "$(sqlite3 "$T/cut.db" "SELECT group_concat(state) FROM sweeps")" "cancelled,cancelled"
 eq "the first sweep's job ran once" "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
@@ -174,7 +174,7 @@ for _ in $(seq 300); do grep -q "registered with coordinator" "$T/cut3.log" && b
 sleep 0.1
 kill -INT "$RUN_PID"
 wait "$RUN_PID"
-eq "a run interrupted in its submit exits 1" "$?" 1
+eq "a run interrupted in its submit dies of the SIGINT" "$?" 130
 if grep -q "was stored before that" "$T/cut3.log"; then
     echo "the interrupt came before the submit's reply" >&2
     contains "the sweep it made cancelled" "$T/cut3.log" "interrupted: sweep 1 cancelled"
@@ -188,7 +188,7 @@ PIDS+=("$RUN_PID")
 run_running "$T/hup.db" "$T/hup.log" "sweep 1: 1 job(s)"
 kill -HUP "$RUN_PID"
 wait "$RUN_PID"
-eq "a hung-up run exits 1" "$?" 1
+eq "a hung-up run dies of the SIGHUP" "$?" 129
 eq "its sweep cancelled" "$(sqlite3 "$T/hup.db" "SELECT state FROM sweeps")" cancelled
 # a run killed outright leaves its sweep running: the next run on the store
 # cancels it before its agent starts (it ran those jobs first), and leaves
