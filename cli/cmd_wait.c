@@ -11,7 +11,9 @@ static void usage(FILE *out) {
     fprintf(out, "usage: gpubench wait [--control EP] [options] SWEEP\n"
                  "  blocks until every job of SWEEP ended; exit 0 when all are done, 1 when some\n"
                  "  failed or were cancelled (or on --timeout, or a refused handshake), 2 when\n"
-                 "  there is no such sweep or the command line is wrong (the message says which)\n"
+                 "  there is no such sweep or the command line is wrong (the message says which);\n"
+                 "  a Ctrl-C (SIGINT, SIGTERM, a hangup) ends it by that signal (130 in a shell\n"
+                 "  for Ctrl-C), the sweep left running\n"
                  "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
                  "  --timeout S         give up after S seconds (default 0: never)\n"
@@ -64,6 +66,8 @@ int cmd_wait(int argc, char **argv) {
     if (k != 0) return k; /* 2: unusable keys, not a failed sweep */
     atomic_int stop = 0;
     cli_stop_on_signals(&stop);
-    return cli_wait("wait", conn.control, conn.curve, (uint64_t)sweep, (int)timeout, (int)interval,
-                    progress, &stop);
+    int rc = cli_wait("wait", conn.control, conn.curve, (uint64_t)sweep, (int)timeout,
+                      (int)interval, progress, &stop);
+    /* a Ctrl-C: dies of it, so that a script waiting on sweeps stops too */
+    return cli_end_by_signal(rc);
 }

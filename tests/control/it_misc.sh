@@ -709,6 +709,25 @@ ipv6)
     sweep=$(submit --kind sleep --param duration_ms=10)
     check "a sweep runs over IPv6" "$GB" wait "$sweep" --quiet --timeout 30
 ;;
+wait_sigint)
+    # a Ctrl-C stops wait and nothing else: it dies of the signal (130 in a
+    # shell), so a script waiting on sweeps stops too (it exited 1: to a
+    # shell, an interrupt the program took as handled, and the script went
+    # on); the sweep runs on
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=3000)
+    "$GB" wait "$sweep" --quiet >"$T/w.log" 2>&1 &
+    w=$!
+    sleep 0.5
+    kill -0 "$w" 2>/dev/null || fail "wait ended early: $(cat "$T/w.log")"
+    kill -INT "$w"
+    wait "$w"
+    eq "wait dies of the SIGINT" "$?" 130
+    eq "the sweep runs on" "$(sweep_field "$sweep" state)" running
+    check "and ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    ;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
