@@ -4,6 +4,7 @@
 #include "gb_util.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Is item in the comma list (NULL or "": every item is)? */
@@ -31,7 +32,28 @@ static int selected(const gb_node_caps_t *node, const gb_jobdef_t *job, char *wh
         return 0;
     }
     if (!gb_labels_match(node->labels, job->labels)) {
-        gb_fmt(why, whylen, "node %s lacks labels %s", node->name, job->labels);
+        /* name only the labels it lacks, and what it has: "lacks labels
+         * rack=a,pool=x" read as if the node had neither */
+        char missing[512] = "";
+        size_t used = 0;
+        for (const char *w = job->labels; w && *w;) {
+            const char *end = strchr(w, ',');
+            size_t len = end ? (size_t)(end - w) : strlen(w);
+            char one[256];
+            if (len < sizeof one) {
+                memcpy(one, w, len);
+                one[len] = '\0';
+                if (!gb_labels_match(node->labels, one) && used < sizeof missing) {
+                    int n = snprintf(missing + used, sizeof missing - used, "%s%s", used ? "," : "",
+                                     one);
+                    if (n > 0) used += (size_t)n;
+                }
+            }
+            w = end ? end + 1 : NULL;
+        }
+        gb_fmt(why, whylen, "node %s lacks labels %s (it has %s)", node->name,
+               missing[0] ? missing : job->labels,
+               node->labels && node->labels[0] ? node->labels : "none");
         return 0;
     }
     return 1;

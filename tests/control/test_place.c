@@ -128,8 +128,9 @@ int main(void) {
     fits(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib\"}", "cuda");
     fits(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib,rack=b\"}", "cuda");
     no_fit(&h100, "{\"kind\": \"gemm\", \"labels\": \"fabric=ib,rack=a\"}",
-           "lacks labels fabric=ib,rack=a");
-    no_fit(&pcie, "{\"kind\": \"gemm\", \"labels\": \"rack=a\"}", "lacks labels");
+           "node dgx-3 lacks labels rack=a (it has rack=b,fabric=ib)");
+    no_fit(&pcie, "{\"kind\": \"gemm\", \"labels\": \"rack=a\"}",
+           "lacks labels rack=a (it has none)");
     /* the job's own choice of nodes, apart from whether they can run it */
     gb_jobdef_t j = job("{\"kind\": \"resnet50\", \"precision\": \"tf32\", \"backend\": \"cpu\", "
                         "\"labels\": \"rack=a\"}");
