@@ -2062,8 +2062,17 @@ static int gang_satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, si
     if (best >= job->n_nodes) return 1;
     char olds[96] = "";
     if (old) gb_fmt(olds, sizeof olds, "; %d agent(s) too old for multi-node jobs", old);
-    gb_fmt(why, whylen, "the job spans %d nodes, and %d known node(s) could run it together%s%s%s",
-           job->n_nodes, best, first[0] ? "; " : "", first, olds);
+    /* enough nodes, but not on one backend: said, or the count read as
+     * nodes missing that `gpubench nodes` lists */
+    char mixed[160] = "";
+    if (fit[0] && fit[1])
+        gb_fmt(mixed, sizeof mixed,
+               " (%d on GPUs, %d on CPUs: a job's ranks all run on one backend; \"backend\" "
+               "chooses it)",
+               fit[0], fit[1]);
+    gb_fmt(why, whylen,
+           "the job spans %d nodes, and %d known node(s) could run it together%s%s%s%s",
+           job->n_nodes, best, mixed, first[0] ? "; " : "", first, olds);
     return 0;
 }
 

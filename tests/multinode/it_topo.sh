@@ -68,4 +68,12 @@ if "$GB" submit --kind resnet50 --backend cuda --gpus 8 --interconnect nvlink --
     fail "an NVLink job over both islands was accepted"
 fi
 contains "refused, saying why" "$T/err.txt" "node dgx's GPUs 0..7, which a job of 8 GPUs takes, are not joined by NVLink"
+# a job over 3 nodes where 2 run it on GPUs and 1 on its CPU: nodes enough,
+# but a job's ranks share one backend, which the refusal says (it read as
+# a count of nodes that did not add up)
+start_agent c1
+wait_nodes 3
+if "$GB" submit --kind sleep --param n_nodes=3 2>"$T/err.txt"; then fail "3 nodes on two backends accepted"; fi
+contains "refused, saying why" "$T/err.txt" \
+    "the job spans 3 nodes, and 2 known node(s) could run it together (2 on GPUs, 1 on CPUs: a job's ranks all run on one backend; \"backend\" chooses it)"
 echo ok
