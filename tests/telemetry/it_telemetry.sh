@@ -231,6 +231,40 @@ flags)
         contains "--telemetry-ms $bad named, with the one range" "$T/bad.txt" "--telemetry-ms: 0 (off) or 10..60000"
     done
     ;;
+no_gpu)
+    # gpu_model of a job that used no GPU, on a node with GPUs, in every way
+    # it can end: a sleep job (placed as a cuda job) says it used none
+    # whether it finished, failed, its worker died or its agent was lost;
+    # a cpu job says the CPU finished or failed. A failed or lost one said
+    # the node's GPU: it has no device_model of its own, and v_results fell
+    # back to the node's gpu_model (the first GPU's name)
+    : >"$SCRIPT"
+    agent_fake a1
+    wait_nodes 1
+    none="none (the sleep kind uses no GPU)"
+    cpu=$(q "SELECT cpu_model FROM v_nodes")
+    gpu=$(q "SELECT gpu_model FROM v_nodes")
+    [ -n "$cpu" ] && [ "$gpu" != "$cpu" ] || fail "the node's GPU '$gpu' is not told from its CPU '$cpu'"
+    s=$(submit --kind sleep --param duration_ms=100)
+    "$GB" wait "$s" --quiet --timeout 60 || fail "the sleep failed"
+    s=$(submit --kind sleep --param duration_ms=100 --param fail=asked)
+    "$GB" wait "$s" --quiet --timeout 60 && fail "fail=asked finished"
+    s=$(submit --kind sleep --param duration_ms=100 --param signal=9)
+    "$GB" wait "$s" --quiet --timeout 60 && fail "signal=9 finished"
+    s=$(submit --kind sleep --backend cpu --param duration_ms=100)
+    "$GB" wait "$s" --quiet --timeout 60 || fail "the cpu sleep failed"
+    s=$(submit --kind sleep --backend cpu --param duration_ms=100 --param fail=asked)
+    "$GB" wait "$s" --quiet --timeout 60 && fail "the cpu fail=asked finished"
+    s=$(submit --kind sleep --param duration_ms=60000 --param max_attempts=1)
+    wait_running "$s" 1
+    kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    "$GB" wait "$s" --quiet --timeout 60 && fail "the lost job finished"
+    eq "how each ended" "$(q "SELECT group_concat(status || ':' || COALESCE(error, '-'), '|') FROM (SELECT * FROM v_results ORDER BY job_id)" | sed 's/:[^|]*lost[^|]*/:lost/')" \
+        "done:-|failed:asked|failed:worker killed by signal 9 (Killed)|done:-|failed:asked|failed:lost"
+    eq "backends" "$(q "SELECT group_concat(backend, ',') FROM (SELECT * FROM v_results ORDER BY job_id)")" cuda,cuda,cuda,cpu,cpu,cuda
+    for j in 1 2 3 6; do eq "job $j's gpu_model" "$(q "SELECT gpu_model FROM v_results WHERE job_id = $j")" "$none"; done
+    for j in 4 5; do eq "job $j's gpu_model" "$(q "SELECT gpu_model FROM v_results WHERE job_id = $j")" "$cpu"; done
+    ;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
