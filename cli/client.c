@@ -357,12 +357,13 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     sqlite3_bind_int64(st, 1, (sqlite3_int64)sweep_id);
     /* the table shows these; csv and json every column */
     /* (interconnect and n_nodes: NVLink against PCIe, one node against
-     * several, were two rows that read alike) */
+     * several, were two rows that read alike; m, n, k: a gemm's GFLOP/s
+     * did not say which matrices it was) */
     static const char *const brief[] = {
-        "sweep_id",   "job_id",       "node",           "gpu_model",      "backend",
-        "kind",       "n_gpus",       "n_nodes",        "precision",      "batch_per_gpu",
-        "image_size", "interconnect", "images_per_sec", "step_ms_median", "gflops",
-        "valid",      "status",       "error"};
+        "sweep_id", "job_id",  "node",         "gpu_model",      "backend",        "kind",
+        "n_gpus",   "n_nodes", "precision",    "batch_per_gpu",  "image_size",     "m",
+        "n",        "k",       "interconnect", "images_per_sec", "step_ms_median", "gflops",
+        "valid",    "status",  "error"};
     int ncols = sqlite3_column_count(st);
     int map[64], nshow = 0;
     const char *names[64];

@@ -323,6 +323,13 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         if (get_num(sm, "median", &out->step_ms_median, err, errlen) ||
             get_num(sm, "p90", &out->step_ms_p90, err, errlen))
             goto fail;
+    } else if (strcmp(kind, "gemm") == 0) {
+        /* gemm's step is one product: its median and p90 time over the
+         * timed repetitions, as the worker measured them */
+        const cJSON *det = cJSON_GetObjectItemCaseSensitive(root, "details");
+        if (get_num(root, "ms_median", &out->step_ms_median, err, errlen) ||
+            (cJSON_IsObject(det) && get_num(det, "ms_p90", &out->step_ms_p90, err, errlen)))
+            goto fail;
     }
     size_t n_loss = 0;
     if (get_samples(root, "step_ms_samples", &out->step_ms, &out->n_samples, err, errlen) ||

@@ -46,6 +46,15 @@ gemm)
     eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || n_gpus || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,1,fp32,1"
     eq "record shape" "$(q "SELECT json_extract(record, '$.m') || 'x' || json_extract(record, '$.n') || 'x' || json_extract(record, '$.k') || ',' || json_extract(record, '$.details.verified_entries') || ',' || json_array_length(json_extract(record, '$.details.ms_samples'))  FROM results")" "96x80x72,68,5"
     eq "versions recorded" "$(q "SELECT json_extract(record, '$.versions.onednn') IS NOT NULL AND json_extract(record, '$.versions.isa') IS NOT NULL FROM results")" 1
-    eq "not synthetic" "$(q "SELECT synthetic FROM v_results")" 0 ;;
+    eq "not synthetic" "$(q "SELECT synthetic FROM v_results")" 0
+    # the shape the GFLOP/s was measured on, and the measured median and
+    # p90 time of one product, in v_results (they were not) and the table
+    eq "v_results shape" "$(q "SELECT m || 'x' || n || 'x' || k FROM v_results")" "96x80x72"
+    eq "median and p90 per product" "$(q "SELECT v.step_ms_median = json_extract(r.record, '$.ms_median') AND v.step_ms_p90 = json_extract(r.record, '$.details.ms_p90') AND v.step_ms_median > 0 FROM v_results v JOIN results r USING (job_id)")" 1
+    eq "GFLOP/s is 2mnk over that median" "$(q "SELECT abs(gflops - 2.0 * m * n * k / (step_ms_median * 1e6)) < 1e-6 * gflops FROM v_results")" 1
+    "$GB" results --db "$T/gb.db" >"$T/table.txt" || fail "gpubench results"
+    # (counted from the end: the CPU model has spaces)
+    eq "the table's columns" "$(awk 'NR == 1 {print $(NF-9), $(NF-8), $(NF-7), $(NF-4)}' "$T/table.txt")" "m n k step_ms_median"
+    eq "the table's row" "$(awk 'NR == 2 {print $(NF-9), $(NF-8), $(NF-7), ($(NF-4) > 0)}' "$T/table.txt")" "96 80 72 1" ;;
 esac
 echo ok

@@ -47,7 +47,7 @@ contains "results table header" "$T/results.txt" "images_per_sec"
 # the columns that tell configurations apart, in this order (interconnect and
 # n_nodes were missing: NVLink and PCIe rows, one node and two, read alike)
 eq "results table columns" "$(head -n 1 "$T/results.txt" | tr -s ' ')" \
-    "sweep_id job_id node gpu_model backend kind n_gpus n_nodes precision batch_per_gpu image_size interconnect images_per_sec step_ms_median gflops valid status error"
+    "sweep_id job_id node gpu_model backend kind n_gpus n_nodes precision batch_per_gpu image_size m n k interconnect images_per_sec step_ms_median gflops valid status error"
 "$GB" status >"$T/status.txt"
 contains "status shows the sweep" "$T/status.txt" "three agents"
 "$GB" nodes --format csv >"$T/nodes.csv"

@@ -32,6 +32,22 @@ static int count(sqlite3 *db, const char *sql) {
     return n;
 }
 
+/* One row's one text column, "NULL" for NULL, into out. */
+static void text(sqlite3 *db, const char *sql, char *out, size_t len) {
+    sqlite3_stmt *st = NULL;
+    CHECKF(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+           sqlite3_errmsg(db));
+    CHECKF(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    snprintf(out, len, "%s", t ? (const char *)t : "NULL");
+    sqlite3_finalize(st);
+}
+
+static void exec_ok(sqlite3 *db, const char *sql) {
+    char *msg = NULL;
+    CHECKF(sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK, "%s: %s", sql, msg);
+}
+
 /* The view's columns, comma-joined. */
 static void columns(sqlite3 *db, const char *view, char *out, size_t len) {
     char sql[128];
@@ -160,6 +176,69 @@ int main(int argc, char **argv) {
                         "'ok'") == 1);
         CHECK(count(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'gb_0009_cookie'") == 0);
         sqlite3_close(other);
+    } else if (strcmp(c, "upgrade_0014") == 0) {
+        /* a store at 0014 with results on a GPU node: a gemm that ran on the
+         * CPU, a gemm that failed on the GPU, a resnet50 and a sleep that
+         * failed on the GPU. After the upgrade v_results has each gemm's
+         * shape (from the record, else the job's parameters) and the done
+         * one's measured median and p90 per product (its record's
+         * ms_median and details.ms_p90, now in results too), none for the
+         * others; a sleep says it used no GPU (0015) */
+        CHECK(n >= 16 && strcmp(gb_schema_migrations[13].name, "0014_results_agent_key") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 14, err, sizeof err) == 0, "%s", err);
+        exec_ok(db,
+                "INSERT INTO nodes (agent_id, name, state, cpu_model, n_gpus, gpu_model, "
+                "first_seen, last_seen) VALUES ('a1', 'n1', 'lost', 'CPU Y', 1, 'GPU X', 't', 't');"
+                "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
+                "VALUES (1, '{}', 4, 'failed', 't');"
+                "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
+                "attempt, max_attempts, created_at) VALUES "
+                "(1, 1, 0, 'gemm', '{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72}', 'cpu', "
+                "1, 'done', 1, 3, 't'),"
+                "(2, 1, 1, 'gemm', '{\"kind\":\"gemm\",\"m\":64,\"n\":32,\"k\":16}', 'auto', "
+                "1, 'failed', 1, 3, 't'),"
+                "(3, 1, 2, 'resnet50', '{\"kind\":\"resnet50\"}', 'cuda', 1, 'done', 1, 3, 't'),"
+                "(4, 1, 3, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'failed', 1, 3, 't');"
+                "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
+                "VALUES (1, 1, 'a1', 'cpu', 'done', 't'), (2, 1, 'a1', 'cuda', 'failed', 't'),"
+                "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'failed', 't');"
+                "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
+                "device_model, gflops, step_ms_median, step_ms_p90, record, committed_at) VALUES "
+                "(1, 1, 'a1', 'ok', 'gemm', 'cpu', 'CPU Y', 4.4, NULL, NULL, "
+                "'{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72,\"ms_median\":0.25,"
+                "\"gflops\":4.4,\"details\":{\"ms_p90\":0.5}}', 't'),"
+                "(2, 1, 'a1', 'failed', 'gemm', NULL, NULL, NULL, NULL, NULL, "
+                "'{\"kind\":\"gemm\",\"error\":\"no GPU\"}', 't'),"
+                "(3, 1, 'a1', 'ok', 'resnet50', 'cuda', 'GPU X', NULL, 100, 110, "
+                "'{\"kind\":\"resnet50\",\"step_ms\":{\"median\":100,\"p90\":110}}', 't'),"
+                "(4, 1, 'a1', 'failed', 'sleep', NULL, NULL, NULL, NULL, NULL, "
+                "'{\"kind\":\"sleep\",\"error\":\"asked\"}', 't');");
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        CHECK(gb_schema_version(db) == n);
+        char got[1024];
+        text(db,
+             "SELECT group_concat(job_id || ':' || kind || ':' || COALESCE(m, '-') || 'x' || "
+             "COALESCE(n, '-') || 'x' || COALESCE(k, '-') || ':' || COALESCE(step_ms_median, '-') "
+             "|| ':' || COALESCE(step_ms_p90, '-') || ':' || gpu_model, '|') "
+             "FROM (SELECT * FROM v_results ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:gemm:96x80x72:0.25:0.5:CPU Y|2:gemm:64x32x16:-:-:GPU X|"
+                           "3:resnet50:-x-x-:100.0:110.0:GPU X|"
+                           "4:sleep:-x-x-:-:-:none (the sleep kind uses no GPU)") == 0,
+               "v_results after the upgrade: %s", got);
+        text(db,
+             "SELECT group_concat(COALESCE(step_ms_median, '-') || ',' || "
+             "COALESCE(step_ms_p90, '-'), '|') FROM (SELECT * FROM results ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "0.25,0.5|-,-|100.0,110.0|-,-") == 0, "results: %s", got);
+        /* the view's columns: 0013's last, then 0016's */
+        columns(db, "v_results", got, sizeof got);
+        static const char tail[] = ",bucket_mb,m,n,k";
+        size_t len = strlen(got);
+        CHECKF(len >= sizeof tail - 1 && strcmp(got + len - (sizeof tail - 1), tail) == 0,
+               "v_results: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};

@@ -46,6 +46,19 @@ int main(void) {
     CHECK(r.root == NULL);
     gb_record_free(&r); /* twice is fine */
 
+    /* gemm: its median and p90 time per product are the step's */
+    const char *gemm = "{\"kind\": \"gemm\", \"m\": 96, \"n\": 80, \"k\": 72, \"ms_median\": 0.25,"
+                       " \"gflops\": 4.4, \"details\": {\"ms_p90\": 0.5}}";
+    CHECKF(gb_record_parse(gemm, strlen(gemm), "gemm", &r, err, sizeof err) == 0, "%s", err);
+    CHECK(r.step_ms_median == 0.25 && r.step_ms_p90 == 0.5 && r.gflops == 4.4);
+    CHECK(r.n_samples == 0);
+    gb_record_free(&r);
+    const char *gemm_bare = "{\"kind\": \"gemm\", \"details\": 3}"; /* a failed one's */
+    CHECKF(gb_record_parse(gemm_bare, strlen(gemm_bare), "gemm", &r, err, sizeof err) == 0, "%s",
+           err);
+    CHECK(isnan(r.step_ms_median) && isnan(r.step_ms_p90));
+    gb_record_free(&r);
+
     const char *minimal = "{\"kind\": \"sleep\"}";
     CHECK(gb_record_parse(minimal, strlen(minimal), "sleep", &r, err, sizeof err) == 0);
     CHECK(r.n_devices == -1 && r.valid == -1 && isnan(r.images_per_sec) && r.n_samples == 0);
@@ -62,6 +75,8 @@ int main(void) {
     bad("{\"kind\": \"gemm\", \"gflops\": \"fast\"}", "gemm", "'gflops'");
     bad("{\"kind\": \"gemm\", \"n_devices\": 1e9}", "gemm", "'n_devices'");
     bad("{\"kind\": \"gemm\", \"valid\": 1}", "gemm", "'valid' must be true or false");
+    bad("{\"kind\": \"gemm\", \"ms_median\": -1}", "gemm", "'ms_median' must be a finite number");
+    bad("{\"kind\": \"gemm\", \"details\": {\"ms_p90\": \"x\"}}", "gemm", "'ms_p90'");
     bad("{\"kind\": \"resnet50\", \"step_ms\": 5}", "resnet50", "'step_ms' must be an object");
     bad("{\"kind\": \"resnet50\", \"step_ms\": {\"median\": -2}}", "resnet50", "'median'");
     bad("{\"kind\": \"resnet50\", \"step_ms_samples\": [1, \"x\"]}", "resnet50",
