@@ -162,10 +162,12 @@ int cli_submit_made(const char *control, const gb_curve_client_t *curve, const c
 }
 
 int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
-               uint64_t job_id, uint32_t *cancelled, uint32_t *stopping, char *err, size_t errlen) {
+               uint64_t job_id, const char *reason, uint32_t *cancelled, uint32_t *stopping,
+               char *err, size_t errlen) {
     Gb__CancelRequest rq = GB__CANCEL_REQUEST__INIT;
     rq.sweep_id = sweep_id;
     rq.job_id = job_id;
+    if (reason && reason[0]) rq.reason = (char *)reason;
     Gb__Envelope env = GB__ENVELOPE__INIT;
     env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
     env.cancel_request = &rq;

@@ -68,10 +68,13 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
              uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop);
 
 /* Cancel a sweep's queued jobs and stop its running ones (job_id 0), or
- * one job of it. 0 with the counts; 1 rejected (reason in err, e.g. no such
- * sweep or job); -1 unreachable. */
+ * one job of it. reason (NULL or "": "cancelled by request"; one line, at
+ * most GB_WIRE_TEXT_MAX bytes) becomes the cancelled jobs' error. 0 with
+ * the counts; 1 rejected (reason in err, e.g. no such sweep or job); -1
+ * unreachable. */
 int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
-               uint64_t job_id, uint32_t *cancelled, uint32_t *stopping, char *err, size_t errlen);
+               uint64_t job_id, const char *reason, uint32_t *cancelled, uint32_t *stopping,
+               char *err, size_t errlen);
 
 /* Print v_results of db (one sweep, or all with sweep_id 0); the table
  * format shows the main columns, csv/json every column. Returns the exit

@@ -94,7 +94,9 @@ static void usage(FILE *out) {
             "  --spec FILE      run this sweep instead of the default (- reads stdin)\n"
             "  --state-dir DIR  the local agent's state (default FILE.agent next to the store)\n"
             "  --format F       table | csv | json (default table)\n"
-            "  --timeout S      give up after S seconds (default 0: never)\n"
+            "  --timeout S      give up after S seconds, the sweep cancelled (its jobs'\n"
+            "                   error: \"cancelled: gpubench run --timeout S s ran out\";\n"
+            "                   default 0: never)\n"
             "  --verbose        the daemons' log on stderr (default: warnings only)\n"
             "  -h, --help       this help\n"
             "  exit status 0 when every job succeeded, else 1 (--timeout too); a Ctrl-C\n"
@@ -126,17 +128,25 @@ static void *agent_thread(void *arg) {
 /* The wait ended without the sweep (timeout, Ctrl-C) or with it failed:
  * an unfinished sweep must not stay "running" in the store, where the next
  * `gpubench run` on it would take its jobs up again. Cancel it and give the
- * agent a moment to stop what runs. */
-static int stop_sweep(const char *control, uint64_t sweep, int interrupted) {
-    char err[512];
+ * agent a moment to stop what runs. The jobs' error says which ended it
+ * (timeout_s: the --timeout that ran out), not "cancelled by request" as
+ * for a `gpubench cancel`. */
+static int stop_sweep(const char *control, uint64_t sweep, int interrupted, long timeout_s) {
+    char err[512], why[128];
     uint32_t queued = 0, running = 0;
+    if (interrupted)
+        gb_copy(why, sizeof why, "cancelled: gpubench run was interrupted");
+    else if (timeout_s > 0)
+        gb_fmt(why, sizeof why, "cancelled: gpubench run --timeout %ld s ran out", timeout_s);
+    else /* the wait ended otherwise (the sweep had ended): the default */
+        why[0] = '\0';
     /* asked again for up to 10 s: a second Ctrl-C ends the request itself
      * (its reply lost, the cancel done or not), a store that cannot commit
      * (a full disk) may be able to a moment later; one try left the sweep
      * `running` for the next run to take up */
     int tries = 0;
     int64_t until = gb_mono_ms() + 10000; /* a request may take 5 s itself */
-    while (cli_cancel(control, NULL, sweep, 0, &queued, &running, err, sizeof err) != 0) {
+    while (cli_cancel(control, NULL, sweep, 0, why, &queued, &running, err, sizeof err) != 0) {
         ++tries;
         if (gb_mono_ms() >= until) {
             fprintf(stderr,
@@ -187,7 +197,9 @@ static void cancel_leftovers(const char *db, const char *control) {
     for (int i = 0; i < n; i++) {
         char err[512];
         uint32_t q = 0, r = 0;
-        if (cli_cancel(control, NULL, ids[i], 0, &q, &r, err, sizeof err) == 0)
+        if (cli_cancel(control, NULL, ids[i], 0,
+                       "cancelled: left unfinished by an earlier gpubench run on this store", &q,
+                       &r, err, sizeof err) == 0)
             fprintf(stderr,
                     "gpubench run: sweep %" PRIu64 ", left unfinished by an earlier run on this "
                     "store, cancelled (%u queued, %u running)\n",
@@ -360,7 +372,7 @@ int cmd_run(int argc, char **argv) {
         if (made == 0) {
             fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
                     sweep);
-            stop_sweep(control, sweep, 1);
+            stop_sweep(control, sweep, 1, timeout);
         } else if (made == 1) {
             fprintf(stderr, "gpubench run: %s; no sweep was stored\n", why);
         } else {
@@ -371,7 +383,7 @@ int cmd_run(int argc, char **argv) {
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
     rc = cli_wait("run", control, NULL, sweep, (int)timeout, 200, 0, &stop);
-    if (rc != 0 && stop_sweep(control, sweep, atomic_load(&stop)) != 0) rc = 1;
+    if (rc != 0 && stop_sweep(control, sweep, atomic_load(&stop), timeout) != 0) rc = 1;
     /* the agent, then the coordinator once it has its last word (a second
      * at most: else the node is left `disconnected`, as by a restart) */
     atomic_store(&agent_stop, 1);

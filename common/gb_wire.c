@@ -372,6 +372,7 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REQUEST:
         if (env->cancel_request->sweep_id == 0) FAIL(RANGE, "cancel_request.sweep_id must be > 0");
+        CHECK_LINE(env->cancel_request->reason, 0, GB_WIRE_TEXT_MAX, "cancel_request.reason");
         return 0;
     case GB__ENVELOPE__BODY_CANCEL_REPLY:
         return 0;

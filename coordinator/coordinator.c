@@ -95,6 +95,9 @@ struct cjob {
      * or multi-node attempts given up by a restart or a reload (jobs.free_attempts) */
     int refused;
     int cancel_requested;
+    /* the cancel's reason (CancelRequest.reason; NULL: none given, and
+     * after a restart, which keeps only cancel_requested) */
+    char *cancel_why;
     int64_t cancel_sent_ms; /* its Cancel last sent (monotonic; 0: not since loaded) */
     /* while running */
     cagent_t *agent;
@@ -335,7 +338,14 @@ static void free_job(void *ctx, void *value) {
     (void)ctx;
     cjob_t *j = value;
     gang_free(&j->gang);
+    free(j->cancel_why);
     free(j);
+}
+
+/* The error a cancelled job ends with: its cancel's reason, or the
+ * default when none was given. */
+static const char *cancel_why(const cjob_t *j) {
+    return j->cancel_why ? j->cancel_why : "cancelled by request";
 }
 
 /* ---- queue ---------------------------------------------------------------- */
@@ -677,6 +687,7 @@ static void job_forget(gb_coord_t *c, cjob_t *j, const char *state) {
     if (j->gang) gang_release(c, j);
     gb_map_del_u64(c->jobs, j->id);
     sweep_job_ended(c, j->sweep_id, state);
+    free(j->cancel_why);
     free(j);
 }
 
@@ -707,7 +718,7 @@ static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *
 static void attempt_retry(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
     c->dirty = 1;
     if (j->cancel_requested) {
-        job_finish(c, j, "cancelled", "cancelled by request");
+        job_finish(c, j, "cancelled", cancel_why(j));
         return;
     }
     if (!counts) j->refused++;
@@ -1004,7 +1015,7 @@ static void cancel_again(gb_coord_t *c, cagent_t *a, cjob_t *j, int hello) {
     gb_info("job %" PRIu64 " attempt %u: agent %s still runs it: its cancel sent again", j->id,
             j->attempt, a->name);
     j->cancel_sent_ms = gb_mono_ms();
-    send_cancel(c, a->id, j->id, j->attempt, "cancelled by request");
+    send_cancel(c, a->id, j->id, j->attempt, cancel_why(j));
 }
 
 /* What agent a lists as running (a Hello's or a Heartbeat's refs) that is
@@ -1606,7 +1617,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         (job_state && gb_store_job_finish(c->store, r->job_id, job_state,
                                           strcmp(job_state, "done") == 0 ? NULL
                                           : sr.error                     ? sr.error
-                                                                         : "cancelled by request",
+                                                                         : cancel_why(j),
                                           now) != 0)) {
         store_err(c, "result of job %" PRIu64, r->job_id);
         return;
@@ -1825,7 +1836,7 @@ static void gang_finish(gb_coord_t *c, cjob_t *j) {
         }
     } else if (cancel) {
         state = att = "cancelled";
-        gb_copy(error, sizeof error, "cancelled by request");
+        gb_copy(error, sizeof error, cancel_why(j));
         /* one results row, as for every ended job: rank 0's report (its
          * exit status, its output), as cancelled */
         gang_store_result(c, j, 0, "cancelled", error, why, sizeof why);
@@ -2103,7 +2114,7 @@ static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int 
 }
 
 static void gang_cancel(gb_coord_t *c, cjob_t *j) {
-    int act = gb_gang_end(j->gang->g, GB_GANG_CANCELLED, -1, "cancelled by request", 1);
+    int act = gb_gang_end(j->gang->g, GB_GANG_CANCELLED, -1, cancel_why(j), 1);
     gang_act(c, j, act, -1, NULL);
 }
 
@@ -2962,20 +2973,24 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     gb_map_each(c->jobs, cancel_collect, &x);
     if (x.n) qsort(x.hits, x.n, sizeof *x.hits, cmp_job_id);
     unsigned cancelled = 0, stopping = 0;
+    /* the request's reason (gpubench run: its --timeout ran out), else
+     * the default; a job asked twice keeps the first */
+    const char *why = rq->reason && rq->reason[0] ? rq->reason : NULL;
     for (size_t i = 0; i < x.n; i++) {
         cjob_t *j = x.hits[i];
         if (j->state == J_QUEUED) {
-            job_finish_ex(c, j, "cancelled", "cancelled by request", 1);
+            job_finish_ex(c, j, "cancelled", why ? why : "cancelled by request", 1);
             cancelled++;
         } else if (!j->cancel_requested) {
             j->cancel_requested = 1;
+            if (why && !j->cancel_why) j->cancel_why = strdup(why); /* NULL: the default */
             if (gb_store_begin(c->store) != 0 ||
                 gb_store_job_cancel_requested(c->store, j->id) != 0)
                 store_err(c, "cancelling job %" PRIu64, j->id);
             if (j->gang)
                 gang_cancel(c, j);
             else
-                send_cancel(c, j->agent->id, j->id, j->attempt, "cancelled by request");
+                send_cancel(c, j->agent->id, j->id, j->attempt, cancel_why(j));
             j->cancel_sent_ms = gb_mono_ms();
             stopping++;
         }

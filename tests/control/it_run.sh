@@ -5,7 +5,8 @@
 #            cores; label slow)
 #   spec     --spec with a small sweep, twice on one store: the second run
 #            reuses the store and the node, and prints only its own sweep;
-#            a run cut short (--timeout, then SIGINT) cancels its sweep, and
+#            a run cut short (--timeout, then SIGINT) cancels its sweep, its
+#            jobs' error saying which (not "cancelled by request"), and
 #            the next run on the store does not take the old job up again
 #   sigint   Ctrl-C as a terminal sends it (SIGINT to the foreground process
 #            group) in the middle of a sweep of real gemm jobs: it stops at
@@ -143,11 +144,18 @@ printf '{"kind": "sleep", "fail": "on purpose", "duration_ms": 1}' >"$T/failing.
 eq "a failed job makes run exit 1" "$?" 1
 contains "and shows why" "$T/out3.txt" "on purpose"
 printf '{"kind": "sleep", "duration_ms": 30000}' >"$T/long.json"
-"$GB" run --db "$T/cut.db" --spec "$T/long.json" --timeout 2 >/dev/null 2>"$T/cut.log"
+# two jobs: one running, one queued (the local agent runs one at a time)
+printf '{"kind": "sleep", "duration_ms": [30000, 30001]}' >"$T/long2.json"
+"$GB" run --db "$T/cut.db" --spec "$T/long2.json" --timeout 2 >"$T/cut.out" 2>"$T/cut.log"
 eq "a timed-out run exits 1" "$?" 1
-contains "and says what it did" "$T/cut.log" "timed out: sweep 1 cancelled (0 queued, 1 running stopped)"
+contains "and says what it did" "$T/cut.log" "timed out: sweep 1 cancelled (1 queued, 1 running stopped)"
 eq "the sweep is not left running" "$(sqlite3 "$T/cut.db" "SELECT state FROM sweeps")" cancelled
-eq "nor its job" "$(sqlite3 "$T/cut.db" "SELECT state FROM jobs")" cancelled
+eq "nor its jobs" "$(sqlite3 "$T/cut.db" "SELECT group_concat(state) FROM jobs")" cancelled,cancelled
+# the jobs say the run's --timeout cancelled them (they read "cancelled by
+# request", as after a `gpubench cancel`), the running one and the queued one
+eq "the store says why" "$(sqlite3 "$T/cut.db" "SELECT group_concat(status || ':' || error, '|') FROM (SELECT * FROM v_results ORDER BY job_id)")" \
+    "cancelled:cancelled: gpubench run --timeout 2 s ran out|cancelled:cancelled: gpubench run --timeout 2 s ran out"
+eq "and so does the table" "$(grep -c "cancelled: gpubench run --timeout 2 s ran out" "$T/cut.out")" 2
 "$GB" run --db "$T/cut.db" --spec "$T/long.json" >/dev/null 2>"$T/cut2.log" &
 RUN_PID=$!
 PIDS+=("$RUN_PID")
@@ -159,6 +167,8 @@ kill -INT "$RUN_PID"
 wait "$RUN_PID"
 eq "an interrupted run dies of the SIGINT" "$?" 130
 contains "says so" "$T/cut2.log" "interrupted: sweep 2 cancelled"
+eq "its job says so" "$(sqlite3 "$T/cut.db" "SELECT error FROM jobs WHERE sweep_id = 2")" \
+    "cancelled: gpubench run was interrupted"
 eq "both sweeps cancelled, none running" "$(sqlite3 "$T/cut.db" "SELECT group_concat(state) FROM sweeps")" "cancelled,cancelled"
 eq "the first sweep's job ran once" "$(sqlite3 "$T/cut.db" "SELECT count(*) FROM attempts WHERE job_id = 1")" 1
 # an interrupt while the submit waits for its reply: storing 10,000 jobs
@@ -205,6 +215,8 @@ sqlite3 "$T/kill.db" "INSERT INTO sweeps (name, spec, n_jobs, state, created_at,
 check "the next run" "$GB" run --db "$T/kill.db" --spec "$T/tiny.json" --timeout 60 >"$T/kill2.out" 2>"$T/kill2.log"
 contains "says what it cancelled" "$T/kill2.log" "sweep 1, left unfinished by an earlier run on this store, cancelled"
 eq "the killed run's sweep cancelled" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 1")" cancelled
+eq "its job says why" "$(sqlite3 "$T/kill.db" "SELECT error FROM jobs WHERE sweep_id = 1")" \
+    "cancelled: left unfinished by an earlier gpubench run on this store"
 eq "a sweep it did not submit left alone (and run)" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 2")" done
 eq "its own ran" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 3")" done
 printf '{"kind": "bert"}' >"$T/bad.json"

@@ -569,6 +569,27 @@ int main(int argc, char **argv) {
         env.body_case = GB__ENVELOPE__BODY_SUBMIT;
         env.submit = &s;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "submit.spec_json");
+    } else if (strcmp(c, "cancel_reason") == 0) {
+        /* CancelRequest.reason: the cancelled jobs' error, one line of at
+         * most GB_WIRE_TEXT_MAX bytes (it goes on to the agents' Cancel) */
+        Gb__CancelRequest cq = GB__CANCEL_REQUEST__INIT;
+        cq.sweep_id = 1;
+        cq.reason = "cancelled: gpubench run --timeout 30 s ran out";
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.version = GB_PROTOCOL_VERSION;
+        env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
+        env.cancel_request = &cq;
+        Gb__Envelope *o = roundtrip(&env);
+        CHECK(strcmp(o->cancel_request->reason, cq.reason) == 0);
+        gb_wire_free(&o);
+        char big[GB_WIRE_TEXT_MAX + 2];
+        cq.reason = fill(big, GB_WIRE_TEXT_MAX, 'x');
+        o = roundtrip(&env);
+        gb_wire_free(&o);
+        cq.reason = fill(big, GB_WIRE_TEXT_MAX + 1, 'x');
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "cancel_request.reason");
+        cq.reason = "ran out\n\x1b[2J";
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "cancel_request.reason");
     } else if (strcmp(c, "names") == 0) {
         CHECK(strcmp(gb_wire_body_name(GB__ENVELOPE__BODY_RESULT), "result") == 0);
         CHECK(strcmp(gb_wire_body_name((Gb__Envelope__BodyCase)99), "none") == 0);
