@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include "cli_util.h"
+#include "gb_log.h"
 #include "gb_util.h"
 #include "gb_zmq.h"
 
@@ -186,6 +187,9 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+/* The progress line, redrawn in place (\r); ended with final. Left open,
+ * gb_log knows it: a log record (gpubench run's daemons) or a message
+ * (gb_log_end_partial_line first) starts on a line of its own. */
 static void draw(const Gb__SweepStatus *s, int final) {
     unsigned ended = s->done + s->failed + s->cancelled;
     int width = 30, fill = s->total ? (int)((uint64_t)ended * width / s->total) : width;
@@ -193,11 +197,14 @@ static void draw(const Gb__SweepStatus *s, int final) {
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
+    flockfile(stderr);
     fprintf(stderr,
             "\rsweep %" PRIu64 " [%s] %u/%u  running %u  queued %u  failed %u  cancelled %u%s",
             s->sweep_id, bar, ended, s->total, s->running, s->queued, s->failed, s->cancelled,
             final ? "\n" : "");
     fflush(stderr);
+    gb_log_partial_line(!final);
+    funlockfile(stderr);
 }
 
 int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
@@ -205,9 +212,13 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
     int tty = progress > 0 || (progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
     int warned = 0, refused = 0, heard = 0;
+    /* the progress last drawn (its numbers only), drawn again under a
+     * warning: the warning starts a line of its own */
+    Gb__SweepStatus last = GB__SWEEP_STATUS__INIT;
+    int have_last = 0;
     for (;;) {
         if (stop && atomic_load(stop)) {
-            if (tty) fputc('\n', stderr);
+            gb_log_end_partial_line();
             fprintf(stderr, "gpubench %s: interrupted\n", cmd);
             return 1;
         }
@@ -229,7 +240,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         } else if (rc == 1) {
             int code = rep->reject->code;
             gb_wire_free(&rep);
-            if (tty) fputc('\n', stderr);
+            gb_log_end_partial_line();
             if (code == GB__REJECT_CODE__REJECT_UNEXPECTED) {
                 /* the agents' endpoint answers a status request so: asking
                  * again will not make it the control endpoint */
@@ -246,18 +257,23 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
                 code == GB__REJECT_CODE__REJECT_VERSION || code == GB__REJECT_CODE__REJECT_RANGE ||
                 code == GB__REJECT_CODE__REJECT_TOO_LARGE)
                 return 1;
+            if (tty && have_last) draw(&last, 0); /* asked again: the progress under it */
         } else if (rc == -2 && strstr(err, "permission denied")) {
-            if (tty) fputc('\n', stderr);
+            gb_log_end_partial_line();
             fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             return 1;
         } else if (rc == -2 && ++refused >= 3) {
             /* the coordinator answers and refuses our handshake (key not
              * listed, keys on one side only): waiting will not change that */
-            if (tty) fputc('\n', stderr);
+            gb_log_end_partial_line();
             fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             return 1;
         } else if (rc < 0) {
-            if (!warned) fprintf(stderr, "gpubench %s: %s; still waiting\n", cmd, err);
+            if (!warned) { /* on a line of its own, the progress drawn again under it */
+                gb_log_end_partial_line();
+                fprintf(stderr, "gpubench %s: %s; still waiting\n", cmd, err);
+                if (tty && have_last) draw(&last, 0);
+            }
             warned = 1;
         } else if (rep->body_case == GB__ENVELOPE__BODY_STATUS_REPLY &&
                    rep->status_reply->n_sweeps == 1) {
@@ -266,6 +282,9 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
             const Gb__SweepStatus *s = rep->status_reply->sweeps[0];
             int ended = strcmp(s->state, "running") != 0;
             if (tty) draw(s, ended);
+            last = *s; /* its strings are rep's, freed below: not drawn */
+            last.name = last.state = last.created_at = NULL;
+            have_last = 1;
             if (ended) {
                 int ok = strcmp(s->state, "done") == 0;
                 if (!ok)
@@ -278,7 +297,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         }
         gb_wire_free(&rep);
         if (deadline && gb_mono_ms() > deadline) {
-            if (tty) fputc('\n', stderr);
+            gb_log_end_partial_line();
             if (!heard) /* it may have ended long ago: not known */
                 fprintf(stderr,
                         "gpubench %s: no answer from the coordinator within %d s: the state of "

@@ -10,6 +10,7 @@
 #include <time.h>
 
 static atomic_int log_level = -1; /* -1: not yet read from the environment */
+static atomic_int partial_line;   /* a line without its end is on stderr */
 static _Thread_local char log_component[16] = "gpubench";
 
 void gb_log_set_level(gb_log_level_t level) {
@@ -89,6 +90,22 @@ void gb_log(gb_log_level_t level, const char *fmt, ...) {
     gmtime_r(&ts.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    flockfile(stderr); /* the check and the record together, as a progress line's draw */
+    if (atomic_exchange(&partial_line, 0)) fputc('\n', stderr);
     fprintf(stderr, "%s.%03ldZ %-6s %s %s\n", when, ts.tv_nsec / 1000000L, log_component,
             tags[level], safe);
+    funlockfile(stderr);
+}
+
+void gb_log_partial_line(int open) {
+    atomic_store(&partial_line, open ? 1 : 0);
+}
+
+void gb_log_end_partial_line(void) {
+    flockfile(stderr);
+    if (atomic_exchange(&partial_line, 0)) {
+        fputc('\n', stderr);
+        fflush(stderr);
+    }
+    funlockfile(stderr);
 }

@@ -30,6 +30,16 @@ void gb_log_escape(const char *in, char *out, size_t outlen);
 
 void gb_log(gb_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A line without its end is on stderr (a progress line redrawn in place
+ * with \r): open 1 once written (under flockfile(stderr), with it), 0 once
+ * ended. While one is open the next record first ends it with a newline,
+ * so that no record is glued to the progress text. Process-wide: gpubench
+ * run's daemon threads log while its progress line is shown. */
+void gb_log_partial_line(int open);
+/* End an open partial line (a newline; nothing when none is open), before
+ * a message written to stderr outside gb_log. */
+void gb_log_end_partial_line(void);
+
 #define gb_debug(...) gb_log(GB_LOG_DEBUG, __VA_ARGS__)
 #define gb_info(...)  gb_log(GB_LOG_INFO, __VA_ARGS__)
 #define gb_warn(...)  gb_log(GB_LOG_WARN, __VA_ARGS__)

@@ -728,6 +728,47 @@ wait_sigint)
     eq "the sweep runs on" "$(sweep_field "$sweep" state)" running
     check "and ends done" "$GB" wait "$sweep" --quiet --timeout 30
     ;;
+wait_progress)
+    # wait --progress redraws its line in place (\r, no newline): a warning
+    # while it is shown (the coordinator does not answer) starts a line of
+    # its own, the progress drawn again under it; it was glued to the
+    # progress text ("... cancelled 0gpubench wait: no reply ...")
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=60000)
+    "$GB" wait "$sweep" --progress --interval-ms 100 --timeout 60 >/dev/null 2>"$T/w.err" &
+    w=$!
+    PIDS+=("$w")
+    for _ in $(seq 200); do grep -qa "sweep $sweep \[" "$T/w.err" && break; sleep 0.05; done
+    grep -qa "sweep $sweep \[" "$T/w.err" || fail "no progress line: $(cat -A "$T/w.err")"
+    # (its next request gets no reply: the warning comes after its 5 s)
+    kill -STOP "$COORD_PID"
+    for _ in $(seq 300); do grep -qa "still waiting" "$T/w.err" && break; sleep 0.05; done
+    # the line drawn again while the coordinator is still stopped: no new
+    # status can have drawn it
+    after() { /usr/bin/python3 -c 'import sys; t = open(sys.argv[1], "rb").read().decode(); i = t.find("still waiting\n"); print("none" if i < 0 else repr(t[i + 14:].split("]")[0] + "]"))' "$T/w.err"; }
+    for _ in $(seq 40); do [[ "$(after)" == "'\\rsweep $sweep ["* ]] && break; sleep 0.05; done
+    got_after=$(after)
+    kill -CONT "$COORD_PID"
+    [[ "$got_after" == "'\\rsweep $sweep ["* ]] || fail "the progress not drawn again under the warning: $got_after"
+    check "cancel" "$GB" cancel "$sweep" >/dev/null
+    wait "$w"
+    eq "wait on a cancelled sweep exits 1" "$?" 1
+    # every message starts a line: its own, not the progress line's
+    warn=$(grep -a "still waiting" "$T/w.err")
+    case "$warn" in
+    "gpubench wait: "*) ;;
+    *) fail "the warning does not start a line: $(printf '%s' "$warn" | cat -A)" ;;
+    esac
+    eq "the end on a line of its own" "$(grep -ac "^gpubench wait: sweep $sweep cancelled: 0 done, 0 failed, 1 cancelled$" "$T/w.err")" 1
+    # and no empty line where no progress line was shown (one came before
+    # the timeout's message)
+    GB_CONTROL="ipc://$T/none" "$GB" wait 1 --progress --timeout 1 >/dev/null 2>"$T/n.err"
+    eq "wait --timeout 1 exits 1" "$?" 1
+    contains "says so" "$T/n.err" "no answer from the coordinator within 1 s"
+    eq "no empty line" "$(grep -c '^$' "$T/n.err")" 0
+    ;;
 *) fail "unknown case $case" ;;
 esac
 echo ok

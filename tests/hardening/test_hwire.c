@@ -1,7 +1,7 @@
 /* test_hwire.c - the wire additions of issue 6 (reject codes 70-72) and
- * log escaping of peers' text.
+ * log escaping of peers' text; a log record under a progress line.
  *
- *   test_hwire CASE   (reject_codes, log_escape) */
+ *   test_hwire CASE   (reject_codes, log_escape, log_partial_line) */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_log.h"
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int decode_reject(int code) {
     Gb__Reject rej = GB__REJECT__INIT;
@@ -69,6 +70,53 @@ int main(int argc, char **argv) {
         CHECKF(strcmp(tiny, "ab") == 0, "'%s'", tiny);
         gb_log_escape("abcdefgh", tiny, sizeof tiny);
         CHECK(strcmp(tiny, "abcde") == 0);
+    } else if (strcmp(c, "log_partial_line") == 0) {
+        /* a progress line left open (\r, no newline; gpubench run's, while
+         * its daemons log): the next record ends it first, once; a record
+         * below the level writes nothing, not even that */
+        char path[] = "/tmp/gb-hwire-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        unlink(path);
+        fflush(stderr);
+        int saved = dup(2);
+        CHECK(saved >= 0 && dup2(fd, 2) == 2);
+        gb_log_set_level(GB_LOG_INFO);
+        fputs("\rsweep 1 [..] 0/1", stderr);
+        gb_log_partial_line(1);
+        gb_debug("dropped");
+        gb_warn("first");
+        gb_warn("second");
+        fputs("\rsweep 1 [#.] 1/2", stderr);
+        gb_log_partial_line(1);
+        gb_log_end_partial_line();
+        gb_log_end_partial_line(); /* none open: nothing */
+        fputs("message\n", stderr);
+        fputs("\rsweep 1 [##] 2/2\n", stderr);
+        gb_log_partial_line(0); /* ended by its own newline */
+        gb_warn("third");
+        fflush(stderr);
+        CHECK(dup2(saved, 2) == 2);
+        close(saved);
+        char buf[1024];
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        close(fd);
+        CHECK(n > 0);
+        buf[n] = '\0';
+        CHECKF(!strstr(buf, "\n\n"), "an empty line: %s", buf);
+        /* the records' lines without their timestamps */
+        char want[][40] = {"\rsweep 1 [..] 0/1", " warn  first", " warn  second",
+                           "\rsweep 1 [#.] 1/2", "message",      "\rsweep 1 [##] 2/2",
+                           " warn  third"};
+        char *save = NULL, *line = strtok_r(buf, "\n", &save);
+        size_t i = 0;
+        for (; line && i < sizeof want / sizeof want[0]; i++, line = strtok_r(NULL, "\n", &save)) {
+            const char *tail = want[i][0] == ' ' ? strstr(line, " warn  ") : line;
+            CHECKF(tail && strcmp(tail, want[i]) == 0, "line %zu: '%s', want '%s'", i, line,
+                   want[i]);
+        }
+        CHECKF(i == sizeof want / sizeof want[0] && !line, "%zu lines", i);
+        CHECKF(!strstr(buf, "dropped"), "%s", buf);
     } else {
         CHECKF(0, "unknown case %s", c);
     }
