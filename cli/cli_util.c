@@ -325,7 +325,7 @@ void cli_store_not_ours(const char *cmd, sqlite3 *db, const char *path) {
         fprintf(stderr, "gpubench %s: %s is not a gpubench store (%s)\n", cmd, path, why);
 }
 
-char *cli_read_spec(const char *cmd, const char *file, int check) {
+char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs) {
     char *text = NULL, err[1024];
     size_t len = 0;
     const char *name = strcmp(file, "-") == 0 ? "stdin" : file;
@@ -345,9 +345,9 @@ char *cli_read_spec(const char *cmd, const char *file, int check) {
          * "no reply" when none was running) */
         gb_sweep_def_t def;
         cJSON *o = NULL;
-        if (check ? gb_spec_parse(text, len, GB_SPEC_MAX_JOBS, &def, err, sizeof err) == 0
-                  : (o = gb_spec_json(text, len, err, sizeof err)) != NULL) {
-            if (check) gb_sweep_def_free(&def);
+        if (max_jobs ? gb_spec_parse(text, len, max_jobs, &def, err, sizeof err) == 0
+                     : (o = gb_spec_json(text, len, err, sizeof err)) != NULL) {
+            if (max_jobs) gb_sweep_def_free(&def);
             cJSON_Delete(o);
             return text;
         }

@@ -95,9 +95,10 @@ void cli_reload_on_sighup(atomic_int *flag);
 void cli_print_versions(FILE *out);
 
 /* The spec in FILE ('-': stdin), malloc'd, or NULL (said, as CMD) when it
- * cannot be read, holds a NUL byte or is empty; with check, also when it
- * is not a valid spec (gb_spec_parse, as the coordinator will). */
-char *cli_read_spec(const char *cmd, const char *file, int check);
+ * cannot be read, holds a NUL byte or is empty; with max_jobs above 0, also
+ * when it is not a valid spec of at most max_jobs jobs (gb_spec_parse, as
+ * the coordinator will); with 0, when it is not one JSON object. */
+char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs);
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
 /* After getopt's own line about an unknown option or a missing value: one

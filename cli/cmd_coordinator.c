@@ -22,7 +22,7 @@ static void usage(FILE *out) {
         "  --lost-after N      heartbeats missed before an agent is lost (default 5)\n"
         "  --max-attempts N    attempts per job before it fails (default 3)\n"
         "  --max-frame BYTES   largest frame accepted (default 1048576)\n"
-        "  --max-jobs N        largest sweep (default 10000)\n"
+        "  --max-jobs N        jobs one sweep may expand to (default 10000)\n"
         "  --max-queued N      unfinished jobs of all sweeps together (default 1000000)\n"
         "  --max-agents N      agents the coordinator knows, every one ever seen (default 10000)\n"
         "  --rate-limit N      control requests a second per peer, 0 for none (default 50)\n"

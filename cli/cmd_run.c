@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "coordinator.h"
 #include "gb_log.h"
+#include "gb_spec.h"
 #include "gb_util.h"
 #include "gb_wire.h"
 #include "inventory.h"
@@ -97,6 +98,7 @@ static void usage(FILE *out) {
             "  --timeout S      give up after S seconds, the sweep cancelled (its jobs'\n"
             "                   error: \"cancelled: gpubench run --timeout S s ran out\";\n"
             "                   default 0: never)\n"
+            "  --max-jobs N     jobs the sweep may expand to (default 10000)\n"
             "  --verbose        the daemons' log on stderr (default: warnings only)\n"
             "  -h, --help       this help\n"
             "  exit status 0 when every job succeeded, else 1 (--timeout too); a Ctrl-C\n"
@@ -216,12 +218,13 @@ int cmd_run(int argc, char **argv) {
                                          {"state-dir", required_argument, 0, 'S'},
                                          {"format", required_argument, 0, 'f'},
                                          {"timeout", required_argument, 0, 't'},
+                                         {"max-jobs", required_argument, 0, 'J'},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *db = GB_DEFAULT_DB, *spec_file = NULL, *state_dir = NULL;
     gb_format_t fmt = GB_FMT_TABLE;
-    long timeout = 0;
+    long timeout = 0, max_jobs = GB_SPEC_MAX_JOBS;
     int verbose = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -242,6 +245,9 @@ int cmd_run(int argc, char **argv) {
         case 't':
             if (cli_long("run", "--timeout", optarg, 0, 100L * 24 * 3600, &timeout)) return 2;
             break;
+        case 'J': /* the coordinator's range */
+            if (cli_long("run", "--max-jobs", optarg, 1, 1000000, &max_jobs)) return 2;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -261,7 +267,7 @@ int cmd_run(int argc, char **argv) {
     char err[1024], dir[4096];
     char *spec = NULL;
     /* checked before a store or state dir is made for it */
-    if (spec_file && !(spec = cli_read_spec("run", spec_file, 1))) return 1;
+    if (spec_file && !(spec = cli_read_spec("run", spec_file, (size_t)max_jobs))) return 1;
     struct stat sd;
     if (state_dir && stat(state_dir, &sd) == 0 && !S_ISDIR(sd.st_mode)) {
         fprintf(stderr, "gpubench run: --state-dir %s is not a directory\n", state_dir);
@@ -304,6 +310,7 @@ int cmd_run(int argc, char **argv) {
     cc.listen = "tcp://127.0.0.1:*";
     cc.control = "tcp://127.0.0.1:*";
     cc.db_path = db;
+    cc.max_jobs_per_sweep = (size_t)max_jobs;
     cc.stop = &daemons;
     rc_coord.coord = gb_coord_new(&cc, err, sizeof err);
     if (!rc_coord.coord) {

@@ -8,7 +8,9 @@
 #include "gb_util.h"
 
 #include <cjson/cJSON.h>
+#include <assert.h>
 #include <ctype.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,6 +101,45 @@ static unsigned kind_bit(const char *kind) {
     for (int i = 0; kinds[i]; i++)
         if (strcmp(kind, kinds[i]) == 0) return 1u << i;
     return 0;
+}
+
+/* ---- counting jobs ----------------------------------------------------- */
+
+/* A count of jobs past any limit (--max-jobs is at most a million): the
+ * products saturate here instead of wrapping (64 values in each of 20
+ * axes, times repeat, are far beyond 64 bits). */
+#define COUNT_CAP ((uint64_t)1000000000000000) /* 10^15 */
+
+static uint64_t count_mul(uint64_t a, uint64_t b) {
+    if (a == 0 || b == 0) return 0;
+    return a > COUNT_CAP / b ? COUNT_CAP : a * b;
+}
+
+static uint64_t count_add(uint64_t a, uint64_t b) {
+    return a + b > COUNT_CAP ? COUNT_CAP : a + b;
+}
+
+/* n with a comma between groups of three digits ("1,296"); at COUNT_CAP
+ * "over 1,000,000,000,000,000". Returns buf. */
+static const char *fmt_count(char *buf, size_t len, uint64_t n) {
+    char digits[24], grouped[40];
+    int nd = snprintf(digits, sizeof digits, "%" PRIu64, n), o = 0;
+    for (int i = 0; i < nd; i++) {
+        if (i && (nd - i) % 3 == 0) grouped[o++] = ',';
+        grouped[o++] = digits[i];
+    }
+    grouped[o] = '\0';
+    gb_fmt(buf, len, "%s%s", n >= COUNT_CAP ? "over " : "", grouped);
+    return buf;
+}
+
+/* The index of key in keys[] (it is there: the callers name keys of the
+ * table). */
+static size_t key_index(const char *key) {
+    size_t i = 0;
+    while (i < N_KEYS - 1 && strcmp(keys[i].key, key) != 0)
+        i++;
+    return i;
 }
 
 /* ---- labels ----------------------------------------------------------- */
@@ -508,29 +549,41 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         }
     }
 
-    /* Count the jobs before making any: at most this many, as one-GPU jobs
-     * are made once for all interconnect values (below), so the limit is
-     * held against what expansion makes, and this bound only against the
-     * limit times the interconnect values (it refused a spec of exactly
-     * the limit that listed two). */
-    size_t k_ic = 0;
-    while (k_ic < N_KEYS && strcmp(keys[k_ic].key, "interconnect") != 0)
-        k_ic++;
-    size_t n_ic = k_ic < N_KEYS && vals[k_ic].given && vals[k_ic].n > 1 ? (size_t)vals[k_ic].n : 1;
-    size_t total = 0, bound = max_jobs * n_ic;
+    /* Count the jobs before making any, exactly, as expansion below makes
+     * them (a one-GPU job on one node once for all interconnect values), so
+     * that a refusal can say how many the spec makes: the product of the
+     * axes that apply to each kind, times repeat, with the (gpus, n_nodes)
+     * pairs of one GPU on one node counted once instead of once per
+     * interconnect value. Saturates at COUNT_CAP. */
+    size_t k_ic = key_index("interconnect"), k_gpus = key_index("gpus"),
+           k_nodes = key_index("n_nodes");
+    uint64_t total = 0, made = 0; /* made: before one-GPU jobs are dropped */
     for (int ki = 0; ki < kindv.n; ki++) {
         unsigned bit = kind_bit(kindv.sv[ki]);
-        size_t prod = (size_t)repeat;
+        uint64_t prod = (uint64_t)repeat;
         for (size_t i = 0; i < N_KEYS; i++)
-            if ((keys[i].kinds & bit) && vals[i].given) {
-                prod *= (size_t)vals[i].n;
-                if (prod > bound) break;
-            }
-        total += prod;
-        if (total > bound)
-            FAIL("spec makes more than %zu jobs (the limit for one sweep)", max_jobs);
+            if ((keys[i].kinds & bit) && vals[i].given && i != k_ic && i != k_gpus && i != k_nodes)
+                prod = count_mul(prod, (uint64_t)vals[i].n);
+        uint64_t n_ic = (keys[k_ic].kinds & bit) && vals[k_ic].given ? (uint64_t)vals[k_ic].n : 1;
+        const values_t *g = (keys[k_gpus].kinds & bit) && vals[k_gpus].given ? &vals[k_gpus] : NULL;
+        const values_t *nn =
+            (keys[k_nodes].kinds & bit) && vals[k_nodes].given ? &vals[k_nodes] : NULL;
+        uint64_t pairs = 0, all = (uint64_t)(g ? g->n : 1) * (uint64_t)(nn ? nn->n : 1) * n_ic;
+        for (int a = 0; a < (g ? g->n : 1); a++)
+            for (int b = 0; b < (nn ? nn->n : 1); b++)
+                pairs += (g ? g->iv[a] : 1) <= 1 && (nn ? nn->iv[b] : 1) <= 1 ? 1 : n_ic;
+        total = count_add(total, count_mul(prod, pairs));
+        made = count_add(made, count_mul(prod, all));
     }
-    out->jobs = calloc(total, sizeof *out->jobs);
+    if (total > max_jobs) {
+        char n[48];
+        FAIL("the sweep expands to %s jobs, more than --max-jobs %zu (the most one sweep may "
+             "have)",
+             fmt_count(n, sizeof n, total), max_jobs);
+    }
+    /* room for every combination expansion visits (at most 3 times the
+     * limit: three interconnect values), whatever it then drops */
+    out->jobs = calloc((size_t)made, sizeof *out->jobs);
     if (!out->jobs) FAIL("out of memory");
 
     /* Expand: per kind, an odometer over the axes that apply to it. */
@@ -590,8 +643,8 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
             if (!moved) break;
         }
     }
-    if (out->n_jobs > max_jobs)
-        FAIL("spec makes %zu jobs, more than %zu (the limit for one sweep)", out->n_jobs, max_jobs);
+    /* the count above is what expansion makes: a refusal said the number */
+    assert(out->n_jobs == total);
     for (size_t i = 0; i < N_KEYS; i++)
         for (int j = 0; j < vals[i].n; j++)
             free(vals[i].sv[j]);

@@ -250,6 +250,11 @@ usage)
     contains "run names the fault" "$T/u.log" "gpubench run: $T/bogus.json: unknown job kind 'bogus'"
     "$GB" run --db "$T/r.db" --spec - </dev/null >"$T/u.log" 2>&1 && fail "run of an empty spec"
     contains "run: an empty spec" "$T/u.log" "gpubench run: stdin is empty: not a JSON spec"
+    # a spec over the job limit: the count and the limit (it said "more than
+    # 10000 jobs"), run's own --max-jobs named
+    printf '{"kind": "sleep", "duration_ms": [1, 2, 3], "repeat": 2}' >"$T/six.json"
+    "$GB" run --db "$T/r.db" --max-jobs 5 --spec "$T/six.json" >"$T/u.log" 2>&1 && fail "run of a spec over --max-jobs"
+    contains "run: too many jobs, counted" "$T/u.log" "gpubench run: $T/six.json: the sweep expands to 6 jobs, more than --max-jobs 5"
     : >"$T/afile"
     "$GB" run --db "$T/r.db" --state-dir "$T/afile" >"$T/u.log" 2>&1 && fail "run with a file as its state dir"
     contains "run: a state dir that is a file" "$T/u.log" "--state-dir $T/afile is not a directory"

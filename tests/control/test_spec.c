@@ -63,7 +63,7 @@ static void case_interconnect_one_gpu(void) {
            "%s", err);
     gb_sweep_def_free(&d);
     parse_bad("{\"kind\": \"resnet50\", \"gpus\": [1, 2], \"interconnect\": [\"auto\", \"pcie\"]}",
-              2, "spec makes 3 jobs, more than 2");
+              2, "the sweep expands to 3 jobs, more than --max-jobs 2");
     /* one value, one GPU: as given */
     d = parse_ok("{\"kind\": \"resnet50\", \"interconnect\": \"pcie\"}");
     CHECK(d.n_jobs == 1 && strcmp(d.jobs[0].interconnect, "pcie") == 0);
@@ -248,8 +248,19 @@ static const struct {
     {"bad_scalar_list", "{\"kind\": \"gemm\", \"repeat\": [1, 2]}", 0,
      "'repeat' must be an integer"},
     {"bad_timeout_list", "{\"kind\": \"gemm\", \"timeout_s\": [1, 2]}", 0, "takes one value"},
+    /* the refusal says how many jobs the spec makes (it said "more than 10") */
     {"bad_too_many", "{\"kind\": \"sleep\", \"duration_ms\": [1, 2, 3], \"repeat\": 4}", 10,
-     "more than 10 jobs"},
+     "the sweep expands to 12 jobs, more than --max-jobs 10"},
+    /* the count in groups of three digits, and the jobs made, not the
+     * combinations: one GPU is one job for both interconnects, so
+     * 6 x 6 x (1 + 5 x 2) x 3 = 1188 of 6 x 6 x 6 x 2 x 3 = 1296 */
+    {"bad_too_many_count",
+     "{\"kind\": \"resnet50\", \"batch\": [1, 2, 3, 4, 5, 6], \"steps\": [1, 2, 3, 4, 5, 6],"
+     " \"gpus\": [1, 2, 3, 4, 5, 6], \"interconnect\": [\"nvlink\", \"pcie\"], \"repeat\": 3}",
+     1000, "the sweep expands to 1,188 jobs, more than --max-jobs 1000"},
+    /* beyond 64 bits (64^7 x 1000): said as that, not a wrapped number */
+    {"bad_too_many_huge", NULL, 0,
+     "the sweep expands to over 1,000,000,000,000,000 jobs, more than --max-jobs 10000"},
     {"bad_too_many_values", NULL, 0, "more than 64 values"},
     {"bad_gemm_memory", "{\"kind\": \"gemm\", \"m\": 65536, \"n\": 65536, \"k\": 65536}", 0,
      "limit 16 GiB"},
@@ -337,6 +348,19 @@ int main(int argc, char **argv) {
                 for (int v = 1; v <= 64; v++)
                     o += snprintf(big + o, sizeof big - (size_t)o, ", %d", v);
                 snprintf(big + o, sizeof big - (size_t)o, "]}");
+                spec = big;
+            } else if (strcmp(c, "bad_too_many_huge") == 0) {
+                static const char *const axes[] = {"batch", "steps",     "warmup", "image_size",
+                                                   "gpus",  "bucket_mb", "n_nodes"};
+                int o = snprintf(big, sizeof big, "{\"kind\": \"resnet50\", \"repeat\": 1000");
+                for (size_t a = 0; a < sizeof axes / sizeof axes[0]; a++) {
+                    o += snprintf(big + o, sizeof big - (size_t)o, ", \"%s\": [", axes[a]);
+                    for (int v = 0; v < 64; v++)
+                        o += snprintf(big + o, sizeof big - (size_t)o, "%s%d", v ? ", " : "",
+                                      v + 32);
+                    o += snprintf(big + o, sizeof big - (size_t)o, "]");
+                }
+                snprintf(big + o, sizeof big - (size_t)o, "}");
                 spec = big;
             } else if (strcmp(c, "bad_deep") == 0) { /* "[[[...]]]": said as too deep */
                 int o = snprintf(big, sizeof big,
