@@ -238,7 +238,26 @@ static int create_temp(const char *path, mode_t mode, char *tmp, size_t tmplen, 
             return -1;
         }
         int fd = gb_create_new(tmp, mode, err, errlen);
-        if (fd >= 0 || errno != EEXIST) return fd;
+        if (fd >= 0) return fd;
+        if (errno != EEXIST) {
+            /* said of the file asked for and its directory: the temporary
+             * name is ours ("node.key.tmp.1f92...: No such file or
+             * directory" for a directory that does not exist) */
+            int e = errno;
+            char *copy = strdup(path);
+            const char *dir = copy ? dirname(copy) : ".";
+            struct stat st;
+            if ((e == ENOENT || e == ENOTDIR) && stat(dir, &st) != 0 && errno == ENOENT)
+                gb_fmt(err, errlen, "cannot write %s: directory %s does not exist", path, dir);
+            else if (e == ENOENT || e == ENOTDIR)
+                gb_fmt(err, errlen, "cannot write %s: %s is not a directory", path, dir);
+            else
+                gb_fmt(err, errlen, "cannot write %s: %s (in directory %s)", path, strerror(e),
+                       dir);
+            free(copy);
+            errno = e;
+            return -1;
+        }
     }
     return -1; /* err names the last name tried: it exists */
 }

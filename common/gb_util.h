@@ -71,7 +71,9 @@ int gb_create_new(const char *path, mode_t mode, char *err, size_t errlen);
  * gb_create_new, so a file or link another user planted in a shared
  * directory is never written through or taken over), fsync, rename over
  * path (a link at path is replaced, not followed), fsync of the
- * directory. A reader sees the old file or the new one, never a part. */
+ * directory. A reader sees the old file or the new one, never a part.
+ * When the temporary file cannot be made, err names path and its
+ * directory ("directory D does not exist"), not the temporary name. */
 int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 /* gb_write_file_atomic for a file of another mode (0644 for a public key):
  * the mode is the new file's from its creation on. */

@@ -250,6 +250,11 @@ usage)
     contains "run names the fault" "$T/u.log" "gpubench run: $T/bogus.json: unknown job kind 'bogus'"
     "$GB" run --db "$T/r.db" --spec - </dev/null >"$T/u.log" 2>&1 && fail "run of an empty spec"
     contains "run: an empty spec" "$T/u.log" "gpubench run: stdin is empty: not a JSON spec"
+    # keygen into a directory that does not exist: that directory named (it
+    # named a temporary file: "node.key.tmp.HEX: No such file or directory")
+    "$GB" keygen "$T/nodir/node" >"$T/u.log" 2>&1; eq "keygen into no directory" "$?" 1
+    contains "keygen names the directory" "$T/u.log" "gpubench keygen: cannot write $T/nodir/node.key: directory $T/nodir does not exist"
+    grep -q '\.tmp\.' "$T/u.log" && fail "keygen named its temporary file: $(cat "$T/u.log")"
     # a spec over the job limit: the count and the limit (it said "more than
     # 10000 jobs"), run's own --max-jobs named
     printf '{"kind": "sleep", "duration_ms": [1, 2, 3], "repeat": 2}' >"$T/six.json"

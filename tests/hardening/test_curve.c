@@ -102,6 +102,20 @@ int main(int argc, char **argv) {
         CHECK(gb_curve_keygen(prefix, 1, pub2, err, sizeof err) == 0);
         CHECK(strcmp(pub, pub2) != 0); /* a new pair */
         CHECK(stat(path("node.key"), &st) == 0 && (st.st_mode & 0777) == 0600);
+        /* into a directory that does not exist, or a file: said of that
+         * directory (it named the temporary file, "node.key.tmp.HEX: No
+         * such file or directory") */
+        char want[700];
+        snprintf(prefix, sizeof prefix, "%s/nodir/node", dir);
+        CHECK(gb_curve_keygen(prefix, 0, pub2, err, sizeof err) != 0);
+        snprintf(want, sizeof want,
+                 "cannot write %s/nodir/node.key: directory %s/nodir does not exist", dir, dir);
+        CHECKF(strcmp(err, want) == 0, "'%s', want '%s'", err, want);
+        snprintf(prefix, sizeof prefix, "%s/node.pub/node", dir);
+        CHECK(gb_curve_keygen(prefix, 0, pub2, err, sizeof err) != 0);
+        snprintf(want, sizeof want,
+                 "cannot write %s/node.pub/node.key: %s/node.pub is not a directory", dir, dir);
+        CHECKF(strcmp(err, want) == 0, "'%s', want '%s'", err, want);
     } else if (strcmp(c, "keygen_planted") == 0) {
         /* a shared directory (1777) where another user planted a link and a
          * file of mode 666 at the temporary names keygen used to write
