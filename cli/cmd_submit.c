@@ -85,14 +85,23 @@ static cJSON *list_value(const char *s, int numeric_ok) {
 
 static char list_err[200];
 
+/* The spec keys the flags set, and the flag each came from: a refusal names
+ * what the user typed (--timeout, not timeout_s). */
+typedef struct from_flag {
+    const char *key, *flag; /* flag: the option's name, "timeout" */
+} from_flag_t;
+
 /* -1 out of memory; -2 the key is set already (by a flag or --param: the
  * JSON spec refuses a key given twice too); -3 an empty element in the list
- * ("1,", ",2", "2,,3": strtok would drop it silently; list_err says so) */
-static int add_list(cJSON *spec, const char *key, const char *value, int numeric) {
+ * ("1,", ",2", "2,,3": strtok would drop it silently), or none at all
+ * ("": an empty list); list_err says so, of shown: the flag, or the key of
+ * a --param */
+static int add_list(cJSON *spec, const char *key, const char *value, int numeric,
+                    const char *shown) {
     if (cJSON_GetObjectItemCaseSensitive(spec, key)) return -2;
     size_t n = strlen(value);
-    if (n && (value[0] == ',' || value[n - 1] == ',' || strstr(value, ",,"))) {
-        snprintf(list_err, sizeof list_err, "%.40s '%.80s': an empty value in the list", key,
+    if (!n || value[0] == ',' || value[n - 1] == ',' || strstr(value, ",,")) {
+        snprintf(list_err, sizeof list_err, "%.40s '%.80s': an empty value in the list", shown,
                  value);
         return -3;
     }
@@ -100,6 +109,31 @@ static int add_list(cJSON *spec, const char *key, const char *value, int numeric
     if (!v) return -1;
     cJSON_AddItemToObject(spec, key, v);
     return 0;
+}
+
+/* The coordinator's refusal of a spec built from flags, with the key it
+ * starts with ("'timeout_s' must be an integer in 1..604800 (got 0)",
+ * "'precision': 'fp8' is not one of ...") named as the flag that set it
+ * ("--timeout must be ...", "--precision: 'fp8' ..."), and its hint to use
+ * the key repeat as --repeat. A key given with --param stays the key the
+ * user typed; only the start is read (a value quoted later in the reason
+ * may spell a key too). */
+static void name_flags(char *err, size_t errlen, const from_flag_t *ff, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t kl = strlen(ff[i].key);
+        if (err[0] != '\'' || strncmp(err + 1, ff[i].key, kl) != 0 || err[kl + 1] != '\'' ||
+            (err[kl + 2] != ' ' && err[kl + 2] != ':' && err[kl + 2] != '\0'))
+            continue;
+        char out[1024];
+        const char *rest = err + kl + 2, *hint = strstr(rest, "(use repeat for copies)");
+        if (hint)
+            snprintf(out, sizeof out, "--%s%.*s(use --repeat for copies)%s", ff[i].flag,
+                     (int)(hint - rest), rest, hint + strlen("(use repeat for copies)"));
+        else
+            snprintf(out, sizeof out, "--%s%s", ff[i].flag, rest);
+        gb_copy(err, errlen, out);
+        return;
+    }
 }
 
 int cmd_submit(int argc, char **argv) {
@@ -148,13 +182,15 @@ int cmd_submit(int argc, char **argv) {
     cli_conn_t conn;
     cli_conn_init(&conn);
     cJSON *spec = cJSON_CreateObject();
-    int flags = 0, rc = 2, opt;
+    int flags = 0, rc = 2, opt, n_from = 0;
+    from_flag_t from[O_FORMAT - O_SPEC];
     char *text = NULL;
     if (!spec) return 1;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         int r = 0;
+        const char *key = NULL; /* the spec key a flag sets */
         switch (opt) {
         case O_SPEC:
             spec_file = optarg;
@@ -163,67 +199,82 @@ int cmd_submit(int argc, char **argv) {
             format = optarg;
             break;
         case O_KIND:
-            r = add_list(spec, "kind", optarg, 0);
+            key = "kind";
+            r = add_list(spec, key, optarg, 0, "--kind");
             flags++;
             break;
         case O_NAME: /* one string, as given (a comma is the name's own) */
-            r = cJSON_GetObjectItemCaseSensitive(spec, "name")          ? -2
+            key = "name";
+            r = cJSON_GetObjectItemCaseSensitive(spec, key)             ? -2
                 : cJSON_AddStringToObject(spec, "name", optarg) != NULL ? 0
                                                                         : -1;
             flags++;
             break;
         case O_BACKEND:
-            r = add_list(spec, "backend", optarg, 0);
+            key = "backend";
+            r = add_list(spec, key, optarg, 0, "--backend");
             flags++;
             break;
         case O_PREC:
-            r = add_list(spec, "precision", optarg, 0);
+            key = "precision";
+            r = add_list(spec, key, optarg, 0, "--precision");
             flags++;
             break;
         case O_GPUS:
-            r = add_list(spec, "gpus", optarg, 1);
+            key = "gpus";
+            r = add_list(spec, key, optarg, 1, "--gpus");
             flags++;
             break;
         case O_BATCH:
-            r = add_list(spec, "batch", optarg, 1);
+            key = "batch";
+            r = add_list(spec, key, optarg, 1, "--batch");
             flags++;
             break;
         case O_STEPS:
-            r = add_list(spec, "steps", optarg, 1);
+            key = "steps";
+            r = add_list(spec, key, optarg, 1, "--steps");
             flags++;
             break;
         case O_WARMUP:
-            r = add_list(spec, "warmup", optarg, 1);
+            key = "warmup";
+            r = add_list(spec, key, optarg, 1, "--warmup");
             flags++;
             break;
         case O_IMAGE:
-            r = add_list(spec, "image_size", optarg, 1);
+            key = "image_size";
+            r = add_list(spec, key, optarg, 1, "--image-size");
             flags++;
             break;
         case O_IC:
-            r = add_list(spec, "interconnect", optarg, 0);
+            key = "interconnect";
+            r = add_list(spec, key, optarg, 0, "--interconnect");
             flags++;
             break;
         case O_NODES:
-            r = add_list(spec, "nodes", optarg, 0);
+            key = "nodes";
+            r = add_list(spec, key, optarg, 0, "--nodes");
             flags++;
             break;
         case O_LABELS: /* "k=v,k=v": one label set (the last one given won) */
-            r = cJSON_GetObjectItemCaseSensitive(spec, "labels")          ? -2
+            key = "labels";
+            r = cJSON_GetObjectItemCaseSensitive(spec, key)               ? -2
                 : cJSON_AddStringToObject(spec, "labels", optarg) != NULL ? 0
                                                                           : -1;
             flags++;
             break;
         case O_REPEAT:
-            r = add_list(spec, "repeat", optarg, 1);
+            key = "repeat";
+            r = add_list(spec, key, optarg, 1, "--repeat");
             flags++;
             break;
         case O_TIMEOUT:
-            r = add_list(spec, "timeout_s", optarg, 1);
+            key = "timeout_s";
+            r = add_list(spec, key, optarg, 1, "--timeout");
             flags++;
             break;
         case O_ATTEMPTS:
-            r = add_list(spec, "max_attempts", optarg, 1);
+            key = "max_attempts";
+            r = add_list(spec, key, optarg, 1, "--max-attempts");
             flags++;
             break;
         case O_PARAM: {
@@ -249,7 +300,7 @@ int cmd_submit(int argc, char **argv) {
                     : cJSON_AddStringToObject(spec, optarg, eq + 1) != NULL ? 0
                                                                             : -1;
             } else {
-                r = add_list(spec, optarg, eq + 1, 1);
+                r = add_list(spec, optarg, eq + 1, 1, optarg);
             }
             if (r == -2) {
                 char msg[160];
@@ -288,6 +339,11 @@ int cmd_submit(int argc, char **argv) {
             rc = 1;
             goto out;
         }
+        for (const struct option *o = opts; key && o->name; o++)
+            if (o->val == opt && n_from < (int)(sizeof from / sizeof from[0])) {
+                from[n_from].key = key;
+                from[n_from++].flag = o->name;
+            }
     }
     if (optind < argc) {
         rc = cli_usage_error("submit", "unexpected argument");
@@ -320,6 +376,7 @@ int cmd_submit(int argc, char **argv) {
     if ((rc = cli_conn_keys("submit", &conn)) != 0) goto out; /* 2: unusable keys */
     int r = cli_submit("submit", conn.control, conn.curve, text, NULL, &sweep, &n, err, sizeof err);
     if (r != 0) {
+        if (r == 1 && !spec_file) name_flags(err, sizeof err, from, n_from);
         fprintf(stderr, "gpubench submit: %s%s\n", r == 1 ? "rejected: " : "", err);
         rc = 1;
         goto out;

@@ -273,7 +273,12 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
     }
     if (kd->type == T_INT) {
         if (!cJSON_IsNumber(item)) {
-            gb_fmt(err, errlen, "'%s' must be an integer", kd->key);
+            /* a string said as it was given ("abc", "8") */
+            if (cJSON_IsString(item))
+                gb_fmt(err, errlen, "'%s' must be an integer (got \"%.40s\")", kd->key,
+                       item->valuestring);
+            else
+                gb_fmt(err, errlen, "'%s' must be an integer", kd->key);
             return -1;
         }
         double d = item->valuedouble;
@@ -331,7 +336,13 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
         }
         s = item->valuestring;
         if (kd->type == T_LABELS) {
-            if (gb_labels_canon(s, canon, sizeof canon, err, errlen) != 0) return -1;
+            /* the key named, as for an object's labels ("'labels': label
+             * 'x': want key=value"; the flag's name, from submit --labels) */
+            char why[256];
+            if (gb_labels_canon(s, canon, sizeof canon, why, sizeof why) != 0) {
+                gb_fmt(err, errlen, "'%s': %s", kd->key, why);
+                return -1;
+            }
             s = canon;
         } else if (kd->choices) {
             int ok = 0;

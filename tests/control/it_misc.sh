@@ -392,7 +392,7 @@ PY
     # an empty element in a comma list is refused (strtok dropped it: "1," was [1])
     for v in "1," ",2" "2,,3"; do
         "$GB" submit --kind sleep --gpus "$v" >"$T/u.log" 2>&1; eq "--gpus '$v' is a usage error" "$?" 2
-        contains "says which" "$T/u.log" "gpus '$v': an empty value in the list"
+        contains "says which" "$T/u.log" "--gpus '$v': an empty value in the list"
     done
     "$GB" submit --kind sleep, >"$T/u.log" 2>&1; eq "--kind 'sleep,'" "$?" 2
     # options that would be silently ignored
@@ -441,6 +441,53 @@ ipc_perm)
     eq "wait refused at once" "$?" 1
     contains "wait says why" "$T/permw.log" "permission denied (the socket is another user's"
 ;;
+submit_flags)
+    # a spec built from flags is refused in the words of the flags the user
+    # typed (--timeout abc read "'timeout_s' must be an integer"); a spec
+    # file in the words of its keys, as is a key given with --param
+    start_coord
+    while IFS='|' read -r args want; do
+        # shellcheck disable=SC2086
+        "$GB" submit --kind resnet50 $args >/dev/null 2>"$T/f.err" && fail "submit $args accepted"
+        contains "submit $args names the flag" "$T/f.err" "gpubench submit: rejected: $want"
+    done <<'LIST'
+--timeout abc|--timeout must be an integer (got "abc")
+--timeout 0|--timeout must be an integer in 1..604800 (got 0)
+--timeout 1,2|--timeout takes one value, not a list
+--max-attempts 0|--max-attempts must be an integer in 1..100 (got 0)
+--image-size 8|--image-size must be an integer in 32..1024 (got 8)
+--batch x|--batch must be an integer (got "x")
+--steps 1.5|--steps must be an integer (got "1.5")
+--warmup -1|--warmup must be an integer in 0..1000000 (got -1)
+--gpus 2,2|--gpus: value 2 given twice (use --repeat for copies)
+--repeat 5000|--repeat must be an integer in 1..1000
+--precision fp8|--precision: 'fp8' is not one of fp32, tf32, fp16, bf16
+--backend rocm|--backend: 'rocm' is not one of auto, cpu, cuda
+--interconnect x|--interconnect: 'x' is not one of auto, nvlink, pcie
+--labels bad|--labels: label 'bad': want key=value
+--param timeout_s=abc|'timeout_s' must be an integer (got "abc")
+--param batch=0|'batch' must be an integer in 1..65536 (got 0)
+--precision timeout_s|--precision: 'timeout_s' is not one of
+LIST
+    "$GB" submit --kind resnet50,resnet50 >/dev/null 2>"$T/f.err" && fail "a kind twice accepted"
+    contains "--kind named" "$T/f.err" "gpubench submit: rejected: --kind: 'resnet50' given twice"
+    "$GB" submit --kind gemm --precision fp16 >/dev/null 2>"$T/f.err" && fail "gemm --precision accepted"
+    contains "--precision named" "$T/f.err" "gpubench submit: rejected: --precision does not apply to the kind(s) of this spec"
+    # --name: one string, as given (a tab in it)
+    "$GB" submit --kind sleep --name "$(printf 'a\tb')" >/dev/null 2>"$T/f.err" && fail "a name with a tab accepted"
+    contains "--name named" "$T/f.err" "gpubench submit: rejected: --name must be a string of at most"
+    # a spec file: its keys
+    printf '{"kind": "resnet50", "timeout_s": "abc"}' >"$T/t.json"
+    "$GB" submit --spec "$T/t.json" >/dev/null 2>"$T/f.err" && fail "a spec file's bad timeout_s accepted"
+    contains "a spec file: the key" "$T/f.err" "gpubench submit: rejected: 'timeout_s' must be an integer (got \"abc\")"
+    printf '{"kind": "sleep", "labels": "bad"}' >"$T/l.json"
+    "$GB" submit --spec "$T/l.json" >/dev/null 2>"$T/f.err" && fail "a spec file's bad labels accepted"
+    contains "a spec file: labels named" "$T/f.err" "gpubench submit: rejected: 'labels': label 'bad': want key=value"
+    # an empty flag value: a usage error before anything is sent (it was
+    # sent as an empty list: "'nodes' is an empty list")
+    "$GB" submit --kind sleep --nodes "" >/dev/null 2>"$T/f.err"; eq "--nodes '' is a usage error" "$?" 2
+    contains "--nodes '' names the flag" "$T/f.err" "gpubench submit: --nodes '': an empty value in the list"
+    ;;
 submit_resend)
     # a submit whose reply is lost is sent again with its request id and
     # answered with the sweep it made (test_rawpeer submit_resend: the wire)

@@ -228,7 +228,8 @@ static const struct {
     {"bad_unknown_key", "{\"kind\": \"gemm\", \"sizes\": 1}", 0, "unknown key 'sizes'"},
     {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
      "'duration_ms' does not apply"},
-    {"bad_type", "{\"kind\": \"resnet50\", \"gpus\": \"two\"}", 0, "'gpus' must be an integer"},
+    {"bad_type", "{\"kind\": \"resnet50\", \"gpus\": \"two\"}", 0,
+     "'gpus' must be an integer (got \"two\")"},
     {"bad_range_low", "{\"kind\": \"resnet50\", \"batch\": 0}", 0, "in 1..65536"},
     {"bad_nul", "{\"kind\": \"sleep\", \"name\": \"ab\\u0000cd\"}", 0, "holds \\u0000 (NUL)"},
     {"bad_name_list", "{\"kind\": \"sleep\", \"name\": [\"x\", \"y\"]}", 0,
@@ -264,7 +265,7 @@ static const struct {
     {"bad_too_many_values", NULL, 0, "more than 64 values"},
     {"bad_gemm_memory", "{\"kind\": \"gemm\", \"m\": 65536, \"n\": 65536, \"k\": 65536}", 0,
      "limit 16 GiB"},
-    {"bad_label", "{\"kind\": \"gemm\", \"labels\": \"rack a\"}", 0, "label"},
+    {"bad_label", "{\"kind\": \"gemm\", \"labels\": \"rack a\"}", 0, "'labels': label 'rack a'"},
     /* an object's key or value with ',' or '=' became more labels once joined */
     {"bad_label_object_key", "{\"kind\": \"sleep\", \"labels\": {\"rack=a,pool\": \"bench\"}}", 0,
      "key 'rack=a,pool': keys are 1..64"},
