@@ -705,6 +705,10 @@ store_taken)
         # the new store works, its WAL untouched by the old coordinator
         wait "$COORD_PID"
         [ -e "$T/gb.db-wal" ] || fail "the old coordinator deleted the new store's WAL"
+        # the old one can stop before the new one has written its ready file
+        # (CI under ASan read it too early)
+        for _ in $(seq 200); do [ -f "$T/ready2" ] && break; sleep 0.05; done
+        [ -f "$T/ready2" ] || fail "the new coordinator wrote no ready file: $(tail -n 5 "$T/coord2.log")"
         GB_CONTROL=$(sed -n 's/^control=//p' "$T/ready2") "$GB" status >/dev/null || fail "the new coordinator does not answer"
         kill -TERM "$C2"; wait "$C2"
         eq "the new coordinator stops cleanly" "$?" 0
