@@ -190,7 +190,11 @@ int cmd_submit(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         int r = 0;
-        const char *key = NULL; /* the spec key a flag sets */
+        const char *key = NULL, *flag = "an option"; /* the spec key a flag sets; its name */
+        for (const struct option *o = opts; o->name; o++)
+            if (o->val == opt) flag = o->name;
+        char shown[48]; /* "--timeout": the flag as typed, in a refusal */
+        snprintf(shown, sizeof shown, "--%s", flag);
         switch (opt) {
         case O_SPEC:
             spec_file = optarg;
@@ -200,7 +204,7 @@ int cmd_submit(int argc, char **argv) {
             break;
         case O_KIND:
             key = "kind";
-            r = add_list(spec, key, optarg, 0, "--kind");
+            r = add_list(spec, key, optarg, 0, shown);
             flags++;
             break;
         case O_NAME: /* one string, as given (a comma is the name's own) */
@@ -212,47 +216,47 @@ int cmd_submit(int argc, char **argv) {
             break;
         case O_BACKEND:
             key = "backend";
-            r = add_list(spec, key, optarg, 0, "--backend");
+            r = add_list(spec, key, optarg, 0, shown);
             flags++;
             break;
         case O_PREC:
             key = "precision";
-            r = add_list(spec, key, optarg, 0, "--precision");
+            r = add_list(spec, key, optarg, 0, shown);
             flags++;
             break;
         case O_GPUS:
             key = "gpus";
-            r = add_list(spec, key, optarg, 1, "--gpus");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_BATCH:
             key = "batch";
-            r = add_list(spec, key, optarg, 1, "--batch");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_STEPS:
             key = "steps";
-            r = add_list(spec, key, optarg, 1, "--steps");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_WARMUP:
             key = "warmup";
-            r = add_list(spec, key, optarg, 1, "--warmup");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_IMAGE:
             key = "image_size";
-            r = add_list(spec, key, optarg, 1, "--image-size");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_IC:
             key = "interconnect";
-            r = add_list(spec, key, optarg, 0, "--interconnect");
+            r = add_list(spec, key, optarg, 0, shown);
             flags++;
             break;
         case O_NODES:
             key = "nodes";
-            r = add_list(spec, key, optarg, 0, "--nodes");
+            r = add_list(spec, key, optarg, 0, shown);
             flags++;
             break;
         case O_LABELS: /* "k=v,k=v": one label set (the last one given won) */
@@ -264,17 +268,17 @@ int cmd_submit(int argc, char **argv) {
             break;
         case O_REPEAT:
             key = "repeat";
-            r = add_list(spec, key, optarg, 1, "--repeat");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_TIMEOUT:
             key = "timeout_s";
-            r = add_list(spec, key, optarg, 1, "--timeout");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_ATTEMPTS:
             key = "max_attempts";
-            r = add_list(spec, key, optarg, 1, "--max-attempts");
+            r = add_list(spec, key, optarg, 1, shown);
             flags++;
             break;
         case O_PARAM: {
@@ -323,10 +327,7 @@ int cmd_submit(int argc, char **argv) {
         }
         if (r == -2) {
             char msg[160];
-            const char *name = "an option";
-            for (const struct option *o = opts; o->name; o++)
-                if (o->val == opt) name = o->name;
-            snprintf(msg, sizeof msg, "--%s given twice, or also as --param", name);
+            snprintf(msg, sizeof msg, "%s given twice, or also as --param", shown);
             rc = cli_usage_error("submit", msg);
             goto out;
         }
@@ -339,11 +340,10 @@ int cmd_submit(int argc, char **argv) {
             rc = 1;
             goto out;
         }
-        for (const struct option *o = opts; key && o->name; o++)
-            if (o->val == opt && n_from < (int)(sizeof from / sizeof from[0])) {
-                from[n_from].key = key;
-                from[n_from++].flag = o->name;
-            }
+        if (key && n_from < (int)(sizeof from / sizeof from[0])) {
+            from[n_from].key = key;
+            from[n_from++].flag = flag;
+        }
     }
     if (optind < argc) {
         rc = cli_usage_error("submit", "unexpected argument");
