@@ -461,6 +461,34 @@ fail:
     return NULL;
 }
 
+/* The key repeat (or a job's repeat_index): one integer in min..max into
+ * *out, else a refusal that says what it got ("'repeat' must be an integer
+ * in 1..1000 (got 5000)"), as a key of the table says it (parse_value). */
+static int one_int(const cJSON *c, const char *key, int min, int max, int *out, char *err,
+                   size_t errlen) {
+    if (cJSON_IsArray(c)) {
+        gb_fmt(err, errlen, "'%s' takes one value, not a list", key);
+        return -1;
+    }
+    double d = cJSON_IsNumber(c) ? c->valuedouble : 0;
+    if (cJSON_IsNumber(c) && d >= min && d <= max && d == (double)(int)d) {
+        *out = (int)d;
+        return 0;
+    }
+    if (cJSON_IsString(c))
+        gb_fmt(err, errlen, "'%s' must be an integer in %d..%d (got \"%.40s\")", key, min, max,
+               c->valuestring);
+    else if (!cJSON_IsNumber(c))
+        gb_fmt(err, errlen, "'%s' must be an integer in %d..%d", key, min, max);
+    else
+        gb_fmt(err, errlen,
+               d > -1e15 && d < 1e15 && d == (double)(long long)d
+                   ? "'%s' must be an integer in %d..%d (got %.0f)"
+                   : "'%s' must be an integer in %d..%d (got %g)",
+               key, min, max, d);
+    return -1;
+}
+
 static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
                         gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
     values_t *vals = calloc(N_KEYS, sizeof *vals);
@@ -511,17 +539,11 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
             continue;
         }
         if (strcmp(k, "repeat") == 0 && !job_mode) {
-            if (!cJSON_IsNumber(c) || !(c->valuedouble >= 1 && c->valuedouble <= 1000) ||
-                c->valuedouble != (double)(int)c->valuedouble)
-                FAIL("'repeat' must be an integer in 1..1000");
-            repeat = (int)c->valuedouble;
+            if (one_int(c, k, 1, GB_SPEC_MAX_REPEAT, &repeat, err, errlen) != 0) goto fail;
             continue;
         }
         if (strcmp(k, "repeat_index") == 0 && job_mode) {
-            if (!cJSON_IsNumber(c) || !(c->valuedouble >= 0 && c->valuedouble <= 999) ||
-                c->valuedouble != (double)(int)c->valuedouble)
-                FAIL("'repeat_index' must be an integer in 0..999");
-            *repeat_index = (int)c->valuedouble;
+            if (one_int(c, k, 0, GB_SPEC_MAX_REPEAT - 1, repeat_index, err, errlen) != 0) goto fail;
             continue;
         }
         size_t ki = 0;

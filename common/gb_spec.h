@@ -18,6 +18,7 @@
 
 #define GB_SPEC_MAX_VALUES 64    /* values in one list */
 #define GB_SPEC_MAX_JOBS   10000 /* default cap on the jobs of one sweep */
+#define GB_SPEC_MAX_REPEAT 1000  /* copies of each configuration: repeat is 1..this */
 #define GB_SPEC_STR        128   /* longest string value, bytes */
 #define GB_LABELS_LEN      1024  /* "k=v,k=v" */
 

@@ -460,7 +460,8 @@ submit_flags)
 --steps 1.5|--steps must be an integer (got "1.5")
 --warmup -1|--warmup must be an integer in 0..1000000 (got -1)
 --gpus 2,2|--gpus: value 2 given twice (use --repeat for copies)
---repeat 5000|--repeat must be an integer in 1..1000
+--repeat 5000|--repeat must be an integer in 1..1000 (got 5000)
+--repeat 2,3|--repeat takes one value, not a list
 --precision fp8|--precision: 'fp8' is not one of fp32, tf32, fp16, bf16
 --backend rocm|--backend: 'rocm' is not one of auto, cpu, cuda
 --interconnect x|--interconnect: 'x' is not one of auto, nvlink, pcie

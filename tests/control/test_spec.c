@@ -247,7 +247,12 @@ static const struct {
      "value 8 given twice"},
     {"bad_duplicate_key", "{\"kind\": \"gemm\", \"m\": 1, \"m\": 2}", 0, "key 'm' given twice"},
     {"bad_scalar_list", "{\"kind\": \"gemm\", \"repeat\": [1, 2]}", 0,
-     "'repeat' must be an integer"},
+     "'repeat' takes one value, not a list"},
+    /* the value given and the limit (it said "must be an integer in 1..1000") */
+    {"bad_repeat_range", "{\"kind\": \"gemm\", \"repeat\": 5000}", 0,
+     "'repeat' must be an integer in 1..1000 (got 5000)"},
+    {"bad_repeat_string", "{\"kind\": \"gemm\", \"repeat\": \"x\"}", 0,
+     "'repeat' must be an integer in 1..1000 (got \"x\")"},
     {"bad_timeout_list", "{\"kind\": \"gemm\", \"timeout_s\": [1, 2]}", 0, "takes one value"},
     /* the refusal says how many jobs the spec makes (it said "more than 10") */
     {"bad_too_many", "{\"kind\": \"sleep\", \"duration_ms\": [1, 2, 3], \"repeat\": 4}", 10,
