@@ -489,6 +489,48 @@ static int one_int(const cJSON *c, const char *key, int min, int max, int *out, 
     return -1;
 }
 
+/* The kinds of mask, in the table's order, as "resnet50", "resnet50 and
+ * gemm", "resnet50, sleep and allreduce". Returns buf. */
+static const char *kind_list(char *buf, size_t len, unsigned mask) {
+    int n = 0, total = 0;
+    for (int i = 0; kinds[i]; i++)
+        total += (mask >> i) & 1;
+    buf[0] = '\0';
+    for (int i = 0; kinds[i]; i++) {
+        if (!((mask >> i) & 1)) continue;
+        size_t o = strlen(buf);
+        snprintf(buf + o, len - o, "%s%s", n == 0 ? "" : n == total - 1 ? " and " : ", ", kinds[i]);
+        n++;
+    }
+    return buf;
+}
+
+/* A key none of the spec's kinds takes: which kinds it does apply to, so
+ * that the refusal says what to do ("'precision' does not apply to gemm,
+ * the kind of this spec; it applies to resnet50 only (gemm runs in fp32):
+ * drop it, or add resnet50 to the kinds"). */
+static void not_applicable(const keydef_t *kd, unsigned kindmask, char *err, size_t errlen) {
+    char have[64], takes[64], fp32[64] = "";
+    int n_have = 0, n_takes = 0;
+    for (int i = 0; kinds[i]; i++) {
+        n_have += (kindmask >> i) & 1;
+        n_takes += (kd->kinds >> i) & 1;
+    }
+    kind_list(have, sizeof have, kindmask);
+    kind_list(takes, sizeof takes, kd->kinds);
+    /* the kinds without a precision: their one is fp32 (sgemm; floats) */
+    unsigned f = kindmask & (K_GEMM | K_ALLREDUCE);
+    if (strcmp(kd->key, "precision") == 0 && f) {
+        char which[32];
+        gb_fmt(fp32, sizeof fp32, " (%s run%s in fp32)", kind_list(which, sizeof which, f),
+               f == (K_GEMM | K_ALLREDUCE) ? "" : "s");
+    }
+    gb_fmt(err, errlen,
+           "'%s' does not apply to %s, the kind%s of this spec; it applies to %s only%s: drop "
+           "it, or add %s to the kinds",
+           kd->key, have, n_have > 1 ? "s" : "", takes, fp32, n_takes > 1 ? "one of those" : takes);
+}
+
 static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
                         gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
     values_t *vals = calloc(N_KEYS, sizeof *vals);
@@ -551,7 +593,10 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
             ki++;
         if (ki == N_KEYS) FAIL("unknown key '%.40s'", k);
         const keydef_t *kd = &keys[ki];
-        if (!(kd->kinds & kindmask)) FAIL("'%s' does not apply to the kind(s) of this spec", k);
+        if (!(kd->kinds & kindmask)) {
+            not_applicable(kd, kindmask, err, errlen);
+            goto fail;
+        }
         values_t *v = &vals[ki];
         v->given = 1;
         if (cJSON_IsArray(c)) {

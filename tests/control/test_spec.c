@@ -228,6 +228,15 @@ static const struct {
     {"bad_unknown_key", "{\"kind\": \"gemm\", \"sizes\": 1}", 0, "unknown key 'sizes'"},
     {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
      "'duration_ms' does not apply"},
+    /* which kinds the key applies to, so the refusal says what to do (it
+     * said "does not apply to the kind(s) of this spec" alone); gemm has no
+     * precision key: it runs in fp32 */
+    {"bad_not_applicable_precision", "{\"kind\": \"gemm\", \"precision\": \"fp16\"}", 0,
+     "'precision' does not apply to gemm, the kind of this spec; it applies to resnet50 only "
+     "(gemm runs in fp32): drop it, or add resnet50 to the kinds"},
+    {"bad_not_applicable_kinds", "{\"kind\": [\"gemm\", \"sleep\"], \"warmup\": 2}", 0,
+     "'warmup' does not apply to gemm and sleep, the kinds of this spec; it applies to resnet50 "
+     "and allreduce only: drop it, or add one of those to the kinds"},
     {"bad_type", "{\"kind\": \"resnet50\", \"gpus\": \"two\"}", 0,
      "'gpus' must be an integer (got \"two\")"},
     {"bad_range_low", "{\"kind\": \"resnet50\", \"batch\": 0}", 0, "in 1..65536"},
