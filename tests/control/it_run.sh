@@ -13,6 +13,10 @@
 #            once, leaves no worker behind, keeps the finished results in a
 #            sound store, prints them, says what it did and dies of the
 #            SIGINT; a script running `gpubench run` in a loop stops too
+#   max_jobs a sweep of more than the default 10000 jobs: refused by
+#            default with its count (before a store is made), taken with
+#            --max-jobs raised, end to end (run's own check and its embedded
+#            coordinator's: the sweep stored whole), then cut short
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
@@ -23,6 +27,31 @@ if [ "$case" = default ]; then
     [ "$rows" -ge 1 ] || fail "no finished job in the table: $(cat "$T/out.txt")"
     eq "rows in the store" "$(sqlite3 "$T/run.db" "SELECT count(*) FROM v_results WHERE status = 'done'")" "$rows"
     [ -d "$T/run.db.agent/spool" ] || fail "no agent state next to the store"
+    echo ok
+    exit 0
+fi
+if [ "$case" = max_jobs ]; then
+    # 24 x 417 = 10,008 sleep jobs, just over the default limit
+    /usr/bin/python3 -c 'import json; print(json.dumps({"kind": "sleep", "duration_ms": list(range(24)), "repeat": 417}))' >"$T/big.json"
+    "$GB" run --db "$T/big.db" --spec "$T/big.json" >/dev/null 2>"$T/def.log"
+    eq "over 10000 jobs: refused by default" "$?" 1
+    contains "with the count and the limit" "$T/def.log" "gpubench run: $T/big.json: the sweep expands to 10,008 jobs, more than --max-jobs 10000 (the most one sweep may have)"
+    [ -e "$T/big.db" ] && fail "a refused run made a store"
+    "$GB" run --db "$T/big.db" --spec "$T/big.json" --max-jobs 10007 >/dev/null 2>"$T/low.log"
+    eq "refused with --max-jobs one short" "$?" 1
+    contains "that limit named" "$T/low.log" "the sweep expands to 10,008 jobs, more than --max-jobs 10007"
+    # raised: run's check and its embedded coordinator's both take it; the
+    # sweep is stored whole, then --timeout cancels what is left (a run of
+    # 10,008 jobs would take minutes)
+    "$GB" run --db "$T/big.db" --spec "$T/big.json" --max-jobs 10008 --timeout 1 --format csv >"$T/big.csv" 2>"$T/big.log"
+    eq "cut short by --timeout" "$?" 1
+    grep -q "rejected" "$T/big.log" && fail "--max-jobs 10008 rejected: $(cat "$T/big.log")"
+    # the submit answered ("sweep 1: 10008 job(s)"), or, on a slow machine
+    # (ASan), only after its time ran out: run then asks whether its request
+    # made a sweep, and cancels it
+    grep -q "sweep 1: 10008 job(s); store" "$T/big.log" || contains "stored all the same" "$T/big.log" "sweep 1 was stored before that"
+    eq "the sweep holds every job" "$(sqlite3 "$T/big.db" "SELECT n_jobs || ' ' || (SELECT count(*) FROM jobs) FROM sweeps")" "10008 10008"
+    eq "and none is left queued or running" "$(sqlite3 "$T/big.db" "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" 0
     echo ok
     exit 0
 fi
