@@ -95,8 +95,8 @@ struct cjob {
      * or multi-node attempts given up by a restart or a reload (jobs.free_attempts) */
     int refused;
     int cancel_requested;
-    /* the cancel's reason (CancelRequest.reason; NULL: none given, and
-     * after a restart, which keeps only cancel_requested) */
+    /* the cancel's reason (CancelRequest.reason; NULL: none given, the
+     * default); kept in jobs.cancel_reason, so a restart keeps it too */
     char *cancel_why;
     int64_t cancel_sent_ms; /* its Cancel last sent (monotonic; 0: not since loaded) */
     /* while running */
@@ -2985,7 +2985,7 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             j->cancel_requested = 1;
             if (why && !j->cancel_why) j->cancel_why = strdup(why); /* NULL: the default */
             if (gb_store_begin(c->store) != 0 ||
-                gb_store_job_cancel_requested(c->store, j->id) != 0)
+                gb_store_job_cancel_requested(c->store, j->id, j->cancel_why) != 0)
                 store_err(c, "cancelling job %" PRIu64, j->id);
             if (j->gang)
                 gang_cancel(c, j);
@@ -3533,6 +3533,9 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
     j->max_attempts = sj->max_attempts;
     j->refused = sj->free_attempts;
     j->cancel_requested = sj->cancel_requested;
+    /* the reason survives a restart (schema 0017); none stored: the default */
+    if (sj->cancel_requested && sj->cancel_reason && sj->cancel_reason[0])
+        j->cancel_why = strdup(sj->cancel_reason);
     gb_map_put_u64(c->jobs, j->id, j);
     cagent_t *a = sj->agent_id ? agent_get(c, sj->agent_id) : NULL;
     if (strcmp(sj->state, "running") == 0 && a && a->n_running < MAX_SLOTS && !is_multi(j)) {

@@ -101,10 +101,11 @@ static const char *const sql[S_COUNT] = {
                          " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
                      " WHERE job_id = ?1",
-    [S_JOB_CANCEL_REQ] = "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1",
+    [S_JOB_CANCEL_REQ] =
+        "UPDATE jobs SET cancel_requested = 1, cancel_reason = ?2 WHERE job_id = ?1",
     [S_JOBS_LOAD] =
         "SELECT j.job_id, j.sweep_id, j.seq, j.kind, j.params, j.state, j.attempt, j.max_attempts,"
-        " j.agent_id, j.cancel_requested, a.state, a.backend, j.free_attempts"
+        " j.agent_id, j.cancel_requested, a.state, a.backend, j.free_attempts, j.cancel_reason"
         " FROM jobs j LEFT JOIN attempts a ON a.job_id = j.job_id AND a.attempt = j.attempt"
         " WHERE j.state IN ('queued', 'running') ORDER BY j.job_id",
     [S_ATTEMPT_GET] = "SELECT agent_id, state FROM attempts WHERE job_id = ?1 AND attempt = ?2",
@@ -570,8 +571,8 @@ int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, co
     return exec(self, S_JOB_FINISH);
 }
 
-int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id) {
-    if (bind(self, S_JOB_CANCEL_REQ, "I", job_id) != 0) return -1;
+int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id, const char *reason) {
+    if (bind(self, S_JOB_CANCEL_REQ, "It", job_id, reason) != 0) return -1;
     return exec(self, S_JOB_CANCEL_REQ);
 }
 
@@ -595,6 +596,7 @@ int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_jo
         j.attempt_state = col_text(st, 10);
         j.attempt_backend = col_text(st, 11);
         j.free_attempts = sqlite3_column_int(st, 12);
+        j.cancel_reason = col_text(st, 13);
         fn(ctx, &j);
     }
     sqlite3_reset(st);

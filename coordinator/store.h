@@ -112,6 +112,7 @@ typedef struct gb_store_job {
     const char *state, *agent_id;
     uint32_t attempt;
     int cancel_requested;
+    const char *cancel_reason; /* the cancel's reason (schema 0017); NULL: the default */
     const char *attempt_state; /* of the current attempt, or NULL */
     const char *attempt_backend;
     int free_attempts; /* attempts that did not count against max_attempts */
@@ -137,7 +138,9 @@ int gb_store_attempt_revive(gb_store_t *self, uint64_t job_id, uint32_t attempt,
 /* Terminal: done | failed | cancelled. */
 int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, const char *error,
                         const char *now);
-int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id);
+/* A running job's cancel asked: cancel_requested, with its reason
+ * (jobs.cancel_reason, schema 0017; NULL: none given, the default). */
+int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id, const char *reason);
 /* Unfinished jobs (queued, running) in job_id order, with their current attempt. */
 int gb_store_load_jobs(gb_store_t *self, void (*fn)(void *ctx, const gb_store_job_t *j), void *ctx);
 /* The agent and state of an attempt; 0 found, 1 not found, -1 error. */

@@ -7,7 +7,37 @@
 # Cancel the same way): the Cancel goes out again when the agent says it
 # still runs the job, and the worker is stopped. It was sent once, into no
 # connection: the worker ran to its end and the job ended `done`.
+# CASE restart_reason: a cancel with a reason (`gpubench run --timeout`'s),
+# its Cancel lost (the agent had no connection), and the coordinator
+# restarted before the running job ended: the new one sends the Cancel
+# with the reason the store kept (jobs.cancel_reason), and the job's error
+# is that reason. It kept only cancel_requested, and the job said
+# "cancelled by request", as for a `gpubench cancel`.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+if [ "${3:-}" = restart_reason ]; then
+    LOST=20 # the stall: the agent's ZMQ heartbeat timeout is HB * LOST
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=20000 --repeat 2)
+    wait_running "$sweep" 1
+    why="cancelled: gpubench run --timeout 7 s ran out"
+    run_while_disconnected stall_restart a1 "$T/cancel.txt" "$RAWPEER" cancel_reason - "$CONTROL" "$sweep" "$why"
+    contains "cancel reports" "$T/cancel.txt" "1 queued job(s) cancelled, 1 running job(s) stopping"
+    t0=$(date +%s)
+    "$GB" wait "$sweep" --quiet --timeout 30
+    eq "wait exits 1 for a cancelled sweep" "$?" 1
+    took=$(($(date +%s) - t0))
+    [ "$took" -lt 10 ] || fail "the job ended ${took} s after the cancel: its worker ran on"
+    contains "the new coordinator sent the cancel" "$T/coord.log" "job 1 attempt 1: agent a1 still runs it: its cancel sent again"
+    eq "the running job's error is the reason" "$(q "SELECT status || ',' || error FROM v_results WHERE job_id = 1")" "cancelled,$why"
+    eq "its agent was told the reason" "$(q "SELECT status || ',' || error FROM results")" "cancelled,$why"
+    eq "the queued job's too" "$(q "SELECT status || ',' || error FROM v_results WHERE job_id = 2")" "cancelled,$why"
+    eq "kept in the store" "$(q "SELECT group_concat(job_id || ':' || cancel_requested || ':' || ifnull(cancel_reason, '-')) FROM jobs")" "1:1:$why,2:0:-"
+    echo ok
+    exit 0
+fi
 
 if [ "${3:-}" = restart ]; then
     start_coord

@@ -135,11 +135,15 @@ submit() { "$GB" submit "$@" 2>>"$T/cli.log" || fail "submit $* was rejected: $(
 #            goes on, so that the coordinator handles it in its first turn
 #   restart  NAME held, the coordinator stopped (SIGTERM) and started again
 #            on the same ports: the new one never had NAME's connection
+#   stall_restart  as stall, and once CMD has its answer the coordinator
+#            is restarted as by restart before NAME goes on: what CMD
+#            changed reaches NAME only from the new coordinator, which
+#            knows of it only what the store kept
 run_while_disconnected() {
     local how=$1 agent=${AGENT_PID[$2]} out=$3 cmd ms
     shift 3
     case $how in
-    stall)
+    stall | stall_restart)
         kill -STOP "$COORD_PID"
         ms=$((HB * LOST + 1500))
         sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
@@ -155,10 +159,15 @@ run_while_disconnected() {
     esac
     "$@" >"$out" 2>&1 &
     cmd=$!
-    if [ "$how" = stall ]; then
+    if [ "$how" != restart ]; then
         sleep 0.2
         kill -CONT "$COORD_PID"
     fi
     wait "$cmd" || fail "${*:2} failed: $(cat "$out")"
+    if [ "$how" = stall_restart ]; then
+        kill -TERM "$COORD_PID"
+        wait "$COORD_PID"
+        start_coord
+    fi
     kill -CONT "$agent"
 }

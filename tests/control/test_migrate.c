@@ -2,7 +2,8 @@
  * files: a fresh store reaches the last version with every table and the two
  * public views exactly as documented; re-running changes nothing; a newer
  * store is refused; a failing migration leaves the store as it was; a gap
- * in the numbering is refused. `test_migrate CASE`. */
+ * in the numbering is refused; stores at older versions upgraded with
+ * their rows (upgrade_NNNN). `test_migrate CASE`. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_schema.h"
@@ -239,6 +240,39 @@ int main(int argc, char **argv) {
         size_t len = strlen(got);
         CHECKF(len >= sizeof tail - 1 && strcmp(got + len - (sizeof tail - 1), tail) == 0,
                "v_results: %s", got);
+    } else if (strcmp(c, "upgrade_0016") == 0) {
+        /* a store at 0016 with a running job whose cancel was asked (its
+         * reason not kept then) and a queued one: 0017 appends
+         * jobs.cancel_reason, NULL for both (the default reason), which
+         * takes a reason from then on; v_results is as it was */
+        CHECK(n >= 17 && strcmp(gb_schema_migrations[15].name, "0016_v_results_gemm_shape") == 0);
+        CHECK(strcmp(gb_schema_migrations[16].name, "0017_jobs_cancel_reason") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 16, err, sizeof err) == 0, "%s", err);
+        char before[1024], got[1024];
+        columns(db, "v_results", before, sizeof before);
+        exec_ok(db, "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
+                    "VALUES (1, '{}', 2, 'running', 't');"
+                    "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, "
+                    "state, attempt, max_attempts, cancel_requested, created_at) VALUES "
+                    "(1, 1, 0, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'running', 1, 3, "
+                    "1, 't'),"
+                    "(2, 1, 1, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'queued', 0, 3, "
+                    "0, 't');");
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        CHECK(gb_schema_version(db) == n);
+        text(db,
+             "SELECT group_concat(job_id || ':' || cancel_requested || ':' || "
+             "COALESCE(cancel_reason, 'NULL'), '|') FROM (SELECT * FROM jobs ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:1:NULL|2:0:NULL") == 0, "jobs after the upgrade: %s", got);
+        exec_ok(db, "UPDATE jobs SET cancel_requested = 1, cancel_reason = 'cancelled: why' "
+                    "WHERE job_id = 2");
+        text(db, "SELECT cancel_reason FROM jobs WHERE job_id = 2", got, sizeof got);
+        CHECKF(strcmp(got, "cancelled: why") == 0, "%s", got);
+        columns(db, "v_results", got, sizeof got);
+        CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};

@@ -2,7 +2,7 @@
  * for the bad-input and fake-agent integration tests (driven by
  * it_bad_input.sh and it_fake_agent.sh).
  *
- *   test_rawpeer CASE LISTEN CONTROL
+ *   test_rawpeer CASE LISTEN CONTROL [ARGS...]
  *
  * Bad-input cases send one malformed frame and CHECK the Reject that comes
  * back (code and a word of its reason). Fake-agent cases register as agent
@@ -336,7 +336,7 @@ static void fake_coordinator(const char *ep, int knows) {
 }
 
 int main(int argc, char **argv) {
-    CHECKF(argc == 4, "usage: test_rawpeer CASE LISTEN CONTROL");
+    CHECKF(argc >= 4, "usage: test_rawpeer CASE LISTEN CONTROL [ARGS...]");
     const char *c = argv[1], *listen = argv[2], *control = argv[3];
     ctx = zmq_ctx_new();
     CHECK(ctx);
@@ -456,6 +456,29 @@ int main(int argc, char **argv) {
         uint64_t id = submit_as(s, spec, NULL, why, sizeof why);
         CHECKF(id == 0, "the coordinator accepted it as sweep %llu", (unsigned long long)id);
         printf("rejected: %s\n", why);
+    } else if (strcmp(c, "cancel_reason") == 0) {
+        /* test_rawpeer cancel_reason - CONTROL SWEEP REASON: a CancelRequest
+         * with a reason, as `gpubench run` sends when its --timeout runs
+         * out; the reply printed as gpubench cancel says it */
+        CHECKF(argc == 6, "usage: test_rawpeer cancel_reason - CONTROL SWEEP REASON");
+        s = peer(control, NULL);
+        Gb__CancelRequest rq = GB__CANCEL_REQUEST__INIT;
+        rq.sweep_id = strtoull(argv[4], NULL, 10);
+        rq.reason = argv[5];
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.seq = (uint64_t)gb_wall_ms();
+        env.body_case = GB__ENVELOPE__BODY_CANCEL_REQUEST;
+        env.cancel_request = &rq;
+        CHECK(gb_zmq_send(s, NULL, 0, &env) == 0);
+        Gb__Envelope *rep = recv_env(s, 5000);
+        CHECKF(rep, "no reply to a cancel within 5 s");
+        CHECKF(rep->body_case != GB__ENVELOPE__BODY_REJECT, "the cancel was rejected: %s",
+               rep->reject->reason);
+        CHECKF(rep->body_case == GB__ENVELOPE__BODY_CANCEL_REPLY, "a cancel answered with %s",
+               gb_wire_body_name(rep->body_case));
+        printf("%u queued job(s) cancelled, %u running job(s) stopping\n",
+               rep->cancel_reply->cancelled, rep->cancel_reply->stopping);
+        gb_wire_free(&rep);
     } else if (strcmp(c, "submit_resend") == 0) {
         /* a submit sent again with its request id (its reply lost) is
          * answered with the sweep the first made; another id makes another */

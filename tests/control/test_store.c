@@ -38,7 +38,8 @@ static char *one(const char *sql) {
         CHECKF(strcmp(got_, (want)) == 0, "%s: got '%s', want '%s'", (sql), got_, (want));         \
     } while (0)
 
-static int nodes_seen, jobs_seen, free_seen = -1;
+static int nodes_seen, jobs_seen, free_seen = -1, cancel_seen = -1;
+static char reason_seen[128];
 static void on_node(void *ctx, const gb_store_node_t *n) {
     (void)ctx;
     nodes_seen++;
@@ -52,6 +53,8 @@ static void on_job(void *ctx, const gb_store_job_t *j) {
     CHECK(strcmp(j->agent_id, "agent1") == 0 && strcmp(j->attempt_state, "running") == 0);
     CHECK(strcmp(j->attempt_backend, "cuda") == 0 && strstr(j->params, "\"gemm\""));
     free_seen = j->free_attempts;
+    cancel_seen = j->cancel_requested;
+    snprintf(reason_seen, sizeof reason_seen, "%s", j->cancel_reason ? j->cancel_reason : "NULL");
 }
 static unsigned st_total, st_done, st_running;
 static void on_status(void *ctx, const gb_store_sweep_status_t *s) {
@@ -231,6 +234,26 @@ int main(void) {
        "running,running,-");
     EQ("SELECT free_attempts FROM jobs WHERE job_id = 2", "1");
     CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 2 && free_seen == 1);
+    CHECK(cancel_seen == 0 && strcmp(reason_seen, "NULL") == 0);
+    /* a running job's cancel keeps its reason (schema 0017), and a reopened
+     * store loads it; none given: NULL, the default */
+    CHECK(gb_store_begin(s) == 0);
+    CHECK(gb_store_job_cancel_requested(s, 2, NULL) == 0);
+    CHECK(gb_store_commit(s) == 0);
+    CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 3);
+    CHECK(cancel_seen == 1 && strcmp(reason_seen, "NULL") == 0);
+    CHECK(gb_store_begin(s) == 0);
+    CHECK(gb_store_job_cancel_requested(s, 2, "cancelled: gpubench run --timeout 5 s ran out") ==
+          0);
+    CHECK(gb_store_commit(s) == 0);
+    gb_store_close(&s);
+    s = gb_store_open(path, err, sizeof err);
+    CHECKF(s, "%s", err);
+    CHECK(gb_store_load_jobs(s, on_job, NULL) == 0 && jobs_seen == 4 && cancel_seen == 1);
+    CHECKF(strcmp(reason_seen, "cancelled: gpubench run --timeout 5 s ran out") == 0, "%s",
+           reason_seen);
+    EQ("SELECT cancel_requested || ',' || cancel_reason FROM jobs WHERE job_id = 2",
+       "1,cancelled: gpubench run --timeout 5 s ran out");
 
     /* the WAL grows while a reader holds a snapshot, and is cut back to
      * journal_size_limit (4 MiB) once it starts over; it kept its peak */

@@ -381,6 +381,39 @@ cancel_lost)
     contains "the stop went again" "$T/coord.log" "agent $victim still runs rank 1: its stop sent again"
     no_workers a1 a2
     ;;
+restart_cancel)
+    # a cancel with a reason (`gpubench run --timeout`'s) while both ranks
+    # run, their agents held (SIGSTOP) so that the attempt cannot end, then
+    # the coordinator restarted: the new one gives the attempt up (its
+    # rendezvous was in memory) and, the cancel asked, ends the job
+    # cancelled with the reason the store kept (jobs.cancel_reason). It kept
+    # only cancel_requested, and the job said "cancelled by request"
+    RAWPEER=${4:?test_rawpeer}
+    LOST=20 # the agents held are not found lost before the restart
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=20000 --param n_nodes=2)
+    wait_ranks 1 started 2
+    why="cancelled: gpubench run --timeout 9 s ran out"
+    kill -STOP "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"
+    "$RAWPEER" cancel_reason - "$CONTROL" "$sweep" "$why" >"$T/cancel.txt" 2>&1 ||
+        fail "cancel: $(cat "$T/cancel.txt")"
+    contains "cancel reports" "$T/cancel.txt" "0 queued job(s) cancelled, 1 running job(s) stopping"
+    eq "still running, the reason stored" "$(q "SELECT state || ',' || cancel_reason FROM jobs")" "running,$why"
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    start_coord
+    kill -CONT "${AGENT_PID[a1]}" "${AGENT_PID[a2]}"
+    "$GB" wait "$sweep" --quiet --timeout 30
+    eq "wait fails" "$?" 1
+    eq "the restart gave the attempt up" "$(q "SELECT state || ': ' || error FROM attempts")" \
+        "lost: the coordinator restarted during this multi-node attempt"
+    ended_once 1 cancelled
+    eq "the job's error is the reason" "$(q "SELECT error FROM v_results WHERE job_id = 1")" "$why"
+    no_workers a1 a2
+    ;;
 assign_lost)
     # a rank's assignment that never reached its agent: placed in the first
     # turn after the coordinator was stopped (SIGSTOP) past the agents'
