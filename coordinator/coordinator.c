@@ -2979,7 +2979,8 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     for (size_t i = 0; i < x.n; i++) {
         cjob_t *j = x.hits[i];
         if (j->state == J_QUEUED) {
-            job_finish_ex(c, j, "cancelled", why ? why : "cancelled by request", 1);
+            if (why && !j->cancel_why) j->cancel_why = strdup(why); /* NULL: the default */
+            job_finish_ex(c, j, "cancelled", cancel_why(j), 1);
             cancelled++;
         } else if (!j->cancel_requested) {
             j->cancel_requested = 1;
