@@ -532,7 +532,8 @@ static void not_applicable(const keydef_t *kd, unsigned kindmask, char *err, siz
 }
 
 static int parse_common(const char *json, size_t len, int job_mode, size_t max_jobs,
-                        gb_sweep_def_t *out, int *repeat_index, char *err, size_t errlen) {
+                        const char *limit_name, gb_sweep_def_t *out, int *repeat_index, char *err,
+                        size_t errlen) {
     values_t *vals = calloc(N_KEYS, sizeof *vals);
     values_t kindv = {0};
     cJSON *root = NULL;
@@ -655,9 +656,8 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
     }
     if (total > max_jobs) {
         char n[48];
-        FAIL("the sweep expands to %s jobs, more than --max-jobs %zu (the most one sweep may "
-             "have)",
-             fmt_count(n, sizeof n, total), max_jobs);
+        FAIL("the sweep expands to %s jobs, more than %s %zu (the most one sweep may have)",
+             fmt_count(n, sizeof n, total), limit_name, max_jobs);
     }
     /* room for every combination expansion visits (at most 3 times the
      * limit: three interconnect values), whatever it then drops */
@@ -742,7 +742,12 @@ fail:
 
 int gb_spec_parse(const char *json, size_t len, size_t max_jobs, gb_sweep_def_t *out, char *err,
                   size_t errlen) {
-    return parse_common(json, len, 0, max_jobs, out, NULL, err, errlen);
+    return parse_common(json, len, 0, max_jobs, "--max-jobs", out, NULL, err, errlen);
+}
+
+int gb_spec_parse_limit(const char *json, size_t len, size_t max_jobs, const char *limit_name,
+                        gb_sweep_def_t *out, char *err, size_t errlen) {
+    return parse_common(json, len, 0, max_jobs, limit_name, out, NULL, err, errlen);
 }
 
 void gb_sweep_def_free(gb_sweep_def_t *s) {
@@ -755,7 +760,8 @@ void gb_sweep_def_free(gb_sweep_def_t *s) {
 int gb_jobdef_from_json(const char *json, size_t len, gb_jobdef_t *out, char *err, size_t errlen) {
     gb_sweep_def_t def;
     int repeat_index = 0;
-    if (parse_common(json, len, 1, 1, &def, &repeat_index, err, errlen) != 0) return -1;
+    if (parse_common(json, len, 1, 1, "--max-jobs", &def, &repeat_index, err, errlen) != 0)
+        return -1;
     *out = def.jobs[0];
     gb_sweep_def_free(&def);
     return 0;

@@ -62,11 +62,18 @@ typedef struct gb_sweep_def {
 } gb_sweep_def_t;
 
 /* Parse, validate and expand a spec of len bytes (need not be
- * NUL-terminated). Fails when it would make more than max_jobs jobs.
+ * NUL-terminated). Fails when it would make more than max_jobs jobs, the
+ * refusal naming the limit as the option --max-jobs ("the sweep expands to
+ * 12 jobs, more than --max-jobs 10 ..."), as gpubench run's is.
  * Returns 0 and fills out (free with gb_sweep_def_free), or -1 with the
  * reason in err. */
 int gb_spec_parse(const char *json, size_t len, size_t max_jobs, gb_sweep_def_t *out, char *err,
                   size_t errlen);
+/* gb_spec_parse with the limit named limit_name in that refusal ("more than
+ * <limit_name> 10"): a coordinator names its own option, which a submit
+ * client does not have. */
+int gb_spec_parse_limit(const char *json, size_t len, size_t max_jobs, const char *limit_name,
+                        gb_sweep_def_t *out, char *err, size_t errlen);
 void gb_sweep_def_free(gb_sweep_def_t *s);
 /* The first check of gb_spec_parse: len bytes of one JSON object (no
  * trailing bytes, no \u0000, nesting within cJSON's limit). The parsed

@@ -2816,7 +2816,9 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
                    "and none had been made");
             return;
         }
-    if (gb_spec_parse(spec, strlen(spec), c->cfg.max_jobs_per_sweep, &def, err, sizeof err) != 0) {
+    /* the limit is this daemon's option, not one of submit's */
+    if (gb_spec_parse_limit(spec, strlen(spec), c->cfg.max_jobs_per_sweep,
+                            "the coordinator's --max-jobs", &def, err, sizeof err) != 0) {
         reject(c, c->control_sock, f->rid, f->rid_len, GB__REJECT_CODE__REJECT_BAD_SPEC, env->seq,
                "submit", err);
         return;

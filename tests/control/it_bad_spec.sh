@@ -15,7 +15,7 @@ not_object)    printf '["gemm"]' >"$T/spec.json"; want="spec must be a JSON obje
 unknown_kind)  printf '{"kind": "bert"}' >"$T/spec.json"; want="unknown job kind 'bert' (known: allreduce, gemm, resnet50, sleep)" ;;
 unknown_key)   printf '{"kind": "gemm", "sizes": [1]}' >"$T/spec.json"; want="unknown key 'sizes'" ;;
 bad_value)     printf '{"kind": "resnet50", "batch": 0}' >"$T/spec.json"; want="'batch' must be an integer in 1..65536" ;;
-too_many)      printf '{"kind": "sleep", "duration_ms": [1,2,3,4,5,6,7,8,9,10], "repeat": 1000}' >"$T/spec.json"; want="the sweep expands to 10,000 jobs, more than --max-jobs 1000" ;;
+too_many)      printf '{"kind": "sleep", "duration_ms": [1,2,3,4,5,6,7,8,9,10], "repeat": 1000}' >"$T/spec.json"; want="the sweep expands to 10,000 jobs, more than the coordinator's --max-jobs 1000 (the most one sweep may have)" ;;
 unsatisfiable) printf '{"kind": "resnet50", "gpus": 8, "backend": "cuda"}' >"$T/spec.json"; want="no known node can run job 1 of the sweep" ;;
 no_match)      printf '{"kind": "gemm", "nodes": "dgx-*"}' >"$T/spec.json"; want="does not match 'dgx-*'" ;;
 cpu_fp16)      printf '{"kind": "resnet50", "precision": ["fp32", "fp16"]}' >"$T/spec.json"; want="fp16 needs a GPU" ;;
@@ -38,6 +38,9 @@ malformed | not_object)
     ;;
 esac
 contains "submit says why" "$T/err.log" "rejected: "
+# too many jobs: the limit is the coordinator's option (submit has no
+# --max-jobs), named so, the whole line exact
+[ "$case" = too_many ] && eq "the limit named as the coordinator's" "$(grep -F "rejected: " "$T/err.log")" "gpubench submit: rejected: $want"
 contains "the reason is precise" "$T/err.log" "$want"
 contains "the coordinator logged it" "$T/coord.log" "rejected submit"
 eq "nothing stored" "$(q "SELECT count(*) FROM sweeps")" 1

@@ -394,6 +394,17 @@ int main(int argc, char **argv) {
                 spec = big;
             }
             parse_bad(spec, bad[i].max_jobs ? bad[i].max_jobs : GB_SPEC_MAX_JOBS, bad[i].want);
+            if (strcmp(c, "bad_too_many") == 0) {
+                /* a coordinator names its own option (submit has none) */
+                gb_sweep_def_t d;
+                char err[512] = "";
+                CHECK(gb_spec_parse_limit(spec, strlen(spec), 10, "the coordinator's --max-jobs",
+                                          &d, err, sizeof err) != 0);
+                CHECKF(strcmp(err, "the sweep expands to 12 jobs, more than the coordinator's "
+                                   "--max-jobs 10 (the most one sweep may have)") == 0,
+                       "%s", err);
+                CHECK(d.jobs == NULL && d.n_jobs == 0);
+            }
             return 0;
         }
         CHECKF(0, "unknown case %s", c);
