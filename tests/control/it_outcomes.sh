@@ -51,6 +51,11 @@ gemm)
     # p90 time of one product, in v_results (they were not) and the table
     eq "v_results shape" "$(q "SELECT m || 'x' || n || 'x' || k FROM v_results")" "96x80x72"
     eq "median and p90 per product" "$(q "SELECT v.step_ms_median = json_extract(r.record, '$.ms_median') AND v.step_ms_p90 = json_extract(r.record, '$.details.ms_p90') AND v.step_ms_median > 0 FROM v_results v JOIN results r USING (job_id)")" 1
+    # one product is a gemm's step: steps is the reps given (it was NULL),
+    # in the view and in results' json (every column)
+    eq "steps are the timed products" "$(q "SELECT steps || ',' || json_extract(r.record, '$.reps') FROM v_results v JOIN results r USING (job_id)")" "5,5"
+    "$GB" results --db "$T/gb.db" --format json >"$T/results.json" || fail "gpubench results --format json"
+    eq "json steps" "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[0]["steps"])' "$T/results.json")" 5
     eq "GFLOP/s is 2mnk over that median" "$(q "SELECT abs(gflops - 2.0 * m * n * k / (step_ms_median * 1e6)) < 1e-6 * gflops FROM v_results")" 1
     "$GB" results --db "$T/gb.db" >"$T/table.txt" || fail "gpubench results"
     # (counted from the end: the CPU model has spaces)

@@ -273,6 +273,57 @@ int main(int argc, char **argv) {
         CHECKF(strcmp(got, "cancelled: why") == 0, "%s", got);
         columns(db, "v_results", got, sizeof got);
         CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
+    } else if (strcmp(c, "upgrade_0017") == 0) {
+        /* a store at 0017 with a done gemm (its record's reps), a failed one
+         * (no reps in its record: the job's parameter), a resnet50 and a
+         * sleep: 0018 gives each gemm row its timed products as steps (one
+         * product is a gemm's step; they were NULL), the others' as before;
+         * the view's columns unchanged */
+        CHECK(n >= 18 && strcmp(gb_schema_migrations[16].name, "0017_jobs_cancel_reason") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 17, err, sizeof err) == 0, "%s", err);
+        char before[1024], got[1024];
+        columns(db, "v_results", before, sizeof before);
+        exec_ok(db,
+                "INSERT INTO nodes (agent_id, name, state, cpu_model, n_gpus, gpu_model, "
+                "first_seen, last_seen) VALUES ('a1', 'n1', 'lost', 'CPU Y', 1, 'GPU X', 't', 't');"
+                "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
+                "VALUES (1, '{}', 4, 'failed', 't');"
+                "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
+                "attempt, max_attempts, created_at) VALUES "
+                "(1, 1, 0, 'gemm', '{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72,\"reps\":7}', "
+                "'cpu', 1, 'done', 1, 3, 't'),"
+                "(2, 1, 1, 'gemm', '{\"kind\":\"gemm\",\"m\":64,\"n\":32,\"k\":16,\"reps\":10}', "
+                "'auto', 1, 'failed', 1, 3, 't'),"
+                "(3, 1, 2, 'resnet50', '{\"kind\":\"resnet50\",\"steps\":20}', 'cuda', 1, "
+                "'done', 1, 3, 't'),"
+                "(4, 1, 3, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'done', 1, 3, 't');"
+                "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
+                "VALUES (1, 1, 'a1', 'cpu', 'done', 't'), (2, 1, 'a1', 'cuda', 'failed', 't'),"
+                "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'done', 't');"
+                "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
+                "device_model, gflops, step_ms_median, step_ms_p90, record, committed_at) VALUES "
+                "(1, 1, 'a1', 'ok', 'gemm', 'cpu', 'CPU Y', 4.4, 0.25, 0.5, "
+                "'{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72,\"reps\":5,\"ms_median\":0.25,"
+                "\"gflops\":4.4,\"details\":{\"ms_p90\":0.5}}', 't'),"
+                "(2, 1, 'a1', 'failed', 'gemm', NULL, NULL, NULL, NULL, NULL, "
+                "'{\"kind\":\"gemm\",\"error\":\"no GPU\"}', 't'),"
+                "(3, 1, 'a1', 'ok', 'resnet50', 'cuda', 'GPU X', NULL, 100, 110, "
+                "'{\"kind\":\"resnet50\",\"steps\":30,\"step_ms\":{\"median\":100,\"p90\":110}}', "
+                "'t'),"
+                "(4, 1, 'a1', 'ok', 'sleep', NULL, NULL, NULL, NULL, NULL, "
+                "'{\"kind\":\"sleep\"}', 't');");
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        CHECK(gb_schema_version(db) == n);
+        text(db,
+             "SELECT group_concat(job_id || ':' || kind || ':' || COALESCE(steps, '-'), '|') "
+             "FROM (SELECT * FROM v_results ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:gemm:5|2:gemm:10|3:resnet50:30|4:sleep:-") == 0,
+               "v_results steps after the upgrade: %s", got);
+        columns(db, "v_results", got, sizeof got);
+        CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};
