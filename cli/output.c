@@ -235,14 +235,19 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
         }
         return;
     }
-    int *w = calloc((size_t)t->ncols, sizeof *w);
+    /* w[c]: the column's width; num[c]: it holds numbers, so its "-" for
+     * NULL is right-aligned with them (it stood at the left edge, under no
+     * digit: "256" over "-" in a gemm's m column) */
+    int *w = calloc((size_t)t->ncols * 2, sizeof *w);
     if (!w) return;
+    int *num = w + t->ncols;
     for (int c = 0; c < t->ncols; c++) {
         w[c] = display_len(t->names[c]);
         for (int r = 0; r < t->nrows; r++) {
             const cell_t *x = at(t, r, c);
             int len = x->type == C_NULL ? 1 : display_len(x->text);
             if (len > w[c]) w[c] = len;
+            if (x->type == C_INT || x->type == C_REAL) num[c] = 1;
         }
     }
     for (int c = 0; c < t->ncols; c++) {
@@ -253,10 +258,10 @@ void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
     for (int r = 0; r < t->nrows; r++) {
         for (int c = 0; c < t->ncols; c++) {
             const cell_t *x = at(t, r, c);
-            int num = x->type == C_INT || x->type == C_REAL;
+            int right = x->type == C_INT || x->type == C_REAL || (x->type == C_NULL && num[c]);
             if (c) fputs("  ", out);
             table_field(out, x->type == C_NULL ? "-" : x->text,
-                        c == t->ncols - 1 && !num ? 0 : w[c], num);
+                        c == t->ncols - 1 && !right ? 0 : w[c], right);
         }
         fputc('\n', out);
     }

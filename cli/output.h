@@ -1,5 +1,6 @@
 /* output.h - command output for people and for scripts: one table of typed
- * cells printed as a fixed-width table (numbers right-aligned), CSV
+ * cells printed as a fixed-width table (numbers right-aligned, and a NULL
+ * "-" in a column of numbers with them), CSV
  * (RFC 4180) or JSON (an array of objects, numbers as numbers, NULL as
  * null). Output goes to stdout; errors never do. */
 #ifndef GB_CLI_OUTPUT_H

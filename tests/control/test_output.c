@@ -105,6 +105,26 @@ int main(int argc, char **argv) {
         CHECKF(col1 == col2 && col1 == (int)strlen("smoke uni  "), "%d %d:\n%s", col1, col2, out);
         free(out);
         gb_table_destroy(&u);
+    } else if (strcmp(c, "null_align") == 0) {
+        /* a NULL ("-") in a column of numbers is right-aligned with them,
+         * as the last character of the column: "256" over "  -" */
+        static const char *const three[] = {"kind", "m", "valid"};
+        gb_table_t *u = gb_table_new(3, three);
+        CHECK(u && gb_table_row(u) == 0);
+        gb_table_text(u, 0, "gemm");
+        gb_table_int(u, 1, 256);
+        gb_table_int(u, 2, 1);
+        CHECK(gb_table_row(u) == 0);
+        gb_table_text(u, 0, "sleep");
+        CHECK(gb_table_row(u) == 0); /* every cell NULL */
+        char *out = print(u, GB_FMT_TABLE);
+        CHECKF(strcmp(out, "kind   m    valid\n"
+                           "gemm   256      1\n"
+                           "sleep    -      -\n"
+                           "-        -      -\n") == 0,
+               "\n%s", out);
+        free(out);
+        gb_table_destroy(&u);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
