@@ -1107,6 +1107,13 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
                                  "longer lists the old one (then SIGHUP it); else give the "
                                  "agent a new --state-dir, or its own key)"
                                : "");
+                if (env->reject->code == GB__REJECT_CODE__REJECT_UNEXPECTED && !a->registered)
+                    /* our hello refused as a command would be: a --connect
+                     * naming the control endpoint (5556 for 5555) */
+                    gb_fmt(more, sizeof more,
+                           " (is %s the coordinator's control endpoint? --connect wants its "
+                           "agents endpoint, the coordinator's --listen)",
+                           a->cfg.connect);
                 gb_warn("the coordinator rejected our message %" PRIu64 ": %s%s",
                         env->reject->ref_seq, line, more);
                 gb_copy(a->last_reject, sizeof a->last_reject, line);

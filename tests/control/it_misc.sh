@@ -183,6 +183,15 @@ agent_unreachable)
     contains "says so" "$T/lonely.log" "no answer from ipc://$T/nobody for "
     contains "and what it found there" "$T/lonely.log" " s; still trying: nothing listens there (No such file or directory): is the coordinator running, and is this its address?"
     ;;
+agent_control_endpoint)
+    # --connect naming the control endpoint (5556 for 5555): the refusal
+    # says which endpoint the agent wants (it said only "unexpected: the
+    # control endpoint takes submit, ...")
+    start_coord
+    LISTEN=$CONTROL start_agent wrong
+    for _ in $(seq 60); do grep -q "rejected our message" "$T/wrong.log" && break; sleep 0.05; done
+    contains "says what --connect wants" "$T/wrong.log" "(is $CONTROL the coordinator's control endpoint? --connect wants its agents endpoint, the coordinator's --listen)"
+    ;;
 doc_queries)
     # every query the docs show runs on a store of this schema
     start_coord
