@@ -122,7 +122,7 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
     sqlite3_stmt *st = NULL;
     node_topo_t *t = calloc(1, sizeof *t);
     gb_table_t *tab = NULL;
-    int rc = 1, found = 0;
+    int rc = 1, found = 0, matrices = 0;
     if (!t) {
         fprintf(stderr, "gpubench nodes: out of memory\n");
         return 1;
@@ -178,14 +178,23 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         }
         fprintf(out, "node %s (agent %s): %d GPU(s), %s\n\n", name, id, n_gpus, model);
         print_matrix(out, t);
+        matrices++;
     }
     if (node && !found) {
         fprintf(stderr, "gpubench nodes: no node named '%s' in %s\n", node, db_path);
         goto out;
     }
-    if (fmt == GB_FMT_TABLE)
-        fprintf(out, "%s%s", found ? "\n" : "", legend);
-    else
+    /* the legend explains a matrix: none under nodes without GPUs, and
+     * for a store no agent has registered with, a line that says so (it
+     * printed the legend alone) */
+    if (fmt == GB_FMT_TABLE && !found)
+        fprintf(stderr,
+                "gpubench nodes: no node in %s yet (no agent has registered with its "
+                "coordinator)\n",
+                db_path);
+    else if (fmt == GB_FMT_TABLE && matrices)
+        fprintf(out, "\n%s", legend);
+    else if (fmt != GB_FMT_TABLE)
         gb_table_print(tab, out, fmt);
     rc = 0;
 out:

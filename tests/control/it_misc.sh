@@ -192,6 +192,20 @@ agent_control_endpoint)
     for _ in $(seq 60); do grep -q "rejected our message" "$T/wrong.log" && break; sleep 0.05; done
     contains "says what --connect wants" "$T/wrong.log" "(is $CONTROL the coordinator's control endpoint? --connect wants its agents endpoint, the coordinator's --listen)"
     ;;
+topo_no_gpus)
+    # nodes --topo prints the legend under a matrix only: a store with no
+    # node said nothing but the legend, and a node without GPUs got one too
+    start_coord
+    "$GB" nodes --topo --db "$T/gb.db" >"$T/t.out" 2>"$T/t.err"; eq "no node yet" "$?" 0
+    eq "nothing on stdout" "$(cat "$T/t.out")" ""
+    contains "says so" "$T/t.err" "no node in $T/gb.db yet (no agent has registered with its coordinator)"
+    start_agent a1
+    wait_nodes 1
+    "$GB" nodes --topo --db "$T/gb.db" >"$T/t.out" 2>"$T/t.err"; eq "a node without GPUs" "$?" 0
+    contains "the node, without GPUs" "$T/t.out" "node a1 (agent "
+    grep -q "Legend" "$T/t.out" && fail "a legend with no matrix: $(cat "$T/t.out")"
+    eq "nothing on stderr" "$(cat "$T/t.err")" ""
+    ;;
 doc_queries)
     # every query the docs show runs on a store of this schema
     start_coord
