@@ -169,6 +169,12 @@ int cli_usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
+int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint) {
+    fprintf(stderr, "gpubench %s: unexpected argument '%s'%s%s (see 'gpubench %s -h')\n", cmd, arg,
+            hint ? " " : "", hint ? hint : "", cmd);
+    return 2;
+}
+
 int cli_bad_option(const char *cmd) {
     fprintf(stderr, "gpubench %s: see 'gpubench %s -h' for the options\n", cmd, cmd);
     return 2;

@@ -101,6 +101,9 @@ void cli_print_versions(FILE *out);
 char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs);
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
+/* A word on CMD's command line it takes no place for: "unexpected argument
+ * 'ARG'" and the hint (may be NULL) as a usage error; returns 2. */
+int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint);
 /* After getopt's own line about an unknown option or a missing value: one
  * line pointing at -h (the whole usage would push getopt's off the screen);
  * returns 2. */

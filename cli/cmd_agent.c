@@ -145,7 +145,7 @@ int cmd_agent(int argc, char **argv) {
             return cli_bad_option("agent");
         }
     }
-    if (optind < argc) return cli_usage_error("agent", "unexpected argument");
+    if (optind < argc) return cli_unexpected_arg("agent", argv[optind], NULL);
     char err[1024];
     if (cfg.connect && gb_endpoint_check(cfg.connect, err, sizeof err) != 0) {
         fprintf(stderr, "gpubench agent: %s\n", err); /* a bad option: a usage error */

@@ -152,7 +152,7 @@ int cmd_coordinator(int argc, char **argv) {
             return cli_bad_option("coordinator");
         }
     }
-    if (optind < argc) return cli_usage_error("coordinator", "unexpected argument");
+    if (optind < argc) return cli_unexpected_arg("coordinator", argv[optind], NULL);
     /* "" is SQLite's temporary database: every result would be lost */
     if (cfg.db_path && !cfg.db_path[0])
         return cli_usage_error("coordinator", "--db needs a file name");

@@ -111,7 +111,7 @@ int cmd_nodes(int argc, char **argv) {
         if (optind + 1 < argc) return cli_usage_error("nodes", "--topo takes at most one NODE");
         return cli_print_topo(db, optind < argc ? argv[optind] : NULL, fmt, stdout);
     }
-    if (optind < argc) return cli_usage_error("nodes", "unexpected argument (NODE needs --topo)");
+    if (optind < argc) return cli_unexpected_arg("nodes", argv[optind], "(NODE needs --topo)");
     if (db_given) /* without --topo the coordinator answers, not the store */
         return cli_usage_error("nodes", "--db is read by --topo only (nodes asks the coordinator)");
     Gb__NodesRequest rq = GB__NODES_REQUEST__INIT;

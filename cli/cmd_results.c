@@ -3,9 +3,11 @@
 #include "cli_util.h"
 #include "client.h"
 #include "commands.h"
+#include "gb_util.h"
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench results [--db FILE] [--sweep N] [--format F]\n"
@@ -49,7 +51,14 @@ int cmd_results(int argc, char **argv) {
             return cli_bad_option("results");
         }
     }
-    if (optind < argc) return cli_usage_error("results", "unexpected argument");
+    if (optind < argc) {
+        /* `results 3`, as status, wait and cancel take a sweep: say the option */
+        const char *a = argv[optind];
+        char hint[96] = "";
+        if (strspn(a, "0123456789") == strlen(a) && strlen(a) < 20)
+            gb_fmt(hint, sizeof hint, "(one sweep is --sweep %s)", a);
+        return cli_unexpected_arg("results", a, hint[0] ? hint : NULL);
+    }
     if (!db[0]) return cli_usage_error("results", "--db needs a file name");
     return cli_print_results(db, (uint64_t)sweep, fmt);
 }

@@ -258,7 +258,7 @@ int cmd_run(int argc, char **argv) {
             return cli_bad_option("run");
         }
     }
-    if (optind < argc) return cli_usage_error("run", "unexpected argument");
+    if (optind < argc) return cli_unexpected_arg("run", argv[optind], NULL);
     /* "" is SQLite's temporary database: the sweep ran, its results gone */
     if (!db[0]) return cli_usage_error("run", "--db needs a file name");
     if (!verbose) gb_log_set_level(GB_LOG_WARN);

@@ -264,6 +264,15 @@ newer_store)
 usage)
     "$GB" submit >"$T/u.log" 2>&1; eq "submit without a spec is a usage error" "$?" 2
     contains "says why" "$T/u.log" "give --spec FILE or at least --kind"
+    # a word a command takes no place for is named; results' sweep is an
+    # option, where status, wait and cancel take it bare (it said only
+    # "unexpected argument")
+    "$GB" results --db "$T/x.db" 3 >"$T/u.log" 2>&1; eq "results 3" "$?" 2
+    contains "names it, and --sweep" "$T/u.log" "unexpected argument '3' (one sweep is --sweep 3)"
+    for c in run coordinator agent; do
+        "$GB" $c stray >"$T/u.log" 2>&1; eq "$c stray" "$?" 2
+        contains "$c names it" "$T/u.log" "gpubench $c: unexpected argument 'stray' (see"
+    done
     # an empty spec is said as such (it read "submit.spec_json: length must be 1..262144")
     "$GB" submit --spec /dev/null --control "tcp://127.0.0.1:9" >"$T/u.log" 2>&1 && fail "submit of an empty spec"
     contains "an empty spec" "$T/u.log" "gpubench submit: /dev/null is empty: not a JSON spec"
