@@ -97,6 +97,55 @@ const char *gb_kind_names(void) {
     return "allreduce, gemm, resnet50, sleep";
 }
 
+/* Edits (insert, delete, substitute, swap two neighbours) from a to b,
+ * stopping at 3: only "close" matters. */
+static int edits(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40 || (la > lb ? la - lb : lb - la) > 2) return 3;
+    int d[41][41];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb] < 3 ? d[la][lb] : 3;
+}
+
+/* The spec key an unknown key k was likely meant to be ("duraton_ms",
+ * "image-size", "timeout" for "timeout_s"), or NULL: one within two edits
+ * (one for a key of three letters or fewer, none for one letter against
+ * another), or one that k begins, or that begins with k, over at least 5
+ * characters. */
+static const char *key_like(const char *k) {
+    static const char *const top[] = {"kind", "name", "repeat"};
+    const char *best = NULL;
+    int best_d = 3;
+    size_t lk = strlen(k);
+    for (size_t i = 0; i < N_KEYS + 3; i++) {
+        const char *c = i < N_KEYS ? keys[i].key : top[i - N_KEYS];
+        size_t lc = strlen(c);
+        int d = edits(k, c);
+        if ((lc <= 3 || lk <= 3) && d > 1) d = 3;
+        if (lc == 1 && lk == 1) d = 3; /* 'x' is not a typo of 'm' */
+        if (d == 3 && lk >= 5 && lc >= 5 && strncmp(k, c, lk < lc ? lk : lc) == 0) /* a prefix */
+            d = 2;
+        if (d < best_d) {
+            best_d = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
 static unsigned kind_bit(const char *kind) {
     for (int i = 0; kinds[i]; i++)
         if (strcmp(kind, kinds[i]) == 0) return 1u << i;
@@ -592,7 +641,11 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
         size_t ki = 0;
         while (ki < N_KEYS && strcmp(keys[ki].key, k) != 0)
             ki++;
-        if (ki == N_KEYS) FAIL("unknown key '%.40s'", k);
+        if (ki == N_KEYS) {
+            const char *like = key_like(k);
+            FAIL("unknown key '%.40s'%s%s%s", k, like ? " (did you mean '" : "", like ? like : "",
+                 like ? "'?)" : "");
+        }
         const keydef_t *kd = &keys[ki];
         if (!(kd->kinds & kindmask)) {
             not_applicable(kd, kindmask, err, errlen);

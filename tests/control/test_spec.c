@@ -31,6 +31,38 @@ static void parse_bad(const char *json, size_t max_jobs, const char *want) {
     CHECK(d.jobs == NULL && d.n_jobs == 0);
 }
 
+/* An unknown key close to a known one says which was likely meant: a typo,
+ * a dash for an underscore, a unit left off; one far from every key, or
+ * one letter for another, says nothing more. */
+static void case_unknown_key_like(void) {
+    static const struct {
+        const char *key, *like; /* like NULL: no suggestion */
+    } t[] = {{"duraton_ms", "duration_ms"},
+             {"image-size", "image_size"},
+             {"timeout", "timeout_s"},
+             {"precisions", "precision"},
+             {"batch_size", "batch"},
+             {"wramup", "warmup"},
+             {"gpu", "gpus"},
+             {"kinds", "kind"},
+             {"sizes", NULL},
+             {"x", NULL},
+             {"throughput", NULL}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char json[128], want[160], err[512] = "";
+        gb_sweep_def_t d;
+        snprintf(json, sizeof json, "{\"kind\": \"resnet50\", \"%s\": 1}", t[i].key);
+        CHECKF(gb_spec_parse(json, strlen(json), GB_SPEC_MAX_JOBS, &d, err, sizeof err) != 0,
+               "%s accepted", json);
+        if (t[i].like)
+            snprintf(want, sizeof want, "unknown key '%s' (did you mean '%s'?)", t[i].key,
+                     t[i].like);
+        else
+            snprintf(want, sizeof want, "unknown key '%s'", t[i].key);
+        CHECKF(strcmp(err, want) == 0, "got '%s', want '%s'", err, want);
+    }
+}
+
 /* One GPU on one node has no interconnect: it is run once, for the first
  * value of the axis, not once per value (the same run twice). */
 static void case_interconnect_one_gpu(void) {
@@ -337,6 +369,8 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (strcmp(c, "examples") == 0)
         case_examples(argc == 3 ? argv[2] : "examples");
+    else if (strcmp(c, "unknown_key_like") == 0)
+        case_unknown_key_like();
     else if (strcmp(c, "interconnect_one_gpu") == 0)
         case_interconnect_one_gpu();
     else if (strcmp(c, "product") == 0)
