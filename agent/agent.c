@@ -1448,8 +1448,14 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         gb_fmt(err, errlen, "state directory path too long");
         goto err;
     }
-    if (gb_mkdir_p(a->state_dir, err, errlen) != 0 || gb_mkdir_p(a->jobs_dir, err, errlen) != 0)
+    if (gb_mkdir_p(a->state_dir, err, errlen) != 0 || gb_mkdir_p(a->jobs_dir, err, errlen) != 0) {
+        /* name the state directory: "cannot create directory /nonexistent"
+         * alone (a service user's HOME) did not say what was being made */
+        char why[1024];
+        gb_copy(why, sizeof why, err);
+        gb_fmt(err, errlen, "cannot make the state directory %s: %s", a->state_dir, why);
         goto err;
+    }
     if ((a->lock_fd = lock_state_dir(a->state_dir, err, errlen)) < 0) goto err;
     if (load_id(a, err, errlen) != 0) goto err;
     char spool_dir[4200];

@@ -77,6 +77,7 @@ int cmd_agent(int argc, char **argv) {
     char dir[4096];
     default_state_dir(dir, sizeof dir);
     cfg.state_dir = dir;
+    int state_dir_given = 0;
     cfg.kinds = gb_worker_kinds();
     cfg.cpu_precisions = gb_worker_cpu_precisions();
     const char *key_path = NULL, *server_key_path = NULL;
@@ -94,6 +95,7 @@ int cmd_agent(int argc, char **argv) {
             break;
         case 's':
             cfg.state_dir = optarg;
+            state_dir_given = 1;
             break;
         case 'n':
             if (!optarg[0])
@@ -177,7 +179,12 @@ int cmd_agent(int argc, char **argv) {
     signal(SIGHUP, SIG_IGN);
     gb_agent_t *a = gb_agent_new(&cfg, err, sizeof err);
     if (!a) {
-        fprintf(stderr, "gpubench agent: %s\n", err);
+        /* the default directory is this user's (root's /var/lib, else under
+         * $XDG_STATE_HOME or $HOME): say how to choose another */
+        fprintf(stderr, "gpubench agent: %s%s\n", err,
+                !state_dir_given && strstr(err, "cannot make the state directory")
+                    ? " (the default for this user; --state-dir DIR chooses another)"
+                    : "");
         return 1;
     }
     int rc = gb_agent_run(a);

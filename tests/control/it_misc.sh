@@ -192,6 +192,26 @@ agent_control_endpoint)
     for _ in $(seq 60); do grep -q "rejected our message" "$T/wrong.log" && break; sleep 0.05; done
     contains "says what --connect wants" "$T/wrong.log" "(is $CONTROL the coordinator's control endpoint? --connect wants its agents endpoint, the coordinator's --listen)"
     ;;
+agent_state_dir)
+    # a state directory that cannot be made is named, and the default one
+    # (this user's: $XDG_STATE_HOME or $HOME, /var/lib for root) says how to
+    # choose another: a service user's HOME=/nonexistent read only "cannot
+    # create directory /nonexistent: Permission denied"
+    echo x >"$T/file"
+    as=()
+    if [ "$(id -u)" = 0 ]; then # root's default is /var/lib/gpubench/agent: be another user
+        command -v setpriv >/dev/null || exit 77
+        as=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+    fi
+    HOME=$T/file XDG_STATE_HOME='' "${as[@]}" "$GB" agent --connect tcp://127.0.0.1:9 >"$T/a.log" 2>&1
+    eq "the default state directory cannot be made" "$?" 1
+    contains "names it, and --state-dir" "$T/a.log" "gpubench agent: cannot make the state directory $T/file/.local/state/gpubench/agent: "
+    contains "says how to choose another" "$T/a.log" " (the default for this user; --state-dir DIR chooses another)"
+    "$GB" agent --connect tcp://127.0.0.1:9 --state-dir "$T/file/sub" >"$T/a.log" 2>&1
+    eq "a --state-dir that cannot be made" "$?" 1
+    contains "names it" "$T/a.log" "gpubench agent: cannot make the state directory $T/file/sub: "
+    grep -q "the default for this user" "$T/a.log" && fail "a --state-dir given is not the default"
+    ;;
 topo_no_gpus)
     # nodes --topo prints the legend under a matrix only: a store with no
     # node said nothing but the legend, and a node without GPUs got one too
