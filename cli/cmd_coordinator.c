@@ -170,6 +170,13 @@ int cmd_coordinator(int argc, char **argv) {
         fprintf(stderr, "gpubench coordinator: %s\n", err);
         return 2;
     }
+    /* a --ready-file that cannot be written is said before the store is
+     * made (it was said once the coordinator had started: an empty store
+     * left behind, its start logged) */
+    if (ready && gb_can_write_atomic(ready, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench coordinator: --ready-file: %s\n", err);
+        return 1;
+    }
     gb_coord_t *c = gb_coord_new(&cfg, err, sizeof err);
     if (!c) {
         fprintf(stderr, "gpubench coordinator: %s\n", err);

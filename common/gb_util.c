@@ -297,6 +297,15 @@ fail:
     return -1;
 }
 
+int gb_can_write_atomic(const char *path, char *err, size_t errlen) {
+    char tmp[4096];
+    int fd = create_temp(path, 0600, tmp, sizeof tmp, err, errlen);
+    if (fd < 0) return -1;
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
 int gb_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen) {
     return gb_write_file_atomic_mode(path, data, len, 0600, err, errlen);
 }

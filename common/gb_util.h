@@ -79,6 +79,10 @@ int gb_write_file_atomic(const char *path, const void *data, size_t len, char *e
  * the mode is the new file's from its creation on. */
 int gb_write_file_atomic_mode(const char *path, const void *data, size_t len, mode_t mode,
                               char *err, size_t errlen);
+/* 0 when gb_write_file_atomic could make its temporary file beside path
+ * now (one is made and removed); else -1, err as gb_write_file_atomic's:
+ * for a file written later, checked before anything else is made. */
+int gb_can_write_atomic(const char *path, char *err, size_t errlen);
 /* Write data over the start of path (created if missing), then cut the
  * file to len: blocks reserved for it beforehand (fallocate, see the
  * agent's runner) are written into, so this needs no free space where they

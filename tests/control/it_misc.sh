@@ -293,6 +293,13 @@ usage)
         "$GB" $c stray >"$T/u.log" 2>&1; eq "$c stray" "$?" 2
         contains "$c names it" "$T/u.log" "gpubench $c: unexpected argument 'stray' (see"
     done
+    # a --ready-file that cannot be written is said before the store is
+    # made (it was said after the start: an empty store left)
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/rf.db" \
+        --ready-file "$T/nodir/ready" >"$T/u.log" 2>&1; eq "--ready-file in no directory" "$?" 1
+    contains "says so" "$T/u.log" "gpubench coordinator: --ready-file: cannot write $T/nodir/ready: directory $T/nodir does not exist"
+    [ -e "$T/rf.db" ] && fail "a coordinator refused for its --ready-file made its store"
+    grep -q "coordinator .*: agents on" "$T/u.log" && fail "it started before saying so"
     # an empty spec is said as such (it read "submit.spec_json: length must be 1..262144")
     "$GB" submit --spec /dev/null --control "tcp://127.0.0.1:9" >"$T/u.log" 2>&1 && fail "submit of an empty spec"
     contains "an empty spec" "$T/u.log" "gpubench submit: /dev/null is empty: not a JSON spec"
