@@ -486,7 +486,18 @@ cJSON *gb_spec_json(const char *json, size_t len, char *err, size_t errlen) {
         if (too_deep(json, len))
             FAIL("spec nests objects or lists deeper than %d levels (a spec needs 3)",
                  CJSON_NESTING_LIMIT);
-        FAIL("spec is not valid JSON (error near byte %zu)", at);
+        /* line and column, as an editor shows them: a byte offset alone
+         * ("near byte 17") sent people counting */
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < at && i < len; i++) {
+            if (json[i] == '\n') {
+                line++;
+                col = 1;
+            } else if (((unsigned char)json[i] & 0xc0) != 0x80) {
+                col++;
+            }
+        }
+        FAIL("spec is not valid JSON (error near line %zu, column %zu: byte %zu)", line, col, at);
     }
     while (end && (size_t)(end - json) < len && isspace((unsigned char)*end))
         end++;

@@ -250,6 +250,10 @@ static const struct {
     const char *want;
 } bad[] = {
     {"bad_json", "{\"kind\": \"gemm\", \"m\": [1, 2", 0, "not valid JSON"},
+    /* where, as an editor counts: line 3, column 1 is the '}' after a
+     * trailing comma (column in characters: "é" is one) */
+    {"bad_json_where", "{\"kind\": \"sleep\",\n \"name\": \"\xc3\xa9\",\n}", 0,
+     "not valid JSON (error near line 3, column 1: byte 33)"},
     {"bad_trailing", "{\"kind\": \"gemm\"} {}", 0, "trailing bytes"},
     {"bad_not_object", "[\"gemm\"]", 0, "must be a JSON object"},
     {"bad_no_kind", "{\"gpus\": 1}", 0, "has no 'kind'"},
