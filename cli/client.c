@@ -287,10 +287,19 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
             have_last = 1;
             if (ended) {
                 int ok = strcmp(s->state, "done") == 0;
+                /* wait says where the failures' reasons are (run prints
+                 * them in its table next) */
+                char why[160] = "";
+                if (!ok && s->failed && strcmp(cmd, "wait") == 0)
+                    gb_fmt(why, sizeof why,
+                           "; each job's error: gpubench results --sweep %" PRIu64
+                           " on the coordinator's store",
+                           sweep_id);
                 if (!ok)
                     fprintf(stderr,
-                            "gpubench %s: sweep %" PRIu64 " %s: %u done, %u failed, %u cancelled\n",
-                            cmd, sweep_id, s->state, s->done, s->failed, s->cancelled);
+                            "gpubench %s: sweep %" PRIu64
+                            " %s: %u done, %u failed, %u cancelled%s\n",
+                            cmd, sweep_id, s->state, s->done, s->failed, s->cancelled, why);
                 gb_wire_free(&rep);
                 return ok ? 0 : 1;
             }

@@ -26,7 +26,7 @@ gemm)     args=(--kind gemm --param m=96 --param n=80 --param k=72 --param reps=
 *) fail "unknown case $case" ;;
 esac
 sweep=$(submit "${args[@]}")
-"$GB" wait "$sweep" --quiet --timeout 60
+"$GB" wait "$sweep" --quiet --timeout 60 2>"$T/wait.err"
 rc=$?
 eq "job status" "$(q "SELECT status FROM v_results")" "$status"
 eq "result status" "$(q "SELECT status FROM results")" "$rstatus"
@@ -34,6 +34,8 @@ if [ "$status" = done ]; then
     eq "wait exits 0" "$rc" 0
 else
     eq "wait exits 1" "$rc" 1
+    # and says where each job's error is (it gave the counts alone)
+    contains "wait says where the reason is" "$T/wait.err" "gpubench wait: sweep $sweep failed: 0 done, 1 failed, 0 cancelled; each job's error: gpubench results --sweep $sweep on the coordinator's store"
     q "SELECT error FROM v_results" >"$T/error.txt"
     contains "reason kept" "$T/error.txt" "$want"
     q "SELECT output_tail FROM results" >"$T/tail.txt"
