@@ -3020,10 +3020,14 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
 static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *env) {
     const char *node = env->forget->node;
     cagent_t *hit[64];
-    size_t n = 0, connected = 0;
+    size_t n = 0, connected = 0, forgotten = 0;
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        if (a->forgotten || (strcmp(a->id, node) != 0 && strcmp(a->name, node) != 0)) continue;
+        if (strcmp(a->id, node) != 0 && strcmp(a->name, node) != 0) continue;
+        if (a->forgotten) {
+            forgotten++;
+            continue;
+        }
         if (a->state == A_CONNECTED)
             connected++;
         else if (n < sizeof hit / sizeof hit[0])
@@ -3040,6 +3044,11 @@ static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             gb_fmt(why, sizeof why,
                    "node '%s' is connected: stop its agent first (only a node that is gone can "
                    "be forgotten)",
+                   node);
+        else if (forgotten) /* a second forget: not a typo of a name */
+            gb_fmt(why, sizeof why,
+                   "node '%s' is forgotten already (v_nodes.forgotten_at; its agent registering "
+                   "again makes it known again)",
                    node);
         else
             gb_fmt(why, sizeof why, "no known node '%s' (by name or agent id; see gpubench nodes)",

@@ -51,8 +51,10 @@ eq "v_nodes keeps a2, forgotten" "$(q "SELECT forgotten_at IS NOT NULL FROM v_no
 "$GB" submit --kind sleep --labels role=big >/dev/null 2>"$T/s.err"
 eq "a spec only a2 could run is refused" "$?" 1
 contains "as unsatisfiable" "$T/s.err" "no known node can run job 1"
-"$GB" nodes --forget a2 >/dev/null 2>&1
+"$GB" nodes --forget a2 >/dev/null 2>"$T/f5.err"
 eq "forgetting it twice is an error" "$?" 1
+# that says so, not "no known node" as for a name mistyped
+contains "says it is forgotten already" "$T/f5.err" "node 'a2' is forgotten already (v_nodes.forgotten_at; its agent registering again makes it known again)"
 
 # a restarted coordinator does not load it
 kill -TERM "$COORD_PID"
