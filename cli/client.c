@@ -40,7 +40,11 @@ int cli_conn_opt(cli_conn_t *c, int opt, const char *arg) {
 int cli_conn_keys(const char *cmd, cli_conn_t *c) {
     char err[512];
     if (c->control && gb_endpoint_check(c->control, err, sizeof err) != 0) {
-        fprintf(stderr, "gpubench %s: %s\n", cmd, err); /* a bad option: a usage error */
+        /* a bad option: a usage error; one from the environment says so (a
+         * shell profile's GB_CONTROL=host:5556 read as a mistyped --control) */
+        const char *env = getenv("GB_CONTROL");
+        fprintf(stderr, "gpubench %s: %s%s\n", cmd, err,
+                env && c->control == env ? " (from $GB_CONTROL; --control overrides it)" : "");
         return 2;
     }
     return cli_curve_setup(cmd, c->key, c->server_key, &c->keys, &c->curve);

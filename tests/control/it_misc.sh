@@ -293,6 +293,12 @@ usage)
         "$GB" $c stray >"$T/u.log" 2>&1; eq "$c stray" "$?" 2
         contains "$c names it" "$T/u.log" "gpubench $c: unexpected argument 'stray' (see"
     done
+    # a malformed $GB_CONTROL is named as the environment's (it read as a
+    # --control the user never typed); a --control given is not
+    GB_CONTROL=127.0.0.1:5556 "$GB" status >"$T/u.log" 2>&1; eq "a malformed \$GB_CONTROL" "$?" 2
+    contains "says where it came from" "$T/u.log" "'127.0.0.1:5556' is not an endpoint gpubench can use: tcp://HOST:PORT or ipc://PATH (from \$GB_CONTROL; --control overrides it)"
+    GB_CONTROL=127.0.0.1:5556 "$GB" status --control 127.0.0.1:7 >"$T/u.log" 2>&1; eq "a malformed --control" "$?" 2
+    grep -q 'GB_CONTROL' "$T/u.log" && fail "a --control given blamed on \$GB_CONTROL: $(cat "$T/u.log")"
     # a --ready-file that cannot be written is said before the store is
     # made (it was said after the start: an empty store left)
     "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/rf.db" \
