@@ -235,20 +235,25 @@ static gb_st_t *parse_owned(unsigned char *file, size_t len, int mapped, int gua
     st->mapped = mapped;
     st->guard = guard;
     if (len < 8) {
-        snprintf(err, errlen, "file of %zu bytes is shorter than the 8-byte header length", len);
+        snprintf(err, errlen,
+                 "not a safetensors file: %zu bytes, shorter than the 8-byte header length", len);
         goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | file[i];
     if (hlen < 2 || hlen > GB_ST_MAX_HEADER || hlen > len - 8) {
-        snprintf(err, errlen, "header length %llu does not fit the file (%zu bytes, limit %u)",
+        /* said as what it most likely is: another file given by mistake
+         * (a JSON spec's first 8 bytes read as 4189021028785791611) */
+        snprintf(err, errlen,
+                 "not a safetensors file: its first 8 bytes, the header length, read %llu, "
+                 "which does not fit the file (%zu bytes, limit %u)",
                  (unsigned long long)hlen, len, GB_ST_MAX_HEADER);
         goto fail;
     }
     const unsigned char *hdr = file + 8;
     if (hdr[0] != '{') {
-        snprintf(err, errlen, "header does not start with '{'");
+        snprintf(err, errlen, "not a safetensors file: its header does not start with '{'");
         goto fail;
     }
     /* a length that runs past the JSON into the tensor bytes shows as

@@ -78,6 +78,11 @@ static void test_parse_bad(void) {
     /* the length field */
     unsigned char tiny[4] = {0};
     CHECK(gb_st_parse(tiny, 4, err, sizeof(err)) == NULL && strstr(err, "shorter"));
+    /* another file given by mistake (a JSON spec) says it is not one */
+    static const char spec[] = "{\"kind\": \"sleep\", \"duration_ms\": [100, 200]}";
+    CHECKF(gb_st_parse(spec, sizeof spec - 1, err, sizeof(err)) == NULL &&
+               strstr(err, "not a safetensors file: its first 8 bytes, the header length, read "),
+           "%s", err);
     size_t len;
     unsigned char *b = image("{}", 0, &len);
     b[0] = 200; /* claims more header than the file has */
