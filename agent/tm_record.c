@@ -557,7 +557,19 @@ int gb_tm_amend(const char *record_json, const gb_tm_data_t *d, size_t max_len, 
                                     "was judged"));
     cJSON_AddItemToObject(p.tm, "flag",
                           p.flag[0] ? cJSON_CreateString(p.flag) : cJSON_CreateNull());
-    if (p.verdict[0]) invalidate(rec, p.verdict);
+    /* the verdict judges kinds that measure: a sleep (the control plane's
+     * test kind) measures nothing, so a throttled GPU or a busy CPU cannot
+     * make it wrong. Its telemetry is kept and the verdict it would have
+     * drawn is said in not_judged, unless its test hook judge_telemetry
+     * asks for the verdict (the integration tests of the verdicts) */
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rec, "kind");
+    int measures = !cJSON_IsString(kind) || strcmp(kind->valuestring, "sleep") != 0 ||
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "judge_telemetry"));
+    if (p.verdict[0] && !measures) {
+        set_item(p.tm, "not_judged", cJSON_CreateString(p.verdict));
+    } else if (p.verdict[0]) {
+        invalidate(rec, p.verdict);
+    }
     set_item(rec, "telemetry", p.tm);
     cJSON *tm = p.tm;
     p.tm = NULL; /* owned by rec now */
@@ -594,7 +606,8 @@ int gb_tm_amend(const char *record_json, const gb_tm_data_t *d, size_t max_len, 
         cJSON *small = cJSON_CreateObject();
         if (!small) goto oom;
         static const char *const keep[] = {"source",    "interval_ms",    "window_ms",
-                                           "throttled", "throttle_names", "flag"};
+                                           "throttled", "throttle_names", "flag",
+                                           "not_judged"};
         for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
             const cJSON *it = cJSON_GetObjectItemCaseSensitive(tm, keep[i]);
             if (it) cJSON_AddItemToObject(small, keep[i], cJSON_Duplicate(it, 1));

@@ -74,6 +74,7 @@ static const keydef_t keys[] = {
      F_INT(rendezvous_s), 300, NULL},
     {"fail_rank", T_INT, 0, K_SLEEP, 0, 1023, NULL, F_INT(fail_rank), -1, NULL},
     {"fail_at", T_STR, 0, K_SLEEP, 0, 0, fail_ats, F_STR(fail_at), 0, "end"},
+    {"judge_telemetry", T_INT, 0, K_SLEEP, 0, 1, NULL, F_INT(judge_telemetry), 0, NULL},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -754,6 +755,7 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                     j->duration_ms = 0;
                     j->fail_rank = -1;
                     j->fail_at[0] = '\0';
+                    j->judge_telemetry = 0;
                 }
                 if (!(bit & (K_RESNET | K_SLEEP | K_ALLREDUCE))) {
                     j->n_nodes = 1;
@@ -849,6 +851,7 @@ char *gb_jobdef_to_json(const gb_jobdef_t *j) {
             if (strcmp(kd->key, "n_nodes") == 0 && v <= 1) continue;
             if (strcmp(kd->key, "rendezvous_s") == 0 && j->n_nodes <= 1) continue;
             if (strcmp(kd->key, "fail_rank") == 0 && v < 0) continue;
+            if (strcmp(kd->key, "judge_telemetry") == 0 && v == 0) continue;
             cJSON_AddNumberToObject(o, kd->key, v);
         } else {
             if (strcmp(kd->key, "fail") == 0 && base[0] == '\0') continue;

@@ -49,10 +49,12 @@ typedef struct gb_jobdef {
     char fail[GB_SPEC_STR]; /* non-empty: the worker fails with this message */
     int signal;             /* non-zero: the worker raises this signal */
     /* multi-node jobs (issue 5): resnet50, sleep */
-    int n_nodes;      /* agents (nodes) the job spans; gpus is per node */
-    int rendezvous_s; /* every rank ready within this after placement, or the attempt is lost */
-    int fail_rank;    /* sleep: the fail/signal hooks act on this rank only; -1 = every rank */
-    char fail_at[16]; /* sleep: "end" (after sleeping) | "rendezvous" (before the id / ready) */
+    int n_nodes;         /* agents (nodes) the job spans; gpus is per node */
+    int rendezvous_s;    /* every rank ready within this after placement, or the attempt is lost */
+    int fail_rank;       /* sleep: the fail/signal hooks act on this rank only; -1 = every rank */
+    char fail_at[16];    /* sleep: "end" (after sleeping) | "rendezvous" (before the id / ready) */
+    int judge_telemetry; /* sleep: 1 = the agent's telemetry verdicts (throttling, contention)
+                          * judge its validity as a measurement's (a test hook); 0 = not judged */
 } gb_jobdef_t;
 
 typedef struct gb_sweep_def {

@@ -267,8 +267,12 @@ static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen) {
     cJSON_AddStringToObject(rec, "device_model", cpu);
     cJSON_AddNumberToObject(rec, "n_devices", job->dist ? job->dist->world_size : d->gpus);
     cJSON_AddNullToObject(rec, "precision");
+    /* a sleep measures nothing: it is valid, and the agent's telemetry
+     * (a throttled GPU, others taking the CPU) is recorded but does not
+     * judge it, unless the test hook judge_telemetry asks */
     cJSON_AddBoolToObject(rec, "valid", 1);
     cJSON_AddNullToObject(rec, "invalid_reason");
+    cJSON_AddBoolToObject(rec, "judge_telemetry", d->judge_telemetry);
     cJSON_AddBoolToObject(rec, "synthetic", 1);
     cJSON_AddNumberToObject(rec, "duration_ms", d->duration_ms);
     cJSON_AddNumberToObject(rec, "slept_ms", (double)slept);

@@ -43,7 +43,8 @@ throttled)
     echo '0 * sm=1410 mem=2619 power=650.5 temp=88 util=97 used=40000 reasons=0x48' >"$SCRIPT"
     agent_fake a1 --telemetry-ms 50
     wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=600)
+    # judge_telemetry: a sleep is judged as a measurement (a test hook)
+    sweep=$(submit --kind sleep --param duration_ms=600 --param judge_telemetry=1)
     "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
     eq "placed as a GPU job" "$(q "SELECT backend FROM attempts")" cuda
     eq "synthetic" "$(q "SELECT synthetic FROM v_results")" 1
@@ -63,6 +64,17 @@ throttled)
         "1410,2619,650.5,88,97,41943040000,72,700.0"
     eq "v_telemetry" "$(q "SELECT gpu || '|' || sm_clock_median_mhz || '|' || temp_max_c || '|' || power_median_w || '|' || power_max_w || '|' || reasons || '|' || throttled FROM v_telemetry")" \
         "0|1410|88|650.5|650.5|hw_slowdown,hw_thermal_slowdown|1"
+    # without the hook a sleep measures nothing: the same throttled GPU
+    # does not make it invalid; what was seen is kept, and the verdict it
+    # would have drawn
+    sweep=$(submit --kind sleep --param duration_ms=300)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the second sweep failed"
+    eq "a sleep is not judged" "$(q "SELECT valid || ',' || COALESCE(invalid_reason, '-') || ',' || telemetry_flag FROM v_results WHERE job_id = 2")" \
+        "1,-,throttled: hw_slowdown, hw_thermal_slowdown"
+    case "$(rec '$.telemetry.not_judged' 2)" in
+    "GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown (GPU 0: "*) ;;
+    *) fail "not_judged: $(rec '$.telemetry.not_judged' 2)" ;;
+    esac
     ;;
 idle)
     # only the reasons that are not throttling (idle, application clocks)
@@ -82,7 +94,7 @@ two_gpus)
     printf '0 * sm=1980 reasons=0\n0 1 sm=1600 temp=91 reasons=0x20\n' >"$SCRIPT"
     agent_fake a1
     wait_nodes 1
-    sweep=$(submit --kind sleep --gpus 2 --param duration_ms=500)
+    sweep=$(submit --kind sleep --gpus 2 --param duration_ms=500 --param judge_telemetry=1)
     "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
     eq "GPUs sampled" "$(q "SELECT group_concat(gpu || ':' || sm_clock_median_mhz || ':' || throttled, ' ') FROM v_telemetry")" \
         "0:1980:0 1:1600:1"
@@ -169,7 +181,10 @@ hung)
     ;;
 cpu)
     # a CPU job while busy loops take every core: others' share of the CPU
-    # time in the window makes the result invalid
+    # time in the window makes the result invalid. Job 1 is a sleep judged
+    # as a measurement (its test hook judge_telemetry); job 2 a plain
+    # sleep, which measures nothing: valid, its telemetry kept (on a shared
+    # machine most of the smoke spec's sleep jobs were valid 0)
     GB_NVML_LIB=/nonexistent/libnvidia-ml.so.1 start_agent a1
     wait_nodes 1
     for _ in $(seq "$(nproc)"); do
@@ -177,18 +192,30 @@ cpu)
         PIDS+=("$!")
         BUSY+=("$!")
     done
-    sweep=$(submit --kind sleep --param duration_ms=1500)
+    sweep=$(submit --kind sleep --param duration_ms=1500 --param judge_telemetry=1)
     "$GB" wait "$sweep" --quiet --timeout 60 || fail "the sweep failed"
+    sweep=$(submit --kind sleep --param duration_ms=1500)
+    "$GB" wait "$sweep" --quiet --timeout 60 || fail "the second sweep failed"
     kill -KILL "${BUSY[@]}"
-    eq "placed on the CPU" "$(q "SELECT backend FROM attempts")" cpu
-    taken=$(q "SELECT CAST(taken_pct AS INTEGER) FROM v_cpu_telemetry")
-    # the worker sleeps: nearly all the time is the busy loops'
-    [ "$taken" -ge 50 ] || fail "others took only ${taken}% with a busy loop on every core"
-    eq "flagged" "$(q "SELECT flagged FROM v_cpu_telemetry")" 1
-    eq "invalid" "$(q "SELECT valid FROM v_results")" 0
-    q "SELECT invalid_reason FROM v_results" >"$T/reason.txt"
+    eq "placed on the CPU" "$(q "SELECT group_concat(backend) FROM attempts")" cpu,cpu
+    for j in 1 2; do
+        taken=$(q "SELECT CAST(taken_pct AS INTEGER) FROM v_cpu_telemetry WHERE job_id = $j")
+        # the worker sleeps: nearly all the time is the busy loops'
+        [ "$taken" -ge 50 ] || fail "job $j: others took only ${taken}% with a busy loop on every core"
+        eq "job $j flagged" "$(q "SELECT flagged FROM v_cpu_telemetry WHERE job_id = $j")" 1
+        rows_stored_once telemetry_cpu "$j"
+    done
+    eq "invalid" "$(q "SELECT valid FROM v_results WHERE job_id = 1")" 0
+    q "SELECT invalid_reason FROM v_results WHERE job_id = 1" >"$T/reason.txt"
     contains "reason" "$T/reason.txt" "CPU contention in the timed window: "
-    rows_stored_once telemetry_cpu
+    eq "a sleep is not judged" "$(q "SELECT valid || ',' || COALESCE(invalid_reason, '-') FROM v_results WHERE job_id = 2")" "1,-"
+    eq "v_cpu_telemetry's valid" "$(q "SELECT group_concat(valid) FROM (SELECT valid FROM v_cpu_telemetry ORDER BY job_id)")" 0,1
+    rec '$.telemetry.not_judged' 2 >"$T/not_judged.txt"
+    contains "the verdict it would have drawn" "$T/not_judged.txt" "CPU contention in the timed window: "
+    # the results table lists job 1 alone as not to be trusted
+    "$GB" results --db "$T/gb.db" >"$T/results.txt" || fail "results"
+    contains "one invalid" "$T/results.txt" "1 of 2 result(s) invalid, not to be trusted"
+    grep -q "^job 2 invalid" "$T/results.txt" && fail "the sleep job 2 is listed invalid: $(cat "$T/results.txt")"
     eq "no GPU rows" "$(q "SELECT count(*) FROM telemetry")" 0
     ;;
 off)

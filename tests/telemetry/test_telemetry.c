@@ -538,6 +538,45 @@ static void t_cpu(void) {
         cJSON_Delete(o);
         free(rec);
     }
+    /* a sleep (the control plane's test kind) measures nothing: contention
+     * does not make it invalid (a shared machine marked most sleep jobs of
+     * the smoke spec valid 0); the telemetry is kept, the flag says what
+     * was seen, not_judged the verdict it would have drawn. Its test hook
+     * judge_telemetry asks for the verdict */
+    for (int judge = 0; judge < 2; judge++) {
+        busy = steal = total = worker = 0;
+        for (int i = 0; i < 12; i++) {
+            s[i] = cs(W0 - 100 + 100 * i, busy, steal, total, worker);
+            busy += 50 + 30;
+            worker += 50;
+            total += 100;
+        }
+        gb_tm_data_t d = cpu_data(s, 12);
+        char rec[256], *out = NULL, err[256];
+        snprintf(rec, sizeof rec,
+                 "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"valid\": true, "
+                 "\"invalid_reason\": null, \"judge_telemetry\": %s, "
+                 "\"timed_window_ms\": [%lld, %lld]}",
+                 judge ? "true" : "false", (long long)W0, (long long)W0 + 1000);
+        CHECKF(gb_tm_amend(rec, &d, 1 << 19, &out, err, sizeof err) == 0, "%s", err);
+        gb_record_t r;
+        CHECKF(gb_record_parse(out, strlen(out), "sleep", &r, err, sizeof err) == 0, "%s", err);
+        CHECKF(r.valid == !judge, "judge_telemetry %d: valid %d", judge, r.valid);
+        gb_record_free(&r);
+        cJSON *o = cJSON_Parse(out);
+        CHECK(num(o, "telemetry.cpu.taken_pct") == 30);
+        CHECK(strncmp(str(o, "telemetry.flag"), "cpu contention: 30.0%", 21) == 0);
+        const char *verdict = "CPU contention in the timed window: 30.0% of the CPU time taken by "
+                              "other processes (30.0%) and the hypervisor (0.0%), limit 10%";
+        CHECKF(judge ? strcmp(str(o, "invalid_reason"), verdict) == 0
+                     : str(o, "invalid_reason") == NULL &&
+                           strcmp(str(o, "telemetry.not_judged"), verdict) == 0,
+               "judge_telemetry %d: %s", judge, out);
+        CHECK(judge == (path(o, "telemetry.not_judged") == NULL));
+        cJSON_Delete(o);
+        free(out);
+    }
+
     /* a window a few ms long between two samples 100 ms apart: 20 ticks on
      * 2 cores, 5 of them others' (25%). Too coarse to judge: valid, not
      * contended, and the flag says why it was not judged (a 1 ms gemm was
