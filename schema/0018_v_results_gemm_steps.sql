@@ -4,8 +4,16 @@
 -- had steps NULL beside a per-product median. Now a gemm row's steps is its
 -- timed products, the record's reps, else the job's parameter reps (the
 -- spec fills in its default, 10, so every gemm job has one); other kinds as
--- before. No view reads v_results. The view of 0016 otherwise; no column
--- added or moved.
+-- before.
+-- And gpu_model of a job that never ran (cancelled or failed before any
+-- node took it: no attempt on a node): NULL for every kind, as there is
+-- no node and no device. 0015's fallback, what the worker would have said,
+-- holds for a job placed on a node; but a sleep job that never ran said
+-- 'none (the sleep kind uses no GPU)' beside an empty gpu_model for every
+-- other kind, and a never-placed sleep of backend auto (the smoke spec's)
+-- might as well have run on the CPU, whose model it would have said.
+-- No view reads v_results. The view of 0016 otherwise; no column added or
+-- moved.
 DROP VIEW v_results;
 CREATE VIEW v_results AS
 SELECT j.sweep_id,
@@ -13,7 +21,8 @@ SELECT j.sweep_id,
        n.name                                         AS node,
        COALESCE(r.device_model,
                 CASE WHEN COALESCE(r.backend, a.backend, j.backend) = 'cpu' THEN n.cpu_model
-                     WHEN j.kind = 'sleep' THEN 'none (the sleep kind uses no GPU)'
+                     WHEN j.kind = 'sleep' AND a.agent_id IS NOT NULL
+                     THEN 'none (the sleep kind uses no GPU)'
                      ELSE n.gpu_model END)            AS gpu_model,
        COALESCE(r.backend, a.backend, j.backend)      AS backend,
        j.kind,

@@ -278,7 +278,12 @@ int main(int argc, char **argv) {
          * (no reps in its record: the job's parameter), a resnet50 and a
          * sleep: 0018 gives each gemm row its timed products as steps (one
          * product is a gemm's step; they were NULL), the others' as before;
-         * the view's columns unchanged */
+         * the view's columns unchanged. And jobs cancelled before any node
+         * took them (no attempt), a sleep (the smoke spec's, backend auto),
+         * a sleep on cuda and a gemm, have no gpu_model, whatever their
+         * kind: the never-run sleeps said 'none (the sleep kind uses no
+         * GPU)' beside the gemm's empty one. A sleep cancelled while it ran
+         * on a node says none, as before (0015) */
         CHECK(n >= 18 && strcmp(gb_schema_migrations[16].name, "0017_jobs_cancel_reason") == 0);
         CHECKF(gb_schema_migrate(db, gb_schema_migrations, 17, err, sizeof err) == 0, "%s", err);
         char before[1024], got[1024];
@@ -287,9 +292,14 @@ int main(int argc, char **argv) {
                 "INSERT INTO nodes (agent_id, name, state, cpu_model, n_gpus, gpu_model, "
                 "first_seen, last_seen) VALUES ('a1', 'n1', 'lost', 'CPU Y', 1, 'GPU X', 't', 't');"
                 "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
-                "VALUES (1, '{}', 4, 'failed', 't');"
+                "VALUES (1, '{}', 8, 'failed', 't');"
                 "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
                 "attempt, max_attempts, created_at) VALUES "
+                "(5, 1, 4, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'cancelled', 0, 3, 't'),"
+                "(6, 1, 5, 'sleep', '{\"kind\":\"sleep\"}', 'cuda', 1, 'cancelled', 0, 3, 't'),"
+                "(7, 1, 6, 'gemm', '{\"kind\":\"gemm\",\"reps\":10}', 'auto', 1, 'cancelled', "
+                "0, 3, 't'),"
+                "(8, 1, 7, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'cancelled', 1, 3, 't'),"
                 "(1, 1, 0, 'gemm', '{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72,\"reps\":7}', "
                 "'cpu', 1, 'done', 1, 3, 't'),"
                 "(2, 1, 1, 'gemm', '{\"kind\":\"gemm\",\"m\":64,\"n\":32,\"k\":16,\"reps\":10}', "
@@ -299,7 +309,8 @@ int main(int argc, char **argv) {
                 "(4, 1, 3, 'sleep', '{\"kind\":\"sleep\"}', 'auto', 1, 'done', 1, 3, 't');"
                 "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
                 "VALUES (1, 1, 'a1', 'cpu', 'done', 't'), (2, 1, 'a1', 'cuda', 'failed', 't'),"
-                "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'done', 't');"
+                "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'done', 't'),"
+                "(8, 1, 'a1', 'cuda', 'cancelled', 't');"
                 "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
                 "device_model, gflops, step_ms_median, step_ms_p90, record, committed_at) VALUES "
                 "(1, 1, 'a1', 'ok', 'gemm', 'cpu', 'CPU Y', 4.4, 0.25, 0.5, "
@@ -320,8 +331,18 @@ int main(int argc, char **argv) {
              "SELECT group_concat(job_id || ':' || kind || ':' || COALESCE(steps, '-'), '|') "
              "FROM (SELECT * FROM v_results ORDER BY job_id)",
              got, sizeof got);
-        CHECKF(strcmp(got, "1:gemm:5|2:gemm:10|3:resnet50:30|4:sleep:-") == 0,
+        CHECKF(strcmp(got, "1:gemm:5|2:gemm:10|3:resnet50:30|4:sleep:-|5:sleep:-|6:sleep:-|"
+                           "7:gemm:10|8:sleep:-") == 0,
                "v_results steps after the upgrade: %s", got);
+        text(db,
+             "SELECT group_concat(job_id || ':' || status || ':' || COALESCE(gpu_model, '-') || "
+             "':' || backend, '|') FROM (SELECT * FROM v_results ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:done:CPU Y:cpu|2:failed:GPU X:cuda|3:done:GPU X:cuda|"
+                           "4:done:none (the sleep kind uses no GPU):cuda|5:cancelled:-:auto|"
+                           "6:cancelled:-:cuda|7:cancelled:-:auto|"
+                           "8:cancelled:none (the sleep kind uses no GPU):cuda") == 0,
+               "v_results gpu_model after the upgrade: %s", got);
         columns(db, "v_results", got, sizeof got);
         CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
     } else if (strcmp(c, "gap") == 0) {

@@ -291,6 +291,15 @@ no_gpu)
     eq "backends" "$(q "SELECT group_concat(backend, ',') FROM (SELECT * FROM v_results ORDER BY job_id)")" cuda,cuda,cuda,cpu,cpu,cuda
     for j in 1 2 3 6; do eq "job $j's gpu_model" "$(q "SELECT gpu_model FROM v_results WHERE job_id = $j")" "$none"; done
     for j in 4 5; do eq "job $j's gpu_model" "$(q "SELECT gpu_model FROM v_results WHERE job_id = $j")" "$cpu"; done
+    # jobs cancelled before any node took them (no agent now) have no
+    # gpu_model, whatever their kind: a never-run sleep said none beside
+    # the gemm's empty one
+    s=$(submit --kind sleep --param duration_ms=100)
+    "$GB" cancel "$s" >/dev/null || fail "cancel of the queued sleep refused"
+    s=$(submit --kind gemm --param m=8 --param n=8 --param k=8)
+    "$GB" cancel "$s" >/dev/null || fail "cancel of the queued gemm refused"
+    eq "never ran" "$(q "SELECT group_concat(job_id || ':' || kind || ':' || status || ':' || COALESCE(gpu_model, '-') || ':' || COALESCE(node, '-'), '|') FROM (SELECT * FROM v_results WHERE job_id > 6 ORDER BY job_id)")" \
+        "7:sleep:cancelled:-:-|8:gemm:cancelled:-:-"
     ;;
 *) fail "unknown case $case" ;;
 esac
