@@ -223,12 +223,15 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     int one = 1; /* IPv6 endpoints too ([::1], a name with only an AAAA record) */
     zmq_setsockopt(s, ZMQ_IPV6, &one, sizeof one);
     if (curve && gb_curve_client_apply(s, curve, err, errlen) != 0) goto out;
-    /* a refused handshake is reported at once, not as a timeout */
+    /* a refused handshake is reported at once, not as a timeout; so is a
+     * connection refused outright (a connect that failed before any was
+     * made: CONNECT_RETRIED with no CONNECTED before it) */
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://gb-request-monitor-%p", (void *)s);
     if (zmq_socket_monitor(s, mon_ep,
                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED |
+                               ZMQ_EVENT_CONNECT_RETRIED) == 0) {
         mon = zmq_socket(ctx, ZMQ_PAIR);
         if (mon && zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
             zmq_connect(mon, mon_ep) != 0) {
@@ -255,11 +258,19 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     }
     zmq_pollitem_t items[2] = {{s, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
     int64_t deadline = gb_mono_ms() + timeout_ms;
+    int connected = 0, looked = 0;      /* a connection made; the first failed one looked at */
+    gb_probe_t seen = GB_PROBE_UNKNOWN; /* what that look found, said in seen_said */
+    char seen_said[96] = "";
     for (;;) {
         int64_t left = deadline - gb_mono_ms();
         if (left <= 0) {
             char said[96], why[256];
-            gb_probe_t p = gb_zmq_probe(endpoint, 1000, said, sizeof said);
+            /* no connection made since the look: what it found holds (a
+             * second look could wait as long again on a DNS that does
+             * not answer) */
+            int reuse = looked && !connected && seen != GB_PROBE_UNKNOWN;
+            gb_probe_t p = reuse ? seen : gb_zmq_probe(endpoint, 1000, said, sizeof said);
+            if (reuse) snprintf(said, sizeof said, "%s", seen_said);
             if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
                 gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
             else
@@ -282,11 +293,33 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             goto out;
         }
         if (n == 0) continue;
-        if (mon && (items[1].revents & ZMQ_POLLIN)) {
-            uint16_t event;
-            uint32_t value;
-            char where[256];
-            if (gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
+        uint16_t event;
+        uint32_t value;
+        char where[256];
+        if (mon && (items[1].revents & ZMQ_POLLIN) &&
+            gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
+            if (event == ZMQ_EVENT_CONNECTED) {
+                connected = 1;
+            } else if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+                /* no connection made, libzmq tries again: nothing listening
+                 * there (connection refused, no ipc socket file) is said
+                 * now, not after the timeout (it was 5 s for a mistyped
+                 * port). What may answer later (no route yet, a name DNS
+                 * does not resolve now) is waited for as before. Looked at
+                 * once; a stopped coordinator never is here (its kernel
+                 * accepts the connection: CONNECTED) */
+                if (!connected && !looked) {
+                    looked = 1;
+                    char why[256];
+                    int ms = left < 250 ? (int)left : 250;
+                    seen = gb_zmq_probe(endpoint, ms > 0 ? ms : 1, seen_said, sizeof seen_said);
+                    if (seen == GB_PROBE_REFUSED &&
+                        gb_probe_str(seen, seen_said, curve != NULL, why, sizeof why)) {
+                        gb_fmt(err, errlen, "%s: %s", endpoint, why);
+                        goto out; /* -1: the request cannot have arrived */
+                    }
+                }
+            } else {
                 char why[256];
                 /* a control endpoint's client: a command */
                 gb_handshake_failure_str(event, value, curve != NULL, "control", why, sizeof why);

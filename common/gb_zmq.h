@@ -52,7 +52,10 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * closed again (so a coordinator restart between calls is harmless).
  * Returns 0 with the reply in *rep (gb_wire_free it); 1 when the reply is a
  * Reject (its reason in err, the envelope in *rep); -1 on a timeout, a
- * transport error or an invalid reply (reason in err, *rep NULL); -3 on a
+ * transport error or an invalid reply (reason in err, *rep NULL), and at
+ * once, without the timeout, when the first connect finds nothing listening
+ * (connection refused, no ipc socket file: "EP: nothing listens there
+ * (...)"); -3 on a
  * timeout where a coordinator may be listening (not refused, denied, an
  * unknown name, or a server that is not ZeroMQ): the request may have
  * arrived and its reply been lost. */

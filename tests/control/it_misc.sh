@@ -895,6 +895,55 @@ wait_progress)
     contains "says so" "$T/n.err" "no answer from the coordinator within 1 s"
     eq "no empty line" "$(grep -c '^$' "$T/n.err")" 0
     ;;
+refused_at_once)
+    # nothing listening at --control (a connection refused, no ipc socket
+    # file) is said at once: status, nodes, submit and cancel waited their
+    # whole 5 s request timeout for an answer known at the first connect
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    ms() { echo $(($(date +%s%N) / 1000000)); }
+    for cmd in status nodes "submit --kind sleep --param duration_ms=10" "cancel 1"; do
+        for ep in "tcp://127.0.0.1:$port" "ipc://$T/none"; do
+            t0=$(ms)
+            # shellcheck disable=SC2086
+            "$GB" $cmd --control "$ep" >/dev/null 2>"$T/r.err" && fail "$cmd with nothing at $ep succeeded"
+            dt=$(($(ms) - t0))
+            [ "$dt" -lt 2000 ] || fail "$cmd --control $ep took $dt ms to say nothing listens there"
+            want="No such file or directory"
+            [[ $ep == tcp* ]] && want="Connection refused"
+            contains "$cmd says why" "$T/r.err" "gpubench ${cmd%% *}: $ep: nothing listens there ($want): is the coordinator running, and is this its address?"
+        done
+    done
+    # a coordinator that accepts and does not answer (stopped) still gets
+    # the whole wait, and the same words as before
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -STOP "$COORD_PID"
+    t0=$(ms)
+    "$GB" status >/dev/null 2>"$T/s.err"
+    rc=$?
+    dt=$(($(ms) - t0))
+    kill -CONT "$COORD_PID"
+    eq "status from a stopped coordinator fails" "$rc" 1
+    [ "$dt" -ge 4500 ] || fail "a stopped coordinator was waited for $dt ms, not the 5 s"
+    contains "says so" "$T/s.err" "gpubench status: no reply from $CONTROL within 5000 ms: it accepted the connection but sent no ZeroMQ greeting"
+    # wait asks again after a refusal, as it did after a timeout: it rides
+    # out a coordinator restart
+    sweep=$(submit --kind sleep --param duration_ms=1500)
+    kill -KILL "$COORD_PID"
+    wait "$COORD_PID" 2>/dev/null
+    "$GB" wait "$sweep" --quiet --interval-ms 100 --timeout 60 >/dev/null 2>"$T/w.err" &
+    w=$!
+    PIDS+=("$w")
+    for _ in $(seq 40); do grep -q "still waiting" "$T/w.err" && break; sleep 0.05; done
+    contains "wait says why, at once" "$T/w.err" "gpubench wait: $CONTROL: nothing listens there (Connection refused): is the coordinator running, and is this its address?; still waiting"
+    sleep 1 # several asks refused
+    kill -0 "$w" 2>/dev/null || fail "wait gave up on a refused connection: $(cat "$T/w.err")"
+    start_coord
+    wait "$w"
+    eq "wait rides out the restart" "$?" 0
+    eq "the warning once" "$(grep -c "still waiting" "$T/w.err")" 1
+    ;;
 *) fail "unknown case $case" ;;
 esac
 echo ok
