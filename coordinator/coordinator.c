@@ -4486,7 +4486,23 @@ static int keyless_loopback(const gb_coord_config_t *cfg, int keys, const char *
     return -1;
 }
 
-/* The endpoints' form, and loopback only without keys. */
+/* Two tcp endpoints that would bind one port: the same host, or either on
+ * every interface (*, 0.0.0.0, [::]); an ephemeral port (* or 0) never. */
+static int tcp_same_port(const char *a, const char *b) {
+    if (strncmp(a, "tcp://", 6) != 0 || strncmp(b, "tcp://", 6) != 0) return 0;
+    const char *pa = strrchr(a, ':'), *pb = strrchr(b, ':');
+    if (!pa || !pb || pa < a + 6 || pb < b + 6 || strcmp(pa, pb) != 0) return 0;
+    if (strcmp(pa, ":*") == 0 || strcmp(pa, ":0") == 0) return 0;
+    size_t la = (size_t)(pa - (a + 6)), lb = (size_t)(pb - (b + 6));
+    static const char *const any[] = {"*", "0.0.0.0", "[::]", "[*]"};
+    for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
+        if ((la == strlen(any[i]) && strncmp(a + 6, any[i], la) == 0) ||
+            (lb == strlen(any[i]) && strncmp(b + 6, any[i], lb) == 0))
+            return 1;
+    return la == lb && strncmp(a + 6, b + 6, la) == 0;
+}
+
+/* The endpoints' form, two of them, and loopback only without keys. */
 static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) {
     if (gb_endpoint_check(cfg->listen, err, errlen) != 0 ||
         gb_endpoint_check(cfg->control, err, errlen) != 0)
@@ -4500,6 +4516,23 @@ static int endpoints_ok(const gb_coord_config_t *cfg, char *err, size_t errlen) 
                    "%s: an endpoint the coordinator binds names no source address (';')", eps[i]);
             return -1;
         }
+    /* one endpoint for both: a configuration error, said before a store is
+     * made (exit 2, as a non-loopback one without keys) */
+    if (strncmp(cfg->listen, "ipc://", 6) == 0 && strncmp(cfg->control, "ipc://", 6) == 0 &&
+        strcmp(cfg->listen + 6, "*") != 0 &&
+        (strcmp(cfg->listen, cfg->control) == 0 ||
+         gb_same_path(cfg->listen + 6, cfg->control + 6))) {
+        gb_fmt(err, errlen, "--listen and --control must be two endpoints (both are %s)",
+               cfg->listen);
+        return -1;
+    }
+    if (tcp_same_port(cfg->listen, cfg->control)) {
+        /* it would fail on its own second bind after 5 s of "address in use",
+         * as though another process held the port */
+        gb_fmt(err, errlen, "--listen and --control must be two endpoints (%s and %s share a port)",
+               cfg->listen, cfg->control);
+        return -1;
+    }
     return keyless_loopback(cfg, cfg->key_path != NULL, cfg->listen, cfg->control, "bind", err,
                             errlen);
 }
@@ -4526,22 +4559,6 @@ int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen) 
     gb_auth_destroy(&auth);
     zmq_ctx_term(ctx);
     return rc;
-}
-
-/* Two tcp endpoints that would bind one port: the same host, or either on
- * every interface (*, 0.0.0.0, [::]); an ephemeral port (* or 0) never. */
-static int tcp_same_port(const char *a, const char *b) {
-    if (strncmp(a, "tcp://", 6) != 0 || strncmp(b, "tcp://", 6) != 0) return 0;
-    const char *pa = strrchr(a, ':'), *pb = strrchr(b, ':');
-    if (!pa || !pb || pa < a + 6 || pb < b + 6 || strcmp(pa, pb) != 0) return 0;
-    if (strcmp(pa, ":*") == 0 || strcmp(pa, ":0") == 0) return 0;
-    size_t la = (size_t)(pa - (a + 6)), lb = (size_t)(pb - (b + 6));
-    static const char *const any[] = {"*", "0.0.0.0", "[::]", "[*]"};
-    for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
-        if ((la == strlen(any[i]) && strncmp(a + 6, any[i], la) == 0) ||
-            (lb == strlen(any[i]) && strncmp(b + 6, any[i], lb) == 0))
-            return 1;
-    return la == lb && strncmp(a + 6, b + 6, la) == 0;
 }
 
 gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen) {
@@ -4593,22 +4610,6 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
             gb_fmt(err, errlen, "cannot bind %s: another process is listening there", ep);
             goto err;
         }
-    }
-    if (strncmp(cfg->listen, "ipc://", 6) == 0 && strncmp(cfg->control, "ipc://", 6) == 0 &&
-        strcmp(cfg->listen + 6, "*") != 0) {
-        if (strcmp(cfg->listen, cfg->control) == 0 ||
-            gb_same_path(cfg->listen + 6, cfg->control + 6)) {
-            gb_fmt(err, errlen, "--listen and --control must be two endpoints (both are %s)",
-                   cfg->listen);
-            goto err;
-        }
-    }
-    if (tcp_same_port(cfg->listen, cfg->control)) {
-        /* it would fail on its own second bind after 5 s of "address in use",
-         * as though another process held the port */
-        gb_fmt(err, errlen, "--listen and --control must be two endpoints (%s and %s share a port)",
-               cfg->listen, cfg->control);
-        goto err;
     }
     if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';

@@ -71,8 +71,9 @@ void gb_coord_config_default(gb_coord_config_t *cfg);
 
 /* The keys and endpoints alone, before anything is opened or bound: both
  * or neither of --key and --authorized, CURVE in this libzmq, a usable key
- * pair and a usable allow list; endpoints of a form gpubench can use, and
- * loopback ones only without keys (the same checks gb_coord_new makes). -1
+ * pair and a usable allow list; endpoints of a form gpubench can use, two
+ * of them (not one path or tcp port for both), and loopback ones only
+ * without keys (the same checks gb_coord_new makes). -1
  * with the reason: a configuration error, which the command exits 2 for. */
 int gb_coord_check_keys(const gb_coord_config_t *cfg, char *err, size_t errlen);
 

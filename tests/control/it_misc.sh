@@ -387,14 +387,21 @@ sys.stderr.write(p.stderr.decode()); sys.exit(p.returncode)" "$GB" help 2>"$T/u.
     [ -e "$T/ag1" ] && fail "a refused agent made its state directory"
     # one tcp port for both endpoints: said at once (it retried its own
     # second bind for 5 s, then blamed "address already in use")
+    # (a configuration error: exit 2, as for a non-loopback bind without
+    # keys; it was exit 1), nothing made for it
     s0=$(date +%s%N)
-    "$GB" coordinator --listen tcp://127.0.0.1:47391 --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1 &&
-        fail "a coordinator with one port for both endpoints started"
-    contains "one port, said" "$T/u.log" "--listen and --control must be two endpoints (tcp://127.0.0.1:47391 and tcp://127.0.0.1:47391 share a port)"
+    "$GB" coordinator --listen tcp://127.0.0.1:47391 --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1
+    eq "one port for both endpoints: a usage error" "$?" 2
+    contains "one port, said" "$T/u.log" "gpubench coordinator: --listen and --control must be two endpoints (tcp://127.0.0.1:47391 and tcp://127.0.0.1:47391 share a port)"
     [ $(( ($(date +%s%N) - s0) / 1000000 )) -lt 3000 ] || fail "refused only after a wait"
-    "$GB" coordinator --insecure --listen 'tcp://*:47391' --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1 &&
-        fail "a coordinator with * and 127.0.0.1 on one port started"
+    "$GB" coordinator --insecure --listen 'tcp://*:47391' --control tcp://127.0.0.1:47391 --db "$T/tp.db" >"$T/u.log" 2>&1
+    eq "* and 127.0.0.1 on one port: a usage error" "$?" 2
     contains "every interface and one of them, said" "$T/u.log" "share a port"
+    "$GB" coordinator --listen "ipc://$T/one" --control "ipc://$T/one" --db "$T/tp.db" >"$T/u.log" 2>&1
+    eq "one ipc path for both endpoints: a usage error" "$?" 2
+    contains "one path, said" "$T/u.log" "--listen and --control must be two endpoints (both are ipc://$T/one)"
+    [ -e "$T/tp.db" ] && fail "a coordinator refused for its endpoints made its store"
+    [ -e "$T/one" ] && fail "a coordinator refused for its endpoints left a socket file"
     # wait with no coordinator: the sweep's state is not known, not "not finished"
     "$GB" wait 1 --timeout 1 --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "wait on nothing" "$?" 1
     contains "says it does not know" "$T/u.log" "no answer from the coordinator within 1 s: the state of sweep 1 is not known"
