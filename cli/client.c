@@ -223,7 +223,9 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
     for (;;) {
         if (stop && atomic_load(stop)) {
             gb_log_end_partial_line();
-            fprintf(stderr, "gpubench %s: interrupted\n", cmd);
+            /* run says it with what it did then ("interrupted: sweep N
+             * cancelled (...)"): one line, not that and this one */
+            if (strcmp(cmd, "run") != 0) fprintf(stderr, "gpubench %s: interrupted\n", cmd);
             return 1;
         }
         Gb__StatusRequest rq = GB__STATUS_REQUEST__INIT;

@@ -63,7 +63,8 @@ int cli_submit_made(const char *control, const gb_curve_client_t *curve, const c
  * terminal (or always with progress > 0). Rides out coordinator restarts.
  * Messages start "gpubench CMD:". Returns the exit status: 0 all done, 1
  * some failed or were cancelled or the wait timed out (timeout_s > 0) or
- * was stopped, 2 no such sweep. */
+ * was stopped ("interrupted" said, but for cmd "run", which says what the
+ * stop made it do), 2 no such sweep. */
 int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
              uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop);
 

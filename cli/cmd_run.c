@@ -152,16 +152,21 @@ static int stop_sweep(const char *control, uint64_t sweep, int interrupted, long
         ++tries;
         if (gb_mono_ms() >= until) {
             fprintf(stderr,
-                    "gpubench run: cannot cancel sweep %" PRIu64 ": %s (the next `gpubench run` "
+                    "gpubench run: %scannot cancel sweep %" PRIu64 ": %s (the next `gpubench run` "
                     "on this store cancels it)\n",
-                    sweep, err);
+                    interrupted ? "interrupted: " : "", sweep, err);
             return -1;
         }
         struct timespec ts = {0, 250000000L};
         nanosleep(&ts, NULL);
     }
-    if (queued + running == 0 && !tries) return 0; /* it had ended (some jobs failed) */
-    if (queued + running == 0) {                   /* a try whose reply was lost did it */
+    if (queued + running == 0 && !tries) { /* it had ended (some jobs failed) */
+        /* cli_wait leaves an interrupt for run to say, with what it did */
+        if (interrupted)
+            fprintf(stderr, "gpubench run: interrupted: sweep %" PRIu64 " had ended\n", sweep);
+        return 0;
+    }
+    if (queued + running == 0) { /* a try whose reply was lost did it */
         fprintf(stderr, "gpubench run: %s: sweep %" PRIu64 " cancelled\n",
                 interrupted ? "interrupted" : "timed out", sweep);
         cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);

@@ -91,6 +91,8 @@ if [ "$case" = sigint ]; then
     left=$(pgrep -g "$RUN_PID" | tr '\n' ' ')
     [ -z "$left" ] || fail "left in run's process group: $(ps -o pid,ppid,stat,args -p "${left// /,}")"
     contains "says what it did" "$T/int.log" "interrupted: sweep 1 cancelled (0 queued, 1 running stopped)"
+    # once: a bare "gpubench run: interrupted" came before it, the same news
+    eq "the interrupt said once" "$(grep -c '^gpubench run: interrupted' "$T/int.log")" 1
     eq "the table has the finished jobs" "$(grep -c " done " "$T/int.out")" 2
     eq "and the stopped one" "$(grep -c " cancelled " "$T/int.out")" 1
     eq "the store is sound" "$(sqlite3 "$T/int.db" "PRAGMA integrity_check")" ok
