@@ -19,6 +19,7 @@
 #include <zmq.h>
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -173,6 +174,21 @@ int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint) {
     fprintf(stderr, "gpubench %s: unexpected argument '%s'%s%s (see 'gpubench %s -h')\n", cmd, arg,
             hint ? " " : "", hint ? hint : "", cmd);
     return 2;
+}
+
+int cli_once(cli_once_t *once, const char *cmd, const struct option *opts, int opt) {
+    const struct option *o = opts;
+    while (o->name && (o->val != opt || o->flag))
+        o++;
+    if (!o->name || o->has_arg != required_argument) return 0;
+    for (int i = 0; i < once->n; i++)
+        if (once->seen[i] == opt) {
+            char msg[96];
+            gb_fmt(msg, sizeof msg, "--%s given twice", o->name);
+            return cli_usage_error(cmd, msg);
+        }
+    if (once->n < (int)(sizeof once->seen / sizeof once->seen[0])) once->seen[once->n++] = opt;
+    return 0;
 }
 
 int cli_bad_option(const char *cmd) {

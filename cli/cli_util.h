@@ -104,6 +104,19 @@ int cli_usage_error(const char *cmd, const char *msg);
 /* A word on CMD's command line it takes no place for: "unexpected argument
  * 'ARG'" and the hint (may be NULL) as a usage error; returns 2. */
 int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint);
+/* An option that takes one value given twice ("--sweep 1 --sweep 2": the
+ * last one won, silently): a cli_once_t per command, zeroed, and
+ * cli_once(&once, CMD, opts, opt) for each option getopt_long returns (opts:
+ * its table). The second time an option with a required argument comes,
+ * "gpubench CMD: --OPT given twice" as a usage error, and 2 returned; 0
+ * otherwise (a flag without a value, an unknown option). An option that may
+ * be repeated (submit --param) is not passed to it. */
+struct option;
+typedef struct cli_once {
+    int seen[64]; /* the opt values given so far */
+    int n;
+} cli_once_t;
+int cli_once(cli_once_t *once, const char *cmd, const struct option *opts, int opt);
 /* After getopt's own line about an unknown option or a missing value: one
  * line pointing at -h (the whole usage would push getopt's off the screen);
  * returns 2. */

@@ -85,7 +85,9 @@ int cmd_agent(int argc, char **argv) {
     long v;
     int opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "agent", opts, opt)) return 2;
         switch (opt) {
         case 'c':
             cfg.connect = optarg;

@@ -29,7 +29,9 @@ int cmd_cancel(int argc, char **argv) {
     long job = 0, sweep = 0;
     int opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "cancel", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
         case 'j':

@@ -49,7 +49,9 @@ int cmd_nodes(int argc, char **argv) {
     int opt, topo = 0, db_given = 0, conn_given = 0, fmt_given = 0;
     const char *forget = NULL;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "nodes", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) {
             conn_given = 1;
             continue;

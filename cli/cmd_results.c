@@ -32,7 +32,9 @@ int cmd_results(int argc, char **argv) {
     long sweep = 0;
     int opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "results", opts, opt)) return 2;
         switch (opt) {
         case 'd':
             db = optarg;

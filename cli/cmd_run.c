@@ -232,7 +232,9 @@ int cmd_run(int argc, char **argv) {
     long timeout = 0, max_jobs = GB_SPEC_MAX_JOBS;
     int verbose = 0, opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "run", opts, opt)) return 2;
         switch (opt) {
         case 'd':
             db = optarg;

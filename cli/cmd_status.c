@@ -29,7 +29,9 @@ int cmd_status(int argc, char **argv) {
     long sweep = 0;
     int opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "status", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
         case 'f':

@@ -187,7 +187,16 @@ int cmd_submit(int argc, char **argv) {
     char *text = NULL;
     if (!spec) return 1;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        /* the options that set no spec key (a key set twice is said below,
+         * with --param named; --param itself is repeated for more keys) */
+        if ((opt == O_SPEC || opt == O_FORMAT || opt == CLI_OPT_CONTROL || opt == CLI_OPT_KEY ||
+             opt == CLI_OPT_SERVER_KEY) &&
+            cli_once(&once, "submit", opts, opt)) {
+            rc = 2;
+            goto out;
+        }
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         int r = 0;
         const char *key = NULL, *flag = "an option"; /* the spec key a flag sets; its name */
@@ -346,7 +355,7 @@ int cmd_submit(int argc, char **argv) {
         }
     }
     if (optind < argc) {
-        rc = cli_usage_error("submit", "unexpected argument");
+        rc = cli_unexpected_arg("submit", argv[optind], NULL);
         goto out;
     }
     if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {

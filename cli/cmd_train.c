@@ -222,7 +222,9 @@ int cmd_train(int argc, char **argv) {
     int json = 0, size = cfg.model.image_h, nobn = 0;
     optind = 0; /* glibc: full re-initialization, so commands can be composed */
     int c;
+    cli_once_t once = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "train", opts, c)) return 2;
         const char *a = optarg;
         int bad = 0;
         switch (c) {
@@ -320,10 +322,7 @@ int cmd_train(int argc, char **argv) {
             return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "gpubench train: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    if (optind < argc) return cli_unexpected_arg("train", argv[optind], NULL);
     cfg.model.image_h = cfg.model.image_w = size;
     if (nobn) cfg.model.bn = 0;
     /* stdout carries the table or the record (with --format json it is

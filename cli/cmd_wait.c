@@ -36,7 +36,9 @@ int cmd_wait(int argc, char **argv) {
     long timeout = 0, interval = 500, sweep = 0;
     int progress = 0, opt;
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "wait", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
         case 't':

@@ -28,7 +28,9 @@ int cmd_worker(int argc, char **argv) {
      * ps -C gpubench and top find it by this one */
     prctl(PR_SET_NAME, "gpubench", 0, 0, 0);
     optind = 1;
+    cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "worker", opts, opt)) return 2;
         switch (opt) {
         case 'j':
             job = optarg;

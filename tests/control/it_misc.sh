@@ -289,10 +289,43 @@ usage)
     # "unexpected argument")
     "$GB" results --db "$T/x.db" 3 >"$T/u.log" 2>&1; eq "results 3" "$?" 2
     contains "names it, and --sweep" "$T/u.log" "unexpected argument '3' (one sweep is --sweep 3)"
-    for c in run coordinator agent; do
+    for c in run coordinator agent submit train; do
         "$GB" $c stray >"$T/u.log" 2>&1; eq "$c stray" "$?" 2
         contains "$c names it" "$T/u.log" "gpubench $c: unexpected argument 'stray' (see"
     done
+    # help names a word after the command too (it showed status -h, the
+    # word ignored)
+    "$GB" help status extra >"$T/u.log" 2>&1; eq "help status extra" "$?" 2
+    contains "help names it" "$T/u.log" "gpubench help: unexpected argument 'extra' (help takes one command)"
+    # an option that takes one value, given twice, is a usage error (the
+    # last one won, silently: results --sweep 1 --sweep 2 showed sweep 2);
+    # a prefix or --opt=value is the same option
+    while IFS='|' read -r c args o; do
+        # shellcheck disable=SC2086
+        "$GB" $c $args >"$T/u.log" 2>&1; eq "$c $args" "$?" 2
+        contains "$c names $o" "$T/u.log" "gpubench $c: $o given twice (see 'gpubench $c -h')"
+    done <<EOF
+results|--db $T/x.db --sweep 1 --sweep 2|--sweep
+results|--sweep=1 --swe 2|--sweep
+run|--db $T/d1.db --db $T/d2.db|--db
+run|--timeout 5 --timeout 9|--timeout
+status|--format csv --format json|--format
+status|--control ipc://$T/c1 --control ipc://$T/c2|--control
+wait|--interval-ms 100 --interval-ms 200 1|--interval-ms
+cancel|--job 1 --job 2 1|--job
+nodes|--forget a --forget b|--forget
+coordinator|--db $T/d1.db --db $T/d2.db|--db
+coordinator|--listen ipc://$T/l1 --control ipc://$T/c1 --listen ipc://$T/l2|--listen
+agent|--name a --name b --state-dir $T/ag2|--name
+submit|--spec $T/s1.json --spec $T/s2.json|--spec
+submit|--kind sleep --format json --format text|--format
+submit|--kind sleep --key $T/k1 --key $T/k2|--key
+train|--steps 1 --steps 2|--steps
+worker|--job $T/j1 --job $T/j2 --out $T/o|--job
+EOF
+    [ -e "$T/d1.db" ] || [ -e "$T/d2.db" ] || [ -e "$T/ag2" ] && fail "a refused command made a store or a state dir"
+    "$GB" submit --kind sleep --param m=1 --param n=2 --control "ipc://$T/none" >"$T/u.log" 2>&1
+    grep -q "given twice" "$T/u.log" && fail "--param is repeated for more keys: $(cat "$T/u.log")"
     # a malformed $GB_CONTROL is named as the environment's (it read as a
     # --control the user never typed); a --control given is not
     GB_CONTROL=127.0.0.1:5556 "$GB" status >"$T/u.log" 2>&1; eq "a malformed \$GB_CONTROL" "$?" 2

@@ -57,14 +57,40 @@ run_for() {
     wait "$p"
 }
 
+# named OPT ARGS...: whether ARGS give the option OPT (--opt V or --opt=V)
+named() {
+    local o=$1 a
+    shift
+    for a in "$@"; do
+        if [ "$a" = "$o" ] || [ "${a%%=*}" = "$o" ]; then return 0; fi
+    done
+    return 1
+}
+
+# OPT VALUE pairs into the array named DEFAULTS, but those the ARGS after
+# -- give (an option given twice is a usage error): defaults OPT VALUE...
+# -- ARGS...
+defaults() {
+    DEFAULTS=()
+    local -a pairs=()
+    while [ "$1" != -- ]; do pairs+=("$1" "$2"); shift 2; done
+    shift
+    local i
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+        named "${pairs[i]}" "$@" || DEFAULTS+=("${pairs[i]}" "${pairs[i + 1]}")
+    done
+}
+
 # start_coord [flags...]: coordinator on ephemeral ports, store $T/gb.db;
 # sets LISTEN, CONTROL, COORD_PID. Reuses LISTEN/CONTROL if already set
 # (a restart binds the same ports).
 start_coord() {
     local listen=${LISTEN:-tcp://127.0.0.1:*} control=${CONTROL:-tcp://127.0.0.1:*}
     rm -f "$T/ready"
-    "$GB" coordinator --listen "$listen" --control "$control" --db "$T/gb.db" \
-        --ready-file "$T/ready" --heartbeat-ms $HB --lost-after $LOST "$@" >>"$T/coord.log" 2>&1 &
+    # flags give their own (--db, --lost-after...) in place of these
+    defaults --listen "$listen" --control "$control" --db "$T/gb.db" \
+        --heartbeat-ms "$HB" --lost-after "$LOST" -- "$@"
+    "$GB" coordinator "${DEFAULTS[@]}" --ready-file "$T/ready" "$@" >>"$T/coord.log" 2>&1 &
     COORD_PID=$!
     PIDS+=("$COORD_PID")
     for _ in $(seq 100); do
@@ -82,8 +108,9 @@ start_coord() {
 declare -A AGENT_PID
 start_agent() {
     local name=$1; shift
-    "$GB" agent --connect "$LISTEN" --state-dir "$T/$name" --name "$name" \
-        --heartbeat-ms $HB --lost-after $LOST --kill-grace-ms 500 "$@" >>"$T/$name.log" 2>&1 &
+    defaults --connect "$LISTEN" --state-dir "$T/$name" --name "$name" --heartbeat-ms "$HB" \
+        --lost-after "$LOST" --kill-grace-ms 500 -- "$@"
+    "$GB" agent "${DEFAULTS[@]}" "$@" >>"$T/$name.log" 2>&1 &
     AGENT_PID[$name]=$!
     PIDS+=("$!")
 }

@@ -19,6 +19,12 @@ exe = sys.argv[1]
 SMALL = ["--batch", "2", "--image-size", "32", "--steps", "2", "--warmup", "0", "--threads", "2"]
 
 
+def small(*drop):
+    """SMALL without the options in drop, for a call that gives its own (an
+    option given twice is a usage error)"""
+    return [a for i, a in enumerate(SMALL) if SMALL[i - i % 2] not in drop]
+
+
 def run(*args):
     return subprocess.run([exe, "train", *args], capture_output=True, text=True)
 
@@ -125,8 +131,8 @@ for seed in ("5000000000000001", "9007199254740992"):
 # online one (they contended)
 if shutil.which("taskset") and len(os.sched_getaffinity(0)) >= 2:
     cpu = min(os.sched_getaffinity(0))
-    q = subprocess.run(["taskset", "-c", str(cpu), exe, "train", *SMALL[:-2], "--steps", "1",
-                        "--format", "json"], capture_output=True, text=True)
+    q = subprocess.run(["taskset", "-c", str(cpu), exe, "train", *small("--threads", "--steps"),
+                        "--steps", "1", "--format", "json"], capture_output=True, text=True)
     check(q.returncode == 0 and json.loads(q.stdout)["threads"] == 1,
           "--threads 0 under taskset -c %d: rc %d %s" % (cpu, q.returncode, q.stdout[:200]))
 
@@ -134,8 +140,8 @@ if shutil.which("taskset") and len(os.sched_getaffinity(0)) >= 2:
 # in both formats (the table's was said by train and again by main)
 for fmt in ("table", "json"):
     with open("/dev/full", "w") as full:
-        q = subprocess.run([exe, "train", *SMALL, "--steps", "1", "--format", fmt], stdout=full,
-                           stderr=subprocess.PIPE, text=True)
+        q = subprocess.run([exe, "train", *small("--steps"), "--steps", "1", "--format", fmt],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
     lines = [l for l in q.stderr.splitlines() if "cannot write" in l]
     check(q.returncode == 1 and len(lines) == 1 and "No space left on device" in lines[0],
           "%s to /dev/full: rc %d, %r" % (fmt, q.returncode, q.stderr))
@@ -307,7 +313,7 @@ with tempfile.TemporaryDirectory() as d:
 
 # more threads than cores: said before the run (here one refused at once)
 usable = len(os.sched_getaffinity(0))
-q = run(*SMALL, "--threads", str(4 * usable), "--precision", "fp16")
+q = run(*small("--threads"), "--threads", str(4 * usable), "--precision", "fp16")
 check("is above the %d core(s) this process may run on" % usable in q.stderr,
       "threads note: " + q.stderr)
 
