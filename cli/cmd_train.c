@@ -57,14 +57,30 @@ static void usage(FILE *f) {
             (double)d.weight_decay, (unsigned long long)d.seed);
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!cli_number_text(s) || errno || end == s || *end || v < lo || v > hi) return -1;
+/* An integer option, in the words of every command's (cli_long: "gpubench
+ * train: --steps: '0' is not an integer in 1..1000000"); -1 when it is not. */
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
+    long v;
+    if (cli_long("train", opt, s, lo, hi, &v) != 0) return -1;
     *out = (int)v;
     return 0;
 }
+
+/* Any other value refused, in the same words: "gpubench train: --OPT: 'V'
+ * is not WHAT"; 2, the exit status. */
+static int bad_value(const char *opt, const char *s, const char *what) {
+    fprintf(stderr, "gpubench train: --%s: '%s' is not %s\n", opt, s, what);
+    return 2;
+}
+
+/* An empty file name, as the other commands say --db "" */
+static int no_file(const char *opt) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "%s needs a file name", opt);
+    return cli_usage_error("train", msg);
+}
+
+#define FLOAT_VALUE "a number >= 0 that a float holds (0, or 1.4e-45..3.4e38)"
 
 static int parse_double(const char *s, double *out) {
     char *end;
@@ -143,33 +159,6 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     cJSON_Delete(rec);
 }
 
-/* What option i (in the order of the enum below) takes, for the message. */
-static const char *accepted(int i) {
-    static const char *const what[] = {"cpu, cuda or auto",
-                                       "fp32, tf32, fp16 or bf16",
-                                       "1..65536",
-                                       "1..4096",
-                                       "1..1000000",
-                                       "0..1000000",
-                                       "0..4096, 0 = all cores",
-                                       "1..1024",
-                                       "MB, above 0, up to 4096",
-                                       "auto, nvlink or pcie",
-                                       "",
-                                       "",
-                                       "a number >= 0",
-                                       "a number >= 0",
-                                       "a number >= 0",
-                                       "a whole number in 0..2^53 (9007199254740992): JSON "
-                                       "numbers above lose digits",
-                                       "a file name",
-                                       "a file name",
-                                       "a file name",
-                                       "a file name",
-                                       "table or json"};
-    return i >= 0 && i < (int)(sizeof(what) / sizeof(what[0])) && what[i][0] ? what[i] : "?";
-}
-
 int cmd_train(int argc, char **argv) {
     enum {
         O_BACKEND = 256,
@@ -226,46 +215,50 @@ int cmd_train(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "train", opts, c)) return 2;
         const char *a = optarg;
-        int bad = 0;
+        const char *what = NULL; /* set: a refused value, and what the option takes */
         switch (c) {
         case 'h':
             usage(stdout);
             return 0;
         case O_BACKEND:
-            bad = strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto");
-            if (!bad) snprintf(cfg.backend, sizeof(cfg.backend), "%s", a);
+            if (strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto"))
+                what = "cpu, cuda or auto";
+            else
+                snprintf(cfg.backend, sizeof(cfg.backend), "%s", a);
             break;
         case O_PREC:
-            bad = gb_precision_parse(a, &cfg.precision);
+            if (gb_precision_parse(a, &cfg.precision)) what = "fp32, tf32, fp16 or bf16";
             break;
         case O_BATCH:
-            bad = parse_int(a, 1, 65536, &cfg.batch);
+            if (parse_int("--batch", a, 1, 65536, &cfg.batch)) return 2;
             break;
         case O_SIZE:
-            bad = parse_int(a, 1, 4096, &size);
+            if (parse_int("--image-size", a, 1, 4096, &size)) return 2;
             break;
         case O_STEPS:
-            bad = parse_int(a, 1, 1000000, &cfg.steps);
+            if (parse_int("--steps", a, 1, 1000000, &cfg.steps)) return 2;
             break;
         case O_WARMUP:
-            bad = parse_int(a, 0, 1000000, &cfg.warmup);
+            if (parse_int("--warmup", a, 0, 1000000, &cfg.warmup)) return 2;
             break;
         case O_THREADS:
-            bad = parse_int(a, 0, 4096, &cfg.threads);
+            if (parse_int("--threads", a, 0, 4096, &cfg.threads)) return 2;
             break;
         case O_DEVICES:
-            bad = parse_int(a, 1, 1024, &cfg.devices);
+            if (parse_int("--devices", a, 1, 1024, &cfg.devices)) return 2;
             break;
         case O_BUCKET: {
             double mb = 0; /* a double, as in a spec: the record says 0.1, not 0.10000000149 */
-            bad =
-                parse_double(a, &mb) || !(mb > 0) || mb > 4096; /* a spec's range, fractions too */
+            if (parse_double(a, &mb) || !(mb > 0) || mb > 4096) /* a spec's range, fractions too */
+                what = "a number of MB above 0, up to 4096";
             cfg.bucket_mb = mb;
             break;
         }
         case O_ICONN:
-            bad = strcmp(a, "auto") && strcmp(a, "nvlink") && strcmp(a, "pcie");
-            if (!bad) snprintf(cfg.interconnect, sizeof(cfg.interconnect), "%s", a);
+            if (strcmp(a, "auto") && strcmp(a, "nvlink") && strcmp(a, "pcie"))
+                what = "auto, nvlink or pcie";
+            else
+                snprintf(cfg.interconnect, sizeof(cfg.interconnect), "%s", a);
             break;
         case O_NOBN:
             nobn = 1;
@@ -274,53 +267,47 @@ int cmd_train(int argc, char **argv) {
             cfg.cuda_graph = 0;
             break;
         case O_LR:
-            bad = parse_float(a, &cfg.lr) || cfg.lr < 0;
+            if (parse_float(a, &cfg.lr) || cfg.lr < 0) what = FLOAT_VALUE;
             break;
         case O_MOM:
-            bad = parse_float(a, &cfg.momentum) || cfg.momentum < 0;
+            if (parse_float(a, &cfg.momentum) || cfg.momentum < 0) what = FLOAT_VALUE;
             break;
         case O_WD:
-            bad = parse_float(a, &cfg.weight_decay) || cfg.weight_decay < 0;
+            if (parse_float(a, &cfg.weight_decay) || cfg.weight_decay < 0) what = FLOAT_VALUE;
             break;
         case O_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(a, &end, 10);
             /* the record carries it as a JSON number: above 2^53 it would
              * name another seed than the one that ran */
-            bad =
-                !cli_number_text(a) || errno || end == a || *end || a[0] == '-' || v > (1ULL << 53);
-            cfg.seed = v;
+            long v;
+            if (cli_long("train", "--seed", a, 0, 1L << 53, &v)) return 2;
+            cfg.seed = (unsigned long long)v;
             break;
         }
         case O_LOAD:
-            bad = !a[0];
+            if (!a[0]) return no_file("--load");
             cfg.load_path = a;
             break;
         case O_DATA:
-            bad = !a[0];
+            if (!a[0]) return no_file("--data");
             cfg.data_path = a;
             break;
         case O_SAVE:
-            bad = !a[0];
+            if (!a[0]) return no_file("--save");
             cfg.save_path = a;
             break;
         case O_SAVEG:
-            bad = !a[0];
+            if (!a[0]) return no_file("--save-grads");
             cfg.save_grads_path = a;
             break;
         case O_FORMAT:
-            bad = strcmp(a, "table") && strcmp(a, "json");
+            if (strcmp(a, "table") && strcmp(a, "json"))
+                return cli_usage_error("train", "--format is table or json"); /* as others say */
             json = strcmp(a, "json") == 0;
             break;
         default: /* getopt said which option */
             return cli_bad_option("train");
         }
-        if (bad) {
-            fprintf(stderr, "gpubench train: bad value '%s' for --%s (%s)\n", a,
-                    opts[c - O_BACKEND].name, accepted(c - O_BACKEND));
-            return 2;
-        }
+        if (what) return bad_value(opts[c - O_BACKEND].name, a, what);
     }
     if (optind < argc) return cli_unexpected_arg("train", argv[optind], NULL);
     cfg.model.image_h = cfg.model.image_w = size;

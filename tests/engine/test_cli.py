@@ -54,6 +54,22 @@ for bad in (["--batch", "0"], ["--batch", "x"], ["--lr", "nan"], ["--format", "c
     check(p.returncode == 2, "%s is a usage error (got %d)" % (bad, p.returncode))
     check(p.stdout == "" and p.stderr != "", "%s: message on stderr only" % bad)
 
+# in the words of the other commands (cli_long's): it said "bad value '0' for
+# --steps (1..1000000)" where they say "--timeout: 'abc' is not an integer in
+# 0..8640000"; a value given twice is refused, as theirs are
+T = "gpubench train: "
+for args, said in ((["--steps", "0"], T + "--steps: '0' is not an integer in 1..1000000"),
+                   (["--threads", "x"], T + "--threads: 'x' is not an integer in 0..4096"),
+                   (["--seed", "-3"], T + "--seed: '-3' is not an integer in 0..9007199254740992"),
+                   (["--backend", "tpu"], T + "--backend: 'tpu' is not cpu, cuda or auto"),
+                   (["--format", "csv"], T + "--format is table or json (see"),
+                   (["--save", ""], T + "--save needs a file name (see"),
+                   (["--steps", "1", "--steps", "2"], T + "--steps given twice (see"),
+                   (["extra"], T + "unexpected argument 'extra' (see")):
+    p = run(*args)
+    check(p.returncode == 2 and said in p.stderr and "bad value" not in p.stderr,
+          "%s: rc %d, %r" % (args, p.returncode, p.stderr))
+
 p = run(*SMALL, "--load", "/nonexistent.safetensors")
 check(p.returncode == 1 and "nonexistent" in p.stderr and p.stdout == "", "failed run exits 1")
 p = run(*SMALL, "--precision", "fp16")
@@ -108,7 +124,8 @@ with tempfile.TemporaryDirectory() as d:
 # an option value a float cannot hold is a usage error, not a run failure or a 0
 for opt, v in (("--lr", "1e39"), ("--momentum", "1e39"), ("--weight-decay", "1e-46")):
     q = subprocess.run([exe, "train", *SMALL, opt, v], capture_output=True, text=True)
-    check(q.returncode == 2 and ("bad value '%s' for %s" % (v, opt)) in q.stderr,
+    check(q.returncode == 2 and ("gpubench train: %s: '%s' is not a number >= 0 that a float "
+                                 "holds" % (opt, v)) in q.stderr,
           "%s %s: rc %d, %r" % (opt, v, q.returncode, q.stderr[-300:]))
 
 # --bucket-mb as typed in the record (0.10000000149011612: parsed as a float)
