@@ -304,16 +304,19 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                 /* no connection made, libzmq tries again: nothing listening
                  * there (connection refused, no ipc socket file) is said
                  * now, not after the timeout (it was 5 s for a mistyped
-                 * port). What may answer later (no route yet, a name DNS
-                 * does not resolve now) is waited for as before. Looked at
-                 * once; a stopped coordinator never is here (its kernel
-                 * accepts the connection: CONNECTED) */
+                 * port), and so is a host name that does not resolve
+                 * (getaddrinfo's EAI_NONAME or EAI_FAIL: DNS or
+                 * /etc/hosts said there is no such name; it was 5 s for a
+                 * mistyped host). What may answer later (no route yet, DNS
+                 * not answering now: EAI_AGAIN) is waited for as before.
+                 * Looked at once; a stopped coordinator never is here (its
+                 * kernel accepts the connection: CONNECTED) */
                 if (!connected && !looked) {
                     looked = 1;
                     char why[256];
                     int ms = left < 250 ? (int)left : 250;
                     seen = gb_zmq_probe(endpoint, ms > 0 ? ms : 1, seen_said, sizeof seen_said);
-                    if (seen == GB_PROBE_REFUSED &&
+                    if ((seen == GB_PROBE_REFUSED || seen == GB_PROBE_NO_NAME) &&
                         gb_probe_str(seen, seen_said, curve != NULL, why, sizeof why)) {
                         gb_fmt(err, errlen, "%s: %s", endpoint, why);
                         goto out; /* -1: the request cannot have arrived */

@@ -55,7 +55,8 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * transport error or an invalid reply (reason in err, *rep NULL), and at
  * once, without the timeout, when the first connect finds nothing listening
  * (connection refused, no ipc socket file: "EP: nothing listens there
- * (...)"); -3 on a
+ * (...)"; a tcp host name that does not resolve, EAI_NONAME or EAI_FAIL,
+ * not EAI_AGAIN: "EP: the host name does not resolve (HOST: ...)"); -3 on a
  * timeout where a coordinator may be listening (not refused, denied, an
  * unknown name, or a server that is not ZeroMQ): the request may have
  * arrived and its reply been lost. */

@@ -953,6 +953,49 @@ refused_at_once)
             contains "$cmd says why" "$T/r.err" "gpubench ${cmd%% *}: $ep: nothing listens there ($want): is the coordinator running, and is this its address?"
         done
     done
+    # a host name that does not resolve (getaddrinfo's EAI_NONAME or
+    # EAI_FAIL) is said at once too, naming the host (it was the whole 5 s).
+    # One with an empty label: glibc refuses it without asking DNS, so the
+    # answer is the same with no resolver (a sandbox, a CI machine); a name
+    # DNS answers is not there (NXDOMAIN) takes the same path
+    bad=no-such-host..invalid
+    for cmd in status nodes "submit --kind sleep --param duration_ms=10" "cancel 1"; do
+        t0=$(ms)
+        # shellcheck disable=SC2086
+        "$GB" $cmd --control "tcp://$bad:5" >/dev/null 2>"$T/r.err" && fail "$cmd at $bad succeeded"
+        dt=$(($(ms) - t0))
+        [ "$dt" -lt 2000 ] || fail "$cmd --control tcp://$bad:5 took $dt ms to say the name does not resolve"
+        contains "$cmd names the host" "$T/r.err" "gpubench ${cmd%% *}: tcp://$bad:5: the host name does not resolve ($bad: "
+        contains "$cmd says what to check" "$T/r.err" "): is the name right, and DNS or /etc/hosts up to date?"
+    done
+    # wait asks again, as after a refusal: it warns at once and holds on
+    # until its --timeout
+    t0=$(ms)
+    "$GB" wait 1 --control "tcp://$bad:5" --quiet --interval-ms 100 --timeout 2 >/dev/null 2>"$T/w.err"
+    rc=$?
+    dt=$(($(ms) - t0))
+    eq "wait at an unknown name times out" "$rc" 1
+    [ "$dt" -ge 1900 ] || fail "wait gave up on an unknown name after $dt ms, not its --timeout 2"
+    contains "wait says why" "$T/w.err" "gpubench wait: tcp://$bad:5: the host name does not resolve ($bad: "
+    eq "the warning once" "$(grep -c "still waiting" "$T/w.err")" 1
+    # DNS that does not answer now (EAI_AGAIN) may answer later: the whole
+    # wait, as before. A network namespace of its own reaches no resolver;
+    # looked at first (no user namespaces, or a resolver reached through a
+    # unix socket that answers there: not this case)
+    if unshare -rn python3 -c 'import socket, sys
+try: socket.getaddrinfo("no-such-host.invalid", 5)
+except socket.gaierror as e: sys.exit(e.errno != socket.EAI_AGAIN)
+sys.exit(1)' 2>/dev/null; then
+        t0=$(ms)
+        unshare -rn "$GB" status --control tcp://no-such-host.invalid:5 >/dev/null 2>"$T/a.err"
+        rc=$?
+        dt=$(($(ms) - t0))
+        eq "status with DNS not answering fails" "$rc" 1
+        [ "$dt" -ge 4500 ] || fail "DNS not answering was waited for $dt ms, not the 5 s"
+        contains "says so" "$T/a.err" "gpubench status: no reply from tcp://no-such-host.invalid:5 within 5000 ms: cannot reach it (no-such-host.invalid: Temporary failure in name resolution)"
+    else
+        echo "no network namespace without a resolver here: EAI_AGAIN not checked"
+    fi
     # a coordinator that accepts and does not answer (stopped) still gets
     # the whole wait, and the same words as before
     start_coord
