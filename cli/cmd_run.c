@@ -384,8 +384,13 @@ int cmd_run(int argc, char **argv) {
                     "again\n",
                     err);
         if (made == 0) {
-            fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
-                    sweep);
+            /* a Ctrl-C: stop_sweep says it, with what it did ("interrupted:
+             * sweep N cancelled (Q queued, R running stopped)"), in one line
+             * as after the wait; "interrupted; sweep N was stored before
+             * that" came before it, the same news */
+            if (!atomic_load(&stop))
+                fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
+                        sweep);
             stop_sweep(control, sweep, 1, timeout);
         } else if (made == 1) {
             fprintf(stderr, "gpubench run: %s; no sweep was stored\n", why);
