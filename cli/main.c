@@ -34,22 +34,20 @@ int cmd_help(int argc, char **argv) {
     /* gpubench help -h: the list, as gpubench help help */
     int self = argc > 1 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "-h") == 0 ||
                             strcmp(argv[1], "--help") == 0);
-    int known = self;
-    for (size_t i = 0; argc > 1 && !known && i < n_commands; i++)
-        known = strcmp(commands[i].name, argv[1]) == 0;
-    if (argc > 1 && !known) {
+    size_t which = n_commands; /* the command named, if any */
+    for (size_t i = 0; argc > 1 && !self && i < n_commands; i++)
+        if (strcmp(commands[i].name, argv[1]) == 0) which = i;
+    if (argc > 1 && !self && which == n_commands) {
         fprintf(stderr, "gpubench help: '%s' is not a command\n", argv[1]);
         return 2;
     }
     /* one command at most: a word after it was ignored (help status extra) */
     if (argc > 2) return cli_unexpected_arg("help", argv[2], "(help takes one command)");
     /* gpubench help COMMAND is gpubench COMMAND -h */
-    if (argc > 1 && !self)
-        for (size_t i = 0; i < n_commands; i++)
-            if (strcmp(commands[i].name, argv[1]) == 0) {
-                char h[] = "-h", *av[] = {argv[1], h, NULL};
-                return commands[i].fn(2, av);
-            }
+    if (which < n_commands) {
+        char h[] = "-h", *av[] = {argv[1], h, NULL};
+        return commands[which].fn(2, av);
+    }
     printf("usage: gpubench <command> [options]   (gpubench <command> -h for its options)\n\n");
     for (size_t i = 0; i < n_commands; i++)
         printf("  %-12s %s\n", commands[i].name, commands[i].summary);

@@ -313,6 +313,21 @@ static int too_deep(const char *s, size_t len) {
 }
 
 /* One value of key kd from item into v (appended). */
+/* d is an integer in min..max */
+static int int_in(double d, int min, int max) {
+    return d >= min && d <= max && d == (double)(int)d;
+}
+
+/* The refusal of a number d that is not an integer in min..max, a whole
+ * number said as one ("got 86400000", not "8.64e+07"). */
+static void out_of_range(const char *key, int min, int max, double d, char *err, size_t errlen) {
+    gb_fmt(err, errlen,
+           d > -1e15 && d < 1e15 && d == (double)(long long)d
+               ? "'%s' must be an integer in %d..%d (got %.0f)"
+               : "'%s' must be an integer in %d..%d (got %g)",
+           key, min, max, d);
+}
+
 static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char *err,
                        size_t errlen) {
     char canon[GB_LABELS_LEN];
@@ -332,13 +347,8 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
             return -1;
         }
         double d = item->valuedouble;
-        if (!(d >= kd->min && d <= kd->max) || d != (double)(int)d) {
-            /* a whole number as one ("got 86400000", not "8.64e+07") */
-            gb_fmt(err, errlen,
-                   d > -1e15 && d < 1e15 && d == (double)(long long)d
-                       ? "'%s' must be an integer in %d..%d (got %.0f)"
-                       : "'%s' must be an integer in %d..%d (got %g)",
-                   kd->key, kd->min, kd->max, d);
+        if (!int_in(d, kd->min, kd->max)) {
+            out_of_range(kd->key, kd->min, kd->max, d, err, errlen);
             return -1;
         }
         for (int i = 0; i < v->n; i++)
@@ -524,16 +534,15 @@ fail:
 
 /* The key repeat (or a job's repeat_index): one integer in min..max into
  * *out, else a refusal that says what it got ("'repeat' must be an integer
- * in 1..1000 (got 5000)"), as a key of the table says it (parse_value). */
+ * in 1..1000 (got 5000)"), as a key of the table says it (out_of_range). */
 static int one_int(const cJSON *c, const char *key, int min, int max, int *out, char *err,
                    size_t errlen) {
     if (cJSON_IsArray(c)) {
         gb_fmt(err, errlen, "'%s' takes one value, not a list", key);
         return -1;
     }
-    double d = cJSON_IsNumber(c) ? c->valuedouble : 0;
-    if (cJSON_IsNumber(c) && d >= min && d <= max && d == (double)(int)d) {
-        *out = (int)d;
+    if (cJSON_IsNumber(c) && int_in(c->valuedouble, min, max)) {
+        *out = (int)c->valuedouble;
         return 0;
     }
     if (cJSON_IsString(c))
@@ -542,11 +551,7 @@ static int one_int(const cJSON *c, const char *key, int min, int max, int *out, 
     else if (!cJSON_IsNumber(c))
         gb_fmt(err, errlen, "'%s' must be an integer in %d..%d", key, min, max);
     else
-        gb_fmt(err, errlen,
-               d > -1e15 && d < 1e15 && d == (double)(long long)d
-                   ? "'%s' must be an integer in %d..%d (got %.0f)"
-                   : "'%s' must be an integer in %d..%d (got %g)",
-               key, min, max, d);
+        out_of_range(key, min, max, c->valuedouble, err, errlen);
     return -1;
 }
 
