@@ -240,6 +240,10 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
         if (deadline && deadline - gb_mono_ms() < req_ms)
             req_ms = deadline - gb_mono_ms() > 100 ? (int)(deadline - gb_mono_ms()) : 100;
         int rc = gb_request_ex(control, curve, &env, req_ms, &rep, err, sizeof err);
+        if (stop && atomic_load(stop)) { /* the request cut short by it ("interrupted"): */
+            gb_wire_free(&rep);          /* said once, at the top */
+            continue;
+        }
         if (rc != -2) refused = 0;
         if (rc == 1 && rep->reject->code == GB__REJECT_CODE__REJECT_RATE) {
             gb_wire_free(&rep); /* asked too often: the next round comes soon enough */

@@ -893,6 +893,20 @@ wait_sigint)
     eq "wait dies of the SIGINT" "$?" 130
     eq "the sweep runs on" "$(sweep_field "$sweep" state)" running
     check "and ends done" "$GB" wait "$sweep" --quiet --timeout 30
+    # a Ctrl-C while a status request waits for its answer (the coordinator
+    # stopped) is said once: it came back as the request's own error too,
+    # "interrupted; still waiting", before the "interrupted" (seen in CI)
+    kill -STOP "$COORD_PID"
+    "$GB" wait "$sweep" --quiet >"$T/w2.log" 2>&1 &
+    w=$!
+    sleep 0.5
+    kill -0 "$w" 2>/dev/null || fail "wait ended early: $(cat "$T/w2.log")"
+    kill -INT "$w"
+    wait "$w"
+    rc=$?
+    kill -CONT "$COORD_PID"
+    eq "wait dies of the SIGINT" "$rc" 130
+    eq "said once, nothing else" "$(cat "$T/w2.log")" "gpubench wait: interrupted"
     ;;
 wait_progress)
     # wait --progress redraws its line in place (\r, no newline): a warning
