@@ -133,14 +133,30 @@ static void *agent_thread(void *arg) {
  * agent a moment to stop what runs. The jobs' error says which ended it
  * (timeout_s: the --timeout that ran out), not "cancelled by request" as
  * for a `gpubench cancel`. */
-static int stop_sweep(const char *control, uint64_t sweep, int interrupted, long timeout_s) {
+enum stop_why {
+    STOP_ENDED,       /* the wait ended otherwise (the sweep had ended) */
+    STOP_INTERRUPTED, /* a Ctrl-C */
+    STOP_TIMED_OUT,   /* --timeout ran out */
+    STOP_NO_REPLY,    /* the submit got no reply, yet the sweep was stored */
+};
+
+static int stop_sweep(const char *control, uint64_t sweep, enum stop_why reason, long timeout_s) {
     char err[512], why[128];
     uint32_t queued = 0, running = 0;
+    int interrupted = reason == STOP_INTERRUPTED;
+    /* what ended it, as the lines below say it (a submit without a reply
+     * was said "interrupted", though nothing was) */
+    const char *word = interrupted                ? "interrupted"
+                       : reason == STOP_TIMED_OUT ? "timed out"
+                       : reason == STOP_NO_REPLY  ? "no reply to its submit"
+                                                  : "stopped";
     if (interrupted)
         gb_copy(why, sizeof why, "cancelled: gpubench run was interrupted");
-    else if (timeout_s > 0)
+    else if (reason == STOP_TIMED_OUT)
         gb_fmt(why, sizeof why, "cancelled: gpubench run --timeout %ld s ran out", timeout_s);
-    else /* the wait ended otherwise (the sweep had ended): the default */
+    else if (reason == STOP_NO_REPLY)
+        gb_copy(why, sizeof why, "cancelled: gpubench run got no reply to its submit");
+    else /* the default */
         why[0] = '\0';
     /* asked again for up to 10 s: a second Ctrl-C ends the request itself
      * (its reply lost, the cancel done or not), a store that cannot commit
@@ -152,9 +168,9 @@ static int stop_sweep(const char *control, uint64_t sweep, int interrupted, long
         ++tries;
         if (gb_mono_ms() >= until) {
             fprintf(stderr,
-                    "gpubench run: %scannot cancel sweep %" PRIu64 ": %s (the next `gpubench run` "
-                    "on this store cancels it)\n",
-                    interrupted ? "interrupted: " : "", sweep, err);
+                    "gpubench run: %s%scannot cancel sweep %" PRIu64 ": %s (the next `gpubench "
+                    "run` on this store cancels it)\n",
+                    reason == STOP_ENDED ? "" : word, reason == STOP_ENDED ? "" : ": ", sweep, err);
             return -1;
         }
         struct timespec ts = {0, 250000000L};
@@ -167,14 +183,13 @@ static int stop_sweep(const char *control, uint64_t sweep, int interrupted, long
         return 0;
     }
     if (queued + running == 0) { /* a try whose reply was lost did it */
-        fprintf(stderr, "gpubench run: %s: sweep %" PRIu64 " cancelled\n",
-                interrupted ? "interrupted" : "timed out", sweep);
+        fprintf(stderr, "gpubench run: %s: sweep %" PRIu64 " cancelled\n", word, sweep);
         cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
         return 0;
     }
     fprintf(stderr,
-            "gpubench run: %s: sweep %" PRIu64 " cancelled (%u queued, %u running stopped)\n",
-            interrupted ? "interrupted" : "timed out", sweep, queued, running);
+            "gpubench run: %s: sweep %" PRIu64 " cancelled (%u queued, %u running stopped)\n", word,
+            sweep, queued, running);
     cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
     return 0;
 }
@@ -391,7 +406,8 @@ int cmd_run(int argc, char **argv) {
             if (!atomic_load(&stop))
                 fprintf(stderr, "gpubench run: %s; sweep %" PRIu64 " was stored before that\n", why,
                         sweep);
-            stop_sweep(control, sweep, 1, timeout);
+            stop_sweep(control, sweep, atomic_load(&stop) ? STOP_INTERRUPTED : STOP_NO_REPLY,
+                       timeout);
         } else if (made == 1) {
             fprintf(stderr, "gpubench run: %s; no sweep was stored\n", why);
         } else {
@@ -402,7 +418,12 @@ int cmd_run(int argc, char **argv) {
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
     rc = cli_wait("run", control, NULL, sweep, (int)timeout, 200, 0, &stop);
-    if (rc != 0 && stop_sweep(control, sweep, atomic_load(&stop), timeout) != 0) rc = 1;
+    if (rc != 0 && stop_sweep(control, sweep,
+                              atomic_load(&stop) ? STOP_INTERRUPTED
+                              : timeout > 0      ? STOP_TIMED_OUT
+                                                 : STOP_ENDED,
+                              timeout) != 0)
+        rc = 1;
     /* the agent, then the coordinator once it has its last word (a second
      * at most: else the node is left `disconnected`, as by a restart) */
     atomic_store(&agent_stop, 1);
