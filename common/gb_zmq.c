@@ -1,5 +1,6 @@
 /* gb_zmq.c - see gb_zmq.h. */
 #define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* getaddrinfo_a: a name lookup with a time limit */
 #include "gb_zmq.h"
 
 #include "gb_curve.h"
@@ -7,11 +8,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -187,6 +192,148 @@ void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, con
                          : "");
 }
 
+/* A name lookup that gives up after timeout_ms. getaddrinfo waits as long
+ * as the resolver does: for a DNS server that does not answer, 5 s times 2
+ * tries by default, so `gpubench status` at a host name took 20 s where it
+ * promises 5. The lookup goes to glibc's own thread (getaddrinfo_a); given
+ * up, it finishes there, and whichever of the two lets go last frees it. */
+struct lookup {
+    struct gaicb cb;
+    struct addrinfo hints;
+    char host[256], port[32];
+    atomic_int refs;
+};
+
+static void lookup_unref(struct lookup *l) {
+    if (atomic_fetch_sub(&l->refs, 1) != 1) return;
+    if (l->cb.ar_result) freeaddrinfo(l->cb.ar_result);
+    free(l);
+}
+
+static void lookup_done(union sigval v) {
+    lookup_unref(v.sival_ptr);
+}
+
+/* getaddrinfo's code, the first address in sa; EAI_AGAIN with *late set when
+ * no answer came within timeout_ms; EAI_INTR when a signal came first */
+static int lookup(const char *host, const char *port, int timeout_ms, struct sockaddr_storage *sa,
+                  socklen_t *salen, int *late) {
+    *late = 0;
+    struct lookup *l = calloc(1, sizeof *l);
+    if (!l) return EAI_MEMORY;
+    if (gb_copy(l->host, sizeof l->host, host) != 0 ||
+        gb_copy(l->port, sizeof l->port, port) != 0) {
+        free(l);
+        return EAI_NONAME; /* no such name or port, as getaddrinfo says it */
+    }
+    l->hints.ai_socktype = SOCK_STREAM;
+    l->hints.ai_flags = AI_NUMERICSERV;
+    l->cb.ar_name = l->host;
+    l->cb.ar_service = l->port;
+    l->cb.ar_request = &l->hints;
+    atomic_init(&l->refs, 2); /* this call's, and the notification's */
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD;
+    ev.sigev_notify_function = lookup_done;
+    ev.sigev_value.sival_ptr = l;
+    struct gaicb *list[1] = {&l->cb};
+    int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, &ev);
+    if (rc != 0) { /* not queued: no notification comes */
+        free(l);
+        return rc;
+    }
+    int64_t deadline = gb_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+    const struct gaicb *const wait_for[1] = {&l->cb};
+    while ((rc = gai_error(&l->cb)) == EAI_INPROGRESS) {
+        int64_t left = deadline - gb_mono_ms();
+        if (left <= 0) break;
+        struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
+        if (gai_suspend(wait_for, 1, &ts) == EAI_INTR && gai_error(&l->cb) == EAI_INPROGRESS) {
+            rc = EAI_INTR; /* a Ctrl-C: not waited out */
+            break;
+        }
+    }
+    if (rc == EAI_INPROGRESS) {
+        *late = 1;
+        rc = EAI_AGAIN;
+    } else if (rc == 0 && l->cb.ar_result) {
+        memcpy(sa, l->cb.ar_result->ai_addr, l->cb.ar_result->ai_addrlen);
+        *salen = l->cb.ar_result->ai_addrlen;
+    } else if (rc == 0) {
+        rc = EAI_NONAME;
+    }
+    lookup_unref(l);
+    return rc;
+}
+
+/* A tcp endpoint's host name as its address (tcp://10.0.0.5:5555,
+ * tcp://[fd00::5]:5555) in out, looked up within timeout_ms: 1; 0 when there
+ * is nothing to look up (an address already, another transport, a source;
+ * destination pair: libzmq's); -1 with err when the name does not resolve or
+ * a signal came, -3 when DNS gave no answer in the time. libzmq's own lookup
+ * cannot be bounded: for a DNS server that does not answer, it held its I/O
+ * thread, and so the command's exit, for 20 s where a request promises 5. */
+static int name_to_address(const char *endpoint, int timeout_ms, char *out, size_t outlen,
+                           int have_keys, char *err, size_t errlen) {
+    if (strncmp(endpoint, "tcp://", 6) != 0 || strchr(endpoint, ';')) return 0;
+    const char *hp = endpoint + 6, *colon = strrchr(hp, ':');
+    char host[256], port[32], addr[INET6_ADDRSTRLEN];
+    if (!colon || colon == hp || (size_t)(colon - hp) >= sizeof host) return 0;
+    size_t hl = (size_t)(colon - hp);
+    if (hp[0] == '[') return 0; /* an IPv6 address */
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    if (gb_copy(port, sizeof port, colon + 1) != 0 || strcmp(host, "*") == 0) return 0;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, host, &a4) == 1) return 0;
+    int64_t deadline = gb_mono_ms() + timeout_ms;
+    char said[300], why[512];
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t salen = 0;
+        int late = 0;
+        int64_t left = deadline - gb_mono_ms();
+        int gai = lookup(host, port, left > 0 ? (int)left : 1, &sa, &salen, &late);
+        if (gai == 0) {
+            if (getnameinfo((struct sockaddr *)&sa, salen, addr, sizeof addr, NULL, 0,
+                            NI_NUMERICHOST) != 0)
+                return 0;
+            int fit = sa.ss_family == AF_INET6 ? gb_fmt(out, outlen, "tcp://[%s]:%s", addr, port)
+                                               : gb_fmt(out, outlen, "tcp://%s:%s", addr, port);
+            return fit == 0;
+        }
+        if (gai == EAI_INTR) {
+            gb_fmt(err, errlen, "interrupted");
+            return -1;
+        }
+        if (gai == EAI_NONAME || gai == EAI_FAIL || gai == EAI_NODATA) {
+            gb_fmt(said, sizeof said, "%s: %s", host, gai_strerror(gai));
+            gb_probe_str(GB_PROBE_NO_NAME, said, have_keys, why, sizeof why);
+            gb_fmt(err, errlen, "%s: %s", endpoint, why);
+            return -1; /* the request cannot have arrived */
+        }
+        if (gai != EAI_AGAIN) return 0; /* libzmq's to say */
+        /* DNS not answering now may answer later: asked again until the time
+         * is up, as a request waits for a coordinator that is away */
+        left = deadline - gb_mono_ms();
+        if (late || left <= 0) {
+            if (late)
+                gb_fmt(said, sizeof said, "%s: DNS gave no answer within %d ms", host, timeout_ms);
+            else
+                gb_fmt(said, sizeof said, "%s: %s", host, gai_strerror(gai));
+            gb_probe_str(GB_PROBE_UNREACHABLE, said, have_keys, why, sizeof why);
+            gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
+            return -3;
+        }
+        struct timespec ts = {0, (left < 250 ? left : 250) * 1000000L};
+        if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {
+            gb_fmt(err, errlen, "interrupted");
+            return -1;
+        }
+    }
+}
+
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,
                char *err, size_t errlen) {
     return gb_request_ex(endpoint, NULL, req, timeout_ms, rep, err, errlen);
@@ -206,6 +353,12 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                endpoint);
         return -2; /* refused, not away: waiting will not change it */
     }
+    int64_t deadline = gb_mono_ms() + timeout_ms;
+    char numeric[300];
+    int nr =
+        name_to_address(endpoint, timeout_ms, numeric, sizeof numeric, curve != NULL, err, errlen);
+    if (nr < 0) return nr;
+    const char *target = nr ? numeric : endpoint; /* what libzmq and the probes are given */
     int rc = -1;
     void *mon = NULL;
     void *ctx = zmq_ctx_new();
@@ -239,7 +392,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             mon = NULL;
         }
     }
-    if (zmq_connect(s, endpoint) != 0) {
+    if (zmq_connect(s, target) != 0) {
         gb_fmt(err, errlen, "cannot connect to %s: %s", endpoint, zmq_strerror(errno));
         goto out;
     }
@@ -257,7 +410,6 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
         goto out;
     }
     zmq_pollitem_t items[2] = {{s, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
-    int64_t deadline = gb_mono_ms() + timeout_ms;
     int connected = 0, looked = 0;      /* a connection made; the first failed one looked at */
     gb_probe_t seen = GB_PROBE_UNKNOWN; /* what that look found, said in seen_said */
     char seen_said[96] = "";
@@ -269,7 +421,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
              * second look could wait as long again on a DNS that does
              * not answer) */
             int reuse = looked && !connected && seen != GB_PROBE_UNKNOWN;
-            gb_probe_t p = reuse ? seen : gb_zmq_probe(endpoint, 1000, said, sizeof said);
+            gb_probe_t p = reuse ? seen : gb_zmq_probe(target, 1000, said, sizeof said);
             if (reuse) snprintf(said, sizeof said, "%s", seen_said);
             if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
                 gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
@@ -305,17 +457,16 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                  * there (connection refused, no ipc socket file) is said
                  * now, not after the timeout (it was 5 s for a mistyped
                  * port), and so is a host name that does not resolve
-                 * (getaddrinfo's EAI_NONAME or EAI_FAIL: DNS or
-                 * /etc/hosts said there is no such name; it was 5 s for a
-                 * mistyped host). What may answer later (no route yet, DNS
-                 * not answering now: EAI_AGAIN) is waited for as before.
+                 * (getaddrinfo's EAI_NONAME or EAI_FAIL; name_to_address
+                 * finds that first, but for a source;destination pair).
+                 * What may answer later (no route yet) is waited for.
                  * Looked at once; a stopped coordinator never is here (its
                  * kernel accepts the connection: CONNECTED) */
                 if (!connected && !looked) {
                     looked = 1;
                     char why[256];
                     int ms = left < 250 ? (int)left : 250;
-                    seen = gb_zmq_probe(endpoint, ms > 0 ? ms : 1, seen_said, sizeof seen_said);
+                    seen = gb_zmq_probe(target, ms > 0 ? ms : 1, seen_said, sizeof seen_said);
                     if ((seen == GB_PROBE_REFUSED || seen == GB_PROBE_NO_NAME) &&
                         gb_probe_str(seen, seen_said, curve != NULL, why, sizeof why)) {
                         gb_fmt(err, errlen, "%s: %s", endpoint, why);
@@ -330,7 +481,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                     /* "ended the connection" is also what a server that is
                      * not ZeroMQ at all does: look at what is there */
                     char said[96], better[256];
-                    gb_probe_t p = gb_zmq_probe(endpoint, 1000, said, sizeof said);
+                    gb_probe_t p = gb_zmq_probe(target, 1000, said, sizeof said);
                     if (gb_probe_str(p, said, curve != NULL, better, sizeof better))
                         snprintf(why, sizeof why, "%s", better);
                 }
@@ -409,6 +560,7 @@ int gb_endpoint_check(const char *ep, char *err, size_t errlen) {
 /* A connected socket to endpoint, or -1 with errno; a tcp host name that
  * does not resolve: -1, errno EADDRNOTAVAIL and why in said. */
 static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_t saidlen) {
+    int64_t deadline = gb_mono_ms() + timeout_ms;
     struct sockaddr_storage sa;
     socklen_t salen = 0;
     memset(&sa, 0, sizeof sa);
@@ -441,12 +593,13 @@ static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_
             memcpy(host, hp, hl);
             host[hl] = '\0';
         }
-        struct addrinfo hints = {0}, *res = NULL;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICSERV;
-        int gai = getaddrinfo(host, colon + 1, &hints, &res);
-        if (gai != 0 || !res) {
-            if (gai == EAI_NONAME || gai == EAI_AGAIN || gai == EAI_FAIL) {
+        int late = 0;
+        int gai = lookup(host, colon + 1, timeout_ms, &sa, &salen, &late);
+        if (gai != 0) {
+            if (late) {
+                gb_fmt(said, saidlen, "%s: DNS gave no answer within %d ms", host, timeout_ms);
+                errno = EAGAIN;
+            } else if (gai == EAI_NONAME || gai == EAI_AGAIN || gai == EAI_FAIL) {
                 /* EAI_AGAIN: no answer from DNS now (a network cut), not
                  * an unknown name */
                 gb_fmt(said, saidlen, "%s: %s", host, gai_strerror(gai));
@@ -454,12 +607,11 @@ static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_
             } else {
                 errno = EINVAL;
             }
-            if (res) freeaddrinfo(res);
             return -1;
         }
-        memcpy(&sa, res->ai_addr, res->ai_addrlen);
-        salen = res->ai_addrlen;
-        freeaddrinfo(res);
+        /* what is left of the time for the connection */
+        int64_t left = deadline - gb_mono_ms();
+        timeout_ms = left > 0 ? (int)left : 1;
     } else {
         errno = EINVAL;
         return -1;

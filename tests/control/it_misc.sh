@@ -949,6 +949,53 @@ wait_progress)
     contains "says so" "$T/n.err" "no answer from the coordinator within 1 s"
     eq "no empty line" "$(grep -c '^$' "$T/n.err")" 0
     ;;
+dns_silent)
+    # DNS that never answers (a resolver that drops every query, resolv.conf's
+    # default 5 s x 2 tries): the request's own 5 s, not the resolver's 20
+    # (libzmq's own lookup held the command's exit that long; getaddrinfo in
+    # the probe as long again). A network and mount namespace of its own:
+    # its resolv.conf names a local UDP socket that reads and never answers
+    cat >"$T/dns-drop.sh" <<'DNS'
+T=$1
+shift
+ip link set lo up || exit 3
+printf 'nameserver 127.0.0.1\noptions timeout:5 attempts:2\n' >"$T/resolv.conf"
+mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 3
+python3 -c 'import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 53))
+open(__import__("sys").argv[1], "w").close()
+time.sleep(120)' "$T/dns-up" &
+for _ in $(seq 100); do [ -e "$T/dns-up" ] && break; sleep 0.05; done
+[ -e "$T/dns-up" ] || exit 3
+t0=$(date +%s%N)
+"$@" >/dev/null 2>"$T/d.err"
+rc=$?
+echo "$rc $((($(date +%s%N) - t0) / 1000000))"
+kill %1
+exit 0
+DNS
+    if ! unshare -rnm true 2>/dev/null; then
+        echo "SKIP: needs user, network and mount namespaces (unshare -rnm)" >&2
+        exit 77
+    fi
+    # rc and ms of "$@" run there; exit 3 when that namespace is not made
+    dns_silent() {
+        rm -f "$T/dns-up"
+        local out
+        out=$(unshare -rnm bash "$T/dns-drop.sh" "$T" "$@") ||
+            fail "no namespace with a resolver that drops queries (status $?)"
+        read -r rc dt <<<"$out"
+    }
+    dns_silent "$GB" status --control tcp://coord.example.com:5
+    eq "status with DNS that never answers fails" "$rc" 1
+    { [ "$dt" -ge 4500 ] && [ "$dt" -lt 8000 ]; } || fail "status with DNS that never answers took $dt ms, not its 5 s"
+    contains "says so" "$T/d.err" "gpubench status: no reply from tcp://coord.example.com:5 within 5000 ms: cannot reach it (coord.example.com: DNS gave no answer within 5000 ms)"
+    # wait keeps to its --timeout the same way
+    dns_silent "$GB" wait 1 --control tcp://coord.example.com:5 --quiet --timeout 2
+    eq "wait with DNS that never answers times out" "$rc" 1
+    { [ "$dt" -ge 1900 ] && [ "$dt" -lt 5000 ]; } || fail "wait with DNS that never answers took $dt ms, not its --timeout 2"
+    contains "wait says why" "$T/d.err" "gpubench wait: no reply from tcp://coord.example.com:5 within 2000 ms: cannot reach it (coord.example.com: DNS gave no answer within 2000 ms)"
+    ;;
 refused_at_once)
     # nothing listening at --control (a connection refused, no ipc socket
     # file) is said at once: status, nodes, submit and cancel waited their
