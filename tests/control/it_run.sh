@@ -218,7 +218,11 @@ wait "$RUN_PID"
 eq "a run interrupted in its submit dies of the SIGINT" "$?" 130
 if ! grep -q "sweep 1: 10000 job(s); store" "$T/cut3.log" && ! grep -q "no sweep was stored" "$T/cut3.log"; then
     echo "the interrupt came before the submit's reply" >&2
-    contains "the sweep it made cancelled" "$T/cut3.log" "gpubench run: interrupted: sweep 1 cancelled ("
+    # with what it stopped, or without where the cancel's own reply was
+    # lost and a second try found nothing left (cancelling 10,000 jobs took
+    # the coordinator a 5.4 s turn under ASan in CI: the first try timed out)
+    grep -qE '^gpubench run: interrupted: sweep 1 cancelled( \(|$)' "$T/cut3.log" ||
+        fail "the sweep it made cancelled: not said in $T/cut3.log"
     # in one line: "interrupted; sweep 1 was stored before that" came
     # before it, the same news
     eq "the interrupt said once" "$(grep -c '^gpubench run: interrupted' "$T/cut3.log")" 1
