@@ -267,15 +267,8 @@ static int lookup(const char *host, const char *port, int timeout_ms, struct soc
     return rc;
 }
 
-/* A tcp endpoint's host name as its address (tcp://10.0.0.5:5555,
- * tcp://[fd00::5]:5555) in out, looked up within timeout_ms: 1; 0 when there
- * is nothing to look up (an address already, another transport, a source;
- * destination pair: libzmq's); -1 with err when the name does not resolve or
- * a signal came, -3 when DNS gave no answer in the time. libzmq's own lookup
- * cannot be bounded: for a DNS server that does not answer, it held its I/O
- * thread, and so the command's exit, for 20 s where a request promises 5. */
-static int name_to_address(const char *endpoint, int timeout_ms, char *out, size_t outlen,
-                           int have_keys, char *err, size_t errlen) {
+int gb_endpoint_resolve(const char *endpoint, int timeout_ms, char *out, size_t outlen, char *err,
+                        size_t errlen) {
     if (strncmp(endpoint, "tcp://", 6) != 0 || strchr(endpoint, ';')) return 0;
     const char *hp = endpoint + 6, *colon = strrchr(hp, ':');
     char host[256], port[32], addr[INET6_ADDRSTRLEN];
@@ -288,7 +281,6 @@ static int name_to_address(const char *endpoint, int timeout_ms, char *out, size
     struct in_addr a4;
     if (inet_pton(AF_INET, host, &a4) == 1) return 0;
     int64_t deadline = gb_mono_ms() + timeout_ms;
-    char said[300], why[512];
     for (;;) {
         struct sockaddr_storage sa;
         socklen_t salen = 0;
@@ -305,13 +297,11 @@ static int name_to_address(const char *endpoint, int timeout_ms, char *out, size
         }
         if (gai == EAI_INTR) {
             gb_fmt(err, errlen, "interrupted");
-            return -1;
+            return -4;
         }
         if (gai == EAI_NONAME || gai == EAI_FAIL || gai == EAI_NODATA) {
-            gb_fmt(said, sizeof said, "%s: %s", host, gai_strerror(gai));
-            gb_probe_str(GB_PROBE_NO_NAME, said, have_keys, why, sizeof why);
-            gb_fmt(err, errlen, "%s: %s", endpoint, why);
-            return -1; /* the request cannot have arrived */
+            gb_fmt(err, errlen, "%s: %s", host, gai_strerror(gai));
+            return -1; /* DNS or /etc/hosts said so: not asked again here */
         }
         if (gai != EAI_AGAIN) return 0; /* libzmq's to say */
         /* DNS not answering now may answer later: asked again until the time
@@ -319,19 +309,39 @@ static int name_to_address(const char *endpoint, int timeout_ms, char *out, size
         left = deadline - gb_mono_ms();
         if (late || left <= 0) {
             if (late)
-                gb_fmt(said, sizeof said, "%s: DNS gave no answer within %d ms", host, timeout_ms);
+                gb_fmt(err, errlen, "%s: DNS gave no answer within %d ms", host, timeout_ms);
             else
-                gb_fmt(said, sizeof said, "%s: %s", host, gai_strerror(gai));
-            gb_probe_str(GB_PROBE_UNREACHABLE, said, have_keys, why, sizeof why);
-            gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
+                gb_fmt(err, errlen, "%s: %s", host, gai_strerror(gai));
             return -3;
         }
         struct timespec ts = {0, (left < 250 ? left : 250) * 1000000L};
         if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {
             gb_fmt(err, errlen, "interrupted");
-            return -1;
+            return -4;
         }
     }
+}
+
+/* gb_endpoint_resolve for a request: its errors said as a request says
+ * them (-1: the name does not resolve, or a signal came; -3: DNS gave no
+ * answer in the time). libzmq's own lookup cannot be bounded: for a DNS
+ * server that does not answer, it held its I/O thread, and so the
+ * command's exit, for 20 s where a request promises 5. */
+static int name_to_address(const char *endpoint, int timeout_ms, char *out, size_t outlen,
+                           int have_keys, char *err, size_t errlen) {
+    char said[300], why[512];
+    int rc = gb_endpoint_resolve(endpoint, timeout_ms, out, outlen, said, sizeof said);
+    if (rc == -1) {
+        gb_probe_str(GB_PROBE_NO_NAME, said, have_keys, why, sizeof why);
+        gb_fmt(err, errlen, "%s: %s", endpoint, why);
+    } else if (rc == -3) {
+        gb_probe_str(GB_PROBE_UNREACHABLE, said, have_keys, why, sizeof why);
+        gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
+    } else if (rc == -4) {
+        gb_fmt(err, errlen, "%s", said);
+        rc = -1;
+    }
+    return rc;
 }
 
 int gb_request(const char *endpoint, Gb__Envelope *req, int timeout_ms, Gb__Envelope **rep,

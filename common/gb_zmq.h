@@ -89,6 +89,22 @@ void gb_handshake_failure_str(uint16_t event, uint32_t value, int have_keys, con
  * (libzmq takes 99999 and uses 99999 - 65536). */
 int gb_endpoint_check(const char *endpoint, char *err, size_t errlen);
 
+/* A tcp:// endpoint's host name looked up within timeout_ms, for libzmq to
+ * be given the address: its own lookup cannot be bounded, and for a DNS
+ * server that never answers it held its I/O thread, and with it
+ * zmq_ctx_term and the process's exit, 10 to 20 s. The lookup runs on
+ * glibc's thread (getaddrinfo_a); one given up ends there and frees itself.
+ * Returns 1 with the endpoint at the name's (first) address in out
+ * (tcp://10.0.0.5:5555, tcp://[fd00::5]:5555); 0, out untouched, when there
+ * is nothing to look up (an address already, '*', another transport, a
+ * source;destination pair) or the lookup failed otherwise (libzmq's to
+ * say); -1 when DNS or /etc/hosts says there is no such name; -3 when no
+ * answer came in the time (DNS not answering is asked again every 250 ms
+ * meanwhile); -4 when a signal came first. err (not on 1 or 0): "HOST: why"
+ * ("coord: DNS gave no answer within 300 ms"), or "interrupted". */
+int gb_endpoint_resolve(const char *endpoint, int timeout_ms, char *out, size_t outlen, char *err,
+                        size_t errlen);
+
 /* What listens at a tcp:// or ipc:// endpoint, seen from a plain socket
  * (the answer to "why did the ZeroMQ handshake fail, or never start"): */
 typedef enum gb_probe {
