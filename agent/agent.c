@@ -44,6 +44,20 @@
  * order; this covers them many times over, and delays a real crash's
  * report by no more */
 #define STOP_WAIT_MS 500
+/* --connect's host name is looked up by the agent (gb_endpoint_resolve) and
+ * libzmq given the address: libzmq's own lookup, for a DNS server that
+ * never answers, held its I/O thread and so the agent's exit 10 to 20 s
+ * after a SIGTERM. While not registered it is looked up again, as libzmq
+ * did at each reconnect, so that a coordinator that moved (DNS or
+ * /etc/hosts changed) is followed: every LOOKUP_EVERY_MS, or
+ * LOOKUP_SILENT_EVERY_MS after a try DNS did not answer. A try holds the
+ * loop LOOKUP_MS at most, doubled after each unanswered one up to
+ * LOOKUP_MAX_MS (a DNS server slow to answer still is waited for); a
+ * SIGTERM cuts it short. */
+#define LOOKUP_MS              300
+#define LOOKUP_MAX_MS          1200
+#define LOOKUP_EVERY_MS        2000
+#define LOOKUP_SILENT_EVERY_MS 5000
 
 /* A rank of a multi-node job (issue 5): what its worker said on the
  * rendezvous channel, resent to the coordinator until the start arrives. */
@@ -102,6 +116,15 @@ struct gb_agent {
     gb_inventory_t *inv;
     gb_telemetry_t *tm; /* NULL: telemetry off */
     void *ctx, *sock, *monitor;
+    /* what the socket connects to: the address --connect's host name had at
+     * the last lookup that found one, or --connect itself (nothing to look
+     * up); "" while no lookup has found one (the socket connects nowhere) */
+    char addr[300];
+    int by_name;                  /* --connect names a tcp host: looked up again */
+    int64_t lookup_at_ms;         /* the next lookup, while not registered */
+    int lookup_ms;                /* what it may wait */
+    char lookup_failed[300];      /* why the last lookup found no address ("" after one that did) */
+    int lookup_failed_rc;         /* gb_endpoint_resolve's -1 (no such name) or -3 (no answer) */
     int64_t refused_logged_ms;    /* last "the coordinator rejected our message" line */
     int64_t denied_backoff_ms;    /* > 0 while our messages are denied (a key, a pinned id) */
     int64_t limit_backoff_ms;     /* > 0 while our hello meets the coordinator's --max-agents */
@@ -1335,7 +1358,14 @@ static void close_socket(gb_agent_t *a) {
     a->monitor = a->sock = NULL;
 }
 
-/* The DEALER to the coordinator (and its monitor). */
+/* What the socket connects to (and a probe looks at): --connect's address
+ * from the last lookup ("" before one found it), or --connect itself. */
+static const char *target(const gb_agent_t *a) {
+    return a->by_name ? a->addr : a->cfg.connect;
+}
+
+/* The DEALER to the coordinator (and its monitor); connected to nothing
+ * while --connect's host name has no address yet. */
 static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
     const gb_agent_config_t *cfg = &a->cfg;
     a->sock = zmq_socket(a->ctx, ZMQ_DEALER);
@@ -1375,11 +1405,53 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
             a->monitor = NULL;
         }
     }
-    if (zmq_connect(a->sock, cfg->connect) != 0) {
+    if (target(a)[0] && zmq_connect(a->sock, target(a)) != 0) {
         gb_fmt(err, errlen, "cannot connect to %s: %s", cfg->connect, zmq_strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* --connect looked up (a->by_name): 1 when its address changed (a->addr
+ * holds the new one: the socket is to be made anew), else 0. A failure
+ * keeps the address found before (the coordinator may still be there) and
+ * is said in the "no answer" warning; the next try waits longer while DNS
+ * does not answer. At the start, --connect with nothing to look up (an
+ * address, ipc://) is given to libzmq as it is, and never looked up. */
+static int look_up(gb_agent_t *a, int64_t now, int first) {
+    char addr[300], why[300];
+    int rc = gb_endpoint_resolve(a->cfg.connect, a->lookup_ms, addr, sizeof addr, why, sizeof why);
+    a->lookup_at_ms = now + LOOKUP_EVERY_MS;
+    if (rc == 0 && first) {
+        a->by_name = 0;
+        return 0;
+    }
+    if (rc == 0) /* getaddrinfo failed otherwise (out of memory, a system error) */
+        gb_fmt(why, sizeof why, "the lookup failed");
+    if (rc <= 0) {
+        if (rc == -4) return 0; /* a signal: the loop sees the stop */
+        if (rc == -3) {
+            a->lookup_at_ms = now + LOOKUP_SILENT_EVERY_MS;
+            a->lookup_ms = a->lookup_ms * 2 > LOOKUP_MAX_MS ? LOOKUP_MAX_MS : a->lookup_ms * 2;
+        }
+        gb_debug("cannot look up %s: %s%s%s", a->cfg.connect, why,
+                 a->addr[0] ? "; still connecting to its last address, " : "", a->addr);
+        gb_copy(a->lookup_failed, sizeof a->lookup_failed, why);
+        a->lookup_failed_rc = rc;
+        return 0;
+    }
+    int failed_before = a->lookup_failed[0] != '\0', changed = strcmp(addr, a->addr) != 0;
+    a->lookup_failed[0] = '\0';
+    a->lookup_ms = LOOKUP_MS;
+    if (changed && a->addr[0])
+        gb_info("%s now resolves to %s (was %s): connecting there", a->cfg.connect, addr, a->addr);
+    else if (failed_before)
+        gb_info("%s resolves %s (%s)%s", a->cfg.connect, a->addr[0] ? "again" : "now", addr,
+                changed ? ": connecting there" : "");
+    else if (changed)
+        gb_debug("%s resolves to %s", a->cfg.connect, addr);
+    if (changed) gb_copy(a->addr, sizeof a->addr, addr);
+    return changed;
 }
 
 /* The state directory's lock, held (its fd), or -1 with the reason. */
@@ -1519,6 +1591,9 @@ gb_agent_t *gb_agent_new(const gb_agent_config_t *cfg, char *err, size_t errlen)
         gb_fmt(err, errlen, "cannot create a ZeroMQ context");
         goto err;
     }
+    a->by_name = 1;
+    a->lookup_ms = LOOKUP_MS;
+    look_up(a, gb_mono_ms(), 1);
     if (open_socket(a, err, errlen) != 0) goto err;
     gb_info("agent %s (%s): %d GPU(s)%s%s, %u cores, labels '%s', %zu spooled result(s), "
             "coordinator %s%s%s",
@@ -1635,12 +1710,15 @@ static void read_monitor(gb_agent_t *a) {
         if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             /* a server that is not ZeroMQ ends the handshake the same way */
             char said[96], better[256];
-            gb_probe_t p = gb_zmq_probe(a->cfg.connect, 500, said, sizeof said);
+            gb_probe_t p = gb_zmq_probe(target(a), 500, said, sizeof said);
             if (gb_probe_str(p, said, a->cfg.curve != NULL, better, sizeof better))
                 snprintf(why, sizeof why, "%s", better);
         }
         gb_copy(a->last_handshake, sizeof a->last_handshake, why);
-        gb_error("cannot connect to %s: %s", where, why);
+        /* where is the address libzmq was given: the endpoint is named as
+         * --connect gave it */
+        if (strcmp(where, a->cfg.connect) != 0) gb_debug("%s is at %s", a->cfg.connect, where);
+        gb_error("cannot connect to %s: %s", a->cfg.connect, why);
     }
 }
 
@@ -1758,7 +1836,20 @@ int gb_agent_run(gb_agent_t *a) {
             }
         reap_jobs(a);
         now = gb_mono_ms();
-        if (a->reopen_at_ms && now >= a->reopen_at_ms) {
+        /* a host name that now has another address: the coordinator moved
+         * (or came up elsewhere); followed on a new socket */
+        int moved = 0;
+        if (a->by_name && !a->registered && now >= a->lookup_at_ms) {
+            moved = look_up(a, now, 0);
+            now = gb_mono_ms();
+            if (a->cfg.stop && atomic_load(a->cfg.stop)) break;
+        }
+        if (moved) {
+            a->reopen_backoff_ms = 0; /* a refused handshake there said at once */
+            a->handshake_logged_ms = 0;
+            a->last_handshake[0] = '\0';
+        }
+        if (moved || (a->reopen_at_ms && now >= a->reopen_at_ms)) {
             char err[600];
             a->reopen_at_ms = 0;
             close_socket(a);
@@ -1767,7 +1858,7 @@ int gb_agent_run(gb_agent_t *a) {
                 failed = 1;
                 break;
             }
-            gb_debug("connecting to %s again on a new socket", a->cfg.connect);
+            gb_debug("connecting to %s (%s) again on a new socket", a->cfg.connect, target(a));
             a->registered = 0;
             a->next_hb_ms = now;
         }
@@ -1776,6 +1867,7 @@ int gb_agent_run(gb_agent_t *a) {
                     now - a->last_rx_ms);
             a->registered = 0;
             a->next_hb_ms = now;
+            a->lookup_at_ms = now; /* it may have moved: its name looked up at once */
         }
         /* a wrong --connect must not look like an idle agent: say so after
          * 5 s (or a lost window) without an answer, then every 30 s */
@@ -1783,9 +1875,15 @@ int gb_agent_run(gb_agent_t *a) {
         if (!a->registered && silent > (window > 5000 ? window : 5000) &&
             !a->denied_backoff_ms && /* it answers: "denied" is logged */
             (!a->silent_warned_ms || now - a->silent_warned_ms >= 30000)) {
-            char said[96], why[256];
-            gb_probe_t p = gb_zmq_probe(a->cfg.connect, 500, said, sizeof said);
-            if (a->last_handshake[0])
+            char said[300] = "", why[512];
+            gb_probe_t p = GB_PROBE_UNKNOWN;
+            if (a->lookup_failed[0]) { /* what the last lookup said */
+                p = a->lookup_failed_rc == -1 ? GB_PROBE_NO_NAME : GB_PROBE_UNREACHABLE;
+                gb_copy(said, sizeof said, a->lookup_failed);
+            } else if (target(a)[0]) { /* a look at what is there */
+                p = gb_zmq_probe(target(a), 500, said, sizeof said);
+            }
+            if (a->last_handshake[0] && !a->lookup_failed[0])
                 gb_warn("no answer from %s for %" PRId64 " s; still trying: the last handshake "
                         "failed: %s",
                         a->cfg.connect, silent / 1000, a->last_handshake);

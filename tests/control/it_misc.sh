@@ -3,6 +3,37 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
+# netns: the case runs again, whole, in a user, network and mount namespace
+# of its own (loopback up; /etc/hosts and /etc/resolv.conf may be
+# bind-mounted there), so that the coordinator, agents and commands all see
+# the same names; exit 77 where one cannot be made
+netns() {
+    if [ -n "${GB_NETNS:-}" ]; then
+        ip link set lo up || fail "no loopback in the namespace"
+        return 0
+    fi
+    if ! unshare -rnm true 2>/dev/null; then
+        echo "SKIP: needs user, network and mount namespaces (unshare -rnm)" >&2
+        exit 77
+    fi
+    GB_NETNS=1 unshare -rnm bash "$0" "$GB" "$RAWPEER" "$case"
+    exit $?
+}
+# drop_dns: in netns, a resolver that reads every query and never answers
+# (resolv.conf's default timeout 5 s, 2 tries)
+drop_dns() {
+    printf 'nameserver 127.0.0.1\noptions timeout:5 attempts:2\n' >"$T/resolv.conf"
+    mount --bind "$T/resolv.conf" /etc/resolv.conf || fail "cannot bind-mount resolv.conf"
+    python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 53))
+open(sys.argv[1], "w").close()
+time.sleep(300)' "$T/dns-up" &
+    PIDS+=("$!")
+    for _ in $(seq 100); do [ -e "$T/dns-up" ] && return 0; sleep 0.05; done
+    fail "the resolver that drops queries did not start"
+}
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
 case "$case" in
 state_dir_lock)
     start_coord
@@ -996,12 +1027,57 @@ DNS
     { [ "$dt" -ge 1900 ] && [ "$dt" -lt 5000 ]; } || fail "wait with DNS that never answers took $dt ms, not its --timeout 2"
     contains "wait says why" "$T/d.err" "gpubench wait: no reply from tcp://coord.example.com:5 within 2000 ms: cannot reach it (coord.example.com: DNS gave no answer within 2000 ms)"
     ;;
+agent_dns_silent)
+    # an agent at a host name that DNS never answers ends at once on a
+    # SIGTERM: libzmq's own lookup held its I/O thread, and zmq_ctx_term
+    # with it, 18 s. It keeps trying, and says why
+    netns
+    drop_dns
+    LISTEN=tcp://coord.example.com:5555 start_agent a1
+    for _ in $(seq 200); do grep -q "no answer from" "$T/a1.log" && break; sleep 0.05; done
+    contains "says why" "$T/a1.log" "no answer from tcp://coord.example.com:5555 for 5 s; still trying: cannot reach it (coord.example.com: DNS gave no answer within "
+    t0=$(ms)
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    rc=$?
+    dt=$(($(ms) - t0))
+    eq "the agent stops cleanly" "$rc" 0
+    [ "$dt" -lt 2000 ] || fail "the agent took $dt ms to stop after a SIGTERM"
+    contains "says it stops" "$T/a1.log" "agent stopping"
+    ;;
+agent_name_moves)
+    # --connect's host name keeps meaning a name: the agent looks it up
+    # itself (agent_dns_silent), and again while it is not registered, so a
+    # coordinator that moved (here: /etc/hosts changed, the coordinator
+    # started again on another address, same port and store) is followed,
+    # as libzmq's lookup at each reconnect did
+    netns
+    printf '127.0.0.1 coord.test\n' >"$T/hosts"
+    mount --bind "$T/hosts" /etc/hosts || fail "cannot bind-mount /etc/hosts"
+    start_coord
+    port=${LISTEN##*:}
+    start_agent a1 --connect "tcp://coord.test:$port"
+    wait_nodes 1
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    printf '127.0.0.2 coord.test\n' >"$T/hosts" # the same file: the bind mount sees it
+    LISTEN=tcp://127.0.0.2:$port start_coord
+    for _ in $(seq 200); do
+        [ "$(grep -c "registered with coordinator" "$T/a1.log")" -ge 2 ] && break
+        sleep 0.05
+    done
+    eq "registered with the moved coordinator" "$(grep -c "registered with coordinator" "$T/a1.log")" 2
+    wait_nodes 1
+    contains "says where it went" "$T/a1.log" "tcp://coord.test:$port now resolves to tcp://127.0.0.2:$port (was tcp://127.0.0.1:$port): connecting there"
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly" "$?" 0
+    ;;
 refused_at_once)
     # nothing listening at --control (a connection refused, no ipc socket
     # file) is said at once: status, nodes, submit and cancel waited their
     # whole 5 s request timeout for an answer known at the first connect
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    ms() { echo $(($(date +%s%N) / 1000000)); }
     for cmd in status nodes "submit --kind sleep --param duration_ms=10" "cancel 1"; do
         for ep in "tcp://127.0.0.1:$port" "ipc://$T/none"; do
             t0=$(ms)
