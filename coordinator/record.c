@@ -361,3 +361,41 @@ void gb_record_free(gb_record_t *r) {
     r->step_ms = r->loss = NULL;
     r->n_samples = 0;
 }
+
+int gb_record_fold_valid(const gb_rank_verdict_t *v, size_t n, char *out, size_t outlen) {
+    if (outlen) out[0] = '\0';
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].valid == 0) bad++;
+    if (n == 0) return -1;
+    if (bad == 0) return v[0].valid;
+    if (!outlen) return 0;
+    if (bad == 1 && v[0].valid == 0) { /* rank 0's own verdict, as a one-node job's */
+        gb_copy(out, outlen, v[0].invalid_reason ? v[0].invalid_reason : "");
+        return 0;
+    }
+    /* room kept for the tail that counts the ranks left out */
+    char tail[64];
+    size_t len = 0, shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].valid != 0) continue;
+        char item[600];
+        gb_fmt(item, sizeof item, "%srank %d on %s: %s", shown ? "; " : "", v[i].rank,
+               v[i].node && v[i].node[0] ? v[i].node : "?",
+               v[i].invalid_reason && v[i].invalid_reason[0] ? v[i].invalid_reason
+                                                             : "(no reason given)");
+        size_t il = strlen(item);
+        size_t left = bad - shown - 1; /* invalid ranks after this one */
+        gb_fmt(tail, sizeof tail, "; and %zu more invalid rank(s)", left);
+        size_t need = il + (left ? strlen(tail) : 0);
+        if (len + need >= outlen) break;
+        memcpy(out + len, item, il + 1);
+        len += il;
+        shown++;
+    }
+    if (shown < bad) {
+        gb_fmt(tail, sizeof tail, "%sand %zu more invalid rank(s)", shown ? "; " : "", bad - shown);
+        if (len + strlen(tail) < outlen) memcpy(out + len, tail, strlen(tail) + 1);
+    }
+    return 0;
+}

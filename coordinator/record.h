@@ -31,4 +31,27 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
                     size_t errlen);
 void gb_record_free(gb_record_t *r);
 
+/* A multi-node job's row is valid only if every rank's record is
+ * (docs/telemetry.md). One rank's verdict: its record's `valid` (-1 when
+ * it says none) and `invalid_reason`, and the node it ran on. */
+typedef struct gb_rank_verdict {
+    int rank;
+    const char *node;
+    int valid;                  /* -1, 0, 1 */
+    const char *invalid_reason; /* NULL: none given */
+} gb_rank_verdict_t;
+
+/* The row's reason is at most this long (NUL included): the ranks that fit,
+ * then how many more were invalid. */
+#define GB_RECORD_FOLD_MAX 2048
+
+/* The job row's `valid` from its ranks' verdicts v[0..n) (v[0] rank 0's,
+ * whose record is the row's): 0 when any rank's is 0, else rank 0's (-1
+ * when it says none). When it is 0, out holds the row's invalid_reason:
+ * rank 0's own reason, unchanged, when only rank 0 is invalid; otherwise
+ * every invalid rank in rank order, "rank R on NODE: REASON" joined by
+ * "; ", as many as fit in outlen, then "; and K more invalid rank(s)".
+ * Otherwise out is "". */
+int gb_record_fold_valid(const gb_rank_verdict_t *v, size_t n, char *out, size_t outlen);
+
 #endif

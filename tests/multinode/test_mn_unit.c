@@ -670,6 +670,54 @@ static void case_record(void) {
                "%s", bad[i].rec);
         CHECKF(strstr(err, bad[i].word), "%s: %s", bad[i].rec, err);
     }
+
+    /* a multi-node job's verdict over its ranks (docs/telemetry.md) */
+    char out[GB_RECORD_FOLD_MAX];
+    gb_rank_verdict_t v[3] = {{0, "a", 1, NULL}, {1, "b", 1, NULL}, {2, "c", 1, NULL}};
+    CHECK(gb_record_fold_valid(v, 3, out, sizeof out) == 1 && out[0] == '\0');
+    v[0].valid = -1; /* rank 0 says nothing: nor does the row, unless a rank is invalid */
+    CHECK(gb_record_fold_valid(v, 3, out, sizeof out) == -1 && out[0] == '\0');
+    v[2] = (gb_rank_verdict_t){2, "c", 0, "GPU throttling in the timed window: hw_slowdown"};
+    CHECK(gb_record_fold_valid(v, 3, out, sizeof out) == 0);
+    CHECKF(strcmp(out, "rank 2 on c: GPU throttling in the timed window: hw_slowdown") == 0, "%s",
+           out);
+    v[2].valid = 1; /* rank 0 alone: its own reason, as a one-node job's */
+    v[0] = (gb_rank_verdict_t){0, "a", 0, "CPU contention in the timed window: 20%"};
+    CHECK(gb_record_fold_valid(v, 3, out, sizeof out) == 0);
+    CHECKF(strcmp(out, "CPU contention in the timed window: 20%") == 0, "%s", out);
+    v[1] = (gb_rank_verdict_t){1, "b", 0, NULL}; /* and another rank: both named */
+    CHECK(gb_record_fold_valid(v, 3, out, sizeof out) == 0);
+    CHECKF(strcmp(out, "rank 0 on a: CPU contention in the timed window: 20%; rank 1 on b: (no "
+                       "reason given)") == 0,
+           "%s", out);
+    v[0].valid = 1;
+    CHECK(gb_record_fold_valid(v, 3, out, 31) == 0); /* just room for it */
+    CHECKF(strcmp(out, "rank 1 on b: (no reason given)") == 0, "%s", out);
+    CHECK(gb_record_fold_valid(v, 3, out, 30) == 0); /* no room: how many */
+    CHECKF(strcmp(out, "and 1 more invalid rank(s)") == 0, "%s", out);
+    CHECK(gb_record_fold_valid(v, 3, out, 20) == 0); /* not even for that */
+    CHECKF(out[0] == '\0', "%s", out);
+    /* 1024 ranks, 1023 invalid with the longest reasons a record holds:
+     * as many as fit, in rank order, then the count of the others */
+    enum { N = 1024 };
+    static gb_rank_verdict_t many[N];
+    static char why[257], nodes[N][16];
+    memset(why, 'x', 256);
+    for (int i = 0; i < N; i++) {
+        snprintf(nodes[i], sizeof nodes[i], "node%d", i);
+        many[i] = (gb_rank_verdict_t){i, nodes[i], i ? 0 : 1, i ? why : NULL};
+    }
+    CHECK(gb_record_fold_valid(many, N, out, sizeof out) == 0);
+    size_t shown = 1;
+    for (const char *p = out; (p = strstr(p, "; rank ")); p++)
+        shown++;
+    char tail[64];
+    snprintf(tail, sizeof tail, "; and %zu more invalid rank(s)", (size_t)N - 1 - shown);
+    CHECKF(strncmp(out, "rank 1 on node1: xxx", 20) == 0, "%s", out);
+    CHECKF(strstr(out, "; rank 2 on node2: xxx") != NULL, "%s", out);
+    CHECKF(strlen(out) > strlen(tail) && strcmp(out + strlen(out) - strlen(tail), tail) == 0,
+           "%zu shown: ...%s", shown, out + strlen(out) - 60);
+    CHECKF(shown >= 5 && strlen(out) < sizeof out, "%zu shown, %zu bytes", shown, strlen(out));
 }
 
 /* One value from the store file, read through a connection of its own (so
