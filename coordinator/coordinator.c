@@ -1753,6 +1753,59 @@ static void gang_send_start(gb_coord_t *c, cjob_t *j, cagent_t *a) {
     send_after_commit(c, c->agents_sock, (const uint8_t *)a->id, strlen(a->id), &env);
 }
 
+/* The job row's verdict when every rank succeeded: valid only if every
+ * rank's record is (gb_record_fold_valid; the reason names the invalid
+ * ranks and their nodes). Rank 0's record rec is the row's; the others'
+ * are in their ranks rows. This runs where the row is written, once: the
+ * row is written in the turn the last rank's report is stored (a rank is
+ * done only in the turn its report is), so every rank's record is there,
+ * whatever order they came in; an attempt that a coordinator's restart or
+ * reload interrupted is lost and runs again, and a late report of it is
+ * only kept in its ranks row: it has no results row to change. The verdict
+ * is folded before the row is written, as results rows are written once
+ * (docs/telemetry.md). A rank whose record is gone or does not parse now
+ * (it did when it came) says nothing. Returns the row's valid; fold gets
+ * the reason when it is 0. */
+static int gang_fold_valid(gb_coord_t *c, cjob_t *j, const gb_record_t *rec, char *fold,
+                           size_t foldlen) {
+    int n = gb_gang_size(j->gang->g);
+    gb_rank_verdict_t *v = calloc((size_t)n, sizeof *v);
+    gb_rank_saved_t *sv = calloc((size_t)n, sizeof *sv);
+    gb_record_t *rr = calloc((size_t)n, sizeof *rr);
+    int out = rec->valid;
+    fold[0] = '\0';
+    if (!v || !sv || !rr) {
+        gb_error("out of memory folding the ranks' verdicts of job %" PRIu64, j->id);
+        goto done;
+    }
+    v[0] = (gb_rank_verdict_t){0, j->gang->agent[0]->name, rec->valid, rec->invalid_reason};
+    for (int r = 1; r < n; r++) {
+        v[r] = (gb_rank_verdict_t){r, j->gang->agent[r]->name, -1, NULL};
+        int rc = gb_ranks_saved(c->ranks, j->id, j->attempt, r, &sv[r]);
+        if (rc < 0) store_err(c, "report of rank %d of job %" PRIu64, r, j->id);
+        if (rc != 0 || !sv[r].record) continue;
+        char why[300];
+        if (gb_record_parse(sv[r].record, strlen(sv[r].record), j->def.kind, &rr[r], why,
+                            sizeof why) != 0) {
+            gb_warn("job %" PRIu64 " rank %d: its stored record no longer parses (%s)", j->id, r,
+                    why);
+            continue;
+        }
+        v[r].valid = rr[r].valid;
+        v[r].invalid_reason = rr[r].invalid_reason;
+    }
+    out = gb_record_fold_valid(v, (size_t)n, fold, foldlen);
+done:
+    for (int r = 1; rr && sv && r < n; r++) {
+        gb_record_free(&rr[r]);
+        gb_rank_saved_free(&sv[r]);
+    }
+    free(v);
+    free(sv);
+    free(rr);
+    return out;
+}
+
 /* The rows of a finished multi-node attempt's result: the report of rank
  * `rank` (rank 0's when every rank succeeded; the failing rank's
  * otherwise) as the job's results row. A successful record must count
@@ -1805,7 +1858,16 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *for
         .started_at = sv.started_at,
         .finished_at = sv.finished_at,
     };
+    char fold[GB_RECORD_FOLD_MAX];
     if (have_rec) result_from_record(&sr, &rec);
+    if (have_rec && rank == 0 && strcmp(status, "ok") == 0 &&
+        gb_gang_outcome(j->gang->g) == GB_GANG_DONE) { /* every rank succeeded */
+        int v = gang_fold_valid(c, j, &rec, fold, sizeof fold);
+        if (v == 0 && sr.valid != 0)
+            gb_info("job %" PRIu64 " attempt %u invalid: %s", j->id, j->attempt, fold);
+        sr.valid = v;
+        sr.invalid_reason = v == 0 ? fold : sr.invalid_reason;
+    }
     result_key(c, j->gang->agent[rank], &sr);
     char now[32];
     int inserted = 0;

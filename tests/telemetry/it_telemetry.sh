@@ -103,6 +103,95 @@ two_gpus)
     eq "both GPUs' rows" "$(q "SELECT count(DISTINCT gpu_idx) FROM telemetry")" 2
     rows_stored_once telemetry
     ;;
+multinode)
+    # a multi-node job's row is valid only if every rank's record is: agents
+    # in their own processes, each on its own stand-in NVML; b2 and b3's
+    # GPUs throttle the whole time, b1 and b4's do not. The ranks' sleeps
+    # are judged as measurements (judge_telemetry), so a throttled node's
+    # rank records itself invalid; rank 0 goes to the first agent listed
+    # in registration order
+    echo '0 * sm=1980 reasons=0' >"$T/clean.txt"
+    echo '0 * sm=1410 temp=88 reasons=0x48' >"$T/hot.txt"
+    for n in b1 b2 b3 b4; do
+        script=$T/clean.txt
+        case $n in b2 | b3) script=$T/hot.txt ;; esac
+        GB_NVML_LIB=$FAKE GB_FAKE_NVML_TELEMETRY=$script start_agent "$n" --telemetry-ms 50
+        wait_nodes "${n#b}" # registration order: b1, b2, b3, b4
+    done
+    mn() { # mn N GLOB: a sleep over N nodes whose names match GLOB, judged; waits for it
+        sweep=$(submit --kind sleep --param duration_ms=400 --param judge_telemetry=1 \
+            --param n_nodes="$1" --nodes "$2")
+        "$GB" wait "$sweep" --quiet --timeout 60 || fail "the job over $2 failed"
+    }
+    hot="GPU throttling in the timed window: hw_slowdown, hw_thermal_slowdown (GPU 0: "
+    rank_why() { q "SELECT json_extract(record, '$.invalid_reason') FROM ranks WHERE job_id = $1 AND rank = $2"; }
+    # job 1: rank 0 (b1) valid, rank 1 (b2) throttled
+    mn 2 "b[12]"
+    eq "job 1: ranks on b1, b2" "$(q "SELECT group_concat(n.name, ',') FROM (SELECT agent_id FROM ranks WHERE job_id = 1 ORDER BY rank) JOIN nodes n USING (agent_id)")" b1,b2
+    eq "job 1: each rank's own verdict" "$(q "SELECT group_concat(json_extract(record, '$.valid'), ',') FROM (SELECT record FROM ranks WHERE job_id = 1 ORDER BY rank)")" 1,0
+    case "$(rank_why 1 1)" in "$hot"*) ;; *) fail "rank 1's reason: $(rank_why 1 1)" ;; esac
+    eq "job 1 done, invalid: rank 1's reason, its node named" \
+        "$(q "SELECT status || '|' || valid || '|' || invalid_reason FROM v_results WHERE job_id = 1")" \
+        "done|0|rank 1 on b2: $(rank_why 1 1)"
+    eq "job 1: the row's figures are still rank 0's" "$(q "SELECT json_extract(record, '$.dist.rank') || ',' || json_extract(record, '$.valid') FROM results WHERE job_id = 1")" 0,1
+    eq "v_telemetry says the job's verdict" "$(q "SELECT DISTINCT valid FROM v_telemetry WHERE job_id = 1")" 0
+    # job 2: ranks 1 and 2 (b2, b3) throttled: both named, in rank order
+    mn 3 "b[123]"
+    eq "job 2 invalid, both ranks named" \
+        "$(q "SELECT valid || '|' || invalid_reason FROM v_results WHERE job_id = 2")" \
+        "0|rank 1 on b2: $(rank_why 2 1); rank 2 on b3: $(rank_why 2 2)"
+    # job 3: rank 0 (b2) throttled, rank 1 (b4) valid: rank 0's reason, as before
+    mn 2 "b[24]"
+    eq "job 3: rank 0's own reason, unchanged" \
+        "$(q "SELECT valid || '|' || invalid_reason FROM v_results WHERE job_id = 3")" \
+        "0|$(q "SELECT json_extract(record, '$.invalid_reason') FROM results WHERE job_id = 3")"
+    case "$(rank_why 3 0)" in "$hot"*) ;; *) fail "rank 0's reason: $(rank_why 3 0)" ;; esac
+    # job 4: every rank valid (b1, b4)
+    mn 2 "b[14]"
+    eq "job 4 valid" "$(q "SELECT valid || '|' || COALESCE(invalid_reason, '-') FROM v_results WHERE job_id = 4")" "1|-"
+    eq "job 4: both ranks valid" "$(q "SELECT group_concat(json_extract(record, '$.valid'), ',') FROM ranks WHERE job_id = 4")" 1,1
+    # jobs 5 and 6: the ranks' reports in either order, the other rank's
+    # well after: b2's worker (rank 1, job 5), then b1's (rank 0, job 6)
+    # held (SIGSTOP) until the other rank's report is stored (its agent
+    # samples on: the held rank's window only grows); the row waits for the
+    # last one and has its verdict
+    late() { # late JOB GLOB HELD HELD_RANK
+        local other=$((1 - $4)) st
+        sweep=$(submit --kind sleep --param duration_ms=400 --param judge_telemetry=1 \
+            --param n_nodes=2 --nodes "$2")
+        for _ in $(seq 200); do
+            [ "$(q "SELECT count(*) FROM ranks WHERE job_id = $1 AND state = 'started'")" = 2 ] && break
+            sleep 0.02
+        done
+        local w
+        w=$(pgrep -P "${AGENT_PID[$3]}") || fail "job $1: no worker on $3"
+        kill -STOP "$w"
+        for _ in $(seq 200); do
+            st=$(q "SELECT state FROM ranks WHERE job_id = $1 AND rank = $other")
+            [ "$st" = done ] && break
+            sleep 0.02
+        done
+        eq "job $1: rank $other reported first" "$st" done
+        eq "job $1: no row before rank $4's report" "$(q "SELECT count(*) FROM results WHERE job_id = $1")" 0
+        kill -CONT "$w"
+        "$GB" wait "$sweep" --quiet --timeout 60 || fail "job $1 failed"
+        eq "job $1: rank $4 reported last" "$(q "SELECT (SELECT ended_at FROM ranks WHERE job_id = $1 AND rank = $4) >= (SELECT ended_at FROM ranks WHERE job_id = $1 AND rank = $other)")" 1
+    }
+    late 5 "b[12]" b2 1
+    eq "job 5: rank 1's late reason" "$(q "SELECT valid || '|' || invalid_reason FROM v_results WHERE job_id = 5")" \
+        "0|rank 1 on b2: $(rank_why 5 1)"
+    late 6 "b[12]" b1 0
+    eq "job 6: rank 1's reason, rank 0 late" "$(q "SELECT valid || '|' || invalid_reason FROM v_results WHERE job_id = 6")" \
+        "0|rank 1 on b2: $(rank_why 6 1)"
+    eq "one attempt each" "$(q "SELECT count(*) FROM attempts")" 6
+    # `gpubench results` lists the reasons under the table
+    "$GB" results --db "$T/gb.db" >"$T/results.txt" || fail "results"
+    contains "five invalid" "$T/results.txt" "5 of 6 result(s) invalid, not to be trusted"
+    contains "job 1's line names rank 1" "$T/results.txt" "job 1 invalid: rank 1 on b2: $hot"
+    contains "job 2's line names rank 2" "$T/results.txt" "; rank 2 on b3: $hot"
+    grep -q "^job 4 invalid" "$T/results.txt" && fail "job 4 is listed invalid: $(cat "$T/results.txt")"
+    grep -q "job 1 attempt 1 invalid: rank 1 on b2" "$T/coord.log" || fail "the coordinator does not log job 1's verdict"
+    ;;
 default_batch)
     # `gpubench run`'s default GPU sweep takes batch 256 only where the
     # smallest GPU holds it in tf32 (27.3 GB of activations): a 24 GB card
