@@ -267,17 +267,31 @@ static int lookup(const char *host, const char *port, int timeout_ms, struct soc
     return rc;
 }
 
+/* "HOST:PORT" split at its last ':': HOST in host (an IPv6 address without
+ * its brackets), the port returned; NULL when it is not that shape or HOST
+ * does not fit. */
+static const char *split_host_port(const char *hp, char *host, size_t hostlen) {
+    const char *colon = strrchr(hp, ':');
+    if (!colon || colon == hp || (size_t)(colon - hp) >= hostlen) return NULL;
+    size_t hl = (size_t)(colon - hp);
+    if (hp[0] == '[' && hp[hl - 1] == ']') {
+        memcpy(host, hp + 1, hl - 2);
+        host[hl - 2] = '\0';
+    } else {
+        memcpy(host, hp, hl);
+        host[hl] = '\0';
+    }
+    return colon + 1;
+}
+
 int gb_endpoint_resolve(const char *endpoint, int timeout_ms, char *out, size_t outlen, char *err,
                         size_t errlen) {
-    if (strncmp(endpoint, "tcp://", 6) != 0 || strchr(endpoint, ';')) return 0;
-    const char *hp = endpoint + 6, *colon = strrchr(hp, ':');
+    /* a source;destination pair, an IPv6 address: libzmq's as they are */
+    if (strncmp(endpoint, "tcp://", 6) != 0 || strchr(endpoint, ';') || endpoint[6] == '[')
+        return 0;
     char host[256], port[32], addr[INET6_ADDRSTRLEN];
-    if (!colon || colon == hp || (size_t)(colon - hp) >= sizeof host) return 0;
-    size_t hl = (size_t)(colon - hp);
-    if (hp[0] == '[') return 0; /* an IPv6 address */
-    memcpy(host, hp, hl);
-    host[hl] = '\0';
-    if (gb_copy(port, sizeof port, colon + 1) != 0 || strcmp(host, "*") == 0) return 0;
+    const char *p = split_host_port(endpoint + 6, host, sizeof host);
+    if (!p || gb_copy(port, sizeof port, p) != 0 || strcmp(host, "*") == 0) return 0;
     struct in_addr a4;
     if (inet_pton(AF_INET, host, &a4) == 1) return 0;
     int64_t deadline = gb_mono_ms() + timeout_ms;
@@ -566,9 +580,8 @@ int gb_endpoint_check(const char *ep, char *err, size_t errlen) {
 
 /* A plain socket connected to endpoint within timeout_ms: the fd, or -1 with
  * errno (ETIMEDOUT when the connection did not complete in time, EINVAL when
- * the endpoint is not one this can read). */
-/* A connected socket to endpoint, or -1 with errno; a tcp host name that
- * does not resolve: -1, errno EADDRNOTAVAIL and why in said. */
+ * the endpoint is not one this can read; a tcp host name that does not
+ * resolve: EADDRNOTAVAIL, and why in said). */
 static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_t saidlen) {
     int64_t deadline = gb_mono_ms() + timeout_ms;
     struct sockaddr_storage sa;
@@ -590,21 +603,13 @@ static int probe_connect(const char *endpoint, int timeout_ms, char *said, size_
         const char *hp = endpoint + 6, *semi = strrchr(hp, ';');
         if (semi) hp = semi + 1; /* "source;destination" */
         char host[256];
-        const char *colon = strrchr(hp, ':');
-        if (!colon || colon == hp || (size_t)(colon - hp) >= sizeof host) {
+        const char *port = split_host_port(hp, host, sizeof host);
+        if (!port) {
             errno = EINVAL;
             return -1;
         }
-        size_t hl = (size_t)(colon - hp);
-        if (hp[0] == '[' && hp[hl - 1] == ']') {
-            memcpy(host, hp + 1, hl - 2);
-            host[hl - 2] = '\0';
-        } else {
-            memcpy(host, hp, hl);
-            host[hl] = '\0';
-        }
         int late = 0;
-        int gai = lookup(host, colon + 1, timeout_ms, &sa, &salen, &late);
+        int gai = lookup(host, port, timeout_ms, &sa, &salen, &late);
         if (gai != 0) {
             if (late) {
                 gb_fmt(said, saidlen, "%s: DNS gave no answer within %d ms", host, timeout_ms);
