@@ -915,26 +915,25 @@ wait_sigint)
     start_agent a1
     wait_nodes 1
     sweep=$(submit --kind sleep --param duration_ms=3000)
-    "$GB" wait "$sweep" --quiet >"$T/w.log" 2>&1 &
-    w=$!
-    sleep 0.5
-    kill -0 "$w" 2>/dev/null || fail "wait ended early: $(cat "$T/w.log")"
-    kill -INT "$w"
-    wait "$w"
-    eq "wait dies of the SIGINT" "$?" 130
+    # ctrl_c_wait LOG: wait on the sweep, a Ctrl-C 0.5 s in; its status in rc
+    ctrl_c_wait() {
+        "$GB" wait "$sweep" --quiet >"$1" 2>&1 &
+        local w=$!
+        sleep 0.5
+        kill -0 "$w" 2>/dev/null || fail "wait ended early: $(cat "$1")"
+        kill -INT "$w"
+        wait "$w"
+        rc=$?
+    }
+    ctrl_c_wait "$T/w.log"
+    eq "wait dies of the SIGINT" "$rc" 130
     eq "the sweep runs on" "$(sweep_field "$sweep" state)" running
     check "and ends done" "$GB" wait "$sweep" --quiet --timeout 30
     # a Ctrl-C while a status request waits for its answer (the coordinator
     # stopped) is said once: it came back as the request's own error too,
     # "interrupted; still waiting", before the "interrupted" (seen in CI)
     kill -STOP "$COORD_PID"
-    "$GB" wait "$sweep" --quiet >"$T/w2.log" 2>&1 &
-    w=$!
-    sleep 0.5
-    kill -0 "$w" 2>/dev/null || fail "wait ended early: $(cat "$T/w2.log")"
-    kill -INT "$w"
-    wait "$w"
-    rc=$?
+    ctrl_c_wait "$T/w2.log"
     kill -CONT "$COORD_PID"
     eq "wait dies of the SIGINT" "$rc" 130
     eq "said once, nothing else" "$(cat "$T/w2.log")" "gpubench wait: interrupted"
@@ -984,38 +983,16 @@ dns_silent)
     # DNS that never answers (a resolver that drops every query, resolv.conf's
     # default 5 s x 2 tries): the request's own 5 s, not the resolver's 20
     # (libzmq's own lookup held the command's exit that long; getaddrinfo in
-    # the probe as long again). A network and mount namespace of its own:
-    # its resolv.conf names a local UDP socket that reads and never answers
-    cat >"$T/dns-drop.sh" <<'DNS'
-T=$1
-shift
-ip link set lo up || exit 3
-printf 'nameserver 127.0.0.1\noptions timeout:5 attempts:2\n' >"$T/resolv.conf"
-mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 3
-python3 -c 'import socket, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 53))
-open(__import__("sys").argv[1], "w").close()
-time.sleep(120)' "$T/dns-up" &
-for _ in $(seq 100); do [ -e "$T/dns-up" ] && break; sleep 0.05; done
-[ -e "$T/dns-up" ] || exit 3
-t0=$(date +%s%N)
-"$@" >/dev/null 2>"$T/d.err"
-rc=$?
-echo "$rc $((($(date +%s%N) - t0) / 1000000))"
-kill %1
-exit 0
-DNS
-    if ! unshare -rnm true 2>/dev/null; then
-        echo "SKIP: needs user, network and mount namespaces (unshare -rnm)" >&2
-        exit 77
-    fi
-    # rc and ms of "$@" run there; exit 3 when that namespace is not made
+    # the probe as long again)
+    netns
+    drop_dns
+    # dns_silent CMD...: CMD's status in rc, its ms in dt, its stderr in d.err
     dns_silent() {
-        rm -f "$T/dns-up"
-        local out
-        out=$(unshare -rnm bash "$T/dns-drop.sh" "$T" "$@") ||
-            fail "no namespace with a resolver that drops queries (status $?)"
-        read -r rc dt <<<"$out"
+        local t0
+        t0=$(ms)
+        "$@" >/dev/null 2>"$T/d.err"
+        rc=$?
+        dt=$(($(ms) - t0))
     }
     dns_silent "$GB" status --control tcp://coord.example.com:5
     eq "status with DNS that never answers fails" "$rc" 1
