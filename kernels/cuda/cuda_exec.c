@@ -16,8 +16,8 @@
  *
  * Batch norm: cuDNN's Ex calls (CUDNN_BATCHNORM_SPATIAL_PERSISTENT, with
  * BN_ACTIVATION / BN_ADD_ACTIVATION fusions), tried once at creation per
- * layer; a layer cuDNN refuses runs on our NHWC kernels, and bf16 uses ours
- * by default as PyTorch does (GB_CUDA_BN=own|cudnn overrides, for tests;
+ * layer, in every precision; a layer cuDNN refuses runs on our NHWC kernels
+ * (GB_CUDA_BN=own|cudnn overrides, for tests and benchmarks;
  * GB_CUDA_LOSS_SCALE=2^k sets fp16's initial loss scale, for tests).
  * cuDNN is given no running statistics: one kernel updates every layer's
  * from the saved batch mean / inverse std with torch's unbiased variance, so
@@ -1093,10 +1093,6 @@ static int setup_bn(cuda_exec_t *X, int i) {
     }
     if (X->bn_force == 1) {
         bn_own(b, "GB_CUDA_BN=own");
-        return 0;
-    }
-    if (X->bn_force == 0 && X->prec == GB_PREC_BF16) {
-        bn_own(b, "bf16 (as PyTorch, which keeps bf16 batch norm off cuDNN)");
         return 0;
     }
     /* gamma, beta, the saved mean and inverse std are fp32 (group B and the
