@@ -561,3 +561,25 @@ const gb_backend_ops_t gb_twin_backend_ops = {
     .destroy = tw_destroy,
     .gemm = NULL,
 };
+
+static int put(FILE *f, const void *p, size_t n) {
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+int gb_twin_write_input(const char *path, const gb_model_t *m, const gb_train_config_t *cfg,
+                        int steps, const float *params, const float *buffers, const float *images,
+                        const int32_t *labels) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int32_t hdr[10] = {
+        m->cfg.image_h,   m->cfg.image_w,   m->cfg.n_classes,  m->cfg.layers[0], m->cfg.layers[1],
+        m->cfg.layers[2], m->cfg.layers[3], m->cfg.base_width, cfg->batch,       steps};
+    double hyper[3] = {cfg->lr, cfg->momentum, cfg->weight_decay};
+    int64_t counts[2] = {(int64_t)m->n_params, (int64_t)m->n_buffers};
+    size_t px = (size_t)cfg->batch * 3 * m->cfg.image_h * m->cfg.image_w;
+    int rc = put(f, "GBTW", 4) | put(f, hdr, sizeof(hdr)) | put(f, hyper, sizeof(hyper)) |
+             put(f, counts, sizeof(counts)) | put(f, params, m->n_params * sizeof(float)) |
+             put(f, buffers, m->n_buffers * sizeof(float)) | put(f, images, px * sizeof(float)) |
+             put(f, labels, (size_t)cfg->batch * sizeof(int32_t));
+    return fclose(f) == 0 ? rc : -1;
+}

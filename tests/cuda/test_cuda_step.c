@@ -20,7 +20,7 @@ extern const gb_backend_ops_t gb_cuda_backend_ops;
 extern const gb_backend_ops_t gb_cpu_backend_ops;
 #endif
 
-enum { BATCH = 4, IMAGE = 32, CLASSES = 10, STEPS = 3 };
+enum { BATCH = GB_STEP_BATCH, CLASSES = GB_STEP_CLASSES, STEPS = 3 };
 
 int main(void) {
     gb_skip_without_gpu("test_cuda_step");
@@ -30,18 +30,24 @@ int main(void) {
     CHECKF(cu->probe(&info, err, sizeof(err)) == 0, "%s", err);
     printf("GPU %s x%d %s\n", info.device_model, info.device_count, info.versions);
 
-    gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
-    float *params = malloc(m->n_params * 4), *buffers = malloc(m->n_buffers * 4);
-    float *images = malloc((size_t)BATCH * 3 * IMAGE * IMAGE * 4);
-    int32_t labels[BATCH];
-    CHECK(params && buffers && images);
-    gb_gpu_conditioned_state(m, params, buffers, 21);
-    gb_model_synth_batch(m, BATCH, 3, images, labels);
-
-    gb_train_config_t tcfg;
-    gb_gpu_step_cfg(&tcfg, m, GB_PREC_FP32, BATCH);
-    gb_rule_run_t ref = {0};
-    gb_rule_train(tw, m, &tcfg, params, buffers, images, labels, STEPS, &ref);
+    /* fp32 and tf32 at 32x32, fp16 and bf16 at 64x64 (step_rule.h says why),
+     * each with its own reference run of the twin */
+    gb_step_problem_t full, half;
+    gb_step_problem_init(&full, gb_step_image(GB_PREC_FP32));
+    gb_step_problem_init(&half, gb_step_image(GB_PREC_FP16));
+    gb_model_t *m = full.m;
+    float *params = full.params, *buffers = full.buffers, *images = full.images;
+    int32_t *labels = full.labels;
+    gb_rule_run_t ref = {0}, ref_half = {0};
+    {
+        gb_train_config_t tcfg;
+        gb_gpu_step_cfg(&tcfg, full.m, GB_PREC_FP32, BATCH);
+        gb_rule_train(tw, full.m, &tcfg, full.params, full.buffers, full.images, full.labels, STEPS,
+                      &ref);
+        gb_gpu_step_cfg(&tcfg, half.m, GB_PREC_FP32, BATCH);
+        gb_rule_train(tw, half.m, &tcfg, half.params, half.buffers, half.images, half.labels, STEPS,
+                      &ref_half);
+    }
 
     int failures = 0;
     /* fp16 starts at a scale this tiny model does not overflow (dlogits
@@ -54,16 +60,20 @@ int main(void) {
         for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++) {
             if (quick && p != (b == 0 ? GB_PREC_FP16 : GB_PREC_FP32)) continue;
             setenv("GB_CUDA_BN", impls[b], 1);
+            const gb_step_problem_t *pb = gb_step_image((gb_precision_t)p) == 64 ? &half : &full;
+            const gb_rule_run_t *pref = pb == &half ? &ref_half : &ref;
             gb_train_config_t cfg;
-            gb_gpu_step_cfg(&cfg, m, (gb_precision_t)p, BATCH);
+            gb_gpu_step_cfg(&cfg, pb->m, (gb_precision_t)p, BATCH);
             gb_rule_run_t r = {0};
-            gb_rule_train(cu, m, &cfg, params, buffers, images, labels, STEPS, &r);
+            gb_rule_train(cu, pb->m, &cfg, pb->params, pb->buffers, pb->images, pb->labels, STEPS,
+                          &r);
             for (int s = 0; s < STEPS; s++)
                 CHECKF(!r.skipped[s], "step %d skipped", s);
             char tag[32];
             snprintf(tag, sizeof(tag), "%s/%s", impls[b], gb_prec_str((gb_precision_t)p));
-            int bad = gb_step_rule(tag, m, &r, &ref, params, STEPS, gb_step_tol((gb_precision_t)p),
-                                   gb_step_worst((gb_precision_t)p));
+            int bad =
+                gb_step_rule(tag, pb->m, &r, pref, pb->params, STEPS,
+                             gb_step_tol((gb_precision_t)p), gb_step_worst((gb_precision_t)p));
             printf("%s: %d tensors off; %.400s\n", tag, bad, r.details);
             failures += bad;
             /* steps 2 and 3 ran as a captured graph */
@@ -161,10 +171,9 @@ int main(void) {
         CHECK(cu->gemm(0, 0, 1, 1, 1, &ms, NULL, &gf, NULL, err, sizeof(err)) == -1);
     }
     gb_rule_free(&ref);
-    free(params);
-    free(buffers);
-    free(images);
-    gb_model_destroy(&m);
+    gb_rule_free(&ref_half);
+    gb_step_problem_free(&full);
+    gb_step_problem_free(&half);
     CHECKF(failures == 0, "%d comparisons failed", failures);
     return 0;
 }

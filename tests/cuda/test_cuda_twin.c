@@ -99,10 +99,6 @@ static void twin_train(const gb_model_t *m, const gb_train_config_t *cfg, const 
     CHECK(st == NULL);
 }
 
-static void put(FILE *f, const void *p, size_t n) {
-    CHECK(fwrite(p, 1, n, f) == n);
-}
-
 /* Runs twin_torch.py; fills loss[steps], grads, params, buffers (double). */
 static void torch_train(const gb_model_t *m, const gb_train_config_t *cfg, int steps,
                         const float *params, const float *buffers, const float *images,
@@ -113,26 +109,11 @@ static void torch_train(const gb_model_t *m, const gb_train_config_t *cfg, int s
     char in[64], outp[64], cmd[512];
     snprintf(in, sizeof(in), "%s/in.bin", dir);
     snprintf(outp, sizeof(outp), "%s/out.bin", dir);
-    FILE *f = fopen(in, "wb");
-    CHECK(f);
-    put(f, "GBTW", 4);
-    int32_t hdr[10] = {
-        m->cfg.image_h,   m->cfg.image_w,   m->cfg.n_classes,  m->cfg.layers[0], m->cfg.layers[1],
-        m->cfg.layers[2], m->cfg.layers[3], m->cfg.base_width, cfg->batch,       steps};
-    put(f, hdr, sizeof(hdr));
-    double hyper[3] = {cfg->lr, cfg->momentum, cfg->weight_decay};
-    put(f, hyper, sizeof(hyper));
-    int64_t counts[2] = {(int64_t)m->n_params, (int64_t)m->n_buffers};
-    put(f, counts, sizeof(counts));
-    put(f, params, m->n_params * sizeof(float));
-    put(f, buffers, m->n_buffers * sizeof(float));
-    put(f, images, (size_t)cfg->batch * 3 * m->cfg.image_h * m->cfg.image_w * sizeof(float));
-    put(f, labels, (size_t)cfg->batch * sizeof(int32_t));
-    CHECK(fclose(f) == 0);
+    CHECK(gb_twin_write_input(in, m, cfg, steps, params, buffers, images, labels) == 0);
     snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s %s", GB_TWIN_SCRIPT, in, outp);
     int rc = system(cmd);
     CHECKF(rc == 0, "'%s' exited with %d (needs python3-torch and python3-torchvision)", cmd, rc);
-    f = fopen(outp, "rb");
+    FILE *f = fopen(outp, "rb");
     CHECK(f);
     CHECK(fread(loss, sizeof(double), (size_t)steps, f) == (size_t)steps);
     CHECK(fread(grads, sizeof(double), m->n_params, f) == m->n_params);

@@ -52,8 +52,9 @@ class Net(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def main():
-    raw = open(sys.argv[1], "rb").read()
+def read_input(path):
+    """IN as (cfg, params, buffers, images, labels), arrays in float64."""
+    raw = open(path, "rb").read()
     assert raw[:4] == b"GBTW", "bad magic"
     o = 4
     ih, iw, classes, l0, l1, l2, l3, w0, batch, steps = struct.unpack_from("<10i", raw, o)
@@ -74,6 +75,18 @@ def main():
     images = take("<f4", batch * 3 * ih * iw).astype(np.float64)
     labels = take("<i4", batch).astype(np.int64)
     assert o == len(raw), "trailing bytes in input"
+    cfg = {"h": ih, "w": iw, "classes": classes, "layers": [l0, l1, l2, l3], "width": w0,
+           "batch": batch, "steps": steps, "hyper": (lr, mom, wd)}
+    return cfg, params, buffers, images, labels
+
+
+def main():
+    cfg, params, buffers, images, labels = read_input(sys.argv[1])
+    ih, iw, classes, w0, batch, steps = (cfg[k] for k in ("h", "w", "classes", "width", "batch",
+                                                          "steps"))
+    l0, l1, l2, l3 = cfg["layers"]
+    lr, mom, wd = cfg["hyper"]
+    n_params, n_buffers = len(params), len(buffers)
 
     torch.manual_seed(0)
     model = Net([l0, l1, l2, l3], w0, classes).double().train()
