@@ -68,6 +68,7 @@ done
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "archs $ARCHS"
   echo "built $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+  # shellcheck disable=SC2012 # sonames: no odd characters
   echo "lib $(cd "$NEW/lib" && ls | tr '\n' ' ')"
 } >"$NEW/BUILD_INFO"
 rm -rf "$D"
