@@ -15,9 +15,12 @@
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
 #      default): what ours cost against cuDNN's
 #   7. compute-sanitizer memcheck on a short run of the whole-step test
-#   8. torch.compile (fp16, bf16, tf32), as the time left allows
-#   9. with FULL=1 and the whole tree's dependencies installed: the product
-#      path, `gpubench train --backend cuda`, if the tree has it
+#   8. the product path: `gpubench run` (coordinator, local agent, worker,
+#      SQLite store, NVML telemetry) with a fp16/bf16(/tf32) sweep on one
+#      GPU, built elsewhere and carried in .gpu-deps/full
+#      (bench/gpu/carry_full.sh), or with FULL=1 built here when this
+#      machine has the whole tree's Debian packages
+#   9. torch.compile (fp16, bf16, tf32), as the time left allows
 #  10. a table with the ratios; the entry for bench/gpu/RESULTS.md
 # Every section prints PASS, FAIL or SKIPPED and the script goes on past any
 # failure, keeping to BUDGET_S seconds in all (the most useful parts first).
@@ -28,8 +31,8 @@
 # Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
-#        ours dp torch ownbn sanitizer compile; e.g. a second call with
-#        SKIP="tests ours dp torch ownbn sanitizer" gives torch.compile the time)
+#        ours dp torch ownbn sanitizer product compile; e.g. a second call with
+#        SKIP="tests ours dp torch ownbn sanitizer product" gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
 # Without a usable GPU (no nvidia-smi, nvidia-smi fails or lists none) it
@@ -76,8 +79,8 @@ for v in FULL BUILD_ONLY; do
 done
 # a misspelled section in SKIP would run it, on a device budget
 for s in ${SKIP:-}; do
-  case $s in tests | ours | dp | torch | ownbn | sanitizer | compile) ;;
-  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn sanitizer compile)" >&2; exit 2 ;;
+  case $s in tests | ours | dp | torch | ownbn | sanitizer | product | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn sanitizer product compile)" >&2; exit 2 ;;
   esac
 done
 LOG=$BUILD/bench
@@ -487,6 +490,150 @@ else
   fi
 fi
 
+# The product as README's first command runs it, on the GPU: `gpubench run`
+# (a coordinator and one local agent in one process, the sweep, every result
+# in a SQLite file, the table) with the agent sampling the GPU through NVML
+# into the store. A lent GPU machine lacks the whole tree's Debian packages
+# (libzmq, protobuf-c, SQLite, cJSON, oneDNN), so the tree is built on a
+# machine that has them and carried: bench/gpu/carry_full.sh puts gpubench,
+# libgpubench_cuda.so and the libraries they need in .gpu-deps/full (oneDNN
+# in .gpu-deps/dnnl). With FULL=1 and no carried copy the whole tree is built
+# here instead, for a GPU machine that has the packages.
+# product_run GPUBENCH BACKEND_SO [CARRIED_LIB_DIR]: the sweep, then what the
+# store says; PASS/FAIL said (the run, then its telemetry)
+product_run() {
+  local exe=$1 so=$2 carried=${3:-} ldp=${LD_LIBRARY_PATH:-} plib="" ldc=ldconfig known f n missing rc s precs info
+  local db=$LOG/product.db spec=$LOG/product_spec.json
+  # the carried libraries this machine lacks, and only those: a link to each
+  # in a folder of their own on LD_LIBRARY_PATH, so a newer copy the system
+  # has is never shadowed by ours (ldconfig's cache: the loader's names)
+  if [ -n "$carried" ]; then
+    plib=$LOG/product_lib
+    rm -rf "$plib" && mkdir -p "$plib"
+    command -v ldconfig >/dev/null 2>&1 || ldc=/sbin/ldconfig
+    known=$("$ldc" -p 2>/dev/null | awk 'NR > 1 {print $1}')
+    [ -n "$known" ] || echo "product: ldconfig -p lists nothing: every carried library is used"
+    for f in "$carried"/*.so*; do
+      n=${f##*/}
+      [ "$n" = libgpubench_cuda.so ] && continue
+      grep -qxF "$n" <<<"$known" || ln -s "$f" "$plib/$n"
+    done
+    ldp=$plib${ldp:+:$ldp}
+    # shellcheck disable=SC2012 # sonames: no odd characters
+    f=$(cd "$plib" && ls | tr '\n' ' ')
+    echo "product: carried libraries used (the machine lacks them): ${f:-none}"
+  fi
+  missing=$(LD_LIBRARY_PATH=$ldp ldd "$exe" "$so" 2>/dev/null | grep 'not found' | sort -u | tr -s ' \t\n' ' ')
+  if [ -n "$missing" ]; then
+    status FAIL "product: unresolved libraries (ldd): $missing(oneDNN travels in .gpu-deps/dnnl: bench/gpu/carry_dnnl.sh)"
+    return
+  fi
+  # fp16 and bf16 always, tf32 (the default sweep's third, seconds) when the
+  # time allows; one GPU, run.sh's batch, steps and warm-up
+  precs='"fp16", "bf16"'
+  [ "$(left)" -ge 180 ] && precs="$precs, \"tf32\""
+  s=$(slot 200 30)
+  rm -rf "$db" "$db-wal" "$db-shm" "$db.agent"
+  printf '{"name": "bench/gpu/run.sh product", "kind": "resnet50", "backend": "cuda", "gpus": 1, "precision": [%s], "batch": %s, "steps": %s, "warmup": %s, "timeout_s": %s}\n' \
+    "$precs" "$BATCH" "$STEPS" "$WARMUP" "$s" >"$spec"
+  # gpubench's own --timeout first (the sweep cancelled, what finished
+  # printed and kept), timeout's after it
+  env LD_LIBRARY_PATH="$ldp" GB_CUDA_LIB="$so" timeout -k 10 "$s" "$exe" run --db "$db" --spec "$spec" \
+    --timeout $(( s > 30 ? s - 15 : s )) --verbose >"$LOG/product.out" 2>"$LOG/product.err"
+  rc=$?
+  cat "$LOG/product.out"
+  # what the store holds, whatever the exit status (sqlite3 may not be
+  # installed: Python's module, with the carried libsqlite3 where the
+  # machine has none); the last line is JSON for json_field
+  LD_LIBRARY_PATH=$ldp "$JSON_PY" - "$db" >"$LOG/product_store.txt" 2>&1 <<'EOF'
+import json, sqlite3, sys
+out = {"ips": {}, "lines": [], "bad": [], "invalid": [], "notel": []}
+try:
+    db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+    db.row_factory = sqlite3.Row
+    rows = db.execute("SELECT job_id, precision, backend, gpu_model, status, error, images_per_sec, step_ms_median,"
+                      " valid, invalid_reason, telemetry_flag FROM v_results ORDER BY job_id").fetchall()
+except sqlite3.Error as e:
+    out["bad"].append("the store could not be read: %s" % e)
+    rows = []
+if not rows and not out["bad"]:
+    out["bad"].append("no result in the store")
+for r in rows:
+    p = r["precision"] or "?"
+    if r["status"] != "done" or not r["images_per_sec"] or r["backend"] != "cuda":
+        out["bad"].append("%s: %s on %s (%s)" % (p, r["status"], r["backend"], r["error"] or "no error said"))
+        continue
+    out["ips"][p] = round(r["images_per_sec"], 1)
+    if r["valid"] != 1:
+        out["invalid"].append("%s: %s" % (p, r["invalid_reason"] or "no reason stored"))
+    tel = db.execute("SELECT gpu, samples, sm_clock_median_mhz, mem_clock_median_mhz, power_median_w, power_max_w,"
+                     " power_limit_w, temp_max_c, reasons, throttle_reasons, throttled FROM v_telemetry"
+                     " WHERE job_id = ?", (r["job_id"],)).fetchall()
+    n = db.execute("SELECT count(*) FROM telemetry WHERE job_id = ?", (r["job_id"],)).fetchone()[0]
+    why = db.execute("SELECT json_extract(record, '$.telemetry.error') FROM results WHERE job_id = ?"
+                     " ORDER BY attempt DESC LIMIT 1", (r["job_id"],)).fetchone()
+    why = why[0] if why else None
+    line = "%s on %s: %.1f img/s, median %.2f ms, valid %s%s" % (
+        p, r["gpu_model"], r["images_per_sec"], r["step_ms_median"] or 0, r["valid"],
+        " (%s)" % r["invalid_reason"] if r["valid"] != 1 else "")
+    for t in tel:
+        line += ("; GPU %s: %s samples (%d rows), SM %s MHz, mem %s MHz, power median %s W, max %s W (limit %s W),"
+                 " %s C max, reasons %s, throttled %s") % (
+            t["gpu"], t["samples"], n, t["sm_clock_median_mhz"], t["mem_clock_median_mhz"], t["power_median_w"],
+            t["power_max_w"], t["power_limit_w"], t["temp_max_c"], t["reasons"] or "none", t["throttled"])
+    if not tel or not n:
+        out["notel"].append("%s: %s" % (p, why or r["telemetry_flag"] or "no telemetry in the record"))
+        line += "; no telemetry (%s)" % (why or r["telemetry_flag"] or "none in the record")
+    out["lines"].append(line)
+for l in out["lines"] + out["bad"]:
+    print(l)
+out = {k: (v if k == "ips" else " | ".join(v)) for k, v in out.items()}
+print(json.dumps(out))
+EOF
+  cat "$LOG/product_store.txt"
+  info=$(sed -n 's/^commit \(.\{12\}\).*/carried build of \1/p' "${carried%/lib}/BUILD_INFO" 2>/dev/null)
+  local ips bad inval notel why
+  ips=$(json_field "$LOG/product_store.txt" ips | tr -d '{}"')
+  bad=$(json_field "$LOG/product_store.txt" bad)
+  grep -q '^{' "$LOG/product_store.txt" || bad="the store was not read (product_store.txt)"
+  # gpubench run's own last word on stderr (a sweep refused, say)
+  why=$(grep '^gpubench run: ' "$LOG/product.err" | grep -v '^gpubench run: sweep [0-9]*: ' | tail -1 | cut -c1-300)
+  inval=$(json_field "$LOG/product_store.txt" invalid)
+  notel=$(json_field "$LOG/product_store.txt" notel)
+  if [ "$rc" != 0 ]; then
+    failed "$rc" "product: ${why:-gpubench run}${bad:+; $bad}${ips:+; stored: $ips img/s}" "product.out, product.err, product_store.txt"
+  elif [ -n "$bad" ] || [ -z "$ips" ]; then
+    status FAIL "product: gpubench run exit 0, but ${bad:-no figure in the store}${ips:+; stored: $ips img/s} (product.out, product_store.txt)"
+  else
+    status PASS "product: gpubench run on the GPU, $ips img/s (gb_cuda_bench: fp16 ${OURS[fp16]:-?}, bf16 ${OURS[bf16]:-?}, tf32 ${OURS[tf32]:-?}), ${inval:+valid 0: $inval, }${info:-built here}"
+  fi
+  [ -z "$ips" ] && return
+  if [ -n "$notel" ]; then
+    status FAIL "product telemetry: results without NVML rows: $notel (product.err, product_store.txt)"
+  else
+    status PASS "product telemetry: NVML rows for every result ($(grep -o 'GPU 0: .*' "$LOG/product_store.txt" | head -1 | cut -c1-200))"
+  fi
+}
+
+section "gpubench run (product path)"
+FULL_DIR=$ROOT/.gpu-deps/full
+if ! want product; then :
+elif [ "$(left)" -lt 90 ]; then
+  status SKIPPED "product: out of time"
+elif [ -x "$FULL_DIR/bin/gpubench" ] && [ -f "$FULL_DIR/lib/libgpubench_cuda.so" ]; then
+  echo "product: $(tr '\n' ' ' <"$FULL_DIR/BUILD_INFO" 2>/dev/null)"
+  product_run "$FULL_DIR/bin/gpubench" "$FULL_DIR/lib/libgpubench_cuda.so" "$FULL_DIR/lib"
+elif [ "$FULL" != 1 ]; then
+  status SKIPPED "product: no .gpu-deps/full (bench/gpu/carry_full.sh on a machine with the whole tree's packages, carry [\".gpu-deps\"]; or FULL=1 to build it here)"
+elif timeout -k 10 "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+       "-DGB_CUDA_ARCHS=$ARCHS" ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
+       >"$LOG/full_cmake.log" 2>&1 && timeout -k 10 "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" \
+       --target gpubench gpubench_cuda >"$LOG/full_build.log" 2>&1; then
+  product_run "$BUILD-full/bin/gpubench" "$BUILD-full/lib/libgpubench_cuda.so"
+else
+  status FAIL "product: FULL=1, and the whole tree did not build here (full_cmake.log, full_build.log: its Debian packages?)"
+fi
+
 section "torch.compile"
 if ! want compile; then :
 elif [ "$TORCH_OK" = 1 ]; then
@@ -497,30 +644,6 @@ elif [ "$TORCH_OK" = 1 ]; then
   done
 else
   status SKIPPED "torch.compile: no PyTorch with CUDA"
-fi
-
-section "gpubench train (product path)"
-if [ "$FULL" != 1 ]; then
-  status SKIPPED "gpubench train: FULL=1 not set (needs the whole tree's Debian packages)"
-elif ! grep -q '"train"' cli/main.c 2>/dev/null; then
-  status SKIPPED "gpubench train: this tree has no train command yet"
-elif [ "$(left)" -lt 120 ]; then
-  status SKIPPED "gpubench train: out of time"
-elif timeout -k 10 "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
-       "-DGB_CUDA_ARCHS=$ARCHS" ${CUDNN_ROOT:+-DGB_CUDNN_ROOT=$CUDNN_ROOT} ${NCCL_ROOT:+-DGB_NCCL_ROOT=$NCCL_ROOT} \
-       >"$LOG/full_cmake.log" 2>&1 && timeout -k 10 "$(slot 200 60)" cmake --build "$BUILD-full" -j"$JOBS" >"$LOG/full_build.log" 2>&1; then
-  GPUBENCH=$(find "$BUILD-full" -name gpubench -type f -perm -u+x 2>/dev/null | head -1)
-  if GB_CUDA_LIB="$BUILD-full/lib/libgpubench_cuda.so" timeout -k 10 "$(slot 150 20)" "$GPUBENCH" train \
-       --backend cuda --precision fp16 --batch "$BATCH" --image-size 224 --steps "$STEPS" --warmup "$WARMUP" \
-       --format json >"$LOG/train_fp16.json" 2>"$LOG/train_fp16.err"; then
-    TRAIN_IPS=$(json_field "$LOG/train_fp16.json" images_per_sec)
-    if [ -n "$TRAIN_IPS" ]; then status PASS "gpubench train fp16: $TRAIN_IPS img/s"
-    else status FAIL "gpubench train fp16: exit 0 but no images_per_sec (train_fp16.json)"; fi
-  else
-    status FAIL "gpubench train fp16 (train_fp16.err)"
-  fi
-else
-  status FAIL "gpubench train: the whole tree did not build here (full_cmake.log, full_build.log)"
 fi
 
 section "table"
