@@ -14,7 +14,9 @@
 #      warm-up and steps, when PyTorch with CUDA is installed
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
 #      default): what ours cost against cuDNN's
-#   7. compute-sanitizer memcheck on a short run of the whole-step test
+#   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
+#      speed and the op and step tests' fp32 lines under it
+#   7b. compute-sanitizer memcheck on a short run of the whole-step test
 #   8. the product path: `gpubench run` (coordinator, local agent, worker,
 #      SQLite store, NVML telemetry) with a fp16/bf16(/tf32) sweep on one
 #      GPU, built elsewhere and carried in .gpu-deps/full
@@ -31,8 +33,9 @@
 # Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
-#        ours dp torch ownbn sanitizer product compile; e.g. a second call with
-#        SKIP="tests ours dp torch ownbn sanitizer product" gives torch.compile the time)
+#        ours dp torch ownbn fp32any sanitizer product compile; e.g. a second
+#        call with SKIP="tests ours dp torch ownbn fp32any sanitizer product"
+#        gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
 # Without a usable GPU (no nvidia-smi, nvidia-smi fails or lists none) it
@@ -79,8 +82,8 @@ for v in FULL BUILD_ONLY; do
 done
 # a misspelled section in SKIP would run it, on a device budget
 for s in ${SKIP:-}; do
-  case $s in tests | ours | dp | torch | ownbn | sanitizer | product | compile) ;;
-  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn sanitizer product compile)" >&2; exit 2 ;;
+  case $s in tests | ours | dp | torch | ownbn | fp32any | sanitizer | product | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn fp32any sanitizer product compile)" >&2; exit 2 ;;
   esac
 done
 LOG=$BUILD/bench
@@ -466,6 +469,48 @@ else
   rc=$?
   tail -5 "$LOG/ours_bf16_ownbn.err"
   failed "$rc" "ours bf16 with GB_CUDA_BN=own" ours_bf16_ownbn.err
+fi
+
+section "gpubench fp32 with FFT and Winograd allowed"
+# ours takes only FMA implicit-GEMM algorithms in fp32 (0.78x PyTorch's fp32
+# on the H200, 2026-12-04); GB_CUDA_FP32_ALGOS=any lets cudnnFind's FFT and
+# Winograd in (still FMA math, as PyTorch's fp32 with TF32 off): its speed,
+# and the op and whole-step tests' fp32 lines under it (their bounds: fp32
+# ops 1e-5, steps 2e-4), to tell whether it can be the default
+if ! want fp32any; then :
+elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+  status SKIPPED "ours fp32/any algorithm: gb_cuda_bench not built"
+elif [ "$(left)" -lt 120 ]; then
+  status SKIPPED "ours fp32/any algorithm: out of time"
+elif GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 100 30)" "$BUILD/gb_cuda_bench" --precision fp32 --batch "$BATCH" \
+       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_fp32_any.json" 2>"$LOG/ours_fp32_any.err"; then
+  ANY_IPS=$(json_field "$LOG/ours_fp32_any.json" images_per_sec)
+  ANY_ALGOS=$("$JSON_PY" -c 'import json,sys
+ls=[l for l in open(sys.argv[1]) if l.startswith("{")]
+c=json.loads(ls[-1])["details"]["convs"] if ls else []
+n={}
+for x in c:
+    for d in ("fwd","bwd_data","bwd_filter"):
+        if d in x: k=d+":"+x[d]["algo"]; n[k]=n.get(k,0)+1
+print(" ".join("%s x%d"%kv for kv in sorted(n.items())))' "$LOG/ours_fp32_any.json" 2>/dev/null)
+  ACC=
+  if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/tests/cuda/test_cuda_step" ]; then
+    for t in test_cuda_ops test_cuda_step; do
+      GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 90 20)" "$BUILD/tests/cuda/$t" >"$LOG/${t}_fp32any.log" 2>&1
+      rc=$?
+      ACC="$ACC $t exit $rc;"
+    done
+    ACC="$ACC $(grep -ho '^[a-z]*/fp32: [0-9]* losses median [^;]*; [0-9]* gradients median [0-9.e+-]* worst [0-9.e+-]*' "$LOG/test_cuda_step_fp32any.log" | tr '\n' ';')"
+  fi
+  if [ -z "$ANY_IPS" ]; then
+    status FAIL "ours fp32 with GB_CUDA_FP32_ALGOS=any: exit 0 but no images_per_sec (ours_fp32_any.json)"
+  else
+    status PASS "ours fp32 with GB_CUDA_FP32_ALGOS=any: $ANY_IPS img/s (FMA implicit GEMM only: ${OURS[fp32]:-?}, torch eager fp32: ${TORCH_E[fp32]:-?}); algorithms: $ANY_ALGOS; accuracy under it:$ACC (logs test_cuda_*_fp32any.log)"
+  fi
+else
+  rc=$?
+  tail -5 "$LOG/ours_fp32_any.err"
+  failed "$rc" "ours fp32 with GB_CUDA_FP32_ALGOS=any" ours_fp32_any.err
 fi
 
 section "compute-sanitizer"

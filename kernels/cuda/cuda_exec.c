@@ -117,6 +117,7 @@ typedef struct cuda_exec {
     int n_allocs;
     size_t bytes_now, bytes_peak, dev_used_peak;
     int bn_force;     /* 0 default, 1 own, 2 cudnn */
+    int fp32_any;     /* GB_CUDA_FP32_ALGOS=any: fp32 takes FFT/Winograd too */
     gb_cuda_dp_t *dp; /* data parallel: NCCL and the gradient buckets, or NULL */
 } cuda_exec_t;
 
@@ -746,6 +747,8 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
     jstr(&j, X->graph_note);
     jputf(&j, ",\"workspace_bytes\":%zu,\"allocated_bytes\":%zu,\"device_used_peak_bytes\":%zu",
           X->ws_bytes, X->bytes_peak, X->dev_used_peak);
+    if (X->prec == GB_PREC_FP32)
+        jputf(&j, ",\"fp32_algorithms\":\"%s\"", X->fp32_any ? "any" : "fma");
     jputf(&j, ",\"loss_scale\":%g,\"cudnn_runtime_error\":", (double)X->host_out->scale);
     if (X->bn_runtime[0])
         jstr(&j, X->bn_runtime);
@@ -886,7 +889,11 @@ static int same_shape(const gb_plan_conv_t *a, const gb_plan_conv_t *b) {
 }
 
 /* fp32 keeps to FMA math and leaves out the reduced-accuracy algorithms, so
- * "fp32" means fp32 arithmetic throughout. Find may return results under
+ * "fp32" means fp32 arithmetic throughout. GB_CUDA_FP32_ALGOS=any lets it
+ * take FFT and Winograd too (still FMA math), as PyTorch's fp32 with TF32
+ * off does: on the H200 ours ran at 0.78x PyTorch's fp32, and this says
+ * whether the restriction is why (an experiment: not the default until a
+ * GPU run shows its accuracy). Find may return results under
  * another math type than the descriptor's; fp32 data (tf32) never takes
  * CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which would run it in fp16. */
 static int other_ok(const cuda_exec_t *X, cudnnMathType_t m) {
@@ -895,6 +902,7 @@ static int other_ok(const cuda_exec_t *X, cudnnMathType_t m) {
 static int fwd_ok(const cuda_exec_t *X, const cudnnConvolutionFwdAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
     if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
+    if (X->fp32_any) return r->mathType == CUDNN_FMA_MATH;
     return r->mathType == CUDNN_FMA_MATH && r->algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
            r->algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
            r->algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
@@ -903,12 +911,14 @@ static int fwd_ok(const cuda_exec_t *X, const cudnnConvolutionFwdAlgoPerf_t *r, 
 static int bd_ok(const cuda_exec_t *X, const cudnnConvolutionBwdDataAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
     if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
+    if (X->fp32_any) return r->mathType == CUDNN_FMA_MATH;
     return r->mathType == CUDNN_FMA_MATH && (r->algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
 }
 static int bf_ok(const cuda_exec_t *X, const cudnnConvolutionBwdFilterAlgoPerf_t *r, size_t lim) {
     if (r->status != CUDNN_STATUS_SUCCESS || r->memory > lim) return 0;
     if (X->prec != GB_PREC_FP32) return other_ok(X, r->mathType);
+    if (X->fp32_any) return r->mathType == CUDNN_FMA_MATH;
     return r->mathType == CUDNN_FMA_MATH && (r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
                                              r->algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);
@@ -1212,6 +1222,12 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
     X->bn_force = force && strcmp(force, "own") == 0     ? 1
                   : force && strcmp(force, "cudnn") == 0 ? 2
                                                          : 0;
+    const char *algos = getenv("GB_CUDA_FP32_ALGOS");
+    if (algos && strcmp(algos, "any") != 0 && strcmp(algos, "fma") != 0) {
+        snprintf(ERR, ERRLEN, "GB_CUDA_FP32_ALGOS=%s: fma (the default) or any", algos);
+        goto fail;
+    }
+    X->fp32_any = algos && strcmp(algos, "any") == 0;
     snprintf(X->graph_note, sizeof(X->graph_note), "%s",
              cfg->cuda_graph ? "not captured yet" : "off (cuda_graph = 0)");
 

@@ -130,6 +130,18 @@ int main(void) {
         CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 &&
               strstr(err, "power of two"));
         unsetenv("GB_CUDA_LOSS_SCALE");
+        /* the fp32 algorithm knob takes fma or any (run.sh sets any), else
+         * refuses, whatever the precision; its value is put back */
+        const char *was = getenv("GB_CUDA_FP32_ALGOS");
+        char *keep = was ? strdup(was) : NULL;
+        setenv("GB_CUDA_FP32_ALGOS", "winograd", 1);
+        CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 &&
+              strstr(err, "GB_CUDA_FP32_ALGOS=winograd: fma (the default) or any"));
+        if (keep)
+            setenv("GB_CUDA_FP32_ALGOS", keep, 1);
+        else
+            unsetenv("GB_CUDA_FP32_ALGOS");
+        free(keep);
     }
     /* synthetic batch drawn on the device equals the twin's host draw */
     {
