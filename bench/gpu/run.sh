@@ -450,25 +450,36 @@ else
   status SKIPPED "data parallel: gb_cuda_bench not built"
 fi
 
+# gb_cuda_bench once more at precision $2 under the setting $3 (VAR=value),
+# into ours_$1.json, when $4 s are left, for at most $5 s: its images/s in
+# VARIANT_IPS (status 0), or SKIPPED or FAIL said (status 1)
+variant_run() {
+  local name=$1 prec=$2 setting=$3 rc
+  VARIANT_IPS=
+  if [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+    status SKIPPED "ours $prec with $setting: gb_cuda_bench not built"
+    return 1
+  elif [ "$(left)" -lt "$4" ]; then
+    status SKIPPED "ours $prec with $setting: out of time"
+    return 1
+  fi
+  if env "$setting" timeout -k 10 "$(slot "$5" 30)" "$BUILD/gb_cuda_bench" --precision "$prec" --batch "$BATCH" \
+       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$name.json" 2>"$LOG/ours_$name.err"; then
+    VARIANT_IPS=$(json_field "$LOG/ours_$name.json" images_per_sec)
+    [ -n "$VARIANT_IPS" ] && return 0
+    status FAIL "ours $prec with $setting: exit 0 but no images_per_sec (ours_$name.json)"
+  else
+    rc=$?
+    tail -5 "$LOG/ours_$name.err"
+    failed "$rc" "ours $prec with $setting" "ours_$name.err"
+  fi
+  return 1
+}
+
 section "gpubench bf16 with our batch norm"
 # cuDNN's batch norm is the default; this says what our kernels cost beside it
-if ! want ownbn; then :
-elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
-  status SKIPPED "ours bf16/own BN: gb_cuda_bench not built"
-elif [ "$(left)" -lt 150 ]; then
-  status SKIPPED "ours bf16/own BN: out of time"
-elif GB_CUDA_BN=own timeout -k 10 "$(slot 120 30)" "$BUILD/gb_cuda_bench" --precision bf16 --batch "$BATCH" \
-       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_bf16_ownbn.json" 2>"$LOG/ours_bf16_ownbn.err"; then
-  OWNBN=$(json_field "$LOG/ours_bf16_ownbn.json" images_per_sec)
-  if [ -z "$OWNBN" ]; then
-    status FAIL "ours bf16 with GB_CUDA_BN=own: exit 0 but no images_per_sec (ours_bf16_ownbn.json)"
-  else
-    status PASS "ours bf16 with GB_CUDA_BN=own: $OWNBN img/s (cuDNN's batch norm: ${OURS[bf16]:-?}), BN cuDNN/own $(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.own)"
-  fi
-else
-  rc=$?
-  tail -5 "$LOG/ours_bf16_ownbn.err"
-  failed "$rc" "ours bf16 with GB_CUDA_BN=own" ours_bf16_ownbn.err
+if want ownbn && variant_run bf16_ownbn bf16 GB_CUDA_BN=own 150 120; then
+  status PASS "ours bf16 with GB_CUDA_BN=own: $VARIANT_IPS img/s (cuDNN's batch norm: ${OURS[bf16]:-?}), BN cuDNN/own $(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.own)"
 fi
 
 section "gpubench fp32 with FFT and Winograd allowed"
@@ -477,14 +488,7 @@ section "gpubench fp32 with FFT and Winograd allowed"
 # Winograd in (still FMA math, as PyTorch's fp32 with TF32 off): its speed,
 # and the op and whole-step tests' fp32 lines under it (their bounds: fp32
 # ops 1e-5, steps 2e-4), to tell whether it can be the default
-if ! want fp32any; then :
-elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
-  status SKIPPED "ours fp32/any algorithm: gb_cuda_bench not built"
-elif [ "$(left)" -lt 120 ]; then
-  status SKIPPED "ours fp32/any algorithm: out of time"
-elif GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 100 30)" "$BUILD/gb_cuda_bench" --precision fp32 --batch "$BATCH" \
-       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_fp32_any.json" 2>"$LOG/ours_fp32_any.err"; then
-  ANY_IPS=$(json_field "$LOG/ours_fp32_any.json" images_per_sec)
+if want fp32any && variant_run fp32_any fp32 GB_CUDA_FP32_ALGOS=any 120 100; then
   ANY_ALGOS=$("$JSON_PY" -c 'import json,sys
 ls=[l for l in open(sys.argv[1]) if l.startswith("{")]
 c=json.loads(ls[-1])["details"]["convs"] if ls else []
@@ -497,20 +501,11 @@ print(" ".join("%s x%d"%kv for kv in sorted(n.items())))' "$LOG/ours_fp32_any.js
   if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/tests/cuda/test_cuda_step" ]; then
     for t in test_cuda_ops test_cuda_step; do
       GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 90 20)" "$BUILD/tests/cuda/$t" >"$LOG/${t}_fp32any.log" 2>&1
-      rc=$?
-      ACC="$ACC $t exit $rc;"
+      ACC="$ACC $t exit $?;"
     done
     ACC="$ACC $(grep -ho '^[a-z]*/fp32: [0-9]* losses median [^;]*; [0-9]* gradients median [0-9.e+-]* worst [0-9.e+-]*' "$LOG/test_cuda_step_fp32any.log" | tr '\n' ';')"
   fi
-  if [ -z "$ANY_IPS" ]; then
-    status FAIL "ours fp32 with GB_CUDA_FP32_ALGOS=any: exit 0 but no images_per_sec (ours_fp32_any.json)"
-  else
-    status PASS "ours fp32 with GB_CUDA_FP32_ALGOS=any: $ANY_IPS img/s (FMA implicit GEMM only: ${OURS[fp32]:-?}, torch eager fp32: ${TORCH_E[fp32]:-?}); algorithms: $ANY_ALGOS; accuracy under it:$ACC (logs test_cuda_*_fp32any.log)"
-  fi
-else
-  rc=$?
-  tail -5 "$LOG/ours_fp32_any.err"
-  failed "$rc" "ours fp32 with GB_CUDA_FP32_ALGOS=any" ours_fp32_any.err
+  status PASS "ours fp32 with GB_CUDA_FP32_ALGOS=any: $VARIANT_IPS img/s (FMA implicit GEMM only: ${OURS[fp32]:-?}, torch eager fp32: ${TORCH_E[fp32]:-?}); algorithms: $ANY_ALGOS; accuracy under it:$ACC (logs test_cuda_*_fp32any.log)"
 fi
 
 section "compute-sanitizer"
