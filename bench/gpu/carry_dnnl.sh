@@ -9,20 +9,14 @@
 # previous copy (or none), never a partial one that run.sh would take up.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/gpu/carry_lib.sh
+source bench/gpu/carry_lib.sh
 D=.gpu-deps/dnnl
 lib=$(ldconfig -p | awk '/libdnnl\.so\.2 /{if (!f) print $NF; f = 1}')  # reads it all: no SIGPIPE under pipefail
 [ -n "$lib" ] || { echo "carry_dnnl: no libdnnl.so.2 here (apt-get install libdnnl-dev)" >&2; exit 1; }
 [ -f /usr/include/oneapi/dnnl/dnnl.h ] ||
   { echo "carry_dnnl: no oneDNN headers in /usr/include/oneapi/dnnl (apt-get install libdnnl-dev)" >&2; exit 1; }
-mkdir -p .gpu-deps
-# a copy left half-made by a SIGKILL (no trap ran) would travel too: 2 x 39 MB
-# is over the device call's 64 MiB
-rm -rf .gpu-deps/dnnl.new.*
-NEW=$(mktemp -d .gpu-deps/dnnl.new.XXXXXX)
-trap 'rm -rf "$NEW"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-chmod 755 "$NEW"
+carry_begin dnnl
 mkdir -p "$NEW/include" "$NEW/lib"
 cp -r /usr/include/oneapi "$NEW/include/"
 cp /usr/include/dnnl*.h "$NEW/include/" 2>/dev/null || true
@@ -30,6 +24,5 @@ cp /usr/include/dnnl*.h "$NEW/include/" 2>/dev/null || true
 # may not travel)
 cp -L "$lib" "$NEW/lib/libdnnl.so.2"
 for dep in $(ldd "$lib" | awk '/libOpenCL/{print $3}'); do cp -L "$dep" "$NEW/lib/"; done
-rm -rf "$D"
-mv "$NEW" "$D"
+carry_commit dnnl
 du -sh "$D"

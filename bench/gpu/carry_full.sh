@@ -18,6 +18,8 @@
 # Knobs: ARCHS (90-real: GB_CUDA_ARCHS) BUILD_DIR (build-carry) JOBS (2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/gpu/carry_lib.sh
+source bench/gpu/carry_lib.sh
 ARCHS=${ARCHS:-90-real}
 BUILD=${BUILD_DIR:-build-carry}
 JOBS=${JOBS:-2}
@@ -41,14 +43,7 @@ if ldd "$EXE" "$SO" | grep -q 'not found'; then
   echo "carry_full: libraries missing here" >&2
   exit 1
 fi
-mkdir -p .gpu-deps
-# a copy left half-made by a SIGKILL (no trap ran) would travel too
-rm -rf .gpu-deps/full.new.*
-NEW=$(mktemp -d .gpu-deps/full.new.XXXXXX)
-trap 'rm -rf "$NEW"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-chmod 755 "$NEW"
+carry_begin full
 mkdir -p "$NEW/bin" "$NEW/lib"
 cp "$EXE" "$NEW/bin/gpubench"
 cp "$SO" "$NEW/lib/libgpubench_cuda.so"
@@ -71,8 +66,7 @@ done
   # shellcheck disable=SC2012 # sonames: no odd characters
   echo "lib $(cd "$NEW/lib" && ls | tr '\n' ' ')"
 } >"$NEW/BUILD_INFO"
-rm -rf "$D"
-mv "$NEW" "$D"
+carry_commit full
 cat "$D/BUILD_INFO"
 # du counts a folder once: the total apart
 du -sh "$D"
