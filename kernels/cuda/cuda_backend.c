@@ -111,6 +111,9 @@ static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int re
         snprintf(err, errlen, "replica %d given comm member %d", replica, comm->local_rank);
         goto fail;
     }
+    /* the settings first: a wrong one is said before any GPU is touched */
+    int stem_c = gb_plan_stem_c(cfg->precision, getenv("GB_CUDA_STEM_C"), err, errlen);
+    if (stem_c < 0) goto fail;
     int n = device_count(err, errlen);
     if (n < 0) goto fail;
     if (replica < 0 || replica >= n) {
@@ -118,7 +121,7 @@ static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int re
         goto fail;
     }
     size_t esize = (cfg->precision == GB_PREC_FP16 || cfg->precision == GB_PREC_BF16) ? 2 : 4;
-    p = gb_plan_new(m, cfg->batch, esize, err, errlen);
+    p = gb_plan_new(m, cfg->batch, esize, stem_c, err, errlen);
     if (!p) goto fail;
     ex = gb_cuda_exec_new(p, cfg, replica, err, errlen);
     if (!ex) goto fail;

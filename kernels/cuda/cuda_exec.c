@@ -598,7 +598,7 @@ static int cx_load_batch(gb_exec_t *ex, const float *images, const int32_t *labe
         CK_CUDA(gb_k_synth(X->stream, X->img, X->labels, p->n, h, w, p->m->cfg.n_classes, seed));
     }
     CK_CUDA(gb_k_image_to_nhwc(X->stream, X->dt, X->img, gb_exec_act(ex, p->x0), p->n, h, w,
-                               GB_PLAN_STEM_C));
+                               p->stem_c));
     CK_CUDA(cudaStreamSynchronize(X->stream));
     return 0;
 fail:
@@ -742,8 +742,8 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
         own += X->bns[i].own;
     jputf(&j, "{\"device\":");
     jstr(&j, X->device_name);
-    jputf(&j, ",\"precision\":\"%s\",\"cuda_graph\":%s,\"cuda_graph_note\":", prec_name(X->prec),
-          X->graph_used ? "true" : "false");
+    jputf(&j, ",\"precision\":\"%s\",\"stem_channels\":%d,\"cuda_graph\":%s,\"cuda_graph_note\":",
+          prec_name(X->prec), p->stem_c, X->graph_used ? "true" : "false");
     jstr(&j, X->graph_note);
     jputf(&j, ",\"workspace_bytes\":%zu,\"allocated_bytes\":%zu,\"device_used_peak_bytes\":%zu",
           X->ws_bytes, X->bytes_peak, X->dev_used_peak);

@@ -58,7 +58,16 @@ static int add_bn(gb_plan_t *p, const gb_bn_t *g, const char *name, int x, int y
     return p->n_bns++;
 }
 
-gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size_t errlen) {
+int gb_plan_stem_c(gb_precision_t prec, const char *env, char *err, size_t errlen) {
+    if (!env) return prec == GB_PREC_BF16 ? 8 : GB_PLAN_STEM_C;
+    if (strcmp(env, "4") == 0) return 4;
+    if (strcmp(env, "8") == 0) return 8;
+    snprintf(err, errlen, "GB_CUDA_STEM_C=%s: 4 or 8 (unset: 8 for bf16, 4 otherwise)", env);
+    return -1;
+}
+
+gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, int stem_c, char *err,
+                       size_t errlen) {
     if (!m->cfg.bn) {
         snprintf(err, errlen,
                  "the CUDA backend needs batch norm: the no-BN variant (bn = 0) runs on the CPU "
@@ -73,6 +82,10 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
         snprintf(err, errlen, "activation element size %zu (2, 4 or 8)", esize);
         return NULL;
     }
+    if (stem_c != 4 && stem_c != 8) {
+        snprintf(err, errlen, "stem channels %d (4 or 8)", stem_c);
+        return NULL;
+    }
     gb_plan_t *p = calloc(1, sizeof(*p));
     int cap = 8 + 9 * m->n_blocks;
     if (p) p->acts = calloc((size_t)cap, sizeof(*p->acts));
@@ -85,13 +98,14 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
     p->m = m;
     p->n = n;
     p->esize = esize;
+    p->stem_c = stem_c;
 
     /* activations and layers, in forward order */
-    p->x0 = add_act(p, cap, m->cfg.image_h, m->cfg.image_w, GB_PLAN_STEM_C);
+    p->x0 = add_act(p, cap, m->cfg.image_h, m->cfg.image_w, p->stem_c);
     p->c0 = add_act(p, cap, m->stem.oh, m->stem.ow, m->stem.k);
     p->a0 = add_act(p, cap, m->stem.oh, m->stem.ow, m->stem.k);
     p->p0 = add_act(p, cap, m->pool_oh, m->pool_ow, m->stem.k);
-    p->stem_conv = add_conv(p, &m->stem, "conv1", p->x0, p->c0, GB_PLAN_STEM_C, 0);
+    p->stem_conv = add_conv(p, &m->stem, "conv1", p->x0, p->c0, p->stem_c, 0);
     p->stem_bn = add_bn(p, &m->stem_bn, "bn1", p->c0, p->a0, -1, 1);
     int x = p->p0;
     char nm[GB_NAME_LEN]; /* prefix (< 16) + ".downsample.0" always fits */
@@ -179,7 +193,7 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size
         pp->off = off;
         if (ti->role == GB_ROLE_CONV_W) {
             pp->layout = GB_PLAN_KRSC;
-            pp->c_int = (t == m->stem.w) ? GB_PLAN_STEM_C : ti->shape[1];
+            pp->c_int = (t == m->stem.w) ? p->stem_c : ti->shape[1];
             off += align_up((size_t)ti->shape[0] * ti->shape[2] * ti->shape[3] * pp->c_int,
                             GB_PLAN_ALIGN);
         } else {

@@ -6,7 +6,8 @@
  * sized to the largest activation, the convolutions and batch norms with the
  * activations they read and write, and the internal parameter layout:
  *
- *   group A: conv weights as KRSC (the stem's C padded from 3 to 4 with zeros)
+ *   group A: conv weights as KRSC (the stem's C padded from 3 to stem_c, 4 or
+ *            8, with zeros)
  *            and fc.weight (classes, features): the compute dtype's tensors;
  *   group B: BN gamma and beta, fc.bias: always fp32.
  *
@@ -19,13 +20,14 @@
 #ifndef GB_CUDA_PLAN_H
 #define GB_CUDA_PLAN_H
 
+#include "engine.h"
 #include "model.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define GB_PLAN_ALIGN     64 /* elements: 128 B of fp16, 256 B of fp32 */
-#define GB_PLAN_STEM_C    4  /* stem input channels as stored (3 + one zero) */
+#define GB_PLAN_STEM_C    4  /* stem input channels as stored by default (3 + one zero) */
 #define GB_PLAN_NGRAD     5  /* gradient scratch buffers */
 #define GB_PLAN_MAX_CONVS (1 + 4 * GB_MAX_BLOCKS)
 #define GB_PLAN_MAX_BNS   (1 + 4 * GB_MAX_BLOCKS)
@@ -38,7 +40,7 @@ typedef struct gb_plan_act {
 
 typedef struct gb_plan_conv {
     gb_conv_t g;            /* model geometry (g.c is the model's input channel count) */
-    int c_int;              /* input channels as stored: GB_PLAN_STEM_C for the stem */
+    int c_int;              /* input channels as stored: the plan's stem_c for the stem */
     int tensor;             /* model tensor index of the weight */
     size_t w_off;           /* elements into group A */
     size_t w_numel;         /* k * kh * kw * c_int */
@@ -88,6 +90,7 @@ typedef struct gb_plan {
     gb_plan_block_t blocks[GB_MAX_BLOCKS];
     int n_blocks;
     int stem_conv, stem_bn;
+    int stem_c;                     /* the image's channels as stored: 3 + zeros, 4 or 8 */
     size_t grad_numel;              /* elements of each gradient scratch buffer */
     size_t grad_off[GB_PLAN_NGRAD]; /* bytes into the arena */
     size_t arena_bytes;
@@ -99,11 +102,19 @@ typedef struct gb_plan {
     int max_bn_c;
 } gb_plan_t;
 
-/* Build the plan for batch n and activation element size esize (2, 4 or 8).
+/* Build the plan for batch n and activation element size esize (2, 4 or 8),
+ * the image stored with stem_c channels (4 or 8: 3 and zeros).
  * NULL with a reason in err when the model cannot be run (no BN, batch < 1,
  * a batch norm over a single value per channel as torch refuses too, an
  * activation of 2^31 elements or more, which cuDNN cannot describe). */
-gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, char *err, size_t errlen);
+gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, int stem_c, char *err,
+                       size_t errlen);
+
+/* The stem's stored channel count for a precision: `env` (GB_CUDA_STEM_C's
+ * value, NULL when unset) "4" or "8" when given; else 8 for bf16, whose
+ * cuDNN kernels for 4 channels were 4x slower than fp16's on an H200, and 4
+ * otherwise. -1 with a reason in err for any other value. */
+int gb_plan_stem_c(gb_precision_t prec, const char *env, char *err, size_t errlen);
 void gb_plan_destroy(gb_plan_t **self_p);
 
 /* Byte offset of group B inside a gradient slab whose group A elements are

@@ -509,7 +509,10 @@ static int tw_create(const gb_model_t *m, const gb_train_config_t *cfg, int repl
         snprintf(err, errlen, "host twin: fp32 semantics only");
         return -1;
     }
-    gb_plan_t *p = gb_plan_new(m, cfg->batch, sizeof(double), err, errlen);
+    /* GB_CUDA_STEM_C as the backend reads it (fp32 here: 4 unless set) */
+    int stem_c = gb_plan_stem_c(cfg->precision, getenv("GB_CUDA_STEM_C"), err, errlen);
+    if (stem_c < 0) return -1;
+    gb_plan_t *p = gb_plan_new(m, cfg->batch, sizeof(double), stem_c, err, errlen);
     if (!p) return -1;
     gb_exec_t *ex = gb_host_exec_new(p, cfg, err, errlen);
     if (!ex) {

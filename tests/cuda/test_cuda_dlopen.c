@@ -1,12 +1,15 @@
 /* test_cuda_dlopen.c - libgpubench_cuda.so loads with dlopen wherever the
  * CUDA libraries are installed, exports only gb_cuda_backend_ops, and on a
  * machine without a driver or GPU every entry point fails with "no CUDA
- * driver/GPU" instead of crashing; with a GPU, probe names it. */
+ * driver/GPU" instead of crashing; with a GPU, probe names it. A wrong
+ * GB_CUDA_STEM_C is refused by create on either. */
+#define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "engine.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
@@ -63,6 +66,25 @@ int main(int argc, char **argv) {
     } else {
         CHECK(info.device_count >= 1 && info.device_model[0]);
         printf("GPU: %s x%d, versions %s\n", info.device_model, info.device_count, info.versions);
+    }
+    /* a wrong GB_CUDA_STEM_C is refused before any GPU is touched, GPU or not */
+    {
+        gb_model_config_t mc;
+        gb_model_config_resnet50(&mc, 64);
+        gb_model_t *m = gb_model_new(&mc, err, sizeof(err));
+        CHECK(m);
+        gb_train_config_t cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.precision = GB_PREC_BF16;
+        cfg.model = mc;
+        cfg.batch = 2;
+        setenv("GB_CUDA_STEM_C", "5", 1);
+        void *st = (void *)1;
+        err[0] = 0;
+        CHECK(ops->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 && st == NULL);
+        CHECKF(strstr(err, "GB_CUDA_STEM_C=5: 4 or 8"), "create said: %s", err);
+        unsetenv("GB_CUDA_STEM_C");
+        gb_model_destroy(&m);
     }
     dlclose(h);
     return 0;

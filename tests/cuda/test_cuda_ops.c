@@ -168,8 +168,11 @@ static void run(gb_precision_t prec, const char *bn_impl) {
     char err[GB_ERR_LEN];
     pair_t P = {.prec = prec, .tol = gb_op_tol(prec), .tag = bn_impl};
     size_t es = (prec == GB_PREC_FP16 || prec == GB_PREC_BF16) ? 2 : 4;
-    P.pc = gb_plan_new(m, cfg.batch, es, err, sizeof(err));
-    P.ph = gb_plan_new(m, cfg.batch, 8, err, sizeof(err));
+    /* the stem's channels as the backend takes them (8 for bf16, 4 otherwise) */
+    int stem_c = gb_plan_stem_c(prec, getenv("GB_CUDA_STEM_C"), err, sizeof(err));
+    CHECKF(stem_c > 0, "%s", err);
+    P.pc = gb_plan_new(m, cfg.batch, es, stem_c, err, sizeof(err));
+    P.ph = gb_plan_new(m, cfg.batch, 8, stem_c, err, sizeof(err));
     CHECK(P.pc && P.ph);
     P.cu = gb_cuda_exec_new(P.pc, &cfg, 0, err, sizeof(err));
     CHECKF(P.cu, "%s", err);

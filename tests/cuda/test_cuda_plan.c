@@ -1,6 +1,6 @@
 /* test_cuda_plan.c - the CUDA backend's memory plan and layout conversions:
  * ResNet-50 shapes, disjoint aligned arena regions, parameter groups, OIHW
- * <-> KRSC, refusal of what cannot run. */
+ * <-> KRSC (the stem in 4 and in 8 channels), refusal of what cannot run. */
 #include "check.h"
 #include "plan.h"
 
@@ -20,7 +20,7 @@ static gb_model_t *resnet50(int image) {
 static void test_resnet50_plan(void) {
     gb_model_t *m = resnet50(224);
     char err[256];
-    gb_plan_t *p = gb_plan_new(m, 256, 2, err, sizeof(err));
+    gb_plan_t *p = gb_plan_new(m, 256, 2, GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p, "%s", err);
     CHECK(p->n_convs == 53 && p->n_bns == 53 && p->n_blocks == 16);
     CHECK(p->acts[p->x0].c == GB_PLAN_STEM_C && p->acts[p->x0].h == 224);
@@ -107,7 +107,7 @@ static void test_resnet50_sizes(void) {
     CHECKF(per_image > 20000000 && per_image < 23000000, "%zu per image", per_image);
     for (size_t es = 2; es <= 4; es += 2) {
         char err[256];
-        gb_plan_t *p = gb_plan_new(m, (int)N, es, err, sizeof(err));
+        gb_plan_t *p = gb_plan_new(m, (int)N, es, GB_PLAN_STEM_C, err, sizeof(err));
         CHECKF(p, "%s", err);
         size_t need = (N * per_image + 5 * N * largest) * es;
         size_t slack = (size_t)(p->n_acts + GB_PLAN_NGRAD) * 256;
@@ -138,51 +138,84 @@ static void test_layouts(void) {
     gb_krsc_to_oihw(krsc, 2, 3, 2, 2, 4, back, 0.5f);
     CHECK(back[21] == 11.0f);
 
-    /* whole slabs round trip bit-exactly; padding is zero */
+    /* whole slabs round trip bit-exactly; padding is zero; with the stem
+     * stored in 4 channels and in 8 (bf16's default) */
     gb_model_t *m = resnet50(64);
     char err[256];
-    gb_plan_t *p = gb_plan_new(m, 2, 4, err, sizeof(err));
-    CHECKF(p, "%s", err);
-    float *canon = malloc(m->n_params * 4), *canon2 = malloc(m->n_params * 4);
-    float *in = malloc((p->n_a + p->n_b) * 4);
-    CHECK(canon && canon2 && in);
-    for (size_t i = 0; i < m->n_params; i++)
-        canon[i] = (float)i * 0.5f + 1.0f;
-    gb_plan_params_to_internal(p, canon, in);
-    gb_plan_params_from_internal(p, in, canon2, 1.0f);
-    CHECK(memcmp(canon, canon2, m->n_params * 4) == 0);
-    size_t nonzero = 0;
-    for (size_t i = 0; i < p->n_a + p->n_b; i++)
-        nonzero += in[i] != 0.0f;
-    CHECK(nonzero == m->n_params); /* every value lands once, padding stays 0 */
-    /* fc weight keeps its canonical layout */
-    const gb_tensor_info_t *fw = &m->tensors[m->fc_w];
-    CHECK(in[p->fc_w_off + 5] == canon[fw->offset + 5]);
-    free(canon);
-    free(canon2);
-    free(in);
-    gb_plan_destroy(&p);
+    for (int stem_c = 4; stem_c <= 8; stem_c += 4) {
+        gb_plan_t *p = gb_plan_new(m, 2, 4, stem_c, err, sizeof(err));
+        CHECKF(p, "%s", err);
+        const gb_plan_conv_t *sc = &p->convs[p->stem_conv];
+        CHECK(p->stem_c == stem_c && p->acts[p->x0].c == stem_c && sc->c_int == stem_c);
+        CHECK(sc->w_numel == (size_t)64 * 7 * 7 * stem_c);
+        CHECK(p->params[m->stem.w].c_int == stem_c);
+        float *canon = malloc(m->n_params * 4), *canon2 = malloc(m->n_params * 4);
+        float *in = malloc((p->n_a + p->n_b) * 4);
+        CHECK(canon && canon2 && in);
+        for (size_t i = 0; i < m->n_params; i++)
+            canon[i] = (float)i * 0.5f + 1.0f;
+        gb_plan_params_to_internal(p, canon, in);
+        gb_plan_params_from_internal(p, in, canon2, 1.0f);
+        CHECK(memcmp(canon, canon2, m->n_params * 4) == 0);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < p->n_a + p->n_b; i++)
+            nonzero += in[i] != 0.0f;
+        CHECK(nonzero == m->n_params); /* every value lands once, padding stays 0 */
+        /* fc weight keeps its canonical layout */
+        const gb_tensor_info_t *fw = &m->tensors[m->fc_w];
+        CHECK(in[p->fc_w_off + 5] == canon[fw->offset + 5]);
+        /* the stem's weight (k 0, r 0, s 0): channels 0..2 as given, the rest 0 */
+        const gb_tensor_info_t *sw = &m->tensors[m->stem.w];
+        for (int c = 0; c < stem_c; c++)
+            CHECK(in[sc->w_off + c] == (c < 3 ? canon[sw->offset + (size_t)c * 49] : 0.0f));
+        free(canon);
+        free(canon2);
+        free(in);
+        gb_plan_destroy(&p);
+    }
+    gb_model_destroy(&m);
+}
+
+/* GB_CUDA_STEM_C: 8 for bf16 unless set, 4 otherwise; any other value refused */
+static void test_stem_c(void) {
+    char err[256] = "";
+    CHECK(gb_plan_stem_c(GB_PREC_BF16, NULL, err, sizeof(err)) == 8);
+    CHECK(gb_plan_stem_c(GB_PREC_FP16, NULL, err, sizeof(err)) == 4);
+    CHECK(gb_plan_stem_c(GB_PREC_TF32, NULL, err, sizeof(err)) == 4);
+    CHECK(gb_plan_stem_c(GB_PREC_FP32, NULL, err, sizeof(err)) == 4);
+    CHECK(gb_plan_stem_c(GB_PREC_BF16, "4", err, sizeof(err)) == 4);
+    CHECK(gb_plan_stem_c(GB_PREC_FP16, "8", err, sizeof(err)) == 8);
+    const char *bad[] = {"3", "16", "", "8 ", "08", "four"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        CHECKF(gb_plan_stem_c(GB_PREC_BF16, bad[i], err, sizeof(err)) == -1 &&
+                   strstr(err, "GB_CUDA_STEM_C=") && strstr(err, "4 or 8"),
+               "'%s': %s", bad[i], err);
+    }
+    gb_model_t *m = resnet50(64);
+    CHECK(gb_plan_new(m, 2, 4, 3, err, sizeof(err)) == NULL && strstr(err, "stem channels 3"));
+    CHECK(gb_plan_new(m, 2, 4, 16, err, sizeof(err)) == NULL && strstr(err, "4 or 8"));
     gb_model_destroy(&m);
 }
 
 static void test_refusals(void) {
     char err[256];
     gb_model_t *m = resnet50(32); /* layer4 is 1x1 at 32 */
-    gb_plan_t *p = gb_plan_new(m, 1, 4, err, sizeof(err));
+    gb_plan_t *p = gb_plan_new(m, 1, 4, GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p == NULL && strstr(err, "at least 2"), "%s", err);
-    p = gb_plan_new(m, 2, 4, err, sizeof(err));
+    p = gb_plan_new(m, 2, 4, GB_PLAN_STEM_C, err, sizeof(err));
     CHECK(p);
     gb_plan_destroy(&p);
-    CHECK(gb_plan_new(m, 0, 4, err, sizeof(err)) == NULL && strstr(err, "batch"));
-    CHECK(gb_plan_new(m, 2, 3, err, sizeof(err)) == NULL);
+    CHECK(gb_plan_new(m, 0, 4, GB_PLAN_STEM_C, err, sizeof(err)) == NULL && strstr(err, "batch"));
+    CHECK(gb_plan_new(m, 2, 3, GB_PLAN_STEM_C, err, sizeof(err)) == NULL);
     gb_model_destroy(&m);
     /* the stem's output of ResNet-50 at 224 is 802816 values per image:
      * batch 2674 stays under 2^31 elements, 2675 does not */
     m = resnet50(224);
-    p = gb_plan_new(m, 2674, 2, err, sizeof(err));
+    p = gb_plan_new(m, 2674, 2, GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p, "%s", err);
     gb_plan_destroy(&p);
-    p = gb_plan_new(m, 2675, 2, err, sizeof(err));
+    p = gb_plan_new(m, 2675, 2, GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p == NULL && strstr(err, "2^31"), "%s", p ? "accepted" : err);
     gb_model_destroy(&m);
     gb_model_config_t mc;
@@ -190,7 +223,8 @@ static void test_refusals(void) {
     mc.bn = 0;
     m = gb_model_new(&mc, err, sizeof(err));
     CHECK(m);
-    CHECK(gb_plan_new(m, 2, 4, err, sizeof(err)) == NULL && strstr(err, "batch norm"));
+    CHECK(gb_plan_new(m, 2, 4, GB_PLAN_STEM_C, err, sizeof(err)) == NULL &&
+          strstr(err, "batch norm"));
     gb_model_destroy(&m);
 }
 
@@ -199,5 +233,6 @@ int main(void) {
     test_resnet50_sizes();
     test_layouts();
     test_refusals();
+    test_stem_c();
     return 0;
 }

@@ -82,7 +82,7 @@ static void run(int begin_fails, int peers, int steps) {
     cfg.devices = 1;
     cfg.lr = 0.1f;
     cfg.momentum = 0.9f;
-    gb_plan_t *p = gb_plan_new(m, 2, sizeof(double), err, sizeof(err));
+    gb_plan_t *p = gb_plan_new(m, 2, sizeof(double), GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p, "%s", err);
     gb_exec_t *ex = gb_host_exec_new(p, &cfg, err, sizeof(err));
     CHECKF(ex, "%s", err);
