@@ -211,9 +211,12 @@ static void draw(const Gb__SweepStatus *s, int final) {
     funlockfile(stderr);
 }
 
-int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
-             uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop) {
-    int tty = progress > 0 || (progress == 0 && isatty(2));
+int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
+             const cli_wait_opts_t *o) {
+    const char *cmd = o->cmd;
+    const int timeout_s = o->timeout_s, interval_ms = o->interval_ms;
+    atomic_int *stop = o->stop;
+    int tty = o->progress > 0 || (o->progress == 0 && isatty(2));
     int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
     int warned = 0, refused = 0, heard = 0;
     /* the progress last drawn (its numbers only), drawn again under a
@@ -225,7 +228,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
             gb_log_end_partial_line();
             /* run says it with what it did then ("interrupted: sweep N
              * cancelled (...)"): one line, not that and this one */
-            if (strcmp(cmd, "run") != 0) fprintf(stderr, "gpubench %s: interrupted\n", cmd);
+            if (o->say_interrupted) fprintf(stderr, "gpubench %s: interrupted\n", cmd);
             return 1;
         }
         Gb__StatusRequest rq = GB__STATUS_REQUEST__INIT;
@@ -300,7 +303,7 @@ int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curv
                 /* wait says where the failures' reasons are (run prints
                  * them in its table next) */
                 char why[160] = "";
-                if (!ok && s->failed && strcmp(cmd, "wait") == 0)
+                if (!ok && s->failed && o->say_where_errors)
                     gb_fmt(why, sizeof why,
                            "; each job's error: gpubench results --sweep %" PRIu64
                            " on the coordinator's store",

@@ -59,14 +59,27 @@ int cli_submit(const char *cmd, const char *control, const gb_curve_client_t *cu
 int cli_submit_made(const char *control, const gb_curve_client_t *curve, const char *spec,
                     const char *request_id, uint64_t *sweep_id, char *err, size_t errlen);
 
-/* Block until the sweep ends; a progress line on stderr when it is a
- * terminal (or always with progress > 0). Rides out coordinator restarts.
- * Messages start "gpubench CMD:". Returns the exit status: 0 all done, 1
- * some failed or were cancelled or the wait timed out (timeout_s > 0) or
- * was stopped ("interrupted" said, but for cmd "run", which says what the
- * stop made it do), 2 no such sweep. */
-int cli_wait(const char *cmd, const char *control, const gb_curve_client_t *curve,
-             uint64_t sweep_id, int timeout_s, int interval_ms, int progress, atomic_int *stop);
+/* How cli_wait waits and what it says. */
+typedef struct cli_wait_opts {
+    const char *cmd;  /* its messages start "gpubench CMD:" */
+    int timeout_s;    /* > 0: give up after that many seconds (exit 1) */
+    int interval_ms;  /* between status requests */
+    int progress;     /* > 0 always draw the progress line, < 0 never, 0 on a terminal */
+    atomic_int *stop; /* NULL, or set by a signal: stop waiting */
+    /* say "interrupted" when stopped (0 where the caller says what the stop
+     * made it do, as run does) */
+    int say_interrupted;
+    /* a failed sweep's line names where each job's error is (0 where the
+     * caller prints them next, as run's table does) */
+    int say_where_errors;
+} cli_wait_opts_t;
+
+/* Block until the sweep ends; a progress line on stderr as o->progress
+ * says. Rides out coordinator restarts. Returns the exit status: 0 all
+ * done, 1 some failed or were cancelled or the wait timed out or was
+ * stopped, 2 no such sweep. */
+int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep_id,
+             const cli_wait_opts_t *o);
 
 /* Cancel a sweep's queued jobs and stop its running ones (job_id 0), or
  * one job of it. reason (NULL or "": "cancelled by request"; one line, at

@@ -141,6 +141,9 @@ enum stop_why {
 };
 
 static int stop_sweep(const char *control, uint64_t sweep, enum stop_why reason, long timeout_s) {
+    /* the cancelled sweep's end: at most 30 s, no progress drawn */
+    const cli_wait_opts_t after_cancel = {
+        .cmd = "run", .timeout_s = 30, .interval_ms = 100, .progress = -1};
     char err[512], why[128];
     uint32_t queued = 0, running = 0;
     int interrupted = reason == STOP_INTERRUPTED;
@@ -184,13 +187,13 @@ static int stop_sweep(const char *control, uint64_t sweep, enum stop_why reason,
     }
     if (queued + running == 0) { /* a try whose reply was lost did it */
         fprintf(stderr, "gpubench run: %s: sweep %" PRIu64 " cancelled\n", word, sweep);
-        cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
+        cli_wait(control, NULL, sweep, &after_cancel);
         return 0;
     }
     fprintf(stderr,
             "gpubench run: %s: sweep %" PRIu64 " cancelled (%u queued, %u running stopped)\n", word,
             sweep, queued, running);
-    cli_wait("run", control, NULL, sweep, 30, 100, -1, NULL);
+    cli_wait(control, NULL, sweep, &after_cancel);
     return 0;
 }
 
@@ -417,7 +420,11 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     fprintf(stderr, "gpubench run: sweep %" PRIu64 ": %u job(s); store %s\n", sweep, n, db);
-    rc = cli_wait("run", control, NULL, sweep, (int)timeout, 200, 0, &stop);
+    /* run says an interrupt itself, with what it did, and prints each
+     * job's error in its table */
+    cli_wait_opts_t wo = {
+        .cmd = "run", .timeout_s = (int)timeout, .interval_ms = 200, .stop = &stop};
+    rc = cli_wait(control, NULL, sweep, &wo);
     if (rc != 0 && stop_sweep(control, sweep,
                               atomic_load(&stop) ? STOP_INTERRUPTED
                               : timeout > 0      ? STOP_TIMED_OUT

@@ -68,8 +68,14 @@ int cmd_wait(int argc, char **argv) {
     if (k != 0) return k; /* 2: unusable keys, not a failed sweep */
     atomic_int stop = 0;
     cli_stop_on_signals(&stop);
-    int rc = cli_wait("wait", conn.control, conn.curve, (uint64_t)sweep, (int)timeout,
-                      (int)interval, progress, &stop);
+    cli_wait_opts_t wo = {.cmd = "wait",
+                          .timeout_s = (int)timeout,
+                          .interval_ms = (int)interval,
+                          .progress = progress,
+                          .stop = &stop,
+                          .say_interrupted = 1,
+                          .say_where_errors = 1};
+    int rc = cli_wait(conn.control, conn.curve, (uint64_t)sweep, &wo);
     /* a Ctrl-C: dies of it, so that a script waiting on sweeps stops too */
     return cli_end_by_signal(rc);
 }
