@@ -136,6 +136,13 @@ static void name_flags(char *err, size_t errlen, const from_flag_t *ff, int n) {
     }
 }
 
+/* A flag that sets one spec key. */
+typedef struct spec_flag {
+    int opt;
+    const char *key;
+    enum { SF_STRINGS, SF_NUMBERS, SF_ONE } how;
+} spec_flag_t;
+
 int cmd_submit(int argc, char **argv) {
     enum {
         O_SPEC = 256,
@@ -178,6 +185,24 @@ int cmd_submit(int argc, char **argv) {
                                          {"format", required_argument, 0, O_FORMAT},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    /* the flags that set a spec key: the key, and whether the value is a
+     * comma list of strings or of numbers, or one string as given (--name;
+     * --labels "k=v,k=v" is one label set) */
+    static const spec_flag_t spec_flags[] = {{O_KIND, "kind", SF_STRINGS},
+                                             {O_NAME, "name", SF_ONE},
+                                             {O_BACKEND, "backend", SF_STRINGS},
+                                             {O_PREC, "precision", SF_STRINGS},
+                                             {O_GPUS, "gpus", SF_NUMBERS},
+                                             {O_BATCH, "batch", SF_NUMBERS},
+                                             {O_STEPS, "steps", SF_NUMBERS},
+                                             {O_WARMUP, "warmup", SF_NUMBERS},
+                                             {O_IMAGE, "image_size", SF_NUMBERS},
+                                             {O_IC, "interconnect", SF_STRINGS},
+                                             {O_NODES, "nodes", SF_STRINGS},
+                                             {O_LABELS, "labels", SF_ONE},
+                                             {O_REPEAT, "repeat", SF_NUMBERS},
+                                             {O_TIMEOUT, "timeout_s", SF_NUMBERS},
+                                             {O_ATTEMPTS, "max_attempts", SF_NUMBERS}};
     const char *spec_file = NULL, *format = "text";
     cli_conn_t conn;
     cli_conn_init(&conn);
@@ -189,10 +214,13 @@ int cmd_submit(int argc, char **argv) {
     optind = 1;
     cli_once_t once = {0};
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        /* the options that set no spec key (a key set twice is said below,
+        /* a flag that sets a spec key, and how its value becomes the key's */
+        const spec_flag_t *sf = NULL;
+        for (size_t i = 0; i < sizeof spec_flags / sizeof spec_flags[0]; i++)
+            if (spec_flags[i].opt == opt) sf = &spec_flags[i];
+        /* every other option is given once (a key set twice is said below,
          * with --param named; --param itself is repeated for more keys) */
-        if ((opt == O_SPEC || opt == O_FORMAT || opt == CLI_OPT_CONTROL || opt == CLI_OPT_KEY ||
-             opt == CLI_OPT_SERVER_KEY) &&
+        if (!sf && opt != O_PARAM && opt != 'h' && opt != '?' &&
             cli_once(&once, "submit", opts, opt)) {
             rc = 2;
             goto out;
@@ -204,91 +232,24 @@ int cmd_submit(int argc, char **argv) {
             if (o->val == opt) flag = o->name;
         char shown[48]; /* "--timeout": the flag as typed, in a refusal */
         snprintf(shown, sizeof shown, "--%s", flag);
-        switch (opt) {
+        if (sf) {
+            key = sf->key;
+            if (sf->how == SF_ONE) /* one string, as given (a comma is its own) */
+                r = cJSON_GetObjectItemCaseSensitive(spec, key)          ? -2
+                    : cJSON_AddStringToObject(spec, key, optarg) != NULL ? 0
+                                                                         : -1;
+            else
+                r = add_list(spec, key, optarg, sf->how == SF_NUMBERS, shown);
+            flags++;
+        }
+        switch (sf ? 0 : opt) {
+        case 0:
+            break;
         case O_SPEC:
             spec_file = optarg;
             break;
         case O_FORMAT:
             format = optarg;
-            break;
-        case O_KIND:
-            key = "kind";
-            r = add_list(spec, key, optarg, 0, shown);
-            flags++;
-            break;
-        case O_NAME: /* one string, as given (a comma is the name's own) */
-            key = "name";
-            r = cJSON_GetObjectItemCaseSensitive(spec, key)             ? -2
-                : cJSON_AddStringToObject(spec, "name", optarg) != NULL ? 0
-                                                                        : -1;
-            flags++;
-            break;
-        case O_BACKEND:
-            key = "backend";
-            r = add_list(spec, key, optarg, 0, shown);
-            flags++;
-            break;
-        case O_PREC:
-            key = "precision";
-            r = add_list(spec, key, optarg, 0, shown);
-            flags++;
-            break;
-        case O_GPUS:
-            key = "gpus";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_BATCH:
-            key = "batch";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_STEPS:
-            key = "steps";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_WARMUP:
-            key = "warmup";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_IMAGE:
-            key = "image_size";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_IC:
-            key = "interconnect";
-            r = add_list(spec, key, optarg, 0, shown);
-            flags++;
-            break;
-        case O_NODES:
-            key = "nodes";
-            r = add_list(spec, key, optarg, 0, shown);
-            flags++;
-            break;
-        case O_LABELS: /* "k=v,k=v": one label set (the last one given won) */
-            key = "labels";
-            r = cJSON_GetObjectItemCaseSensitive(spec, key)               ? -2
-                : cJSON_AddStringToObject(spec, "labels", optarg) != NULL ? 0
-                                                                          : -1;
-            flags++;
-            break;
-        case O_REPEAT:
-            key = "repeat";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_TIMEOUT:
-            key = "timeout_s";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
-            break;
-        case O_ATTEMPTS:
-            key = "max_attempts";
-            r = add_list(spec, key, optarg, 1, shown);
-            flags++;
             break;
         case O_PARAM: {
             char *eq = strchr(optarg, '=');

@@ -351,6 +351,8 @@ agent|--name a --name b --state-dir $T/ag2|--name
 submit|--spec $T/s1.json --spec $T/s2.json|--spec
 submit|--kind sleep --format json --format text|--format
 submit|--kind sleep --key $T/k1 --key $T/k2|--key
+submit|--kind sleep --server-key $T/k1 --server-key $T/k2|--server-key
+submit|--kind sleep --control ipc://$T/c1 --control ipc://$T/c2|--control
 train|--steps 1 --steps 2|--steps
 worker|--job $T/j1 --job $T/j2 --out $T/o|--job
 EOF
