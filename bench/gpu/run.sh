@@ -9,7 +9,9 @@
 #      synthetic data on the device, per precision
 #   4. data parallelism: the same job through NCCL (--dp: a one-rank
 #      communicator on one GPU, every GPU with more), and the allreduce
-#      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU
+#      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU,
+#      then nccl-tests' own all_reduce_perf beside it when carried
+#      (bench/gpu/carry_nccltests.sh): busbw size by size, the ratio
 #   5. PyTorch eager (torchvision resnet50, channels_last), same batch,
 #      warm-up and steps, when PyTorch with CUDA is installed
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
@@ -141,6 +143,7 @@ write_results() {
     echo
     [ -n "${DP_NOTE:-}" ] && { echo "$DP_NOTE."; echo; }
     [ -n "${AR_NOTE:-}" ] && { echo "$AR_NOTE (busbw = algbw x 2(n-1)/n: 0 on one GPU)."; echo; }
+    [ -n "${NT_NOTE:-}" ] && [ -f "$LOG/nccl_tests_cmp.txt" ] && { echo "$NT_NOTE:"; echo; grep '^|' "$LOG/nccl_tests_cmp.txt"; echo; }
     echo "Sections:"
     echo
     for s in "${SUMMARY[@]}"; do echo "- $s"; done
@@ -417,6 +420,7 @@ fi
 # already ran that path) is worth less than the side-by-side figures
 section "data parallel through NCCL"
 DP_NOTE=
+AR_NOTE=
 if ! want dp; then :
 elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
   # the fp16 job once more with a communicator: on one GPU a one-rank one
@@ -447,6 +451,34 @@ elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
     rc=$?
     tail -5 "$LOG/allreduce.err"
     failed "$rc" "allreduce on $DPN GPU(s)" allreduce.err
+  fi
+  # nccl-tests' all_reduce_perf on the same GPUs, sizes, iterations and
+  # warm-up (carried in .gpu-deps/nccl-tests by bench/gpu/carry_nccltests.sh,
+  # or NCCL_TESTS naming one): in-place busbw size by size against the
+  # allreduce kind's (issue 5: within 5%; on one GPU busbw is 0 in both and
+  # this checks only that both ran)
+  NT=${NCCL_TESTS:-$ROOT/.gpu-deps/nccl-tests/all_reduce_perf}
+  if [ ! -x "$NT" ]; then
+    status SKIPPED "nccl-tests: no all_reduce_perf ($NT; bench/gpu/carry_nccltests.sh, or NCCL_TESTS=path)"
+  elif [ -z "$AR_NOTE" ]; then
+    status SKIPPED "nccl-tests: the allreduce kind did not run, nothing to compare with"
+  elif [ "$(left)" -lt 45 ]; then
+    status SKIPPED "nccl-tests: out of time"
+  elif timeout -k 10 "$(slot 120 30)" "$NT" -b 8 -e "$AR_MAX_BYTES" -f 2 -g "$DPN" -n 20 -w 5 -c 1 \
+         >"$LOG/nccl_tests.out" 2>&1; then
+    "$JSON_PY" bench/gpu/nccl_tests_cmp.py --nccl-tests "$LOG/nccl_tests.out" --ours "$LOG/allreduce.json" \
+      >"$LOG/nccl_tests_cmp.txt" 2>&1
+    rc=$?
+    NT_V=$(json_field "$LOG/nccl_tests_cmp.txt" verdict)
+    NT_NOTE="nccl-tests all_reduce_perf on $DPN GPU(s): verdict ${NT_V:-?}; peak busbw ours/theirs $(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.gpubench)/$(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.nccl_tests) GB/s, ratio $(json_field "$LOG/nccl_tests_cmp.txt" peak_ratio), median ratio at 64 MiB and more $(json_field "$LOG/nccl_tests_cmp.txt" large_median_ratio) (nccl_tests_cmp.txt)"
+    if [ "$rc" = 0 ] && [ "$NT_V" != below ]; then status PASS "$NT_NOTE"
+    elif [ "$rc" = 0 ]; then status FAIL "$NT_NOTE: more than 5% below nccl-tests"
+    elif [ "$rc" = 1 ]; then status FAIL "$NT_NOTE: nccl-tests found wrong values"
+    else tail -3 "$LOG/nccl_tests_cmp.txt"; status FAIL "nccl-tests: its output or ours could not be read (nccl_tests_cmp.txt)"; fi
+  else
+    rc=$?
+    tail -5 "$LOG/nccl_tests.out"
+    failed "$rc" "nccl-tests all_reduce_perf on $DPN GPU(s)" nccl_tests.out
   fi
 else
   status SKIPPED "data parallel: gb_cuda_bench not built"
