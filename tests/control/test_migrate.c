@@ -345,6 +345,10 @@ int main(int argc, char **argv) {
                "v_results gpu_model after the upgrade: %s", got);
         columns(db, "v_results", got, sizeof got);
         CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
+        /* 0019's v_models reads the upgraded v_results: job 3, the one
+         * ResNet-50 run, stored no images/s, so no row */
+        text(db, "SELECT count(*) FROM v_models", got, sizeof got);
+        CHECKF(strcmp(got, "0") == 0, "v_models after the upgrade: %s rows", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};
