@@ -1,0 +1,532 @@
+/* cmd_compare.c - `gpubench compare`: GPU models (or CPU models) side by
+ * side from the store's v_models view, as GPU buying guides show them: one
+ * row per model, per precision its median images/s over one-GPU ResNet-50
+ * runs, the runs behind it, and that figure over the baseline model's in
+ * the same precision and configuration.
+ *
+ * A configuration is (batch per GPU, image size): figures of different
+ * batches or image sizes are never put in one cell nor divided by each
+ * other; each configuration is its own group of rows, with its own
+ * baseline. Every configuration found is shown (--batch/--image-size pick
+ * one). A model is one row per backend (a CPU run names the CPU model). The
+ * median is the view's (window functions in SQL); the ratios are computed
+ * here. Read-only on the SQLite file, as `gpubench results`. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli_util.h"
+#include "commands.h"
+#include "gb_util.h"
+#include "output.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The precisions a spec takes, in the order compare shows them by default:
+ * half precision first, as the guides lead with mixed-precision figures. */
+static const char *const known_prec[] = {"fp16", "bf16", "tf32", "fp32"};
+enum { N_PREC = sizeof known_prec / sizeof known_prec[0] };
+
+typedef struct cmp_row {
+    char *model, *backend; /* NULL: the view's NULL */
+    int64_t batch, image;  /* batch_per_gpu, image_size */
+    int has_batch, has_image;
+    int has[N_PREC]; /* indexed as the shown precisions (sel[]) */
+    double ips[N_PREC];
+    int64_t runs[N_PREC];
+    int base; /* index of its group's baseline row, -1 none */
+} cmp_row_t;
+
+typedef struct cmp {
+    cmp_row_t *rows;
+    int n, cap;
+    int sel[N_PREC], nsel; /* shown precisions: indexes into known_prec */
+} cmp_t;
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: gpubench compare [--db FILE] [--baseline MODEL] [--precision LIST]\n"
+                 "                        [--batch N] [--image-size N] [--backend cpu|cuda]\n"
+                 "                        [--format F]\n"
+                 "  GPU models (CPU models for CPU runs) side by side, from the v_models view:\n"
+                 "  one row per model, and per precision the median images/s of its one-GPU,\n"
+                 "  one-node ResNet-50 runs (done, valid), how many runs, and that median over\n"
+                 "  the baseline model's in the same precision and configuration (rel).\n"
+                 "  Each configuration (batch per GPU, image size) is its own group with its\n"
+                 "  own baseline: figures of different batches or image sizes are never mixed.\n"
+                 "  Rows are sorted by the first precision's figure, fastest first. It reads the\n"
+                 "  SQLite file directly, as results does\n"
+                 "  --db FILE         the store (default " GB_DEFAULT_DB ")\n"
+                 "  --baseline MODEL  the model every figure is divided by: its exact gpu_model,\n"
+                 "                    or a part of it that names one model (any case: \"a100\");\n"
+                 "                    default the slowest model of each configuration in the\n"
+                 "                    first precision (every rel there is then 1 or more)\n"
+                 "  --precision LIST  fp16, bf16, tf32, fp32, comma-separated, in the order shown\n"
+                 "                    (default every one found, in that order)\n"
+                 "  --batch N         one batch per GPU (default every one, each its own group)\n"
+                 "  --image-size N    one image size (default every one, each its own group)\n"
+                 "  --backend B       cpu or cuda (default both)\n"
+                 "  --format F        table | csv | json (default table; a missing figure is\n"
+                 "                    '-', empty, null)\n"
+                 "  -h, --help        this help\n");
+}
+
+/* --precision: names into c->sel, in the order given. 2 (said) on an
+ * unknown or repeated one. */
+static int parse_precisions(cmp_t *c, const char *list) {
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < N_PREC; i++)
+            if (strlen(known_prec[i]) == len && strncmp(p, known_prec[i], len) == 0) k = i;
+        if (k < 0) {
+            char msg[160];
+            gb_fmt(msg, sizeof msg,
+                   "--precision: unknown precision '%.*s' (fp16, bf16, tf32, fp32)",
+                   (int)(len > 40 ? 40 : len), p);
+            return cli_usage_error("compare", msg);
+        }
+        for (int i = 0; i < c->nsel; i++)
+            if (c->sel[i] == k) {
+                char msg[96];
+                gb_fmt(msg, sizeof msg, "--precision: %s given twice", known_prec[k]);
+                return cli_usage_error("compare", msg);
+            }
+        c->sel[c->nsel++] = k;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}
+
+static int same_text(const char *a, const char *b) {
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* needle in hay, any case (ASCII). */
+static int contains_nocase(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (const char *h = hay; strlen(h) >= n; h++) {
+        size_t i = 0;
+        while (i < n && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+static char *dup_col(sqlite3_stmt *st, int col) {
+    const unsigned char *t = sqlite3_column_text(st, col);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+/* The row of this model, backend and configuration, made when new; NULL
+ * on out-of-memory. */
+static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
+    int has_batch = sqlite3_column_type(st, 3) != SQLITE_NULL;
+    int has_image = sqlite3_column_type(st, 4) != SQLITE_NULL;
+    int64_t batch = sqlite3_column_int64(st, 3), image = sqlite3_column_int64(st, 4);
+    const char *model = (const char *)sqlite3_column_text(st, 0);
+    const char *backend = (const char *)sqlite3_column_text(st, 1);
+    for (int i = 0; i < c->n; i++) {
+        cmp_row_t *r = &c->rows[i];
+        if (r->has_batch == has_batch && (!has_batch || r->batch == batch) &&
+            r->has_image == has_image && (!has_image || r->image == image) &&
+            same_text(r->model, model) && same_text(r->backend, backend))
+            return r;
+    }
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        cmp_row_t *rows = realloc(c->rows, (size_t)cap * sizeof *rows);
+        if (!rows) return NULL;
+        c->rows = rows;
+        c->cap = cap;
+    }
+    cmp_row_t *r = &c->rows[c->n];
+    memset(r, 0, sizeof *r);
+    r->model = dup_col(st, 0);
+    r->backend = dup_col(st, 1);
+    if ((model && !r->model) || (backend && !r->backend)) {
+        free(r->model);
+        free(r->backend);
+        return NULL;
+    }
+    r->has_batch = has_batch;
+    r->has_image = has_image;
+    r->batch = batch;
+    r->image = image;
+    r->base = -1;
+    c->n++;
+    return r;
+}
+
+/* Same configuration: NULL batch or image sizes are a configuration too. */
+static int cmp_config(const cmp_row_t *a, const cmp_row_t *b) {
+    if (a->has_batch != b->has_batch) return a->has_batch ? 1 : -1;
+    if (a->batch != b->batch) return a->batch < b->batch ? -1 : 1;
+    if (a->has_image != b->has_image) return a->has_image ? 1 : -1;
+    if (a->image != b->image) return a->image < b->image ? -1 : 1;
+    return 0;
+}
+
+static int g_nsel; /* for qsort's comparator, which takes no context: c->nsel */
+
+/* By configuration, then each precision's figure in turn, fastest first
+ * (a missing figure after every present one), then model and backend. */
+static int cmp_rows(const void *pa, const void *pb) {
+    const cmp_row_t *a = pa, *b = pb;
+    int k = cmp_config(a, b);
+    if (k) return k;
+    for (int p = 0; p < g_nsel; p++) {
+        if (a->has[p] != b->has[p]) return a->has[p] ? -1 : 1;
+        if (a->has[p] && a->ips[p] != b->ips[p]) return a->ips[p] > b->ips[p] ? -1 : 1;
+    }
+    k = strcmp(a->model ? a->model : "", b->model ? b->model : "");
+    return k ? k : strcmp(a->backend ? a->backend : "", b->backend ? b->backend : "");
+}
+
+/* --baseline: the one model name it means among the rows (exact, else a
+ * part of one name in any case). NULL (said, *rc set) when none or
+ * several. */
+static const char *find_baseline(const cmp_t *c, const char *want, const char *db, int *rc) {
+    for (int i = 0; i < c->n; i++)
+        if (c->rows[i].model && strcmp(c->rows[i].model, want) == 0) return c->rows[i].model;
+    const char *match[8];
+    int nmatch = 0;
+    for (int i = 0; i < c->n; i++) {
+        const char *m = c->rows[i].model;
+        if (!m || !contains_nocase(m, want)) continue;
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            if (same_text(c->rows[j].model, m)) seen = 1;
+        if (seen) continue;
+        if (nmatch < 8) match[nmatch] = m;
+        nmatch++;
+    }
+    if (nmatch == 1) return match[0];
+    *rc = 1;
+    if (nmatch == 0) {
+        fprintf(stderr,
+                "gpubench compare: --baseline '%s' names no model compared here (models:", want);
+        int k = 0;
+        for (int i = 0; i < c->n; i++) {
+            const char *m = c->rows[i].model;
+            int seen = 0;
+            for (int j = 0; j < i; j++)
+                if (same_text(c->rows[j].model, m)) seen = 1;
+            if (!m || seen) continue;
+            if (k++ == 10) {
+                fprintf(stderr, " ...");
+                break;
+            }
+            fprintf(stderr, "%s '%s'", k > 1 ? "," : "", m);
+        }
+        fprintf(stderr, ") in %s\n", db);
+        return NULL;
+    }
+    fprintf(stderr, "gpubench compare: --baseline '%s' is ambiguous: it matches %d models:", want,
+            nmatch);
+    for (int i = 0; i < nmatch && i < 8; i++)
+        fprintf(stderr, "%s '%s'", i ? "," : "", match[i]);
+    fprintf(stderr, "%s (give more of the name, or all of it)\n", nmatch > 8 ? ", ..." : "");
+    return NULL;
+}
+
+/* Each group's baseline row (rows sorted): the named model's row, or the
+ * slowest in the first precision with a figure in that group. -1 (said)
+ * when the named model is in a group on two backends. */
+static int pick_baselines(cmp_t *c, const char *model) {
+    for (int g = 0; g < c->n;) {
+        int end = g;
+        while (end < c->n && cmp_config(&c->rows[g], &c->rows[end]) == 0)
+            end++;
+        int base = -1;
+        if (model) {
+            for (int i = g; i < end; i++)
+                if (same_text(c->rows[i].model, model)) {
+                    if (base >= 0) {
+                        fprintf(stderr,
+                                "gpubench compare: --baseline '%s' was run on %s and on %s in one "
+                                "configuration: add --backend\n",
+                                model, c->rows[base].backend ? c->rows[base].backend : "?",
+                                c->rows[i].backend ? c->rows[i].backend : "?");
+                        return -1;
+                    }
+                    base = i;
+                }
+        } else {
+            for (int p = 0; p < c->nsel && base < 0; p++)
+                for (int i = g; i < end; i++)
+                    if (c->rows[i].has[p] && (base < 0 || c->rows[i].ips[p] < c->rows[base].ips[p]))
+                        base = i;
+        }
+        for (int i = g; i < end; i++)
+            c->rows[i].base = base;
+        g = end;
+    }
+    return 0;
+}
+
+static void print_config(FILE *out, const cmp_row_t *r) {
+    if (r->has_batch)
+        fprintf(out, "batch %lld", (long long)r->batch);
+    else
+        fprintf(out, "batch -");
+    if (r->has_image)
+        fprintf(out, ", image size %lld", (long long)r->image);
+    else
+        fprintf(out, ", image size -");
+}
+
+/* The table (or csv, json) of c's rows, sorted and with their baselines. */
+static int print_compare(const cmp_t *c, gb_format_t fmt) {
+    /* the table names backend, batch and image size only where they differ */
+    int show_backend = fmt != GB_FMT_TABLE, show_batch = show_backend, show_image = show_backend;
+    for (int i = 1; i < c->n; i++) {
+        const cmp_row_t *a = &c->rows[0], *b = &c->rows[i];
+        if (!same_text(a->backend, b->backend)) show_backend = 1;
+        if (a->has_batch != b->has_batch || a->batch != b->batch) show_batch = 1;
+        if (a->has_image != b->has_image || a->image != b->image) show_image = 1;
+    }
+    char names[4 + 3 * N_PREC + 1][32];
+    const char *np[4 + 3 * N_PREC + 1];
+    int nc = 0, c_backend = -1, c_batch = -1, c_image = -1, c_prec = 0, c_base = -1;
+    gb_fmt(names[nc++], 32, "gpu_model");
+    if (show_backend) gb_fmt(names[c_backend = nc++], 32, "backend");
+    if (show_batch) gb_fmt(names[c_batch = nc++], 32, "batch_per_gpu");
+    if (show_image) gb_fmt(names[c_image = nc++], 32, "image_size");
+    c_prec = nc;
+    for (int p = 0; p < c->nsel; p++) {
+        gb_fmt(names[nc++], 32, "%s_img_s", known_prec[c->sel[p]]);
+        gb_fmt(names[nc++], 32, "%s_runs", known_prec[c->sel[p]]);
+        gb_fmt(names[nc++], 32, "%s_rel", known_prec[c->sel[p]]);
+    }
+    if (fmt != GB_FMT_TABLE) gb_fmt(names[c_base = nc++], 32, "baseline");
+    for (int i = 0; i < nc; i++)
+        np[i] = names[i];
+    gb_table_t *t = gb_table_new(nc, np);
+    if (!t) return 1;
+    for (int i = 0; i < c->n; i++) {
+        const cmp_row_t *r = &c->rows[i];
+        const cmp_row_t *b = r->base >= 0 ? &c->rows[r->base] : NULL;
+        if (gb_table_row(t) != 0) {
+            gb_table_destroy(&t);
+            return 1;
+        }
+        gb_table_text(t, 0, r->model);
+        if (c_backend >= 0) gb_table_text(t, c_backend, r->backend);
+        if (c_batch >= 0 && r->has_batch) gb_table_int(t, c_batch, r->batch);
+        if (c_image >= 0 && r->has_image) gb_table_int(t, c_image, r->image);
+        for (int p = 0; p < c->nsel; p++) {
+            int col = c_prec + 3 * p;
+            if (!r->has[p]) continue; /* NULL: '-', empty, null */
+            gb_table_real(t, col, r->ips[p], 1);
+            gb_table_int(t, col + 1, r->runs[p]);
+            if (b && b->has[p] && b->ips[p] > 0)
+                gb_table_real(t, col + 2, r->ips[p] / b->ips[p], 2);
+        }
+        if (c_base >= 0) gb_table_text(t, c_base, b ? b->model : NULL);
+    }
+    gb_table_print(t, stdout, fmt);
+    gb_table_destroy(&t);
+    if (fmt != GB_FMT_TABLE) return 0;
+    /* under the table: what rel is over, per configuration */
+    int groups = 0;
+    for (int i = 0; i < c->n; i++)
+        groups += i == 0 || cmp_config(&c->rows[i - 1], &c->rows[i]) != 0;
+    printf("\n");
+    for (int i = 0; i < c->n; i++) {
+        const cmp_row_t *r = &c->rows[i];
+        if (i > 0 && cmp_config(&c->rows[i - 1], r) == 0) continue;
+        if (groups > 1) {
+            print_config(stdout, r);
+            printf(": ");
+        }
+        if (r->base >= 0)
+            printf("rel is over %s%s%s in the same precision\n",
+                   c->rows[r->base].model ? c->rows[r->base].model : "(no model)",
+                   show_backend ? " on " : "",
+                   show_backend && c->rows[r->base].backend ? c->rows[r->base].backend : "");
+        else
+            printf("no rel: the baseline model was not run in this configuration\n");
+    }
+    return 0;
+}
+
+static void free_rows(cmp_t *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->rows[i].model);
+        free(c->rows[i].backend);
+    }
+    free(c->rows);
+    c->rows = NULL;
+    c->n = c->cap = 0;
+}
+
+/* Fill c from v_models under the filters (NULL/0: any), one row per
+ * model, backend and configuration; without --precision (given_prec 0)
+ * the shown precisions are those found, in known_prec's order. 1 (said)
+ * on an error. */
+static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, long batch,
+                long image, int given_prec) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT gpu_model, backend, precision, batch_per_gpu, image_size, runs,"
+                           " median_images_per_sec FROM v_models"
+                           " WHERE (?1 IS NULL OR backend = ?1)"
+                           " AND (?2 IS NULL OR batch_per_gpu = ?2)"
+                           " AND (?3 IS NULL OR image_size = ?3)"
+                           " AND median_images_per_sec IS NOT NULL"
+                           " ORDER BY gpu_model, backend, batch_per_gpu, image_size",
+                           -1, &st, NULL) != SQLITE_OK) {
+        cli_store_not_ours("compare", db, path);
+        return 1;
+    }
+    if (backend) sqlite3_bind_text(st, 1, backend, -1, SQLITE_STATIC);
+    if (batch) sqlite3_bind_int64(st, 2, batch);
+    if (image) sqlite3_bind_int64(st, 3, image);
+    int step, found[N_PREC] = {0};
+    /* two passes: without --precision, the shown ones are those found */
+    for (int pass = given_prec ? 1 : 0; pass < 2; pass++) {
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *prec = (const char *)sqlite3_column_text(st, 2);
+            int k = -1, p = -1;
+            for (int i = 0; prec && i < N_PREC; i++)
+                if (strcmp(prec, known_prec[i]) == 0) k = i;
+            if (k < 0) continue; /* a precision this gpubench does not know */
+            if (pass == 0) {
+                found[k] = 1;
+                continue;
+            }
+            for (int i = 0; i < c->nsel; i++)
+                if (c->sel[i] == k) p = i;
+            if (p < 0) continue;
+            cmp_row_t *r = row_for(c, st);
+            if (!r) {
+                fprintf(stderr, "gpubench compare: out of memory\n");
+                sqlite3_finalize(st);
+                return 1;
+            }
+            r->has[p] = 1;
+            r->ips[p] = sqlite3_column_double(st, 6);
+            r->runs[p] = sqlite3_column_int64(st, 5);
+        }
+        if (step != SQLITE_DONE) {
+            fprintf(stderr, "gpubench compare: %s\n", sqlite3_errmsg(db));
+            sqlite3_finalize(st);
+            return 1;
+        }
+        if (pass == 0) {
+            for (int i = 0; i < N_PREC; i++)
+                if (found[i]) c->sel[c->nsel++] = i;
+            sqlite3_reset(st);
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* How many rows v_models has in all (-1 on an error). */
+static long long view_rows(sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    long long n = -1;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM v_models", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+int cmd_compare(int argc, char **argv) {
+    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"baseline", required_argument, 0, 'B'},
+                                         {"precision", required_argument, 0, 'p'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"image-size", required_argument, 0, 'i'},
+                                         {"backend", required_argument, 0, 'k'},
+                                         {"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *db_path = GB_DEFAULT_DB, *baseline = NULL, *backend = NULL;
+    gb_format_t fmt = GB_FMT_TABLE;
+    long batch = 0, image = 0;
+    cmp_t c = {0};
+    int opt, given_prec = 0;
+    optind = 1;
+    cli_once_t once = {0};
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (cli_once(&once, "compare", opts, opt)) return 2;
+        switch (opt) {
+        case 'd':
+            db_path = optarg;
+            break;
+        case 'B':
+            baseline = optarg;
+            break;
+        case 'p':
+            if (parse_precisions(&c, optarg)) return 2;
+            given_prec = 1;
+            break;
+        case 'b':
+            if (cli_long("compare", "--batch", optarg, 1, 65536, &batch)) return 2;
+            break;
+        case 'i':
+            if (cli_long("compare", "--image-size", optarg, 1, 4096, &image)) return 2;
+            break;
+        case 'k':
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return cli_usage_error("compare", "--backend is cpu or cuda");
+            backend = optarg;
+            break;
+        case 'f':
+            if (gb_format_parse(optarg, &fmt))
+                return cli_usage_error("compare", "--format is table, csv or json");
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default: /* getopt said which option */
+            return cli_bad_option("compare");
+        }
+    }
+    if (optind < argc) return cli_unexpected_arg("compare", argv[optind], NULL);
+    if (!db_path[0]) return cli_usage_error("compare", "--db needs a file name");
+    if (baseline && !baseline[0]) return cli_usage_error("compare", "--baseline needs a model");
+
+    sqlite3 *db = cli_store_open("compare", db_path);
+    if (!db) return 1;
+    int rc = load(&c, db, db_path, backend, batch, image, given_prec);
+    if (rc == 0 && c.n == 0) {
+        /* nothing to compare: said plainly; exit 0 as results with an
+         * empty store (csv: the header; json: []) */
+        long long in_view = view_rows(db);
+        FILE *say = fmt == GB_FMT_TABLE ? stdout : stderr;
+        if (in_view > 0)
+            fprintf(say,
+                    "%sno one-GPU ResNet-50 results in %s match the --backend, --batch, "
+                    "--image-size or --precision given (v_models has %lld row(s))\n",
+                    say == stderr ? "gpubench compare: " : "", db_path, in_view);
+        else
+            fprintf(say,
+                    "%sno one-GPU ResNet-50 results in %s yet (v_models is empty: it counts "
+                    "done, valid runs on one GPU of one node)\n",
+                    say == stderr ? "gpubench compare: " : "", db_path);
+        if (fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
+    } else if (rc == 0) {
+        const char *model = NULL;
+        if (baseline && !(model = find_baseline(&c, baseline, db_path, &rc))) goto out;
+        g_nsel = c.nsel;
+        qsort(c.rows, (size_t)c.n, sizeof *c.rows, cmp_rows);
+        if (pick_baselines(&c, model) != 0) {
+            rc = 1;
+            goto out;
+        }
+        rc = print_compare(&c, fmt);
+    }
+out:
+    free_rows(&c);
+    sqlite3_close(db);
+    return rc;
+}

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# it_compare.sh GPUBENCH TEST_MODELS CASE - `gpubench compare` on a real
+# store that test_models fills through the store's own code (see its
+# header for the runs: H100 3000/3100/2300 fp16 and 1000/1100 fp32, H100
+# NVL 2600, A100-SXM4 1000/1600/1700/1800 (median 1650) and 600, A100-PCIE 1200,
+# V100 750 and 300, a Xeon's CPU run 50 in fp32, all at batch 64 and
+# 224 px; H100 3500 and A100-SXM4 1750 at batch 128; V100 2000 at 128 px;
+# and invalid, failed, two-GPU, two-node and gemm runs that must not count).
+# Cases: table csv json baseline precision errors empty store.
+# shellcheck source=tests/control/lib.sh
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+MODELS=$2
+case=${3:?case}
+DB=$T/m.db
+check "test_models fills the store" "$MODELS" make "$DB"
+
+# cmp NAME FILE: FILE holds exactly the text on stdin
+same() {
+    local want
+    want=$(cat)
+    [ "$(cat "$2")" = "$want" ] || fail "$1: got
+$(cat "$2")
+want
+$want"
+}
+
+case $case in
+csv)
+    # every configuration its own group with its own baseline (the slowest in
+    # the first precision, fp16): no batch 128 or 128 px figure in batch 64 /
+    # 224's cells; medians of an odd (3000) and an even (1650) count; the CPU
+    # row has no fp16 figure, so it sorts last; full digits
+    check "compare csv" "$GB" compare --db "$DB" --format csv >"$T/out.csv" 2>"$T/err.log"
+    same "csv, every configuration" "$T/out.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,fp32_img_s,fp32_runs,fp32_rel,baseline
+Tesla V100-SXM2-16GB,cuda,64,128,2000,1,1,,,,Tesla V100-SXM2-16GB
+NVIDIA H100,cuda,64,224,3000,3,4,1050,2,3.5,Tesla V100-SXM2-16GB
+NVIDIA H100 NVL,cuda,64,224,2600,1,3.466666666666667,,,,Tesla V100-SXM2-16GB
+NVIDIA A100-SXM4-80GB,cuda,64,224,1650,4,2.2,600,1,2,Tesla V100-SXM2-16GB
+NVIDIA A100-PCIE-40GB,cuda,64,224,1200,1,1.6,,,,Tesla V100-SXM2-16GB
+Tesla V100-SXM2-16GB,cuda,64,224,750,1,1,300,1,1,Tesla V100-SXM2-16GB
+Intel Xeon Gold 6338,cpu,64,224,,,,50,1,0.16666666666666666,Tesla V100-SXM2-16GB
+NVIDIA H100,cuda,128,224,3500,1,2,,,,NVIDIA A100-SXM4-80GB
+NVIDIA A100-SXM4-80GB,cuda,128,224,1750,1,1,,,,NVIDIA A100-SXM4-80GB
+EOF
+    [ -s "$T/err.log" ] && fail "stderr: $(cat "$T/err.log")"
+    # one configuration
+    check "compare --batch 128" "$GB" compare --db "$DB" --format csv --batch 128 >"$T/b128.csv"
+    same "batch 128 only" "$T/b128.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,baseline
+NVIDIA H100,cuda,128,224,3500,1,2,NVIDIA A100-SXM4-80GB
+NVIDIA A100-SXM4-80GB,cuda,128,224,1750,1,1,NVIDIA A100-SXM4-80GB
+EOF
+    check "compare --backend cpu" "$GB" compare --db "$DB" --format csv --backend cpu >"$T/cpu.csv"
+    same "the CPU run" "$T/cpu.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp32_img_s,fp32_runs,fp32_rel,baseline
+Intel Xeon Gold 6338,cpu,64,224,50,1,1,Intel Xeon Gold 6338
+EOF
+    ;;
+table)
+    # the table: one configuration, so no batch or image size column; the
+    # backend column only where backends differ; '-' for a missing figure
+    check "compare table" "$GB" compare --db "$DB" --batch 64 --image-size 224 >"$T/t.txt"
+    same "table" "$T/t.txt" <<'EOF'
+gpu_model              backend  fp16_img_s  fp16_runs  fp16_rel  fp32_img_s  fp32_runs  fp32_rel
+NVIDIA H100            cuda         3000.0          3      4.00      1050.0          2      3.50
+NVIDIA H100 NVL        cuda         2600.0          1      3.47           -          -         -
+NVIDIA A100-SXM4-80GB  cuda         1650.0          4      2.20       600.0          1      2.00
+NVIDIA A100-PCIE-40GB  cuda         1200.0          1      1.60           -          -         -
+Tesla V100-SXM2-16GB   cuda          750.0          1      1.00       300.0          1      1.00
+Intel Xeon Gold 6338   cpu               -          -         -        50.0          1      0.17
+
+rel is over Tesla V100-SXM2-16GB on cuda in the same precision
+EOF
+    check "compare table, GPUs" "$GB" compare --db "$DB" --backend cuda --batch 128 >"$T/t2.txt"
+    same "no backend column" "$T/t2.txt" <<'EOF'
+gpu_model              fp16_img_s  fp16_runs  fp16_rel
+NVIDIA H100                3500.0          1      2.00
+NVIDIA A100-SXM4-80GB      1750.0          1      1.00
+
+rel is over NVIDIA A100-SXM4-80GB in the same precision
+EOF
+    # several configurations: the columns that tell them apart, a line each
+    check "compare table, all" "$GB" compare --db "$DB" --backend cuda --precision fp16 >"$T/t3.txt"
+    same "every configuration" "$T/t3.txt" <<'EOF'
+gpu_model              batch_per_gpu  image_size  fp16_img_s  fp16_runs  fp16_rel
+Tesla V100-SXM2-16GB              64         128      2000.0          1      1.00
+NVIDIA H100                       64         224      3000.0          3      4.00
+NVIDIA H100 NVL                   64         224      2600.0          1      3.47
+NVIDIA A100-SXM4-80GB             64         224      1650.0          4      2.20
+NVIDIA A100-PCIE-40GB             64         224      1200.0          1      1.60
+Tesla V100-SXM2-16GB              64         224       750.0          1      1.00
+NVIDIA H100                      128         224      3500.0          1      2.00
+NVIDIA A100-SXM4-80GB            128         224      1750.0          1      1.00
+
+batch 64, image size 128: rel is over Tesla V100-SXM2-16GB in the same precision
+batch 64, image size 224: rel is over Tesla V100-SXM2-16GB in the same precision
+batch 128, image size 224: rel is over NVIDIA A100-SXM4-80GB in the same precision
+EOF
+    # gpubench help lists it; help compare is compare -h
+    "$GB" help >"$T/help.txt"
+    contains "help lists compare" "$T/help.txt" "  compare      "
+    "$GB" help compare >"$T/h.txt"; eq "help compare" "$?" 0
+    contains "its usage" "$T/h.txt" "usage: gpubench compare [--db FILE] [--baseline MODEL]"
+    ;;
+json)
+    check "compare json" "$GB" compare --db "$DB" --format json --batch 64 --image-size 224 >"$T/out.json"
+    # an array of objects, every column in each, numbers as numbers, a
+    # missing figure null
+    python3 - "$T/out.json" <<'EOF' || fail "json shape"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert isinstance(rows, list) and len(rows) == 6, rows
+keys = ["gpu_model", "backend", "batch_per_gpu", "image_size", "fp16_img_s", "fp16_runs",
+        "fp16_rel", "fp32_img_s", "fp32_runs", "fp32_rel", "baseline"]
+for r in rows:
+    assert list(r.keys()) == keys, r.keys()
+h = rows[0]
+assert h["gpu_model"] == "NVIDIA H100" and h["fp16_img_s"] == 3000 and h["fp16_runs"] == 3, h
+assert h["fp16_rel"] == 4 and h["fp32_img_s"] == 1050 and h["fp32_rel"] == 3.5, h
+assert h["batch_per_gpu"] == 64 and h["image_size"] == 224 and h["baseline"] == "Tesla V100-SXM2-16GB", h
+nvl = rows[1]
+assert nvl["gpu_model"] == "NVIDIA H100 NVL" and nvl["fp32_img_s"] is None, nvl
+assert nvl["fp32_runs"] is None and nvl["fp32_rel"] is None, nvl
+cpu = rows[5]
+assert cpu["backend"] == "cpu" and cpu["fp16_img_s"] is None and cpu["fp32_img_s"] == 50, cpu
+EOF
+    # a baseline not run in a configuration: its rel null, the rest there
+    check "compare json, baseline missing" "$GB" compare --db "$DB" --format json \
+        --baseline 'NVIDIA H100' --precision fp16 >"$T/b.json"
+    python3 - "$T/b.json" <<'EOF' || fail "json, a configuration without the baseline"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+v = [r for r in rows if r["image_size"] == 128]
+assert len(v) == 1 and v[0]["fp16_img_s"] == 2000 and v[0]["fp16_rel"] is None, v
+assert v[0]["baseline"] is None, v
+b128 = [r["fp16_rel"] for r in rows if r["batch_per_gpu"] == 128]
+assert b128 == [1, 0.5], b128
+EOF
+    ;;
+baseline)
+    # an exact name wins over a part of a longer one (NVIDIA H100 is in
+    # NVIDIA H100 NVL); a part of one name, any case
+    check "--baseline exact" "$GB" compare --db "$DB" --format csv --batch 64 --image-size 224 \
+        --backend cuda --baseline 'NVIDIA H100' >"$T/h.csv"
+    same "over the H100" "$T/h.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,fp32_img_s,fp32_runs,fp32_rel,baseline
+NVIDIA H100,cuda,64,224,3000,3,1,1050,2,1,NVIDIA H100
+NVIDIA H100 NVL,cuda,64,224,2600,1,0.8666666666666667,,,,NVIDIA H100
+NVIDIA A100-SXM4-80GB,cuda,64,224,1650,4,0.55,600,1,0.5714285714285714,NVIDIA H100
+NVIDIA A100-PCIE-40GB,cuda,64,224,1200,1,0.4,,,,NVIDIA H100
+Tesla V100-SXM2-16GB,cuda,64,224,750,1,0.25,300,1,0.2857142857142857,NVIDIA H100
+EOF
+    check "--baseline a part" "$GB" compare --db "$DB" --format csv --batch 64 --image-size 224 \
+        --backend cuda --precision fp16 --baseline a100-sxm >"$T/a.csv"
+    same "over the A100-SXM4" "$T/a.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,baseline
+NVIDIA H100,cuda,64,224,3000,3,1.8181818181818181,NVIDIA A100-SXM4-80GB
+NVIDIA H100 NVL,cuda,64,224,2600,1,1.5757575757575757,NVIDIA A100-SXM4-80GB
+NVIDIA A100-SXM4-80GB,cuda,64,224,1650,4,1,NVIDIA A100-SXM4-80GB
+NVIDIA A100-PCIE-40GB,cuda,64,224,1200,1,0.7272727272727273,NVIDIA A100-SXM4-80GB
+Tesla V100-SXM2-16GB,cuda,64,224,750,1,0.45454545454545453,NVIDIA A100-SXM4-80GB
+EOF
+    # ambiguous: both matches named, exit 1, nothing on stdout
+    "$GB" compare --db "$DB" --baseline A100 >"$T/o.txt" 2>"$T/e.txt"; eq "ambiguous" "$?" 1
+    contains "names the matches" "$T/e.txt" "gpubench compare: --baseline 'A100' is ambiguous: it matches 2 models: 'NVIDIA A100-PCIE-40GB', 'NVIDIA A100-SXM4-80GB' (give more of the name, or all of it)"
+    [ -s "$T/o.txt" ] && fail "ambiguous: stdout $(cat "$T/o.txt")"
+    "$GB" compare --db "$DB" --baseline h100 >"$T/o.txt" 2>"$T/e.txt"; eq "ambiguous h100" "$?" 1
+    contains "h100 and NVL" "$T/e.txt" "it matches 2 models: 'NVIDIA H100', 'NVIDIA H100 NVL'"
+    # none: the models there are named
+    "$GB" compare --db "$DB" --baseline 4090 >"$T/o.txt" 2>"$T/e.txt"; eq "no match" "$?" 1
+    contains "says so" "$T/e.txt" "gpubench compare: --baseline '4090' names no model compared here (models: 'Intel Xeon Gold 6338', 'NVIDIA A100-PCIE-40GB', 'NVIDIA A100-SXM4-80GB', 'NVIDIA H100', 'NVIDIA H100 NVL', 'Tesla V100-SXM2-16GB') in $DB"
+    # a model left out by the filters is no baseline
+    "$GB" compare --db "$DB" --backend cuda --baseline xeon >"$T/o.txt" 2>"$T/e.txt"; eq "filtered out" "$?" 1
+    contains "says so" "$T/e.txt" "--baseline 'xeon' names no model compared here"
+    ;;
+precision)
+    # the order given: sorted by fp32 (the H100 NVL and A100-PCIE, with no
+    # fp32 figure, after the rest), the baseline the slowest in fp32 (the CPU)
+    check "--precision fp32,fp16" "$GB" compare --db "$DB" --format csv --batch 64 \
+        --image-size 224 --precision fp32,fp16 >"$T/p.csv"
+    same "fp32 first" "$T/p.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,fp32_img_s,fp32_runs,fp32_rel,fp16_img_s,fp16_runs,fp16_rel,baseline
+NVIDIA H100,cuda,64,224,1050,2,21,3000,3,,Intel Xeon Gold 6338
+NVIDIA A100-SXM4-80GB,cuda,64,224,600,1,12,1650,4,,Intel Xeon Gold 6338
+Tesla V100-SXM2-16GB,cuda,64,224,300,1,6,750,1,,Intel Xeon Gold 6338
+Intel Xeon Gold 6338,cpu,64,224,50,1,1,,,,Intel Xeon Gold 6338
+NVIDIA H100 NVL,cuda,64,224,,,,2600,1,,Intel Xeon Gold 6338
+NVIDIA A100-PCIE-40GB,cuda,64,224,,,,1200,1,,Intel Xeon Gold 6338
+EOF
+    # a known precision with no runs: its cells empty; the baseline is the
+    # slowest in the first precision that has figures (fp16 here)
+    check "--precision tf32,fp16" "$GB" compare --db "$DB" --format csv --batch 128 \
+        --precision tf32,fp16 >"$T/t.csv"
+    same "tf32 empty" "$T/t.csv" <<'EOF'
+gpu_model,backend,batch_per_gpu,image_size,tf32_img_s,tf32_runs,tf32_rel,fp16_img_s,fp16_runs,fp16_rel,baseline
+NVIDIA H100,cuda,128,224,,,,3500,1,2,NVIDIA A100-SXM4-80GB
+NVIDIA A100-SXM4-80GB,cuda,128,224,,,,1750,1,1,NVIDIA A100-SXM4-80GB
+EOF
+    ;;
+errors)
+    # usage errors: exit 2, said on stderr, nothing on stdout
+    while IFS='|' read -r what want; do
+        # shellcheck disable=SC2086
+        "$GB" compare --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
+        eq "compare $what" "$?" 2
+        contains "compare $what says why" "$T/e.txt" "$want"
+        [ -s "$T/o.txt" ] && fail "compare $what: stdout $(cat "$T/o.txt")"
+    done <<'EOF'
+--precision fp8|gpubench compare: --precision: unknown precision 'fp8' (fp16, bf16, tf32, fp32)
+--precision fp16,,fp32|unknown precision ''
+--precision fp16,fp16|gpubench compare: --precision: fp16 given twice
+--precision fp16 --precision fp32|--precision given twice
+--baseline a --baseline b|--baseline given twice
+--backend rocm|gpubench compare: --backend is cpu or cuda
+--batch 0|gpubench compare: --batch
+--batch x|gpubench compare: --batch
+--image-size 5000|gpubench compare: --image-size
+--format xml|gpubench compare: --format is table, csv or json
+--bogus|see 'gpubench compare -h'
+stray|gpubench compare: unexpected argument 'stray'
+EOF
+    "$GB" compare --db "$DB" --baseline '' >/dev/null 2>"$T/e.txt"; eq "--baseline ''" "$?" 2
+    contains "empty baseline" "$T/e.txt" "--baseline needs a model"
+    ;;
+empty)
+    # a store with jobs, none that v_models counts: said plainly, exit 0
+    # (as results with an empty store); csv the header, json []
+    check "test_models empty" "$MODELS" empty "$T/e.db"
+    check "compare, nothing" "$GB" compare --db "$T/e.db" >"$T/o.txt" 2>"$T/e.txt"
+    contains "says so" "$T/o.txt" "no one-GPU ResNet-50 results in $T/e.db yet (v_models is empty"
+    [ -s "$T/e.txt" ] && fail "stderr: $(cat "$T/e.txt")"
+    check "compare json, nothing" "$GB" compare --db "$T/e.db" --format json >"$T/o.json" 2>"$T/e.txt"
+    eq "json []" "$(tr -d ' \n' <"$T/o.json")" "[]"
+    contains "stderr says so" "$T/e.txt" "gpubench compare: no one-GPU ResNet-50 results"
+    check "compare csv, nothing" "$GB" compare --db "$T/e.db" --format csv --precision fp16 >"$T/o.csv" 2>/dev/null
+    eq "csv header" "$(cat "$T/o.csv")" "gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,baseline"
+    # rows in the view, none under the filters: that is said
+    check "compare --batch 7" "$GB" compare --db "$DB" --batch 7 >"$T/o.txt"
+    contains "says the filters" "$T/o.txt" "no one-GPU ResNet-50 results in $DB match the --backend, --batch, --image-size or --precision given (v_models has 12 row(s))"
+    ;;
+store)
+    # as results: no store, a directory, not SQLite, another program's file,
+    # an older store without v_models; exit 1, said
+    "$GB" compare --db "$T/none.db" >/dev/null 2>"$T/e.txt"; eq "no store" "$?" 1
+    contains "no store" "$T/e.txt" "gpubench compare: no store at $T/none.db"
+    "$GB" compare --db "$T" >/dev/null 2>"$T/e.txt"; eq "a directory" "$?" 1
+    contains "a directory" "$T/e.txt" "is a directory"
+    echo "not sqlite" >"$T/text.db"
+    "$GB" compare --db "$T/text.db" >/dev/null 2>"$T/e.txt"; eq "not sqlite" "$?" 1
+    contains "not sqlite" "$T/e.txt" "gpubench compare:"
+    sqlite3 "$T/foo.db" "CREATE TABLE foo(x)"
+    "$GB" compare --db "$T/foo.db" >/dev/null 2>"$T/e.txt"; eq "not ours" "$?" 1
+    contains "not ours" "$T/e.txt" "gpubench compare: $T/foo.db is not a gpubench store"
+    cp "$DB" "$T/old.db"
+    sqlite3 "$T/old.db" "DROP VIEW v_models; PRAGMA user_version = 18"
+    "$GB" compare --db "$T/old.db" >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
+    contains "older store" "$T/e.txt" "has schema version 18, this gpubench reads"
+    # read-only: the store is not written (no -wal left behind, same bytes)
+    sum=$(cksum <"$DB")
+    check "compare reads" "$GB" compare --db "$DB" >/dev/null
+    eq "store unchanged" "$(cksum <"$DB")" "$sum"
+    [ -e "$DB-wal" ] && fail "a -wal left behind"
+    ;;
+*)
+    fail "unknown case $case"
+    ;;
+esac
+exit 0
