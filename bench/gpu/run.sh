@@ -16,8 +16,9 @@
 #      warm-up and steps, when PyTorch with CUDA is installed
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
 #      default): what ours cost against cuDNN's
-#   6b. ours in bf16 with the image in 4 channels (GB_CUDA_STEM_C=4; bf16's
-#      default is 8): what 8 gains in conv1
+#   6b. ours in bf16 with the image in 4 channels and fp16 in 8
+#      (GB_CUDA_STEM_C; bf16's default is 8, the others' 4): which count
+#      conv1 is faster with in each
 #   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
 #      speed and the op and step tests' fp32 lines under it
 #   7b. compute-sanitizer memcheck on a short run of the whole-step test
@@ -37,8 +38,8 @@
 # Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
-#        ours dp torch ownbn stem4 fp32any sanitizer product compile; e.g. a second
-#        call with SKIP="tests ours dp torch ownbn stem4 fp32any sanitizer product"
+#        ours dp torch ownbn stem fp32any sanitizer product compile; e.g. a second
+#        call with SKIP="tests ours dp torch ownbn stem fp32any sanitizer product"
 #        gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
@@ -86,8 +87,8 @@ for v in FULL BUILD_ONLY; do
 done
 # a misspelled section in SKIP would run it, on a device budget
 for s in ${SKIP:-}; do
-  case $s in tests | ours | dp | torch | ownbn | stem4 | fp32any | sanitizer | product | compile) ;;
-  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn stem4 fp32any sanitizer product compile)" >&2; exit 2 ;;
+  case $s in tests | ours | dp | torch | ownbn | stem | fp32any | sanitizer | product | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn stem fp32any sanitizer product compile)" >&2; exit 2 ;;
   esac
 done
 LOG=$BUILD/bench
@@ -516,22 +517,29 @@ if want ownbn && variant_run bf16_ownbn bf16 GB_CUDA_BN=own 150 120; then
   status PASS "ours bf16 with GB_CUDA_BN=own: $VARIANT_IPS img/s (cuDNN's batch norm: ${OURS[bf16]:-?}), BN cuDNN/own $(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.own)"
 fi
 
-section "gpubench bf16 with the image in 4 channels"
+section "gpubench with the image in the other channel count"
 # bf16 stores the image in 8 channels by default (GB_CUDA_STEM_C; 3 and
-# zeros): with 4, as fp16, conv1 took 2.0 ms forward and 1.2 ms backward
-# (filter) against fp16's 0.5 and 0.5 on the H200, 2026-12-04. This times
-# bf16 with 4 beside the default, and conv1's cudnnFind times in both
-if want stem4 && variant_run bf16_stem4 bf16 GB_CUDA_STEM_C=4 150 120; then
-  CONV1=$("$JSON_PY" -c 'import json,sys
+# zeros), the others in 4: with 4, conv1 in bf16 took 2.0 ms forward and
+# 1.2 ms backward (filter) against fp16's 0.5 and 0.5 on the H200,
+# 2026-12-04. This times bf16 with 4 and fp16 with 8 beside their defaults,
+# with conv1's cudnnFind times in each, to tell which count each should use
+conv1_times() { "$JSON_PY" -c 'import json,sys
 out=[]
 for f in sys.argv[1:]:
-    ls=[l for l in open(f) if l.startswith("{")]
-    d=json.loads(ls[-1])["details"] if ls else {}
+    try:
+        ls=[l for l in open(f) if l.startswith("{")]
+    except OSError:
+        ls=[]
+    d=json.loads(ls[-1]).get("details",{}) if ls else {}
     c=[x for x in d.get("convs",[]) if x["name"]=="conv1"]
     out.append("%s channels: conv1 fwd %s ms, bwd_filter %s ms"%(d.get("stem_channels","?"),
                c[0]["fwd"]["ms"] if c else "?", c[0]["bwd_filter"]["ms"] if c else "?"))
-print("; ".join(out))' "$LOG/ours_bf16.json" "$LOG/ours_bf16_stem4.json" 2>/dev/null)
-  status PASS "ours bf16 with GB_CUDA_STEM_C=4: $VARIANT_IPS img/s (default, 8: ${OURS[bf16]:-?}); $CONV1"
+print("; ".join(out))' "$@" 2>/dev/null; }
+if want stem && variant_run bf16_stem4 bf16 GB_CUDA_STEM_C=4 150 120; then
+  status PASS "ours bf16 with GB_CUDA_STEM_C=4: $VARIANT_IPS img/s (default, 8: ${OURS[bf16]:-?}); $(conv1_times "$LOG/ours_bf16.json" "$LOG/ours_bf16_stem4.json")"
+fi
+if want stem && variant_run fp16_stem8 fp16 GB_CUDA_STEM_C=8 150 120; then
+  status PASS "ours fp16 with GB_CUDA_STEM_C=8: $VARIANT_IPS img/s (default, 4: ${OURS[fp16]:-?}); $(conv1_times "$LOG/ours_fp16.json" "$LOG/ours_fp16_stem8.json")"
 fi
 
 section "gpubench fp32 with FFT and Winograd allowed"
