@@ -246,8 +246,14 @@ static void nvml_collect(gb_inventory_t *inv) {
          i++) {
         for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
             nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+            /* every link index is asked: an error says nothing of the
+             * links after it. nvml.h (go-nvml gen/nvml/nvml.h, CUDA 13.3)
+             * has NOT_SUPPORTED for a device without the feature and
+             * INVALID_ARGUMENT for an invalid link, but a GPU sold with
+             * some of its links fused off (A800, H800) may answer either
+             * for a link below an active one; NCCL's topology scan and
+             * kernels/cuda/cuda_dp.c skip such a link too */
             rc = nv.DeviceGetNvLinkState(dev[i], l, &active);
-            if (rc == NVML_ERROR_INVALID_ARGUMENT || rc == NVML_ERROR_NOT_SUPPORTED) break;
             if (rc != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
             nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
             int typed = nv.DeviceGetNvLinkRemoteDeviceType &&

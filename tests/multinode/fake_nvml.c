@@ -285,7 +285,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t d, unsigned *cores) {
 static int far_end(int gpu, unsigned link, int *peer) {
     if (is("switch")) return link < 18 ? 's' : 0;
     if (is("switch_untyped")) return link < 12 ? 's' : 0;
-    if (is("bridge") || is("bridge_untyped")) {
+    if (is("bridge") || is("bridge_untyped") || is("bridge_gaps")) {
         if (link >= 6) return 0;
         if (gpu < 2 && link < 4) {
             *peer = 1 - gpu;
@@ -303,6 +303,10 @@ static int far_end(int gpu, unsigned link, int *peer) {
 
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link, nvmlEnableState_t *s) {
     if (is("old")) return NVML_ERROR_NOT_SUPPORTED;
+    /* bridge_gaps: the bridge machine with link 0 of every GPU fused off,
+     * answered "not supported", and link 1 "invalid" */
+    if (is("bridge_gaps") && link == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (is("bridge_gaps") && link == 1) return NVML_ERROR_INVALID_ARGUMENT;
     int peer = -1, e = far_end(d->idx, link, &peer);
     if (!e) return NVML_ERROR_INVALID_ARGUMENT;
     *s = e == 'x' ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
