@@ -104,7 +104,14 @@ typedef struct nvmlUtilization_st {
  * now; nvmlDeviceGetPowerUsage is a 1-second average on Ampere (but GA100)
  * and newer, which lags a step's power by about a second. */
 #define NVML_FI_DEV_POWER_INSTANT 186 /* mW, "current GPU power", every architecture */
-typedef int nvmlValueType_t;          /* enum nvmlValueType_enum */
+typedef int nvmlValueType_t;          /* enum nvmlValueType_enum: which member of value */
+#define NVML_VALUE_TYPE_DOUBLE             0
+#define NVML_VALUE_TYPE_UNSIGNED_INT       1
+#define NVML_VALUE_TYPE_UNSIGNED_LONG      2
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+#define NVML_VALUE_TYPE_SIGNED_LONG_LONG   4
+#define NVML_VALUE_TYPE_SIGNED_INT         5
+#define NVML_VALUE_TYPE_UNSIGNED_SHORT     6
 typedef union nvmlValue_st {
     double dVal;
     int siVal;

@@ -203,6 +203,44 @@ static int grow(void **buf, size_t *cap, size_t need, size_t size, size_t max) {
     return 0;
 }
 
+/* A field value's milliwatts, read from the member its valueType names:
+ * nvml.h (go-nvml gen/nvml/nvml.h, CUDA 13.3) leaves the type to the
+ * driver, and reading uiVal out of a double would be a wrong figure, not
+ * an error. 0, or -1 (its own error, a type not known here, or a value no
+ * unsigned int holds): the caller falls back to nvmlDeviceGetPowerUsage. */
+static int field_mw(const nvmlFieldValue_t *fv, unsigned *mw) {
+    if (fv->nvmlReturn != NVML_SUCCESS) return -1;
+    double v;
+    switch (fv->valueType) {
+    case NVML_VALUE_TYPE_DOUBLE:
+        v = fv->value.dVal;
+        break;
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        v = fv->value.uiVal;
+        break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        v = (double)fv->value.ulVal;
+        break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        v = (double)fv->value.ullVal;
+        break;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        v = (double)fv->value.sllVal;
+        break;
+    case NVML_VALUE_TYPE_SIGNED_INT:
+        v = fv->value.siVal;
+        break;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+        v = fv->value.usVal;
+        break;
+    default:
+        return -1;
+    }
+    if (!(v >= 0 && v < 4294967295.0)) return -1; /* NaN too */
+    *mw = (unsigned)(v + 0.5);
+    return 0;
+}
+
 static void sample_gpus(gb_sampler_t *s) {
     const gb_nvml_t *nv = &s->lib->nv;
     size_t ng = (size_t)s->job.n_gpus;
@@ -234,8 +272,8 @@ static void sample_gpus(gb_sampler_t *s) {
         memset(&fv, 0, sizeof fv);
         fv.fieldId = NVML_FI_DEV_POWER_INSTANT;
         if (nv->DeviceGetFieldValues && nv->DeviceGetFieldValues(d, 1, &fv) == NVML_SUCCESS &&
-            fv.nvmlReturn == NVML_SUCCESS) {
-            x.power_mw = fv.value.uiVal;
+            field_mw(&fv, &v) == 0) {
+            x.power_mw = v;
             x.have |= GB_TM_HAVE_POWER;
         } else if (nv->DeviceGetPowerUsage && nv->DeviceGetPowerUsage(d, &v) == NVML_SUCCESS) {
             x.power_mw = v;

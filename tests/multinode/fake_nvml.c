@@ -212,15 +212,42 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw) {
     return NVML_SUCCESS;
 }
 #ifndef FAKE_NO_EVENT_REASONS
-/* the power now (NVML_FI_DEV_POWER_INSTANT); other fields are unsupported */
+/* the power now (NVML_FI_DEV_POWER_INSTANT), as an unsigned int or as the
+ * nvmlValueType_t in $GB_FAKE_NVML_POWER_TYPE; other fields are
+ * unsupported */
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldValue_t *v) {
+    const char *type = getenv("GB_FAKE_NVML_POWER_TYPE");
     for (int i = 0; i < n; i++) {
-        v[i].valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        v[i].valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        if (v[i].fieldId == NVML_FI_DEV_POWER_INSTANT) {
-            v[i].value.uiVal = (unsigned)(reading(d->idx, K_POWER) * 1000 + 0.5);
-            v[i].nvmlReturn = NVML_SUCCESS;
+        if (v[i].fieldId != NVML_FI_DEV_POWER_INSTANT) continue;
+        double mw = reading(d->idx, K_POWER) * 1000;
+        unsigned long long u = (unsigned long long)(mw + 0.5);
+        if (type && *type) v[i].valueType = atoi(type);
+        memset(&v[i].value, 0xA5, sizeof v[i].value); /* what a member not written holds */
+        switch (v[i].valueType) {
+        case NVML_VALUE_TYPE_DOUBLE:
+            v[i].value.dVal = mw;
+            break;
+        case NVML_VALUE_TYPE_UNSIGNED_LONG:
+            v[i].value.ulVal = (unsigned long)u;
+            break;
+        case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+            v[i].value.ullVal = u;
+            break;
+        case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+            v[i].value.sllVal = (long long)u;
+            break;
+        case NVML_VALUE_TYPE_SIGNED_INT:
+            v[i].value.siVal = (int)u;
+            break;
+        case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+            v[i].value.usVal = (unsigned short)u;
+            break;
+        default:
+            v[i].value.uiVal = (unsigned)u;
         }
+        v[i].nvmlReturn = NVML_SUCCESS;
     }
     return NVML_SUCCESS;
 }

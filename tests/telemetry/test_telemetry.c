@@ -846,6 +846,38 @@ static void t_sampler_fallback(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* The power now is read from the member of the field value its valueType
+ * names (nvml.h leaves the type to the driver): a double, a signed or a
+ * 64-bit integer give the same milliwatts as an unsigned int; a type not
+ * known here gives the 1-second average of nvmlDeviceGetPowerUsage, not a
+ * figure read from the wrong member. */
+static void t_sampler_power_types(void) {
+    write_script("0 * power=412.5 avg=250\n");
+    gb_telemetry_t *t = hub(20, 5000);
+    static const struct {
+        const char *type;
+        unsigned want_mw;
+    } cases[] = {{"0", 412500}, {"1", 412500}, {"2", 412500}, {"3", 412500},
+                 {"4", 412500}, {"5", 412500}, {"99", 250000}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        setenv("GB_FAKE_NVML_POWER_TYPE", cases[k].type, 1);
+        gb_sampler_t *s = start_gpus(t, 1);
+        for (int i = 0; i < 1000 && gb_sampler_count(s) < 1; i++)
+            sleep_ms(5);
+        stop_polling(s);
+        gb_tm_data_t d;
+        gb_sampler_data(s, &d);
+        CHECK(d.n_gpu >= 1);
+        for (size_t i = 0; i < d.n_gpu; i++)
+            CHECKF((d.gpu[i].have & GB_TM_HAVE_POWER) && d.gpu[i].power_mw == cases[k].want_mw,
+                   "valueType %s: %u mW, want %u", cases[k].type, d.gpu[i].power_mw,
+                   cases[k].want_mw);
+        gb_sampler_destroy(&s);
+    }
+    unsetenv("GB_FAKE_NVML_POWER_TYPE");
+    gb_telemetry_destroy(&t);
+}
+
 /* A stop is seen at once, not after the interval. */
 static void t_sampler_stop(void) {
     write_script("");
@@ -1302,6 +1334,7 @@ int main(int argc, char **argv) {
         {"sampler_interval", t_sampler_interval},
         {"sampler_script", t_sampler_script},
         {"sampler_fallback", t_sampler_fallback},
+        {"sampler_power_types", t_sampler_power_types},
         {"sampler_stop", t_sampler_stop},
         {"sampler_hung", t_sampler_hung},
         {"sampler_no_nvml", t_sampler_no_nvml},
