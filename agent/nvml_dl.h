@@ -6,7 +6,20 @@
  * Every declaration mirrors NVIDIA's nvml.h (NVML API version 11 and later;
  * the versioned entry points _v2/_v3 are the ones nvml.h maps the plain names
  * to). Struct layouts and enum values must match it byte for byte: do not
- * edit without the header at hand. */
+ * edit without the header at hand.
+ *
+ * Checked (2026-12-04) against nvml.h as NVIDIA/go-nvml vendors it,
+ * gen/nvml/nvml.h at commit 8b8585bde8bb ("sync nvml.h with CUDA version
+ * 13.3", NVML_API_VERSION 13): every symbol name and version suffix below
+ * against the header's plain-to-versioned name mapping, every prototype
+ * (assigning the header's functions to these pointers compiles without an
+ * incompatible-pointer warning), every constant, enum value and buffer
+ * size, and every struct's size and member offsets (compiled against both
+ * headers and compared; the asserts at the end keep them). Not checked:
+ * what a given driver's libnvidia-ml.so.1 exports (no GPU machine), and
+ * nvml.h marks nvmlDeviceGetTemperature and
+ * nvmlDeviceGetCurrentClocksThrottleReasons deprecated as of 13.0 (still
+ * declared; nvmlDeviceGetTemperatureV is the successor). */
 #ifndef GB_NVML_DL_H
 #define GB_NVML_DL_H
 
@@ -143,6 +156,29 @@ typedef struct nvmlFieldValue_st {
 #define nvmlClocksThrottleReasonHwThermalSlowdown      0x0000000000000040ULL
 #define nvmlClocksThrottleReasonHwPowerBrakeSlowdown   0x0000000000000080ULL
 #define nvmlClocksEventReasonDisplayClockSetting       0x0000000000000100ULL
+
+/* The layouts nvml.h gives these structs on LP64 Linux (x86_64, aarch64),
+ * measured from go-nvml's gen/nvml/nvml.h (above). */
+_Static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, domain) == 16 &&
+                   offsetof(nvmlPciInfo_t, pciSubSystemId) == 32 &&
+                   offsetof(nvmlPciInfo_t, busId) == 36,
+               "nvmlPciInfo_t as in nvml.h");
+_Static_assert(sizeof(nvmlMemory_t) == 24 && offsetof(nvmlMemory_t, used) == 16,
+               "nvmlMemory_t as in nvml.h");
+_Static_assert(sizeof(nvmlDeviceAttributes_t) == 40 &&
+                   offsetof(nvmlDeviceAttributes_t, memorySizeMB) == 32,
+               "nvmlDeviceAttributes_t as in nvml.h");
+_Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t as in nvml.h");
+_Static_assert(sizeof(nvmlValue_t) == 8 && sizeof(nvmlFieldValue_t) == 40 &&
+                   offsetof(nvmlFieldValue_t, timestamp) == 8 &&
+                   offsetof(nvmlFieldValue_t, valueType) == 24 &&
+                   offsetof(nvmlFieldValue_t, nvmlReturn) == 28 &&
+                   offsetof(nvmlFieldValue_t, value) == 32,
+               "nvmlFieldValue_t as in nvml.h");
+_Static_assert(sizeof(nvmlEnableState_t) == 4 && sizeof(nvmlIntNvLinkDeviceType_t) == 4 &&
+                   sizeof(nvmlGpuTopologyLevel_t) == 4 && sizeof(nvmlClockType_t) == 4 &&
+                   sizeof(nvmlTemperatureSensors_t) == 4,
+               "NVML enums are 4 bytes");
 
 /* The entry points, as function pointers filled by dlsym. */
 typedef struct gb_nvml {
