@@ -101,8 +101,17 @@ int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen) {
     return 0;
 }
 
+/* Two PCI bus ids ("domain:bus:device.function", hex) name the same
+ * device: compared as numbers, as kernels/cuda/cuda_dp.c compares them, so
+ * the domain's width (8 digits in nvmlPciInfo_t.busId, 4 in busIdLegacy
+ * and in CUDA's ids) and the case (NCCL notes older drivers answer the
+ * NVLink far end's id in lower case) do not matter. */
 static int same_bus(const char *a, const char *b) {
-    return strcasecmp(a, b) == 0;
+    unsigned da, ba, va, fa, db, bb, vb, fb;
+    if (sscanf(a, "%x:%x:%x.%x", &da, &ba, &va, &fa) != 4 ||
+        sscanf(b, "%x:%x:%x.%x", &db, &bb, &vb, &fb) != 4)
+        return strcasecmp(a, b) == 0;
+    return da == db && ba == bb && va == vb && fa == fb;
 }
 
 /* Only the GPUs CUDA_VISIBLE_DEVICES leaves to this agent's jobs, as CUDA

@@ -312,7 +312,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t d, unsigned *cores) {
 static int far_end(int gpu, unsigned link, int *peer) {
     if (is("switch")) return link < 18 ? 's' : 0;
     if (is("switch_untyped")) return link < 12 ? 's' : 0;
-    if (is("bridge") || is("bridge_untyped") || is("bridge_gaps")) {
+    if (is("bridge") || is("bridge_untyped") || is("bridge_gaps") || is("bridge_short_ids")) {
         if (link >= 6) return 0;
         if (gpu < 2 && link < 4) {
             *peer = 1 - gpu;
@@ -344,7 +344,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned
     int peer = -1, e = far_end(d->idx, link, &peer);
     if (!e || e == 'x') return NVML_ERROR_INVALID_ARGUMENT;
     memset(p, 0, sizeof *p);
-    if (e == 'g')
+    if (e == 'g' && is("bridge_short_ids")) /* 4-digit domain, lower case */
+        snprintf(p->busId, sizeof p->busId, "0000:%02x:00.0", 0x18 + 0x10 * peer);
+    else if (e == 'g')
         bus_of(peer, p->busId, sizeof p->busId);
     else
         snprintf(p->busId, sizeof p->busId, e == 's' ? "00000000:C0:00.0" : "00000000:04:00.1");
