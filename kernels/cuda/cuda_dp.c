@@ -22,7 +22,12 @@
 
 /* The few NVML entry points NVLink discovery needs, loaded with dlopen
  * (there is no nvml.h on the build machines). Layouts mirror nvml.h
- * byte for byte, as agent/nvml_dl.h does for the agent's inventory. */
+ * byte for byte, as agent/nvml_dl.h does for the agent's inventory.
+ * Compared (2026-12-04) with nvml.h as NVIDIA/go-nvml vendors it
+ * (gen/nvml/nvml.h at 8b8585bde8bb, CUDA 13.3): nvml_pci is
+ * nvmlPciInfo_t (68 bytes, busId at 36), NVML_NVLINK_MAX_LINKS is 36, the
+ * far-end types GPU 0 and SWITCH 2, and the six symbols' names, version
+ * suffixes and arguments match (an int for the 4-byte enums). */
 typedef int nvml_ret_t;
 typedef struct nvmlDevice_st *nvml_dev_t;
 typedef struct nvml_pci {
