@@ -114,13 +114,40 @@ static int same_bus(const char *a, const char *b) {
     return da == db && ba == bb && va == vb && fa == fb;
 }
 
+int gb_nvml_pci_order(const gb_nvml_t *nv, unsigned n, int *perm) {
+    unsigned long long key[64];
+    for (unsigned i = 0; i < n; i++)
+        perm[i] = (int)i;
+    if (n > 64) return -1;
+    for (unsigned i = 0; i < n; i++) {
+        nvmlDevice_t d;
+        nvmlPciInfo_t pci;
+        unsigned dom, bus, dev, fn;
+        if (nv->DeviceGetHandleByIndex(i, &d) != NVML_SUCCESS ||
+            nv->DeviceGetPciInfo(d, &pci) != NVML_SUCCESS ||
+            sscanf(pci.busId, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+            return -1;
+        key[i] = (unsigned long long)dom << 32 | (unsigned long long)(bus & 0xffff) << 16 |
+                 (dev & 0xff) << 8 | (fn & 0xff);
+    }
+    for (unsigned i = 1; i < n; i++) /* insertion sort: stable, n is small */
+        for (unsigned j = i; j > 0 && key[perm[j - 1]] > key[perm[j]]; j--) {
+            int t = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = t;
+        }
+    return 0;
+}
+
 /* Only the GPUs CUDA_VISIBLE_DEVICES leaves to this agent's jobs, as CUDA
  * reads it: indices or GPU UUIDs (a unique prefix, "GPU-" included), in
  * that order, up to the first entry that names none (or names one twice);
  * empty hides every GPU. The workers run with CUDA_DEVICE_ORDER=PCI_BUS_ID,
- * so CUDA's indices are NVML's. MIG names are left alone: the inventory
- * lists whole GPUs. Job GPU i is then NVML GPU keep[i], as the telemetry
- * maps it (gb_tm_gpu_indices). */
+ * and the list is in PCI bus id order, so CUDA's indices are the list's
+ * (gb_nvml_pci_order). MIG names are left alone: the inventory
+ * lists whole GPUs. Job GPU i is then the list's GPU keep[i] (in PCI
+ * order), as the telemetry maps it (gb_tm_gpu_indices, then
+ * gb_nvml_pci_order to NVML's index). */
 static void visible_only(gb_inventory_t *inv, nvmlDevice_t *dev) {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     if (!cvd || strstr(cvd, "MIG-")) return;
@@ -203,10 +230,15 @@ static void nvml_collect(gb_inventory_t *inv) {
         count = 0;
     }
     if (count > GB_INV_MAX_GPUS) count = GB_INV_MAX_GPUS;
+    /* listed in PCI bus id order, CUDA's (the workers run with
+     * CUDA_DEVICE_ORDER=PCI_BUS_ID), not in NVML's index order */
+    int perm[GB_INV_MAX_GPUS];
+    gb_nvml_pci_order(&nv, count, perm);
     nvmlDevice_t dev[GB_INV_MAX_GPUS];
     unsigned switch_lanes[GB_INV_MAX_GPUS] = {
         0}; /* lanes to something that is not one of our GPUs */
-    for (unsigned i = 0; i < count; i++) {
+    for (unsigned c = 0; c < count; c++) {
+        unsigned i = (unsigned)perm[c];
         gb_gpu_info_t *g = &inv->gpus[inv->n_gpus];
         memset(g, 0, sizeof *g);
         if ((rc = nv.DeviceGetHandleByIndex(i, &dev[inv->n_gpus])) != NVML_SUCCESS) {

@@ -231,4 +231,14 @@ typedef struct gb_nvml {
  * the reason (nv->lib may then be open: dlclose it). */
 int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen);
 
+/* perm[c]: the NVML index of the c-th of NVML's GPUs 0..n-1 in PCI bus id
+ * order (domain, bus, device, function ascending), which is CUDA's order
+ * under CUDA_DEVICE_ORDER=PCI_BUS_ID. nvml.h (go-nvml gen/nvml/nvml.h,
+ * CUDA 13.3) says NVML's own index order is not guaranteed and "may not
+ * correlate" with CUDA's device index, so a CUDA index is mapped through
+ * this, not used as an NVML index. 0, or -1 (n over 64, or a GPU whose
+ * bus id cannot be read): perm is then 0..n-1, NVML's order. After
+ * nvmlInit (agent/inventory.c). */
+int gb_nvml_pci_order(const gb_nvml_t *nv, unsigned n, int *perm);
+
 #endif

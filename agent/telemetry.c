@@ -145,6 +145,7 @@ struct gb_sampler {
     int interval_ms, grace_ms;
     gb_tm_job_t job;
     nvmlDevice_t dev[GB_TM_MAX_GPUS];
+    int nvml_index[GB_TM_MAX_GPUS]; /* NVML's index of job GPU i (thread, before ENDED) */
     unsigned default_limit_mw[GB_TM_MAX_GPUS];
     int wake[2]; /* the owner writes wake[1] to stop the thread */
     pthread_t th;
@@ -431,11 +432,20 @@ static void *sampler_main(void *arg) {
         gb_fmt(s->error, sizeof s->error, "NVML not available: %s", s->lib->error);
         goto out;
     }
+    /* the job's GPU indices are CUDA's (PCI bus id order): NVML's index of
+     * each through gb_nvml_pci_order; NVML's order where it cannot tell */
+    unsigned count = 0;
+    int perm[GB_TM_MAX_GPUS];
+    if (gpu && (nv->DeviceGetCount(&count) != NVML_SUCCESS || count > GB_TM_MAX_GPUS ||
+                gb_nvml_pci_order(nv, count, perm) != 0))
+        count = 0;
     for (int g = 0; gpu && g < s->job.n_gpus; g++) {
-        nvmlReturn_t rc = nv->DeviceGetHandleByIndex((unsigned)s->job.gpu_index[g], &s->dev[g]);
+        int i = s->job.gpu_index[g];
+        if (i >= 0 && (unsigned)i < count) i = perm[i];
+        s->nvml_index[g] = i;
+        nvmlReturn_t rc = nv->DeviceGetHandleByIndex((unsigned)i, &s->dev[g]);
         if (rc != NVML_SUCCESS) {
-            gb_fmt(s->error, sizeof s->error, "NVML GPU %d: %s", s->job.gpu_index[g],
-                   nv->ErrorString(rc));
+            gb_fmt(s->error, sizeof s->error, "NVML GPU %d: %s", i, nv->ErrorString(rc));
             goto out;
         }
         unsigned def = 0;
@@ -482,6 +492,7 @@ gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char
     }
     s->wake[0] = s->wake[1] = -1;
     s->job = *job;
+    memcpy(s->nvml_index, job->gpu_index, sizeof s->nvml_index);
     s->interval_ms = hub->cfg.interval_ms;
     s->grace_ms = hub->cfg.stop_grace_ms;
     s->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -546,8 +557,10 @@ void gb_sampler_data(const gb_sampler_t *s, gb_tm_data_t *d) {
     d->cpu = s->job.n_gpus == 0;
     d->cores = s->cores;
     if (d->n_gpus > 0) {
+        /* the NVML index the thread sampled once it is joined; until then
+         * (or abandoned) the job's index, which is NVML's in PCI order */
         d->have_nvml_index = 1;
-        memcpy(d->nvml_index, s->job.gpu_index, sizeof d->nvml_index);
+        memcpy(d->nvml_index, s->joined ? s->nvml_index : s->job.gpu_index, sizeof d->nvml_index);
     }
     if (s->abandoned) {
         d->error = "the sampler did not stop (NVML hung?): its samples were dropped";

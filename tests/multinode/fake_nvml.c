@@ -102,9 +102,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) {
     *n = (unsigned)n_gpus();
     return NVML_SUCCESS;
 }
+/* bridge_reversed: NVML numbers the GPUs against their PCI order (nvml.h
+ * does not promise that order): index i is the GPU on the (n-1-i)-th bus */
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
     if ((int)i >= n_gpus()) return NVML_ERROR_INVALID_ARGUMENT;
-    *d = &devs[i];
+    *d = &devs[is("bridge_reversed") ? n_gpus() - 1 - (int)i : (int)i];
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
@@ -312,7 +314,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t d, unsigned *cores) {
 static int far_end(int gpu, unsigned link, int *peer) {
     if (is("switch")) return link < 18 ? 's' : 0;
     if (is("switch_untyped")) return link < 12 ? 's' : 0;
-    if (is("bridge") || is("bridge_untyped") || is("bridge_gaps") || is("bridge_short_ids")) {
+    if (is("bridge") || is("bridge_untyped") || is("bridge_gaps") || is("bridge_short_ids") ||
+        is("bridge_reversed")) {
         if (link >= 6) return 0;
         if (gpu < 2 && link < 4) {
             *peer = 1 - gpu;

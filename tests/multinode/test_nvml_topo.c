@@ -121,6 +121,19 @@ int main(int argc, char **argv) {
         static const unsigned want[6] = {4, 0, 0, 0, 0, 2};
         lanes(want);
         paths();
+    } else if (strcmp(c, "bridge_reversed") == 0) {
+        /* NVML numbers the GPUs against their PCI order: the inventory
+         * lists them in PCI order all the same, CUDA's under
+         * CUDA_DEVICE_ORDER=PCI_BUS_ID, and the links and paths follow */
+        for (int i = 0; i < 4; i++) {
+            char want[32];
+            snprintf(want, sizeof want, "GPU-fake-%d", i);
+            CHECKF(strcmp(inv.gpus[i].uuid, want) == 0, "GPU %d is %s, want %s", i,
+                   inv.gpus[i].uuid, want);
+        }
+        static const unsigned want[6] = {4, 0, 0, 0, 0, 2};
+        lanes(want);
+        paths();
     } else if (strcmp(c, "bridge_short_ids") == 0) {
         /* the far end's bus id with a 4-digit domain in lower case
          * (0000:28:00.0 for 00000000:28:00.0): the same GPU */

@@ -878,6 +878,31 @@ static void t_sampler_power_types(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* NVML numbering its GPUs against their PCI order (the fake's
+ * bridge_reversed: NVML index 0 is the GPU on the last bus): the job's GPU
+ * k, CUDA's k-th in PCI order, is still the one sampled, and the record
+ * names the NVML index that was. */
+static void t_sampler_pci_order(void) {
+    setenv("GB_FAKE_NVML", "bridge_reversed", 1);
+    write_script("0 * sm=1000\n0 0 sm=1100\n0 1 sm=1200\n0 3 sm=1400\n");
+    gb_telemetry_t *t = hub(20, 5000);
+    gb_sampler_t *s = start_gpus(t, 2);
+    for (int i = 0; i < 1000 && gb_sampler_count(s) < 2; i++)
+        sleep_ms(5);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECKF(!d.error, "%s", d.error);
+    CHECK(d.n_gpu >= 2);
+    for (size_t i = 0; i < d.n_gpu; i++)
+        CHECKF(d.gpu[i].sm_mhz == (d.gpu[i].gpu == 0 ? 1100u : 1200u), "job GPU %u read %u MHz",
+               d.gpu[i].gpu, d.gpu[i].sm_mhz);
+    CHECK(d.have_nvml_index && d.nvml_index[0] == 3 && d.nvml_index[1] == 2);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+    unsetenv("GB_FAKE_NVML");
+}
+
 /* A stop is seen at once, not after the interval. */
 static void t_sampler_stop(void) {
     write_script("");
@@ -1335,6 +1360,7 @@ int main(int argc, char **argv) {
         {"sampler_script", t_sampler_script},
         {"sampler_fallback", t_sampler_fallback},
         {"sampler_power_types", t_sampler_power_types},
+        {"sampler_pci_order", t_sampler_pci_order},
         {"sampler_stop", t_sampler_stop},
         {"sampler_hung", t_sampler_hung},
         {"sampler_no_nvml", t_sampler_no_nvml},
