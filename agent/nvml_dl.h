@@ -44,7 +44,7 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE  16
-#define NVML_NVLINK_MAX_LINKS                  36 /* NVML 12.x; older drivers stop earlier */
+#define NVML_NVLINK_MAX_LINKS                  36 /* nvml.h of CUDA 13.3; 18 in 12.x-13.2, 12 in 11.x */
 
 typedef struct nvmlPciInfo_st {
     char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];

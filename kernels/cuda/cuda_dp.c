@@ -35,7 +35,7 @@ typedef struct nvml_pci {
     unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
     char bus_id[32];
 } nvml_pci_t;
-#define NVML_LINKS       36 /* NVML 12: links per GPU; older drivers answer fewer */
+#define NVML_LINKS       36 /* NVML_NVLINK_MAX_LINKS of CUDA 13.3's nvml.h (18 before) */
 #define NVML_LINK_GPU    0  /* nvmlIntNvLinkDeviceType_t: a GPU */
 #define NVML_LINK_SWITCH 2  /* nvmlIntNvLinkDeviceType_t: an NVSwitch */
 
