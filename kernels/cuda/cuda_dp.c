@@ -423,21 +423,8 @@ gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_
             goto fail;
         }
     }
-    for (int i = 0; i < p->n_convs; i++) {
-        off[0][p->convs[i].tensor] = p->convs[i].w_off;
-        cnt[0][p->convs[i].tensor] = p->convs[i].w_numel;
-    }
-    off[0][m->fc_w] = p->fc_w_off;
-    cnt[0][m->fc_w] = (size_t)m->cfg.n_classes * m->feat_c;
-    for (int i = 0; i < p->n_bns; i++) {
-        const gb_plan_bn_t *b = &p->bns[i];
-        off[1][b->g.weight] = b->gamma_off - p->n_a;
-        cnt[1][b->g.weight] = (size_t)b->g.c;
-        off[1][b->g.bias] = b->beta_off - p->n_a;
-        cnt[1][b->g.bias] = (size_t)b->g.c;
-    }
-    off[1][m->fc_b] = p->fc_b_off - p->n_a;
-    cnt[1][m->fc_b] = (size_t)m->cfg.n_classes;
+    for (int gi = 0; gi < 2; gi++)
+        gb_plan_grad_spans(p, gi, off[gi], cnt[gi]);
     size_t total[2] = {p->n_a, p->n_b};
     for (int gi = 0; gi < 2; gi++) {
         dp->bk[gi] = gb_buckets_new(off[gi], cnt[gi], m->n_tensors, total[gi],

@@ -293,3 +293,27 @@ void gb_plan_params_from_internal(const gb_plan_t *p, const float *internal, flo
                 canon[ti->offset + i] = internal[pp->off + i] * scale;
     }
 }
+
+void gb_plan_grad_spans(const gb_plan_t *p, int group, size_t *off, size_t *cnt) {
+    const gb_model_t *m = p->m;
+    for (int t = 0; t < m->n_tensors; t++)
+        off[t] = cnt[t] = 0;
+    if (group == 0) {
+        for (int i = 0; i < p->n_convs; i++) {
+            off[p->convs[i].tensor] = p->convs[i].w_off;
+            cnt[p->convs[i].tensor] = p->convs[i].w_numel;
+        }
+        off[m->fc_w] = p->fc_w_off;
+        cnt[m->fc_w] = (size_t)m->cfg.n_classes * m->feat_c;
+        return;
+    }
+    for (int i = 0; i < p->n_bns; i++) {
+        const gb_plan_bn_t *b = &p->bns[i];
+        off[b->g.weight] = b->gamma_off - p->n_a;
+        cnt[b->g.weight] = (size_t)b->g.c;
+        off[b->g.bias] = b->beta_off - p->n_a;
+        cnt[b->g.bias] = (size_t)b->g.c;
+    }
+    off[m->fc_b] = p->fc_b_off - p->n_a;
+    cnt[m->fc_b] = (size_t)m->cfg.n_classes;
+}

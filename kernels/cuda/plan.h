@@ -122,6 +122,14 @@ void gb_plan_destroy(gb_plan_t **self_p);
 size_t gb_plan_grad_b_byte_off(const gb_plan_t *p, size_t a_esize);
 size_t gb_plan_grad_bytes(const gb_plan_t *p, size_t a_esize);
 
+/* Where each parameter's gradient lies in its group of the gradient slab
+ * (group 0: A, conv and fc weights in the compute dtype; 1: B, BN weights
+ * and biases and the fc bias in fp32): off[t] elements from the group's
+ * start and cnt[t] elements (KRSC tensors with their stored channels), for
+ * every model tensor t (m->n_tensors entries each); cnt[t] 0 where t is no
+ * parameter of that group. The data-parallel buckets are cut from these. */
+void gb_plan_grad_spans(const gb_plan_t *p, int group, size_t *off, size_t *cnt);
+
 /* Canonical slab (model.h order, OIHW) <-> internal master slab [A | B].
  * to_internal zeroes padding. from_internal multiplies by `scale`
  * (used to unscale fp16 gradients; 1 otherwise). */
