@@ -11,7 +11,16 @@
  *   - NCCL's environment is set once per process: another interconnect
  *     mode later is refused with the reason;
  *   - with two or more GPUs: two replicas on two threads end with
- *     identical weights, and the allreduce op over both checks out.
+ *     identical weights, and the allreduce op over both checks out;
+ *   - with two or more GPUs, a replica that leaves: the other's collectives
+ *     then wait for a peer that never launches its part; its polled wait
+ *     must end the step with the group's reason (never hang), both
+ *     communicators go (ncclCommAbort), and the process can make and use a
+ *     new communicator afterwards. Left before its first step without a
+ *     word (a set-up failure: the backend aborts the group as the replica
+ *     is destroyed), and left after a step with the group aborted (as the
+ *     engine's run_fail does). A watchdog (alarm) fails the test instead of
+ *     letting a hang hold the machine.
  * Skips (77) without a usable GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "comm.h"
@@ -21,6 +30,8 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 extern const gb_backend_ops_t gb_cuda_backend_ops;
 
@@ -36,6 +47,10 @@ typedef struct rep {
     char *details;
     int rc;
     char err[GB_ERR_LEN];
+    /* a planted departure (0: none): leaves before step leave_step, and
+     * aborts the comm group first when leave_abort (as the engine does for a
+     * replica that fails); failed_at: the step that failed, or -1 */
+    int leaves, leave_step, leave_abort, failed_at;
 } rep_t;
 
 static void *train(void *arg) {
@@ -46,13 +61,23 @@ static void *train(void *arg) {
     int64_t nbt;
     gb_replica_report_t rep = {0, NULL};
     r->rc = -1;
+    r->failed_at = -1;
     if (!buf || o->create(r->m, r->cfg, r->device, r->comm, &st, r->err, sizeof(r->err)) ||
         o->set_state(st, r->params, r->buffers, 0, r->err, sizeof(r->err)) ||
         o->set_batch(st, NULL, NULL, r->err, sizeof(r->err)))
         goto out;
     for (int s = 0; s < STEPS; s++) {
         gb_step_out_t so;
-        if (o->step(st, &so, r->err, sizeof(r->err))) goto out;
+        if (r->leaves && s == r->leave_step) {
+            snprintf(r->err, sizeof(r->err), "planted: replica %d left before step %d", r->device,
+                     s);
+            if (r->leave_abort) gb_comm_abort(r->comm, r->err);
+            goto out;
+        }
+        if (o->step(st, &so, r->err, sizeof(r->err))) {
+            r->failed_at = s;
+            goto out;
+        }
     }
     if (o->get_state(st, r->out_params, buf, &nbt, r->err, sizeof(r->err)) ||
         o->get_grads(st, r->out_grads, r->err, sizeof(r->err)) ||
@@ -61,6 +86,9 @@ static void *train(void *arg) {
     r->details = rep.details_json;
     r->rc = 0;
 out:
+    /* as the engine's run_fail: a replica that failed aborts its group, so
+     * that no other waits for it (a planted departure says itself) */
+    if (r->rc != 0 && r->comm && !r->leaves) gb_comm_abort(r->comm, r->err);
     if (st) o->destroy(&st);
     free(buf);
     return NULL;
@@ -91,12 +119,13 @@ static void one_gpu(gb_precision_t prec) {
     CHECK(params && buffers && p0 && g0 && p1 && g1);
     gb_gpu_conditioned_state(m, params, buffers, 21);
     char err[GB_ERR_LEN];
-    rep_t a = {m, &cfg, NULL, 0, params, buffers, p0, g0, NULL, 0, ""};
+    rep_t a = {m, &cfg, NULL, 0, params, buffers, p0, g0, NULL, 0, "", 0, 0, 0, -1};
     train(&a);
     CHECKF(a.rc == 0, "%s: %s", gb_prec_str(prec), a.err);
     gb_comm_group_t *g = gb_comm_group_new(1, NULL, 0, err, sizeof(err));
     CHECKF(g, "%s", err);
-    rep_t b = {m, &cfg, gb_comm_group_member(g, 0), 0, params, buffers, p1, g1, NULL, 0, ""};
+    rep_t b = {m, &cfg, gb_comm_group_member(g, 0), 0, params, buffers, p1, g1, NULL, 0, "", 0, 0,
+               0, -1};
     train(&b);
     CHECKF(b.rc == 0, "%s with NCCL: %s", gb_prec_str(prec), b.err);
     /* The two runs make their own cudnnFind, which may pick other
@@ -228,8 +257,9 @@ static void two_gpus(void) {
     pthread_t th[2];
     for (int d = 0; d < 2; d++) {
         CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
-        r[d] = (rep_t){m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL,
-                       0, ""};
+        r[d] = (rep_t){
+            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0, 0,
+            0, -1};
         CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
     }
     for (int d = 0; d < 2; d++)
@@ -239,6 +269,59 @@ static void two_gpus(void) {
     CHECK(memcmp(p[0], p[1], m->n_params * 4) == 0);
     CHECK(memcmp(gr[0], gr[1], m->n_params * 4) == 0);
     printf("2 GPUs: identical weights after %d steps; %s\n", STEPS, r[0].details);
+    for (int d = 0; d < 2; d++) {
+        free(r[d].details);
+        free(p[d]);
+        free(gr[d]);
+    }
+    gb_comm_group_destroy(&g);
+    free(params);
+    free(buffers);
+    gb_model_destroy(&m);
+}
+
+/* Two replicas; replica 1 leaves before step `step` (aborting the group
+ * itself when `abort_first`). Replica 0 must fail, within the watchdog, at
+ * that step or the one before it (its previous step's wait may already see
+ * the abort), with `why` in its reason. */
+static void one_leaves(int step, int abort_first, const char *why) {
+    gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
+    gb_train_config_t cfg;
+    gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
+    cfg.bucket_mb = 0.01;
+    float *params = malloc(m->n_params * 4), *buffers = malloc(m->n_buffers * 4 + 4);
+    float *p[2], *gr[2];
+    CHECK(params && buffers);
+    gb_model_init(m, params, buffers, cfg.seed);
+    char err[GB_ERR_LEN];
+    gb_comm_group_t *g = gb_comm_group_new(2, NULL, 0, err, sizeof(err));
+    CHECKF(g, "%s", err);
+    rep_t r[2];
+    pthread_t th[2];
+    alarm(120); /* a hang fails the test (SIGALRM) rather than hold the machine */
+    for (int d = 0; d < 2; d++) {
+        CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
+        r[d] = (rep_t){
+            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0, 0,
+            0, -1};
+        if (d == 1) {
+            r[d].leaves = 1;
+            r[d].leave_step = step;
+            r[d].leave_abort = abort_first;
+        }
+        CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
+    }
+    for (int d = 0; d < 2; d++)
+        pthread_join(th[d], NULL);
+    alarm(0);
+    CHECKF(r[1].rc != 0 && strstr(r[1].err, "planted"), "replica 1: rc %d, %s", r[1].rc, r[1].err);
+    CHECKF(r[0].rc != 0, "replica 0 ended its %d steps though replica 1 left before step %d", STEPS,
+           step);
+    CHECKF(r[0].failed_at >= step - 1 && r[0].failed_at <= step && strstr(r[0].err, why),
+           "replica 0 failed at step %d (replica 1 left before %d): %s", r[0].failed_at, step,
+           r[0].err);
+    printf("2 GPUs, replica 1 left before step %d%s: replica 0 stopped at step %d: %s\n", step,
+           abort_first ? " (group aborted)" : "", r[0].failed_at, r[0].err);
     for (int d = 0; d < 2; d++) {
         free(r[d].details);
         free(p[d]);
@@ -276,6 +359,11 @@ int main(void) {
         two_gpus();
         ok = allreduce(2, -1, &n);
         CHECKF(ok == n, "two GPUs: %d of %d sizes checked out", ok, n);
+        one_leaves(0, 0, "a replica ended before its first step");
+        one_leaves(2, 1, "planted");
+        /* the aborted communicators are gone: a new one works */
+        ok = allreduce(2, -1, &n);
+        CHECKF(ok == n, "two GPUs after the aborts: %d of %d sizes checked out", ok, n);
     } else {
         printf("one GPU: the two-GPU cases need a second one\n");
     }
