@@ -12,15 +12,17 @@
  *     mode later is refused with the reason;
  *   - with two or more GPUs: two replicas on two threads end with
  *     identical weights, and the allreduce op over both checks out;
- *   - with two or more GPUs, a replica that leaves: the other's collectives
- *     then wait for a peer that never launches its part; its polled wait
- *     must end the step with the group's reason (never hang), both
- *     communicators go (ncclCommAbort), and the process can make and use a
- *     new communicator afterwards. Left before its first step without a
- *     word (a set-up failure: the backend aborts the group as the replica
- *     is destroyed), and left after a step with the group aborted (as the
- *     engine's run_fail does). A watchdog (alarm) fails the test instead of
- *     letting a hang hold the machine.
+ *   - with two or more GPUs, a replica that leaves, the replicas meeting
+ *     before every step as the engine's do: before its first step without
+ *     a word (a set-up failure: the backend aborts the group as the replica
+ *     is destroyed, which must open the other's barrier); and in the middle
+ *     of step 2, after the barrier, with the group aborted as the engine's
+ *     run_fail does: the other's collectives of that step then wait on the
+ *     GPU for a peer that never launches its part, and its polled wait must
+ *     end the step with the group's reason (ncclCommAbort ends the kernels)
+ *     instead of hanging. The process must then make and use a new
+ *     communicator. A watchdog (alarm) fails the test rather than let a
+ *     hang hold the machine.
  * Skips (77) without a usable GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "comm.h"
@@ -31,11 +33,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern const gb_backend_ops_t gb_cuda_backend_ops;
 
 enum { BATCH = 4, IMAGE = 32, CLASSES = 10, STEPS = 3 };
+
+enum { LEAVE_QUIET = 1, LEAVE_MID = 2 };
 
 typedef struct rep {
     const gb_model_t *m;
@@ -47,10 +52,12 @@ typedef struct rep {
     char *details;
     int rc;
     char err[GB_ERR_LEN];
-    /* a planted departure (0: none): leaves before step leave_step, and
-     * aborts the comm group first when leave_abort (as the engine does for a
-     * replica that fails); failed_at: the step that failed, or -1 */
-    int leaves, leave_step, leave_abort, failed_at;
+    /* a planted departure at step leave_step: LEAVE_QUIET leaves before
+     * the step's barrier without a word; LEAVE_MID passes the barrier, lets
+     * the others launch the step, aborts the comm group (as the engine does
+     * for a replica that fails) and leaves. failed_at: the step whose
+     * barrier or run failed, or -1 */
+    int leaves, leave_step, failed_at;
 } rep_t;
 
 static void *train(void *arg) {
@@ -68,10 +75,23 @@ static void *train(void *arg) {
         goto out;
     for (int s = 0; s < STEPS; s++) {
         gb_step_out_t so;
-        if (r->leaves && s == r->leave_step) {
+        int leaving = r->leaves && s == r->leave_step;
+        if (leaving && r->leaves == LEAVE_QUIET) {
             snprintf(r->err, sizeof(r->err), "planted: replica %d left before step %d", r->device,
                      s);
-            if (r->leave_abort) gb_comm_abort(r->comm, r->err);
+            goto out;
+        }
+        /* the replicas meet before every step, as in the engine (a no-op
+         * with one replica) */
+        if (r->comm && gb_comm_local_barrier(r->comm, r->err, sizeof(r->err))) {
+            r->failed_at = s;
+            goto out;
+        }
+        if (leaving) { /* LEAVE_MID: the others are in step s by now */
+            struct timespec ts = {0, 300 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            snprintf(r->err, sizeof(r->err), "planted: replica %d left in step %d", r->device, s);
+            gb_comm_abort(r->comm, r->err);
             goto out;
         }
         if (o->step(st, &so, r->err, sizeof(r->err))) {
@@ -119,12 +139,12 @@ static void one_gpu(gb_precision_t prec) {
     CHECK(params && buffers && p0 && g0 && p1 && g1);
     gb_gpu_conditioned_state(m, params, buffers, 21);
     char err[GB_ERR_LEN];
-    rep_t a = {m, &cfg, NULL, 0, params, buffers, p0, g0, NULL, 0, "", 0, 0, 0, -1};
+    rep_t a = {m, &cfg, NULL, 0, params, buffers, p0, g0, NULL, 0, "", 0, 0, -1};
     train(&a);
     CHECKF(a.rc == 0, "%s: %s", gb_prec_str(prec), a.err);
     gb_comm_group_t *g = gb_comm_group_new(1, NULL, 0, err, sizeof(err));
     CHECKF(g, "%s", err);
-    rep_t b = {m, &cfg, gb_comm_group_member(g, 0), 0, params, buffers, p1, g1, NULL, 0, "", 0, 0,
+    rep_t b = {m, &cfg, gb_comm_group_member(g, 0), 0, params, buffers, p1, g1, NULL, 0, "", 0,
                0, -1};
     train(&b);
     CHECKF(b.rc == 0, "%s with NCCL: %s", gb_prec_str(prec), b.err);
@@ -258,7 +278,7 @@ static void two_gpus(void) {
     for (int d = 0; d < 2; d++) {
         CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
         r[d] = (rep_t){
-            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0, 0,
+            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0,
             0, -1};
         CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
     }
@@ -280,11 +300,10 @@ static void two_gpus(void) {
     gb_model_destroy(&m);
 }
 
-/* Two replicas; replica 1 leaves before step `step` (aborting the group
- * itself when `abort_first`). Replica 0 must fail, within the watchdog, at
- * that step or the one before it (its previous step's wait may already see
- * the abort), with `why` in its reason. */
-static void one_leaves(int step, int abort_first, const char *why) {
+/* Two replicas; replica 1 leaves at step `step` (`how`: LEAVE_QUIET,
+ * LEAVE_MID). Replica 0 must fail at that step, within the watchdog, with
+ * `why` in its reason. */
+static void one_leaves(int step, int how, const char *why) {
     gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
     gb_train_config_t cfg;
     gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
@@ -302,12 +321,11 @@ static void one_leaves(int step, int abort_first, const char *why) {
     for (int d = 0; d < 2; d++) {
         CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
         r[d] = (rep_t){
-            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0, 0,
+            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0,
             0, -1};
         if (d == 1) {
-            r[d].leaves = 1;
+            r[d].leaves = how;
             r[d].leave_step = step;
-            r[d].leave_abort = abort_first;
         }
         CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
     }
@@ -317,11 +335,11 @@ static void one_leaves(int step, int abort_first, const char *why) {
     CHECKF(r[1].rc != 0 && strstr(r[1].err, "planted"), "replica 1: rc %d, %s", r[1].rc, r[1].err);
     CHECKF(r[0].rc != 0, "replica 0 ended its %d steps though replica 1 left before step %d", STEPS,
            step);
-    CHECKF(r[0].failed_at >= step - 1 && r[0].failed_at <= step && strstr(r[0].err, why),
-           "replica 0 failed at step %d (replica 1 left before %d): %s", r[0].failed_at, step,
+    CHECKF(r[0].failed_at == step && strstr(r[0].err, why),
+           "replica 0 failed at step %d (replica 1 left at %d): %s", r[0].failed_at, step,
            r[0].err);
-    printf("2 GPUs, replica 1 left before step %d%s: replica 0 stopped at step %d: %s\n", step,
-           abort_first ? " (group aborted)" : "", r[0].failed_at, r[0].err);
+    printf("2 GPUs, replica 1 left %s step %d: replica 0 stopped there: %s\n",
+           how == LEAVE_QUIET ? "before" : "in", step, r[0].err);
     for (int d = 0; d < 2; d++) {
         free(r[d].details);
         free(p[d]);
@@ -359,8 +377,8 @@ int main(void) {
         two_gpus();
         ok = allreduce(2, -1, &n);
         CHECKF(ok == n, "two GPUs: %d of %d sizes checked out", ok, n);
-        one_leaves(0, 0, "a replica ended before its first step");
-        one_leaves(2, 1, "planted");
+        one_leaves(0, LEAVE_QUIET, "a replica ended before its first step");
+        one_leaves(2, LEAVE_MID, "planted");
         /* the aborted communicators are gone: a new one works */
         ok = allreduce(2, -1, &n);
         CHECKF(ok == n, "two GPUs after the aborts: %d of %d sizes checked out", ok, n);
