@@ -209,6 +209,14 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
     const char *dbg = getenv("NCCL_DEBUG");
     if (!dbg || strcasecmp(dbg, "TRACE") != 0) setenv("NCCL_DEBUG", "INFO", 1);
     setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET,GRAPH", 1);
+    /* NCCL 2.22+ connects an algorithm's peers at its first collective
+     * (NCCL_RUNTIME_CONNECT=1, its default): a host-side exchange inside
+     * ncclAllReduce that nothing of ours polls, so a replica that failed
+     * before its first collective would leave the others blocked there
+     * until the job's deadline. Connected in ncclCommInitRank instead, where
+     * every rank is anyway (more memory for connections never used); a
+     * user's setting is kept */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     setenv("NCCL_DEBUG_FILE", file, 1);
     snprintf(g.mode, sizeof(g.mode), "%s", interconnect);
     g.n_local = n_local;
@@ -362,7 +370,7 @@ struct gb_cuda_dp {
     double bucket_mb;
     int nvlink;
     char asked[16];
-    int *dflag, *hflag; /* gb_cuda_dp_agree: device int, pinned host pair */
+    int *dflag, *hflag; /* gb_cuda_dp_agree, _same: 2 device ints, 4 pinned host */
     long finished;      /* steps whose all-reduces were launched (gb_cuda_dp_finish) */
 };
 
@@ -440,8 +448,8 @@ gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_
         for (int b = 0; b < dp->bk[gi]->n; b++)
             CK_CUDA(cudaEventCreateWithFlags(&dp->ev[gi][b], cudaEventDisableTiming));
     }
-    CK_CUDA(cudaMalloc((void **)&dp->dflag, sizeof(int)));
-    CK_CUDA(cudaMallocHost((void **)&dp->hflag, 2 * sizeof(int)));
+    CK_CUDA(cudaMalloc((void **)&dp->dflag, 2 * sizeof(int)));
+    CK_CUDA(cudaMallocHost((void **)&dp->hflag, 4 * sizeof(int)));
     gb_cuda_dp_begin(dp);
     for (int gi = 0; gi < 2; gi++) {
         free(off[gi]);
@@ -510,6 +518,26 @@ int gb_cuda_dp_join_capture(gb_cuda_dp_t *dp, cudaStream_t s) {
     if (st != cudaStreamCaptureStatusActive) return 0;
     if (cudaEventRecord(dp->done, dp->cs) != cudaSuccess) return -1;
     return cudaStreamWaitEvent(s, dp->done, 0) == cudaSuccess ? 0 : -1;
+}
+
+int gb_cuda_dp_same(gb_cuda_dp_t *dp, uint32_t v, char *err, size_t errlen) {
+    CK_CUDA(cudaSetDevice(dp->device));
+    /* one min over (v, -v): every rank gets the least v and minus the
+     * greatest; equal when all passed the same (v < 2^30: no overflow) */
+    dp->hflag[0] = (int)(v & 0x3fffffffu);
+    dp->hflag[1] = -dp->hflag[0];
+    CK_CUDA(
+        cudaMemcpyAsync(dp->dflag, &dp->hflag[0], 2 * sizeof(int), cudaMemcpyHostToDevice, dp->cs));
+    CK_NCCL(ncclAllReduce(dp->dflag, dp->dflag, 2, ncclInt32, ncclMin, dp->nccl, dp->cs));
+    CK_CUDA(
+        cudaMemcpyAsync(&dp->hflag[2], dp->dflag, 2 * sizeof(int), cudaMemcpyDeviceToHost, dp->cs));
+    CK_CUDA(cudaEventRecord(dp->done, dp->cs));
+    if (gb_cuda_dp_wait(dp, dp->done, err, errlen)) return -1;
+    return dp->hflag[2] == -dp->hflag[3];
+fail:
+    gb_comm_abort(dp->comm, err);
+    dp_abort(dp);
+    return -1;
 }
 
 int gb_cuda_dp_agree(gb_cuda_dp_t *dp, int ok, char *err, size_t errlen) {

@@ -82,6 +82,10 @@ int gb_cuda_dp_join_capture(gb_cuda_dp_t *dp, cudaStream_t s);
  * any does not (a min over the ranks, eagerly, outside any capture), -1 with
  * the reason when the collective cannot end (the group is aborted). */
 int gb_cuda_dp_agree(gb_cuda_dp_t *dp, int ok, char *err, size_t errlen);
+/* Every rank passes v (< 2^30): 1 when all passed the same, 0 when not (on
+ * every rank alike), -1 with the reason when the collective cannot end (the
+ * group is aborted). Eagerly, outside any capture. */
+int gb_cuda_dp_same(gb_cuda_dp_t *dp, uint32_t v, char *err, size_t errlen);
 /* JSON members (no braces) for the report: interconnect, nccl_transports,
  * the all-reduce figures; malloc'd, NULL when out of memory. */
 char *gb_cuda_dp_report(gb_cuda_dp_t *dp);

@@ -1416,6 +1416,21 @@ int gb_cuda_exec_attach_comm(gb_exec_t *ex, gb_comm_t *comm, const gb_train_conf
     X->dp =
         gb_cuda_dp_new(comm, X->device, cfg, ex->plan, X->grads, X->esz, X->grad_b, err, errlen);
     if (!X->dp) return -1;
+    /* settings read per process that change the gradient layout or what
+     * is averaged (GB_CUDA_STEM_C, GB_CUDA_LOSS_SCALE; a different build):
+     * alike on every rank, or no rank goes on */
+    uint32_t scale_bits;
+    memcpy(&scale_bits, &X->host_out->scale, sizeof(scale_bits));
+    int same = gb_cuda_dp_same(X->dp, gb_plan_fingerprint(ex->plan, scale_bits), err, errlen);
+    if (same < 0) return -1;
+    if (!same) {
+        snprintf(err, errlen,
+                 "the job's ranks differ in their gradient layout or initial loss scale (stem "
+                 "channels %d, loss scale %g here): GB_CUDA_STEM_C, GB_CUDA_LOSS_SCALE or the "
+                 "gpubench build differ between its nodes",
+                 ex->plan->stem_c, (double)X->host_out->scale);
+        return -1; /* the caller aborts the group, on every rank alike */
+    }
     if (comm->local_size > 1 && cfg->cuda_graph)
         snprintf(X->graph_note, sizeof(X->graph_note),
                  "off: %d GPUs of one process share an NCCL communicator, and NCCL warns that "

@@ -130,6 +130,14 @@ size_t gb_plan_grad_bytes(const gb_plan_t *p, size_t a_esize);
  * parameter of that group. The data-parallel buckets are cut from these. */
 void gb_plan_grad_spans(const gb_plan_t *p, int group, size_t *off, size_t *cnt);
 
+/* What every rank of a data-parallel job must have alike for its
+ * collectives to match (the gradient groups' sizes, the stem's channels,
+ * the element size, the batch, every parameter's place) and for its
+ * average to mean anything (`extra`: the caller's, e.g. the initial loss
+ * scale's bits), as a number in [0, 2^30): ranks compare it once at set-up
+ * (GB_CUDA_STEM_C and GB_CUDA_LOSS_SCALE are read per process). */
+uint32_t gb_plan_fingerprint(const gb_plan_t *p, uint32_t extra);
+
 /* Canonical slab (model.h order, OIHW) <-> internal master slab [A | B].
  * to_internal zeroes padding. from_internal multiplies by `scale`
  * (used to unscale fp16 gradients; 1 otherwise). */

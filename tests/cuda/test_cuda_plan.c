@@ -228,11 +228,37 @@ static void test_refusals(void) {
     gb_model_destroy(&m);
 }
 
+/* what data-parallel ranks compare at set-up: alike for alike plans, not
+ * when the stem's channels, the element size, the batch or `extra` differ */
+static void test_fingerprint(void) {
+    char err[256];
+    gb_model_t *m = resnet50(64);
+    gb_plan_t *a = gb_plan_new(m, 2, 2, 4, err, sizeof(err));
+    gb_plan_t *b = gb_plan_new(m, 2, 2, 4, err, sizeof(err));
+    gb_plan_t *c8 = gb_plan_new(m, 2, 2, 8, err, sizeof(err));
+    gb_plan_t *e4 = gb_plan_new(m, 2, 4, 4, err, sizeof(err));
+    gb_plan_t *n3 = gb_plan_new(m, 3, 2, 4, err, sizeof(err));
+    CHECK(a && b && c8 && e4 && n3);
+    uint32_t fa = gb_plan_fingerprint(a, 65536);
+    CHECK(fa < (1u << 30) && fa == gb_plan_fingerprint(b, 65536));
+    CHECK(fa != gb_plan_fingerprint(c8, 65536));
+    CHECK(fa != gb_plan_fingerprint(e4, 65536));
+    CHECK(fa != gb_plan_fingerprint(n3, 65536));
+    CHECK(fa != gb_plan_fingerprint(a, 32768));
+    gb_plan_destroy(&a);
+    gb_plan_destroy(&b);
+    gb_plan_destroy(&c8);
+    gb_plan_destroy(&e4);
+    gb_plan_destroy(&n3);
+    gb_model_destroy(&m);
+}
+
 int main(void) {
     test_resnet50_plan();
     test_resnet50_sizes();
     test_layouts();
     test_refusals();
     test_stem_c();
+    test_fingerprint();
     return 0;
 }
