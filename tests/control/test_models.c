@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sql_one.h"
+
 static gb_store_t *st;
 static uint64_t sweep;
 static int seq;
@@ -179,30 +181,8 @@ static void open_store(const char *path, int fill) {
 
 static sqlite3 *ro;
 
-/* The first column of the first row of sql as text ("" for none, "NULL"
- * for a NULL). */
-static const char *one(const char *sql) {
-    static char buf[1024];
-    sqlite3_stmt *s;
-    CHECKF(sqlite3_prepare_v2(ro, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
-           sqlite3_errmsg(ro));
-    buf[0] = '\0';
-    int rc = sqlite3_step(s);
-    CHECKF(rc == SQLITE_ROW || rc == SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(ro));
-    if (rc == SQLITE_ROW)
-        snprintf(buf, sizeof buf, "%s",
-                 sqlite3_column_type(s, 0) == SQLITE_NULL
-                     ? "NULL"
-                     : (const char *)sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-    return buf;
-}
-
-#define EQ(sql, want)                                                                              \
-    do {                                                                                           \
-        const char *got_ = one(sql);                                                               \
-        CHECKF(strcmp(got_, (want)) == 0, "%s: got '%s', want '%s'", (sql), got_, (want));         \
-    } while (0)
+#define one(sql)      gb_sql_one(ro, (sql))
+#define EQ(sql, want) GB_SQL_EQ(ro, (sql), (want))
 
 /* One v_models row as "runs|nodes|median|min|max|last_finished_at". */
 static void row(const char *model, const char *prec, int batch, int image, const char *want) {

@@ -12,6 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ops->create of a ResNet-50 (64x64, batch 2) at prec must fail, with no
+ * state left; its reason in err, the model in *m (the caller frees it) */
+static void create_fails(const gb_backend_ops_t *ops, gb_precision_t prec, gb_model_t **m,
+                         char *err, size_t errlen) {
+    gb_model_config_t mc;
+    gb_model_config_resnet50(&mc, 64);
+    *m = gb_model_new(&mc, err, errlen);
+    CHECK(*m);
+    gb_train_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.precision = prec;
+    cfg.model = mc;
+    cfg.batch = 2;
+    void *st = (void *)1;
+    err[0] = 0;
+    CHECK(ops->create(*m, &cfg, 0, NULL, &st, err, errlen) == -1 && st == NULL);
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 2);
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -45,18 +63,8 @@ int main(int argc, char **argv) {
             CHECKF(strstr(err, "no NVIDIA driver is installed here"), "probe said: %s", err);
         if (drv) dlclose(drv);
         printf("no GPU here, as expected of CI: probe: %s; versions %s\n", err, info.versions);
-        gb_model_config_t mc;
-        gb_model_config_resnet50(&mc, 64);
-        gb_model_t *m = gb_model_new(&mc, err, sizeof(err));
-        CHECK(m);
-        gb_train_config_t cfg;
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.precision = GB_PREC_FP16;
-        cfg.model = mc;
-        cfg.batch = 2;
-        void *st = (void *)1;
-        err[0] = 0;
-        CHECK(ops->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 && st == NULL);
+        gb_model_t *m = NULL;
+        create_fails(ops, GB_PREC_FP16, &m, err, sizeof(err));
         CHECKF(strstr(err, want), "create said: %s", err);
         double ms = 0, gf = 0;
         err[0] = 0;
@@ -69,19 +77,9 @@ int main(int argc, char **argv) {
     }
     /* a wrong GB_CUDA_STEM_C is refused before any GPU is touched, GPU or not */
     {
-        gb_model_config_t mc;
-        gb_model_config_resnet50(&mc, 64);
-        gb_model_t *m = gb_model_new(&mc, err, sizeof(err));
-        CHECK(m);
-        gb_train_config_t cfg;
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.precision = GB_PREC_BF16;
-        cfg.model = mc;
-        cfg.batch = 2;
+        gb_model_t *m = NULL;
         setenv("GB_CUDA_STEM_C", "5", 1);
-        void *st = (void *)1;
-        err[0] = 0;
-        CHECK(ops->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 && st == NULL);
+        create_fails(ops, GB_PREC_BF16, &m, err, sizeof(err));
         CHECKF(strstr(err, "GB_CUDA_STEM_C=5: 4 or 8"), "create said: %s", err);
         unsetenv("GB_CUDA_STEM_C");
         gb_model_destroy(&m);

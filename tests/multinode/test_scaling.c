@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sql_one.h"
+
 static char path[128];
 static gb_store_t *st;
 static gb_ranks_t *rk;
@@ -121,30 +123,8 @@ static uint64_t run(const char *nodes, int gpus, const char *precision, int batc
 
 static sqlite3 *ro;
 
-/* The first column of the first row of sql as text ("" for none, "NULL"
- * for a NULL). */
-static const char *one(const char *sql) {
-    static char buf[1024];
-    sqlite3_stmt *s;
-    CHECKF(sqlite3_prepare_v2(ro, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
-           sqlite3_errmsg(ro));
-    buf[0] = '\0';
-    int rc = sqlite3_step(s);
-    CHECKF(rc == SQLITE_ROW || rc == SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(ro));
-    if (rc == SQLITE_ROW)
-        snprintf(buf, sizeof buf, "%s",
-                 sqlite3_column_type(s, 0) == SQLITE_NULL
-                     ? "NULL"
-                     : (const char *)sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-    return buf;
-}
-
-#define EQ(sql, want)                                                                              \
-    do {                                                                                           \
-        const char *got_ = one(sql);                                                               \
-        CHECKF(strcmp(got_, (want)) == 0, "%s: got '%s', want '%s'", (sql), got_, (want));         \
-    } while (0)
+#define one(sql)      gb_sql_one(ro, (sql))
+#define EQ(sql, want) GB_SQL_EQ(ro, (sql), (want))
 
 /* A number of v_scaling (the row of job id) within 1e-12 relative: the
  * figures are ratios of small decimals, exact to a few ulps in double. */
