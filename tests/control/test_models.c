@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sql_one.h"
+#include "store_fixture.h"
 
 static gb_store_t *st;
 static uint64_t sweep;
@@ -66,32 +67,7 @@ static uint64_t add(char node, const char *kind, const char *backend, const char
                  " \"images_per_sec\": %.6f, \"step_ms\": {\"median\": 100, \"p90\": 101},"
                  " \"interconnect\": \"none\", \"image_size\": %d, \"batch_per_device\": %d}",
                  backend, model, gpus, precision, valid ? "true" : "false", ips, image, batch);
-    gb_record_t r;
-    char err[300];
-    CHECKF(gb_record_parse(rec, strlen(rec), kind, &r, err, sizeof err) == 0, "%s: %s", rec, err);
-    int ok = strcmp(state, "done") == 0;
-    gb_store_result_t res = {.job_id = id,
-                             .attempt = 1,
-                             .agent_id = agent,
-                             .status = ok ? "ok" : "failed",
-                             .kind = kind,
-                             .backend = r.backend,
-                             .device_model = r.device_model,
-                             .precision = r.precision,
-                             .n_devices = r.n_devices,
-                             .images_per_sec = r.images_per_sec,
-                             .step_ms_median = r.step_ms_median,
-                             .step_ms_p90 = r.step_ms_p90,
-                             .gflops = r.gflops,
-                             .valid = r.valid,
-                             .record = rec,
-                             .exit_code = 0};
-    int inserted;
-    CHECK(gb_store_result_insert(st, &res, now, &inserted) == 0 && inserted);
-    gb_record_free(&r);
-    CHECK(gb_store_attempt_end(st, id, 1, ok ? "done" : "failed", NULL, now) == 0);
-    CHECK(gb_store_job_finish(st, id, state, NULL, now) == 0);
-    CHECK(gb_store_commit(st) == 0);
+    gb_test_job_end(st, id, agent, kind, state, rec, now);
     return id;
 }
 

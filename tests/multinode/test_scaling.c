@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sql_one.h"
+#include "store_fixture.h"
 
 static char path[128];
 static gb_store_t *st;
@@ -73,35 +74,7 @@ static uint64_t add_job(const char *kind, const char *nodes, int gpus, const cha
             CHECK(gb_ranks_report(rk, id, 1, k, &rep, &stored) == 0 && stored);
         }
     }
-    if (record) {
-        gb_record_t rec;
-        char err[300];
-        CHECKF(gb_record_parse(record, strlen(record), kind, &rec, err, sizeof err) == 0, "%s: %s",
-               record, err);
-        gb_store_result_t r = {.job_id = id,
-                               .attempt = 1,
-                               .agent_id = agent0,
-                               .status = strcmp(state, "done") == 0 ? "ok" : "failed",
-                               .kind = kind,
-                               .backend = rec.backend,
-                               .device_model = rec.device_model,
-                               .precision = rec.precision,
-                               .n_devices = rec.n_devices,
-                               .images_per_sec = rec.images_per_sec,
-                               .step_ms_median = rec.step_ms_median,
-                               .step_ms_p90 = rec.step_ms_p90,
-                               .gflops = rec.gflops,
-                               .valid = rec.valid,
-                               .record = record,
-                               .exit_code = 0};
-        int inserted;
-        CHECK(gb_store_result_insert(st, &r, now, &inserted) == 0 && inserted);
-        gb_record_free(&rec);
-    }
-    CHECK(gb_store_attempt_end(st, id, 1, strcmp(state, "done") == 0 ? "done" : "failed", NULL,
-                               now) == 0);
-    CHECK(gb_store_job_finish(st, id, state, NULL, now) == 0);
-    CHECK(gb_store_commit(st) == 0);
+    gb_test_job_end(st, id, agent0, kind, state, record, now);
     return id;
 }
 
