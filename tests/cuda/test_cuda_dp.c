@@ -261,77 +261,81 @@ static int allreduce(int gpus, int fault_rank, int *n_sizes) {
     return ok;
 }
 
-static void two_gpus(void) {
-    gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
+/* Two replicas of the tiny model on GPUs 0 and 1, one thread each, from
+ * the same initial state, with buckets small enough to be several; replica
+ * 1 leaves at `leave_step` as `leaves` says (0: it does not). Run to the
+ * end; pair_free frees what pair_run made. */
+typedef struct pair {
+    gb_model_t *m;
     gb_train_config_t cfg;
-    gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
-    cfg.bucket_mb = 0.01;
-    float *params = malloc(m->n_params * 4), *buffers = malloc(m->n_buffers * 4 + 4);
-    float *p[2], *gr[2];
-    CHECK(params && buffers);
-    gb_model_init(m, params, buffers, cfg.seed);
-    char err[GB_ERR_LEN];
-    gb_comm_group_t *g = gb_comm_group_new(2, NULL, 0, err, sizeof(err));
-    CHECK(g);
+    float *params, *buffers, *p[2], *gr[2];
+    gb_comm_group_t *g;
     rep_t r[2];
+} pair_t;
+
+static void pair_run(pair_t *P, int leaves, int leave_step) {
+    P->m = gb_gpu_tiny_model(IMAGE, CLASSES);
+    gb_gpu_cfg(&P->cfg, P->m, GB_PREC_FP32, BATCH);
+    P->cfg.bucket_mb = 0.01;
+    P->params = malloc(P->m->n_params * 4);
+    P->buffers = malloc(P->m->n_buffers * 4 + 4);
+    CHECK(P->params && P->buffers);
+    gb_model_init(P->m, P->params, P->buffers, P->cfg.seed);
+    char err[GB_ERR_LEN];
+    P->g = gb_comm_group_new(2, NULL, 0, err, sizeof(err));
+    CHECKF(P->g, "%s", err);
     pthread_t th[2];
+    if (leaves) alarm(120); /* a hang fails the test (SIGALRM) rather than hold the machine */
     for (int d = 0; d < 2; d++) {
-        CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
-        r[d] = (rep_t){
-            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0,
-            0, -1};
-        CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
+        CHECK((P->p[d] = malloc(P->m->n_params * 4)) && (P->gr[d] = malloc(P->m->n_params * 4)));
+        P->r[d] = (rep_t){.m = P->m,
+                          .cfg = &P->cfg,
+                          .comm = gb_comm_group_member(P->g, d),
+                          .device = d,
+                          .params = P->params,
+                          .buffers = P->buffers,
+                          .out_params = P->p[d],
+                          .out_grads = P->gr[d],
+                          .leaves = d == 1 ? leaves : 0,
+                          .leave_step = d == 1 ? leave_step : 0,
+                          .failed_at = -1};
+        CHECK(pthread_create(&th[d], NULL, train, &P->r[d]) == 0);
     }
     for (int d = 0; d < 2; d++)
         pthread_join(th[d], NULL);
-    for (int d = 0; d < 2; d++)
-        CHECKF(r[d].rc == 0, "replica %d: %s", d, r[d].err);
-    CHECK(memcmp(p[0], p[1], m->n_params * 4) == 0);
-    CHECK(memcmp(gr[0], gr[1], m->n_params * 4) == 0);
-    printf("2 GPUs: identical weights after %d steps; %s\n", STEPS, r[0].details);
+    if (leaves) alarm(0);
+}
+
+static void pair_free(pair_t *P) {
     for (int d = 0; d < 2; d++) {
-        free(r[d].details);
-        free(p[d]);
-        free(gr[d]);
+        free(P->r[d].details);
+        free(P->p[d]);
+        free(P->gr[d]);
     }
-    gb_comm_group_destroy(&g);
-    free(params);
-    free(buffers);
-    gb_model_destroy(&m);
+    gb_comm_group_destroy(&P->g);
+    free(P->params);
+    free(P->buffers);
+    gb_model_destroy(&P->m);
+}
+
+static void two_gpus(void) {
+    pair_t P;
+    pair_run(&P, 0, -1);
+    for (int d = 0; d < 2; d++)
+        CHECKF(P.r[d].rc == 0, "replica %d: %s", d, P.r[d].err);
+    CHECK(memcmp(P.p[0], P.p[1], P.m->n_params * 4) == 0);
+    CHECK(memcmp(P.gr[0], P.gr[1], P.m->n_params * 4) == 0);
+    printf("2 GPUs: identical weights after %d steps; %s\n", STEPS, P.r[0].details);
+    pair_free(&P);
 }
 
 /* Two replicas; replica 1 leaves at step `step` (`how`: LEAVE_QUIET,
  * LEAVE_MID). Replica 0 must fail at that step, within the watchdog, with
  * `why` in its reason. */
 static void one_leaves(int step, int how, const char *why) {
-    gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
-    gb_train_config_t cfg;
-    gb_gpu_cfg(&cfg, m, GB_PREC_FP32, BATCH);
-    cfg.bucket_mb = 0.01;
-    float *params = malloc(m->n_params * 4), *buffers = malloc(m->n_buffers * 4 + 4);
-    float *p[2], *gr[2];
-    CHECK(params && buffers);
-    gb_model_init(m, params, buffers, cfg.seed);
-    char err[GB_ERR_LEN];
-    gb_comm_group_t *g = gb_comm_group_new(2, NULL, 0, err, sizeof(err));
-    CHECKF(g, "%s", err);
-    rep_t r[2];
-    pthread_t th[2];
-    alarm(120); /* a hang fails the test (SIGALRM) rather than hold the machine */
-    for (int d = 0; d < 2; d++) {
-        CHECK((p[d] = malloc(m->n_params * 4)) && (gr[d] = malloc(m->n_params * 4)));
-        r[d] = (rep_t){
-            m, &cfg, gb_comm_group_member(g, d), d, params, buffers, p[d], gr[d], NULL, 0, "", 0,
-            0, -1};
-        if (d == 1) {
-            r[d].leaves = how;
-            r[d].leave_step = step;
-        }
-        CHECK(pthread_create(&th[d], NULL, train, &r[d]) == 0);
-    }
-    for (int d = 0; d < 2; d++)
-        pthread_join(th[d], NULL);
-    alarm(0);
+    pair_t P;
+    pair_run(&P, how, step);
+    const rep_t *r = P.r;
     CHECKF(r[1].rc != 0 && strstr(r[1].err, "planted"), "replica 1: rc %d, %s", r[1].rc, r[1].err);
     CHECKF(r[0].rc != 0, "replica 0 ended its %d steps though replica 1 left before step %d", STEPS,
            step);
@@ -340,15 +344,7 @@ static void one_leaves(int step, int how, const char *why) {
            r[0].err);
     printf("2 GPUs, replica 1 left %s step %d: replica 0 stopped there: %s\n",
            how == LEAVE_QUIET ? "before" : "in", step, r[0].err);
-    for (int d = 0; d < 2; d++) {
-        free(r[d].details);
-        free(p[d]);
-        free(gr[d]);
-    }
-    gb_comm_group_destroy(&g);
-    free(params);
-    free(buffers);
-    gb_model_destroy(&m);
+    pair_free(&P);
 }
 
 int main(void) {
