@@ -19,6 +19,12 @@
 #   6b. ours in bf16 with the image in 4 channels and fp16 in 8
 #      (GB_CUDA_STEM_C; bf16's default is 8, the others' 4): which count
 #      conv1 is faster with in each
+#   6c. cuDNN's graph-API fusions (kernels/cuda/fuse.c, not yet in the
+#      step): each ResNet-50 conv's fused graph (conv + batch-norm
+#      statistics, with the previous batch norm's scale, bias and ReLU in
+#      its prologue; the wgrad with that prologue) against the unfused
+#      calls (conv, cuDNN batch norm; wgrad on the materialized input);
+#      its correctness is test_cuda_fuse in the gpu tests
 #   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
 #      speed and the op and step tests' fp32 lines under it
 #   7b. compute-sanitizer memcheck on a short run of the whole-step test
@@ -38,8 +44,8 @@
 # Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
 #        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
-#        ours dp torch ownbn stem fp32any sanitizer product compile; e.g. a second
-#        call with SKIP="tests ours dp torch ownbn stem fp32any sanitizer product"
+#        ours dp torch ownbn stem fuse fp32any sanitizer product compile; e.g. a second
+#        call with SKIP="tests ours dp torch ownbn stem fuse fp32any sanitizer product"
 #        gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
@@ -87,8 +93,8 @@ for v in FULL BUILD_ONLY; do
 done
 # a misspelled section in SKIP would run it, on a device budget
 for s in ${SKIP:-}; do
-  case $s in tests | ours | dp | torch | ownbn | stem | fp32any | sanitizer | product | compile) ;;
-  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn stem fp32any sanitizer product compile)" >&2; exit 2 ;;
+  case $s in tests | ours | dp | torch | ownbn | stem | fuse | fp32any | sanitizer | product | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn stem fuse fp32any sanitizer product compile)" >&2; exit 2 ;;
   esac
 done
 LOG=$BUILD/bench
@@ -328,7 +334,7 @@ elif [ "$BUILD_OK" = 1 ]; then
   # -V: the passing tests' own lines (each setting's agreement figures) come
   # back too, not only "Passed"
   if timeout -k 10 "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 150 -V >"$LOG/gpu_tests.log" 2>&1 \
-     && timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
+     && timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan|fuse_graphs)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
     else
@@ -540,6 +546,22 @@ if want stem && variant_run bf16_stem4 bf16 GB_CUDA_STEM_C=4 150 120; then
 fi
 if want stem && variant_run fp16_stem8 fp16 GB_CUDA_STEM_C=8 150 120; then
   status PASS "ours fp16 with GB_CUDA_STEM_C=8: $VARIANT_IPS img/s (default, 4: ${OURS[fp16]:-?}); $(conv1_times "$LOG/ours_fp16.json" "$LOG/ours_fp16_stem8.json")"
+fi
+
+section "cuDNN graph-API fusions against the unfused calls"
+# the ConvBN fusions MLPerf's ResNet runs (fuse.h), per conv at this batch:
+# how much of the step they would save, before they go into it
+if ! want fuse; then :
+elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_fuse" ]; then
+  status SKIPPED "fusions: test_cuda_fuse not built"
+elif [ "$(left)" -lt 100 ]; then
+  status SKIPPED "fusions: out of time"
+elif timeout -k 10 "$(slot 150 30)" "$BUILD/tests/cuda/test_cuda_fuse" bench "$BATCH" >"$LOG/fuse_bench.log" 2>&1; then
+  status PASS "$(grep '^fuse:' "$LOG/fuse_bench.log" | tail -1) (fuse_bench.log; correctness: test_cuda_fuse in the gpu tests)"
+else
+  rc=$?
+  tail -5 "$LOG/fuse_bench.log"
+  failed "$rc" "fusions bench" "fuse_bench.log"
 fi
 
 section "gpubench fp32 with FFT and Winograd allowed"
