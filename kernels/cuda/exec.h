@@ -38,9 +38,23 @@ typedef struct gb_exec_ops {
     int (*conv_bwd_filter)(gb_exec_t *ex, int ci, const void *x, const void *dy);
     /* y = relu?(bn(x) + z); z NULL unless the plan's bn has a residual */
     int (*bn_fwd)(gb_exec_t *ex, int bi, const void *x, const void *z, void *y);
-    /* from y (post activation) and dy: dx, and dz (the residual's gradient) */
+    /* from y (post activation; NULL: recomputed, see below) and dy: dx, and
+     * dz (the residual's gradient) */
     int (*bn_bwd)(gb_exec_t *ex, int bi, const void *x, const void *y, const void *dy, void *dx,
                   void *dz);
+    /* The fused step (ex->fused; net.c): batch norm's statistics from the
+     * conv's epilogue, its scale, bias and ReLU in the next conv's prologue.
+     * conv_stats: y = conv(pre_bn >= 0 ? relu(bn_pre(x)) : x), and the
+     * per-channel sums of y for batch norm stats_bn; bn_finalize: stats_bn's
+     * batch mean and variance (saved as bn_fwd saves them), its scale and
+     * bias; bn_apply: y = relu(bn(x) + (zbn >= 0 ? bn_zbn(z) : z)) with both
+     * finalized; conv_bwd_filter_pre: the weight gradient of conv ci on
+     * relu(bn_pre(x)). bn_bwd with y NULL takes the ReLU's mask from
+     * bn(x) recomputed (the fused step never stores it). */
+    int (*conv_stats)(gb_exec_t *ex, int ci, const void *x, int pre_bn, void *y, int stats_bn);
+    int (*bn_finalize)(gb_exec_t *ex, int bi);
+    int (*bn_apply)(gb_exec_t *ex, int bi, const void *x, const void *z, int zbn, void *y);
+    int (*conv_bwd_filter_pre)(gb_exec_t *ex, int ci, const void *x, int pre_bn, const void *dy);
     int (*maxpool_fwd)(gb_exec_t *ex, const void *x, void *y);
     int (*maxpool_bwd)(gb_exec_t *ex, const void *dy, void *dx);
     int (*avgpool_fwd)(gb_exec_t *ex, const void *x, void *y);
@@ -75,6 +89,7 @@ struct gb_exec {
     const gb_exec_ops_t *ops;
     const gb_plan_t *plan;
     void *arena; /* activations and gradient buffers (device memory on GPUs) */
+    int fused;   /* 1: the step runs the fused ops above (set at creation) */
     char err[GB_ERR_LEN];
 };
 

@@ -66,6 +66,13 @@ int gb_plan_stem_c(gb_precision_t prec, const char *env, char *err, size_t errle
     return -1;
 }
 
+int gb_plan_fuse(const char *env, char *err, size_t errlen) {
+    if (!env || strcmp(env, "0") == 0) return 0;
+    if (strcmp(env, "1") == 0) return 1;
+    snprintf(err, errlen, "GB_CUDA_FUSE=%s: 0 or 1 (1: the fused step, fp16 only)", env);
+    return -1;
+}
+
 gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, int stem_c, char *err,
                        size_t errlen) {
     if (!m->cfg.bn) {

@@ -115,6 +115,10 @@ gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, int stem_c, cha
  * cuDNN kernels for 4 channels were 4x slower than fp16's on an H200, and 4
  * otherwise. -1 with a reason in err for any other value. */
 int gb_plan_stem_c(gb_precision_t prec, const char *env, char *err, size_t errlen);
+/* GB_CUDA_FUSE's value (NULL when unset): 1 asks for the fused step (batch
+ * norm in the convs' epilogues and prologues: exec.h, net.c), 0 or unset
+ * not; -1 with a reason in err for any other value. */
+int gb_plan_fuse(const char *env, char *err, size_t errlen);
 void gb_plan_destroy(gb_plan_t **self_p);
 
 /* Byte offset of group B inside a gradient slab whose group A elements are

@@ -30,6 +30,9 @@ typedef struct host_exec {
     double loss;
     int32_t *labels;
     long updates; /* SGD steps taken: torch's first step sets the momentum buffer */
+    /* the fused step: the last conv_stats' sums, for batch norm sums_bn */
+    double *sum, *sqsum;
+    int sums_bn;
 } host_exec_t;
 
 static void hx_destroy(gb_exec_t **self_p) {
@@ -46,6 +49,8 @@ static void hx_destroy(gb_exec_t **self_p) {
     free(h->logits);
     free(h->dlogits);
     free(h->labels);
+    free(h->sum);
+    free(h->sqsum);
     free(h);
     *self_p = NULL;
 }
@@ -262,6 +267,8 @@ static int hx_bn_fwd(gb_exec_t *ex, int bi, const void *xv, const void *zv, void
     return 0;
 }
 
+static double *bn_relu_copy(gb_exec_t *ex, int bi, const double *x);
+
 static int hx_bn_bwd(gb_exec_t *ex, int bi, const void *xv, const void *yv, const void *dyv,
                      void *dxv, void *dzv) {
     host_exec_t *h = (host_exec_t *)ex;
@@ -270,7 +277,17 @@ static int hx_bn_bwd(gb_exec_t *ex, int bi, const void *xv, const void *yv, cons
     if (rows < 0) return -1;
     size_t so = b->stat_off / 2, n = (size_t)rows * b->g.c;
     const double *g = dyv;
-    double *tmp = NULL;
+    double *tmp = NULL, *yrec = NULL;
+    if (b->relu && !yv) {
+        /* the fused step stores no output: the mask from bn(x) recomputed */
+        if (dzv) {
+            snprintf(ex->err, sizeof(ex->err), "host twin: %s: no output to take the mask from",
+                     b->name);
+            return -1;
+        }
+        if (!(yrec = bn_relu_copy(ex, bi, xv))) return oom(ex);
+        yv = yrec;
+    }
     if (b->relu) {
         /* the gradient through the ReLU (of the residual join when there is
          * one: it is also the residual's gradient dz) */
@@ -287,7 +304,129 @@ static int hx_bn_bwd(gb_exec_t *ex, int bi, const void *xv, const void *yv, cons
     gb_ref_bn_bwd(rows, b->g.c, 1, xv, g, h->w + b->gamma_off, h->mean + so, h->var + so, BN_EPS,
                   dxv, h->grad + b->gamma_off, h->grad + b->beta_off);
     free(tmp);
+    free(yrec);
     return 0;
+}
+
+/* ---- the fused step's ops (exec.h), in double ---- */
+
+/* batch norm bi's finalized scale and bias of channel ch: bn(x) = x * a + b */
+static void bn_coef(host_exec_t *h, const gb_plan_bn_t *b, int ch, double *a, double *bb) {
+    size_t so = b->stat_off / 2;
+    *a = h->w[b->gamma_off + ch] / sqrt(h->var[so + ch] + BN_EPS);
+    *bb = h->w[b->beta_off + ch] - h->mean[so + ch] * *a;
+}
+
+/* relu(bn(x)) of an activation of batch norm bi, into a new buffer */
+static double *bn_relu_copy(gb_exec_t *ex, int bi, const double *x) {
+    host_exec_t *h = (host_exec_t *)ex;
+    const gb_plan_bn_t *b = &ex->plan->bns[bi];
+    size_t n = (size_t)b->count * b->g.c;
+    double *out = malloc(n * sizeof(double));
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        double a, bb;
+        bn_coef(h, b, (int)(i % (size_t)b->g.c), &a, &bb);
+        double v = x[i] * a + bb;
+        out[i] = v > 0.0 ? v : 0.0;
+    }
+    return out;
+}
+
+static int pre_bn_ok(gb_exec_t *ex, int ci, int pre_bn) {
+    const gb_plan_t *p = ex->plan;
+    if (pre_bn < -1 || pre_bn >= p->n_bns ||
+        (pre_bn >= 0 && p->bns[pre_bn].g.c != p->convs[ci].g.c)) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s: prologue batch norm %d does not fit",
+                 p->convs[ci].name, pre_bn);
+        return 0;
+    }
+    return 1;
+}
+
+static int hx_conv_stats(gb_exec_t *ex, int ci, const void *xv, int pre_bn, void *yv,
+                         int stats_bn) {
+    host_exec_t *h = (host_exec_t *)ex;
+    const gb_plan_t *p = ex->plan;
+    const gb_conv_t *g = &p->convs[ci].g;
+    if (!pre_bn_ok(ex, ci, pre_bn)) return -1;
+    if (stats_bn < 0 || stats_bn >= p->n_bns || p->bns[stats_bn].g.c != g->k) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s: statistics for batch norm %d",
+                 p->convs[ci].name, stats_bn);
+        return -1;
+    }
+    double *a = NULL;
+    if (pre_bn >= 0 && !(a = bn_relu_copy(ex, pre_bn, xv))) return oom(ex);
+    int rc = hx_conv_fwd(ex, ci, a ? a : xv, yv);
+    free(a);
+    if (rc) return -1;
+    const double *y = yv;
+    size_t n = (size_t)p->n * g->oh * g->ow * g->k;
+    for (int k = 0; k < g->k; k++)
+        h->sum[k] = h->sqsum[k] = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        h->sum[i % (size_t)g->k] += y[i];
+        h->sqsum[i % (size_t)g->k] += y[i] * y[i];
+    }
+    h->sums_bn = stats_bn;
+    return 0;
+}
+
+static int hx_bn_finalize(gb_exec_t *ex, int bi) {
+    host_exec_t *h = (host_exec_t *)ex;
+    const gb_plan_bn_t *b = &ex->plan->bns[bi];
+    int rows = bn_rows(ex, b);
+    if (rows < 0) return -1;
+    if (h->sums_bn != bi) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s finalized without its conv's sums",
+                 b->name);
+        return -1;
+    }
+    size_t so = b->stat_off / 2;
+    for (int ch = 0; ch < b->g.c; ch++) {
+        double mean = h->sum[ch] / rows, var = h->sqsum[ch] / rows - mean * mean;
+        h->mean[so + ch] = mean;
+        h->var[so + ch] = var > 0.0 ? var : 0.0;
+    }
+    h->sums_bn = -1;
+    return 0;
+}
+
+static int hx_bn_apply(gb_exec_t *ex, int bi, const void *xv, const void *zv, int zbn, void *yv) {
+    host_exec_t *h = (host_exec_t *)ex;
+    const gb_plan_t *p = ex->plan;
+    const gb_plan_bn_t *b = &p->bns[bi];
+    if (zbn < -1 || zbn >= p->n_bns || (zbn >= 0 && p->bns[zbn].g.c != b->g.c) || !zv) {
+        snprintf(ex->err, sizeof(ex->err), "host twin: %s: residual batch norm %d", b->name, zbn);
+        return -1;
+    }
+    const double *x = xv, *z = zv;
+    double *y = yv;
+    size_t n = (size_t)b->count * b->g.c;
+    for (size_t i = 0; i < n; i++) {
+        int ch = (int)(i % (size_t)b->g.c);
+        double a, bb, r = z[i];
+        bn_coef(h, b, ch, &a, &bb);
+        if (zbn >= 0) {
+            double za, zb;
+            bn_coef(h, &p->bns[zbn], ch, &za, &zb);
+            r = z[i] * za + zb;
+        }
+        double v = x[i] * a + bb + r;
+        y[i] = b->relu && v < 0.0 ? 0.0 : v;
+    }
+    return 0;
+}
+
+static int hx_conv_bwd_filter_pre(gb_exec_t *ex, int ci, const void *xv, int pre_bn,
+                                  const void *dyv) {
+    if (!pre_bn_ok(ex, ci, pre_bn)) return -1;
+    if (pre_bn < 0) return hx_conv_bwd_filter(ex, ci, xv, dyv);
+    double *a = bn_relu_copy(ex, pre_bn, xv);
+    if (!a) return oom(ex);
+    int rc = hx_conv_bwd_filter(ex, ci, a, dyv);
+    free(a);
+    return rc;
 }
 
 static int pool_geom(gb_exec_t *ex, gb_ref_pool_t *pl) {
@@ -436,6 +575,10 @@ static const gb_exec_ops_t host_ops = {
     .conv_bwd_filter = hx_conv_bwd_filter,
     .bn_fwd = hx_bn_fwd,
     .bn_bwd = hx_bn_bwd,
+    .conv_stats = hx_conv_stats,
+    .bn_finalize = hx_bn_finalize,
+    .bn_apply = hx_bn_apply,
+    .conv_bwd_filter_pre = hx_conv_bwd_filter_pre,
     .maxpool_fwd = hx_maxpool_fwd,
     .maxpool_bwd = hx_maxpool_bwd,
     .avgpool_fwd = hx_avgpool_fwd,
@@ -475,9 +618,21 @@ gb_exec_t *gb_host_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, ch
     h->logits = calloc(nl, sizeof(double));
     h->dlogits = calloc(nl, sizeof(double));
     h->labels = calloc((size_t)p->n, sizeof(int32_t));
+    h->sum = calloc((size_t)p->max_bn_c, sizeof(double));
+    h->sqsum = calloc((size_t)p->max_bn_c, sizeof(double));
+    h->sums_bn = -1;
     if (!h->base.arena || !h->w || !h->buf || !h->grad || !h->buffers || !h->mean || !h->var ||
-        !h->pool_x || !h->logits || !h->dlogits || !h->labels)
+        !h->pool_x || !h->logits || !h->dlogits || !h->labels || !h->sum || !h->sqsum)
         goto oom;
+    /* GB_CUDA_FUSE as the CUDA backend reads it: the twin runs the fused
+     * step's wiring too, in every precision (its math is double) */
+    int fused = gb_plan_fuse(getenv("GB_CUDA_FUSE"), err, errlen);
+    if (fused < 0) {
+        gb_exec_t *e = &h->base;
+        hx_destroy(&e);
+        return NULL;
+    }
+    h->base.fused = fused;
     return &h->base;
 oom:
     snprintf(err, errlen, "host twin: out of memory");

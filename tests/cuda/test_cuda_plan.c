@@ -176,6 +176,21 @@ static void test_layouts(void) {
     gb_model_destroy(&m);
 }
 
+/* GB_CUDA_FUSE: 1 asks for the fused step, 0 or unset not, anything else refused */
+static void test_fuse_env(void) {
+    char err[256] = "";
+    CHECK(gb_plan_fuse(NULL, err, sizeof(err)) == 0);
+    CHECK(gb_plan_fuse("0", err, sizeof(err)) == 0);
+    CHECK(gb_plan_fuse("1", err, sizeof(err)) == 1);
+    const char *bad[] = {"", "2", "yes", "1 ", "01"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        CHECKF(gb_plan_fuse(bad[i], err, sizeof(err)) == -1 && strstr(err, "GB_CUDA_FUSE=") &&
+                   strstr(err, "0 or 1"),
+               "'%s': %s", bad[i], err);
+    }
+}
+
 /* GB_CUDA_STEM_C: 8 for bf16 unless set, 4 otherwise; any other value refused */
 static void test_stem_c(void) {
     char err[256] = "";
@@ -259,6 +274,7 @@ int main(void) {
     test_layouts();
     test_refusals();
     test_stem_c();
+    test_fuse_env();
     test_fingerprint();
     return 0;
 }

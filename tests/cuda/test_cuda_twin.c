@@ -182,8 +182,16 @@ static int bwd_data_no_acc(gb_exec_t *ex, int ci, const void *dy, void *dx, int 
     return real_bwd_data(ex, ci, dy, dx, 0);
 }
 
+/* the fused step's fault: conv2's and conv3's weight gradients on the raw
+ * conv output, the prologue's batch norm and ReLU left out */
+static int (*real_bwd_filter_pre)(gb_exec_t *, int, const void *, int, const void *);
+static int bwd_filter_no_pre(gb_exec_t *ex, int ci, const void *x, int pre_bn, const void *dy) {
+    (void)pre_bn;
+    return real_bwd_filter_pre(ex, ci, x, -1, dy);
+}
+
 /* inject: 0 plain, 1 a wiring fault that must be caught, 2 the state loaded
- * again after a step (must change nothing) */
+ * again after a step (must change nothing), 3 the fused step's fault */
 static void run_case(int image, const int layers[4], int w0, int classes, int batch, int steps,
                      int inject) {
     gb_model_t *m = tiny_model(image, layers, w0, classes);
@@ -213,20 +221,32 @@ static void run_case(int image, const int layers[4], int w0, int classes, int ba
 
     twin_run_t tw = {.steps = steps};
     const gb_exec_ops_t *ovr = NULL;
-    if (inject == 1) {
-        /* take the host twin's own table and break one op */
+    {
+        /* the step the twin runs is the one GB_CUDA_FUSE asks for; for
+         * faults, take the host twin's own table and break one op */
         void *st = NULL;
         char err[GB_ERR_LEN];
-        CHECK(gb_twin_backend_ops.create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == 0);
+        CHECKF(gb_twin_backend_ops.create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == 0, "%s", err);
+        const char *fe = getenv("GB_CUDA_FUSE");
+        CHECK(gb_net_exec(st)->fused == (fe && !strcmp(fe, "1")));
         broken = *gb_net_exec(st)->ops;
         gb_twin_backend_ops.destroy(&st);
+    }
+    if (inject == 1) {
         real_bwd_data = broken.conv_bwd_data;
         broken.conv_bwd_data = bwd_data_no_acc;
+        ovr = &broken;
+    } else if (inject == 3) {
+        real_bwd_filter_pre = broken.conv_bwd_filter_pre;
+        broken.conv_bwd_filter_pre = bwd_filter_no_pre;
         ovr = &broken;
     }
     twin_train(m, &cfg, params, buffers, images, labels, ovr, inject == 2, &tw);
     int bad = compare_run(m, &tw, loss, grads, pa, ba, params, 0);
-    if (inject == 1) {
+    if (inject == 3) {
+        CHECKF(bad > 0, "a weight gradient without its prologue went unnoticed");
+        fprintf(stderr, "injected fused-step fault caught: %d tensors differ\n", bad);
+    } else if (inject == 1) {
         CHECKF(bad > 0, "a dropped residual gradient went unnoticed");
         fprintf(stderr, "injected fault caught: %d tensors differ\n", bad);
     } else {
@@ -261,5 +281,8 @@ int main(void) {
     run_case(32, l2211, 8, 10, 3, 1, 1);
     /* a second set_state restarts the momentum (two steps after it) */
     run_case(32, l1111, 8, 10, 3, 2, 2);
+    /* GB_CUDA_FUSE=1 (cuda_twin_fused): the fused step's own fault too */
+    const char *fe = getenv("GB_CUDA_FUSE");
+    if (fe && !strcmp(fe, "1")) run_case(32, l2211, 8, 10, 3, 1, 3);
     return 0;
 }

@@ -13,7 +13,8 @@
  *     group (A: conv and fc weights; B: BN parameters and the fc bias),
  *     inside the group's slab, at its place in the master slab;
  *   - every parameter's gradient is written once per step (the ops that
- *     write them: conv_bwd_filter, bn_bwd, head) before it is reported, and
+ *     write them: conv_bwd_filter(_pre), bn_bwd, head; GB_CUDA_FUSE=1: the
+ *     fused step's) before it is reported, and
  *     is reported once; nothing changes a reported gradient before the
  *     update (its values at the report equal those the update reads);
  *   - every bucket of both groups is complete during backward (none waits
@@ -71,6 +72,11 @@ static void span_of(int t, size_t *lo, size_t *n) {
 static int t_conv_bwd_filter(gb_exec_t *ex, int ci, const void *x, const void *dy) {
     wrote(S.p->convs[ci].tensor);
     return S.real->conv_bwd_filter(ex, ci, x, dy);
+}
+
+static int t_conv_bwd_filter_pre(gb_exec_t *ex, int ci, const void *x, int pre_bn, const void *dy) {
+    wrote(S.p->convs[ci].tensor);
+    return S.real->conv_bwd_filter_pre(ex, ci, x, pre_bn, dy);
 }
 
 static int t_bn_bwd(gb_exec_t *ex, int bi, const void *x, const void *y, const void *dy, void *dx,
@@ -208,10 +214,13 @@ static void run(size_t bucket_elems) {
     CHECK(S.at_report && S.now);
     gb_exec_t *ex = gb_host_exec_new(p, &cfg, err, sizeof(err));
     CHECKF(ex, "%s", err);
+    const char *fe = getenv("GB_CUDA_FUSE");
+    CHECK(ex->fused == (fe && !strcmp(fe, "1"))); /* the step asked for is the one checked */
     static gb_exec_ops_t ops;
     S.real = ex->ops;
     ops = *ex->ops;
     ops.conv_bwd_filter = t_conv_bwd_filter;
+    ops.conv_bwd_filter_pre = t_conv_bwd_filter_pre;
     ops.bn_bwd = t_bn_bwd;
     ops.head = t_head;
     ops.step_begin = t_step_begin;
