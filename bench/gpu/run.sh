@@ -19,12 +19,13 @@
 #   6b. ours in bf16 with the image in 4 channels and fp16 in 8
 #      (GB_CUDA_STEM_C; bf16's default is 8, the others' 4): which count
 #      conv1 is faster with in each
-#   6c. cuDNN's graph-API fusions (kernels/cuda/fuse.c, not yet in the
-#      step): each ResNet-50 conv's fused graph (conv + batch-norm
-#      statistics, with the previous batch norm's scale, bias and ReLU in
-#      its prologue; the wgrad with that prologue) against the unfused
-#      calls (conv, cuDNN batch norm; wgrad on the materialized input);
-#      its correctness is test_cuda_fuse in the gpu tests
+#   6c. cuDNN's graph-API fusions (kernels/cuda/fuse.c): each ResNet-50
+#      conv's fused graph (conv + batch-norm statistics, with the previous
+#      batch norm's scale, bias and ReLU in its prologue; the wgrad with
+#      that prologue) against the unfused calls (conv, cuDNN batch norm;
+#      wgrad on the materialized input), then the fused step
+#      (GB_CUDA_FUSE=1, fp16) beside fp16's default; their correctness is
+#      test_cuda_fuse, test_cuda_ops and test_cuda_step in the gpu tests
 #   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
 #      speed and the op and step tests' fp32 lines under it
 #   7b. compute-sanitizer memcheck on a short run of the whole-step test
@@ -562,6 +563,12 @@ else
   rc=$?
   tail -5 "$LOG/fuse_bench.log"
   failed "$rc" "fusions bench" "fuse_bench.log"
+fi
+# the fused step itself (GB_CUDA_FUSE=1: fp16, not yet the default), beside
+# fp16's default; its correctness: test_cuda_ops and test_cuda_step's fused
+# lines in the gpu tests
+if want fuse && variant_run fp16_fused fp16 GB_CUDA_FUSE=1 150 120; then
+  status PASS "ours fp16 with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[fp16]:-?}), fused step $(json_field "$LOG/ours_fp16_fused.json" details.fused_step): $(json_field "$LOG/ours_fp16_fused.json" details.fused_note), graph $(json_field "$LOG/ours_fp16_fused.json" details.cuda_graph)"
 fi
 
 section "gpubench fp32 with FFT and Winograd allowed"

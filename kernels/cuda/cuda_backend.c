@@ -114,6 +114,7 @@ static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int re
     /* the settings first: a wrong one is said before any GPU is touched */
     int stem_c = gb_plan_stem_c(cfg->precision, getenv("GB_CUDA_STEM_C"), err, errlen);
     if (stem_c < 0) goto fail;
+    if (gb_plan_fuse(getenv("GB_CUDA_FUSE"), err, errlen) < 0) goto fail;
     int n = device_count(err, errlen);
     if (n < 0) goto fail;
     if (replica < 0 || replica >= n) {

@@ -28,6 +28,7 @@
 #include "cuda_check.h"
 #include "cuda_dp.h"
 #include "cuda_math.h"
+#include "fuse.h"
 #include "kernels.h"
 
 #include <cublas_v2.h>
@@ -57,6 +58,12 @@ typedef struct cconv {
     size_t wsfwd, wsbd, wsbf;
     float tfwd, tbd, tbf; /* ms measured by cudnnFind */
     int same_as;          /* earlier conv of the same shape whose choice was reused, or -1 */
+    /* the fused step (GB_CUDA_FUSE=1): this conv's forward graph (conv +
+     * statistics, with the prologue when its input is a batch norm's) and
+     * its wgrad with the prologue, or NULL; shared by convs of one shape
+     * (the owner is in cuda_exec_t.fgraphs) */
+    gb_fuse_t *ffwd, *fwg;
+    float tffwd, tfwg; /* ms of the chosen plans, as timed at creation */
 } cconv_t;
 
 typedef struct cbn {
@@ -119,6 +126,15 @@ typedef struct cuda_exec {
     int bn_force;     /* 0 default, 1 own, 2 cudnn */
     int fp32_any;     /* GB_CUDA_FP32_ALGOS=any: fp32 takes FFT/Winograd too */
     gb_cuda_dp_t *dp; /* data parallel: NCCL and the gradient buckets, or NULL */
+    /* the fused step (exec.h, fuse.h): asked for with GB_CUDA_FUSE=1; on
+     * (base.fused) when every graph has a plan; fuse_note says why not */
+    int fuse_asked;
+    char fuse_note[256];
+    gb_fuse_t **fgraphs; /* owned graphs, 2 per conv at most */
+    int n_fgraphs;
+    float *sums;  /* the last conv's statistics: sum[c], sum of squares[c] */
+    float *fcoef; /* per batch norm, at stat_off: a[c], b[c] of bn(x) = a x + b */
+    void *pre;    /* the same in the compute type, for the convs' prologues */
 } cuda_exec_t;
 
 #define ERR    X->base.err
@@ -254,6 +270,22 @@ static int cx_bn_bwd(gb_exec_t *ex, int bi, const void *x, const void *y, const 
         snprintf(ERR, ERRLEN, "%s: residual gradient %s", pb->name, dz ? "unexpected" : "missing");
         return -1;
     }
+    if (!y) {
+        /* the fused step stored no output: the ReLU's input recomputed into
+         * the plan's (then unused) output buffer from the finalized scale
+         * and bias; without a ReLU nothing reads it */
+        if (!X->base.fused || !b->own || dz) {
+            snprintf(ERR, ERRLEN, "%s: no output given outside the fused step", pb->name);
+            return -1;
+        }
+        if (pb->relu) {
+            y = gb_exec_act(ex, pb->y);
+            CK_CUDA(gb_k_bn_fwd_apply(X->stream, X->dt, x, NULL, (void *)y, pb->count, pb->g.c,
+                                      X->fcoef + pb->stat_off, 1));
+        } else {
+            y = x;
+        }
+    }
     if (b->own) {
         CK_CUDA(gb_k_bn_bwd_reduce(X->stream, X->dt, x, y, dy, pb->count, pb->g.c, pb->relu,
                                    save_mean(X, pb), b->rchunks, X->partials));
@@ -272,6 +304,86 @@ static int cx_bn_bwd(gb_exec_t *ex, int bi, const void *x, const void *y, const 
     return 0;
 fail:
     return -1;
+}
+
+/* ---- the fused step ---- */
+
+static void *pre_of(cuda_exec_t *X, const gb_plan_bn_t *b, int bias) {
+    return (char *)X->pre + (b->stat_off + (bias ? (size_t)b->g.c : 0)) * X->esz;
+}
+
+/* the variant pack's pointers of conv ci: input x, prologue of pre_bn */
+static void fuse_ptrs(cuda_exec_t *X, int ci, const void *x, int pre_bn,
+                      void *ptr[GB_FUSE_NSLOTS]) {
+    const gb_plan_t *p = X->base.plan;
+    const gb_plan_conv_t *pc = &p->convs[ci];
+    memset(ptr, 0, GB_FUSE_NSLOTS * sizeof(ptr[0]));
+    ptr[GB_FUSE_X] = (void *)x;
+    ptr[GB_FUSE_W] = conv_w(X, pc);
+    ptr[GB_FUSE_DW] = conv_dw(X, pc);
+    ptr[GB_FUSE_SUM] = X->sums;
+    ptr[GB_FUSE_SQSUM] = X->sums + pc->g.k;
+    if (pre_bn >= 0) {
+        ptr[GB_FUSE_SCALE] = pre_of(X, &p->bns[pre_bn], 0);
+        ptr[GB_FUSE_BIAS] = pre_of(X, &p->bns[pre_bn], 1);
+    }
+}
+
+static int cx_conv_stats(gb_exec_t *ex, int ci, const void *x, int pre_bn, void *y, int stats_bn) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    const gb_plan_conv_t *pc = &ex->plan->convs[ci];
+    cconv_t *c = &X->convs[ci];
+    void *ptr[GB_FUSE_NSLOTS];
+    if (!c->ffwd || (pre_bn >= 0) != (gb_fuse_kind(c->ffwd) == GB_FUSE_SBR_CONV_STATS) ||
+        stats_bn < 0 || ex->plan->bns[stats_bn].g.c != pc->g.k) {
+        snprintf(ERR, ERRLEN,
+                 "%s: no fused forward graph for this use (prologue %d, statistics %d)", pc->name,
+                 pre_bn, stats_bn);
+        return -1;
+    }
+    fuse_ptrs(X, ci, x, pre_bn, ptr);
+    ptr[GB_FUSE_Y] = y;
+    return gb_fuse_run(c->ffwd, X->dnn, ptr, X->ws, ERR, ERRLEN);
+}
+
+static int cx_bn_finalize(gb_exec_t *ex, int bi) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    const gb_plan_bn_t *pb = &ex->plan->bns[bi];
+    CK_CUDA(gb_k_bn_fin_sums(X->stream, X->dt, X->sums, pb->count, pb->g.c,
+                             X->master + pb->gamma_off, X->master + pb->beta_off, (float)BN_EPS,
+                             save_mean(X, pb), save_invstd(X, pb), X->fcoef + pb->stat_off,
+                             pre_of(X, pb, 0)));
+    return 0;
+fail:
+    return -1;
+}
+
+static int cx_bn_apply(gb_exec_t *ex, int bi, const void *x, const void *z, int zbn, void *y) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    const gb_plan_bn_t *pb = &ex->plan->bns[bi];
+    const float *zc = zbn >= 0 ? X->fcoef + ex->plan->bns[zbn].stat_off : NULL;
+    CK_CUDA(gb_k_bn_apply2(X->stream, X->dt, x, z, y, pb->count, pb->g.c, X->fcoef + pb->stat_off,
+                           zc, pb->relu));
+    return 0;
+fail:
+    return -1;
+}
+
+static int cx_conv_bwd_filter(gb_exec_t *ex, int ci, const void *x, const void *dy);
+
+static int cx_conv_bwd_filter_pre(gb_exec_t *ex, int ci, const void *x, int pre_bn,
+                                  const void *dy) {
+    cuda_exec_t *X = (cuda_exec_t *)ex;
+    cconv_t *c = &X->convs[ci];
+    void *ptr[GB_FUSE_NSLOTS];
+    if (pre_bn < 0) return cx_conv_bwd_filter(ex, ci, x, dy);
+    if (!c->fwg) {
+        snprintf(ERR, ERRLEN, "%s: no fused wgrad graph", ex->plan->convs[ci].name);
+        return -1;
+    }
+    fuse_ptrs(X, ci, x, pre_bn, ptr);
+    ptr[GB_FUSE_DY] = (void *)dy;
+    return gb_fuse_run(c->fwg, X->dnn, ptr, X->ws, ERR, ERRLEN);
 }
 
 static int cx_maxpool_fwd(gb_exec_t *ex, const void *x, void *y) {
@@ -749,6 +861,8 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
           X->ws_bytes, X->bytes_peak, X->dev_used_peak);
     if (X->prec == GB_PREC_FP32)
         jputf(&j, ",\"fp32_algorithms\":\"%s\"", X->fp32_any ? "any" : "fma");
+    jputf(&j, ",\"fused_step\":%s,\"fused_note\":", X->base.fused ? "true" : "false");
+    jstr(&j, X->fuse_note);
     jputf(&j, ",\"loss_scale\":%g,\"cudnn_runtime_error\":", (double)X->host_out->scale);
     if (X->bn_runtime[0])
         jstr(&j, X->bn_runtime);
@@ -782,6 +896,15 @@ static int cx_report(gb_exec_t *ex, gb_replica_report_t *rep) {
         jputf(&j, ",\"bwd_filter\":{\"algo\":\"%s\",\"math\":\"%s\",\"ws\":%zu,\"ms\":%.4f}",
               bf_name(c->bf), math_name(c->mbf), c->wsbf, (double)c->tbf);
         if (c->same_as >= 0) jputf(&j, ",\"same_as\":\"%s\"", p->convs[c->same_as].name);
+        if (X->base.fused && c->ffwd)
+            jputf(&j, ",\"fused_fwd\":{\"graph\":\"%s\",\"engine\":\"%s\",\"ws\":%zu,\"ms\":%.4f}",
+                  gb_fuse_kind_name(gb_fuse_kind(c->ffwd)),
+                  gb_fuse_engine(c->ffwd, gb_fuse_chosen(c->ffwd)),
+                  gb_fuse_workspace(c->ffwd, gb_fuse_chosen(c->ffwd)), (double)c->tffwd);
+        if (X->base.fused && c->fwg)
+            jputf(&j, ",\"fused_wgrad\":{\"engine\":\"%s\",\"ws\":%zu,\"ms\":%.4f}",
+                  gb_fuse_engine(c->fwg, gb_fuse_chosen(c->fwg)),
+                  gb_fuse_workspace(c->fwg, gb_fuse_chosen(c->fwg)), (double)c->tfwg);
         jputf(&j, "}");
     }
     jputf(&j, "]");
@@ -838,6 +961,9 @@ static void cx_destroy(gb_exec_t **self_p) {
         }
         free(X->bns);
     }
+    for (int i = 0; i < X->n_fgraphs; i++)
+        gb_fuse_destroy(&X->fgraphs[i]);
+    free(X->fgraphs);
     if (X->relu) cudnnDestroyActivationDescriptor(X->relu);
     if (X->blas) cublasDestroy(X->blas);
     if (X->dnn) cudnnDestroy(X->dnn);
@@ -864,6 +990,10 @@ static const gb_exec_ops_t cuda_ops = {
     .conv_bwd_filter = cx_conv_bwd_filter,
     .bn_fwd = cx_bn_fwd,
     .bn_bwd = cx_bn_bwd,
+    .conv_stats = cx_conv_stats,
+    .bn_finalize = cx_bn_finalize,
+    .bn_apply = cx_bn_apply,
+    .conv_bwd_filter_pre = cx_conv_bwd_filter_pre,
     .maxpool_fwd = cx_maxpool_fwd,
     .maxpool_bwd = cx_maxpool_bwd,
     .avgpool_fwd = cx_avgpool_fwd,
@@ -1169,6 +1299,123 @@ fail:
     return -1;
 }
 
+/* A conv's place in the fused step: 1 conv2/conv3 (a prologue of the
+ * batch norm *pre_bn), 0 conv1/projection (none), -1 the stem (unfused). */
+static int fused_role(const gb_plan_t *p, int ci, int *pre_bn) {
+    *pre_bn = -1;
+    for (int i = 0; i < p->n_blocks; i++) {
+        const gb_plan_block_t *b = &p->blocks[i];
+        if (ci == b->conv2 || ci == b->conv3) {
+            *pre_bn = ci == b->conv2 ? b->bn1 : b->bn2;
+            return 1;
+        }
+        if (ci == b->conv1 || ci == b->down) return 0;
+    }
+    return -1;
+}
+
+/* ms of one run of f's chosen plan: 2 untimed, the mean of 3 */
+static float time_fuse(cuda_exec_t *X, gb_fuse_t *f, void *ptr[GB_FUSE_NSLOTS], void *ws) {
+    float ms = -1.0f;
+    for (int i = 0; i < 5; i++) {
+        if (i == 2) CK_CUDA(cudaEventRecord(X->ev0, X->stream));
+        if (gb_fuse_run(f, X->dnn, ptr, ws, ERR, ERRLEN)) return -1.0f;
+    }
+    CK_CUDA(cudaEventRecord(X->ev1, X->stream));
+    CK_CUDA(cudaEventSynchronize(X->ev1));
+    CK_CUDA(cudaEventElapsedTime(&ms, X->ev0, X->ev1));
+    return ms / 3.0f;
+fail:
+    return -1.0f;
+}
+
+/* the fused step's graphs, each planned (up to 3 engine configurations,
+ * the fastest on the real buffers kept) with the search workspace; one per
+ * shape and kind. Any graph without a plan leaves the plain step, with
+ * fuse_note saying why: not an error. */
+static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_need) {
+    const gb_plan_t *p = X->base.plan;
+    char why[GB_ERR_LEN];
+    if (!X->fuse_asked) return 0;
+    if (X->prec != GB_PREC_FP16) {
+        snprintf(X->fuse_note, sizeof(X->fuse_note),
+                 "off: GB_CUDA_FUSE=1, but cuDNN's fused patterns are fp16 only (precision %s)",
+                 prec_name(X->prec));
+        return 0;
+    }
+    X->fgraphs = calloc(2 * (size_t)p->n_convs, sizeof(*X->fgraphs));
+    if (!X->fgraphs) {
+        snprintf(ERR, ERRLEN, "out of memory");
+        return -1;
+    }
+    size_t need = 0;
+    for (int ci = 0; ci < p->n_convs; ci++) {
+        int pre = -1, role = fused_role(p, ci, &pre);
+        if (role < 0) continue;
+        const gb_plan_conv_t *pc = &p->convs[ci];
+        cconv_t *c = &X->convs[ci];
+        for (int wg = 0; wg <= role; wg++) {
+            gb_fuse_kind_t kind = wg     ? GB_FUSE_SBR_WGRAD
+                                  : role ? GB_FUSE_SBR_CONV_STATS
+                                         : GB_FUSE_CONV_STATS;
+            gb_fuse_t **slot = wg ? &c->fwg : &c->ffwd;
+            float *t = wg ? &c->tfwg : &c->tffwd;
+            for (int cj = 0; cj < ci && !*slot; cj++) {
+                int pj = -1;
+                cconv_t *o = &X->convs[cj];
+                if (fused_role(p, cj, &pj) == role && same_shape(&p->convs[cj], pc)) {
+                    *slot = wg ? o->fwg : o->ffwd;
+                    *t = wg ? o->tfwg : o->tffwd;
+                }
+            }
+            if (*slot) continue;
+            gb_fuse_t *f = gb_fuse_new(kind, &pc->g, p->n, X->dnn, pc->name, why, sizeof(why));
+            if (!f) goto off;
+            X->fgraphs[X->n_fgraphs++] = f;
+            *slot = f;
+            int np = gb_fuse_plan(f, X->dnn, sws_bytes, 3, why, sizeof(why));
+            if (np <= 0) goto off;
+            void *ptr[GB_FUSE_NSLOTS];
+            fuse_ptrs(X, ci, gb_exec_act(&X->base, pc->x), role ? pre : -1, ptr);
+            ptr[GB_FUSE_Y] = gb_exec_act(&X->base, pc->y);
+            ptr[GB_FUSE_DY] = gb_exec_grad(&X->base, 0);
+            int best = -1;
+            float best_ms = 0.0f;
+            for (int k = 0; k < np; k++) {
+                gb_fuse_choose(f, k);
+                float ms = time_fuse(X, f, ptr, sws);
+                if (ms < 0.0f) {
+                    snprintf(why, sizeof(why), "%s", ERR);
+                    ERR[0] = 0;
+                    (void)cudaGetLastError();
+                    continue; /* a plan that does not run is not taken */
+                }
+                if (best < 0 || ms < best_ms) best = k, best_ms = ms;
+            }
+            if (best < 0) goto off;
+            gb_fuse_choose(f, best);
+            *t = best_ms;
+            if (gb_fuse_workspace(f, best) > need) need = gb_fuse_workspace(f, best);
+        }
+    }
+    if (need > *ws_need) *ws_need = need;
+    X->base.fused = 1;
+    for (int i = 0; i < p->n_bns; i++)
+        if (i != p->stem_bn && !X->bns[i].own) bn_own(&X->bns[i], "the fused step");
+    snprintf(X->fuse_note, sizeof(X->fuse_note), "on: %d cuDNN graphs for %d convs", X->n_fgraphs,
+             p->n_convs - 1);
+    return 0;
+off:
+    snprintf(X->fuse_note, sizeof(X->fuse_note), "off: %.240s", why);
+    for (int i = 0; i < X->n_fgraphs; i++)
+        gb_fuse_destroy(&X->fgraphs[i]);
+    X->n_fgraphs = 0;
+    for (int i = 0; i < p->n_convs; i++)
+        X->convs[i].ffwd = X->convs[i].fwg = NULL;
+    (void)cudaGetLastError();
+    return 0;
+}
+
 gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, int device, char *err,
                             size_t errlen) {
     cuda_exec_t *X = calloc(1, sizeof(*X));
@@ -1228,6 +1475,10 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         goto fail;
     }
     X->fp32_any = algos && strcmp(algos, "any") == 0;
+    X->fuse_asked = gb_plan_fuse(getenv("GB_CUDA_FUSE"), ERR, ERRLEN);
+    if (X->fuse_asked < 0) goto fail;
+    snprintf(X->fuse_note, sizeof(X->fuse_note), "%s",
+             X->fuse_asked ? "asked for, not set up" : "off (GB_CUDA_FUSE unset)");
     snprintf(X->graph_note, sizeof(X->graph_note), "%s",
              cfg->cuda_graph ? "not captured yet" : "off (cuda_graph = 0)");
 
@@ -1269,6 +1520,11 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (dalloc(X, &X->buffers, m->n_buffers * sizeof(float))) goto fail;
         if (dalloc(X, &X->stats, p->n_stats * sizeof(float))) goto fail;
         if (dalloc(X, &X->coef, 3 * (size_t)p->max_bn_c * sizeof(float))) goto fail;
+        if (X->fuse_asked && X->prec == GB_PREC_FP16) {
+            if (dalloc(X, &X->sums, 2 * (size_t)p->max_bn_c * sizeof(float))) goto fail;
+            if (dalloc(X, &X->fcoef, p->n_stats * sizeof(float))) goto fail;
+            if (dalloc(X, &X->pre, p->n_stats * X->esz)) goto fail;
+        }
         if (dalloc(X, &X->img, (size_t)p->n * 3 * m->cfg.image_h * m->cfg.image_w * sizeof(float)))
             goto fail;
         if (dalloc(X, &X->labels, (size_t)p->n * sizeof(int32_t))) goto fail;
@@ -1352,6 +1608,7 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
      * which could tilt the choice. Cleared again below. */
     CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->base.arena, p->arena_bytes / X->esz, 11, 1.0f));
     CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->wcopy, p->n_a, 12, 0.05f));
+    if (X->pre) CK_CUDA(gb_k_fill_normal(X->stream, X->dt, X->pre, p->n_stats, 13, 0.5f));
     {
         size_t fr = 0, tot = 0;
         CK_CUDA(cudaMemGetInfo(&fr, &tot));
@@ -1372,6 +1629,7 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         int rc = 0;
         for (int i = 0; i < p->n_convs && rc == 0; i++)
             rc = find_conv(X, i, sws, sws_bytes);
+        if (rc == 0) rc = setup_fused(X, sws, sws_bytes, &ws_need);
         cudaError_t fe = cudaFree(sws); /* where an error Find left would show */
         if (rc) goto fail;
         CK_CUDA(fe);
@@ -1421,14 +1679,17 @@ int gb_cuda_exec_attach_comm(gb_exec_t *ex, gb_comm_t *comm, const gb_train_conf
      * alike on every rank, or no rank goes on */
     uint32_t scale_bits;
     memcpy(&scale_bits, &X->host_out->scale, sizeof(scale_bits));
+    /* the scale is positive: its sign bit carries whether the step is fused */
+    if (ex->fused) scale_bits ^= 0x80000000u;
     int same = gb_cuda_dp_same(X->dp, gb_plan_fingerprint(ex->plan, scale_bits), err, errlen);
     if (same < 0) return -1;
     if (!same) {
         snprintf(err, errlen,
-                 "the job's ranks differ in their gradient layout or initial loss scale (stem "
-                 "channels %d, loss scale %g here): GB_CUDA_STEM_C, GB_CUDA_LOSS_SCALE or the "
-                 "gpubench build differ between its nodes",
-                 ex->plan->stem_c, (double)X->host_out->scale);
+                 "the job's ranks differ in their gradient layout, initial loss scale or step "
+                 "(stem channels %d, loss scale %g, fused step %s here): GB_CUDA_STEM_C, "
+                 "GB_CUDA_LOSS_SCALE, GB_CUDA_FUSE or the gpubench build differ between its "
+                 "nodes",
+                 ex->plan->stem_c, (double)X->host_out->scale, ex->fused ? "on" : "off");
         return -1; /* the caller aborts the group, on every rank alike */
     }
     if (comm->local_size > 1 && cfg->cuda_graph)

@@ -177,6 +177,45 @@ GB_HD void gb_bn_running(float *rm, float *rv, float mean, float invstd, float e
     *rv = (1.0f - momentum) * (*rv) + momentum * unbiased;
 }
 
+/* ---- the fused step (exec.h: statistics from the conv's epilogue, batch
+ * norm in the next conv's prologue) ---- */
+
+/* A batch norm finalized from its input's per-channel sum and sum of
+ * squares over n values (cuDNN's GenStats; E[x^2] - E[x]^2 in double, the
+ * variance clamped at 0): the saved mean and inverse std as bn_fwd saves
+ * them, and the affine form bn(x) = a x + b. */
+typedef struct gb_bn_fin {
+    float mean, invstd, a, b;
+} gb_bn_fin_t;
+GB_HD gb_bn_fin_t gb_bn_from_sums(double sum, double sqsum, double n, float gamma, float beta,
+                                  float eps) {
+    gb_bn_fin_t f;
+    double mean = sum / n, var = sqsum / n - mean * mean;
+    if (!(var > 0.0)) var = var != var ? var : 0.0; /* NaN stays NaN */
+    double inv = 1.0 / sqrt(var + (double)eps), a = (double)gamma * inv;
+    f.mean = (float)mean;
+    f.invstd = (float)inv;
+    f.a = (float)a;
+    f.b = (float)((double)beta - mean * a);
+    return f;
+}
+
+/* The end of a block: relu?(a x + b + (za z + zb)), the residual z either
+ * the block's input (za 1, zb 0) or the projection's conv output with its
+ * own batch norm. */
+GB_HD float gb_bn_apply2(float x, float a, float b, float z, float za, float zb, int relu) {
+    return gb_bn_apply(x, a, b, za * z + zb, relu);
+}
+
+/* The ReLU's mask the fused step never stores, recomputed as the next
+ * conv's prologue computed it: relu(x * a + b) with a, b in fp16, products
+ * and sums in fp32. */
+GB_HD int gb_prologue_passes(float x, float a, float b) {
+    float v = x * a;
+    v = v + b;
+    return v > 0.0f;
+}
+
 /* ---- max pool (PyTorch semantics: NaN wins, then the first strict maximum
  * in row-major scan order; padded cells never win). ---- */
 GB_HD int gb_pool_better(float v, float best) {

@@ -41,6 +41,10 @@ const char *gb_fuse_kind_name(gb_fuse_kind_t kind) {
     return "?";
 }
 
+gb_fuse_kind_t gb_fuse_kind(const gb_fuse_t *f) {
+    return f->kind;
+}
+
 unsigned gb_fuse_slots(gb_fuse_kind_t kind) {
     switch (kind) {
     case GB_FUSE_CONV_STATS:

@@ -53,6 +53,7 @@ enum {
 typedef struct gb_fuse gb_fuse_t;
 
 const char *gb_fuse_kind_name(gb_fuse_kind_t kind);
+gb_fuse_kind_t gb_fuse_kind(const gb_fuse_t *f);
 
 /* The graph of `kind` for conv geometry g at batch n (g.c input channels as
  * stored). handle may be NULL (no GPU: the operation graph is still built

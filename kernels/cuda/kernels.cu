@@ -424,6 +424,62 @@ __global__ void k_ar_check(const float *buf, size_t n, gb_ar_want_t want, unsign
     if (mine) atomicAdd(bad, mine);
 }
 
+/* ---- the fused step (exec.h): a batch norm finalized from its conv's
+ * sums, and the block's end ---- */
+
+/* per channel: saved mean / inverse std, the affine form in fp32 (fcoef:
+ * a[c] then b[c]) and in the compute type for the next conv's prologue
+ * (pre: a[c] then b[c]) */
+template <typename T>
+__global__ void k_bn_fin_sums(const float *sums, double count, int c, const float *gamma,
+                              const float *beta, float eps, float *save_mean, float *save_invstd,
+                              float *fcoef, T *pre) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= c) return;
+    gb_bn_fin_t f = gb_bn_from_sums(sums[ch], sums[c + ch], count, gamma[ch], beta[ch], eps);
+    save_mean[ch] = f.mean;
+    save_invstd[ch] = f.invstd;
+    fcoef[ch] = f.a;
+    fcoef[c + ch] = f.b;
+    st(pre, ch, f.a);
+    st(pre, c + ch, f.b);
+}
+
+/* y = relu?(bn(x) + bn_z(z)): zc NULL: the residual as it is. One element
+ * per thread (any c) or, in k_bn_apply2_v, 16 bytes per thread (c a
+ * multiple of the vector, 16-byte aligned tensors). */
+template <typename T>
+__global__ void k_bn_apply2(const T *x, const T *z, T *y, size_t total, int c, const float *fc,
+                            const float *zc, int relu) {
+    GRID_STRIDE(i, total) {
+        int ch = CHANNEL(i, c);
+        float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;
+        st(y, i, gb_bn_apply2(ld(x, i), fc[ch], fc[c + ch], ld(z, i), za, zb, relu));
+    }
+}
+
+template <typename T>
+__global__ void k_bn_apply2_v(const T *x, const T *z, T *y, size_t total, int c, const float *fc,
+                              const float *zc, int relu) {
+    constexpr int V = 16 / sizeof(T);
+    GRID_STRIDE(v, total / V) {
+        int ch0 = CHANNEL(v * V, c);
+        uint4 xr = reinterpret_cast<const uint4 *>(x)[v],
+              zr = reinterpret_cast<const uint4 *>(z)[v];
+        uint4 yr;
+        T xs[V], zs[V], ys[V];
+        memcpy((void *)xs, &xr, 16); /* (void *): __half is a class to g++ (the emulator) */
+        memcpy((void *)zs, &zr, 16);
+        for (int k = 0; k < V; k++) {
+            int ch = ch0 + k;
+            float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;
+            st(ys, k, gb_bn_apply2(ld(xs, k), fc[ch], fc[c + ch], ld(zs, k), za, zb, relu));
+        }
+        memcpy(&yr, (const void *)ys, 16);
+        reinterpret_cast<uint4 *>(y)[v] = yr;
+    }
+}
+
 } // namespace
 
 /* Every kernel's module loaded now: CUDA 12.2+ loads a kernel lazily at its
@@ -434,15 +490,16 @@ __global__ void k_ar_check(const float *buf, size_t n, gb_ar_want_t want, unsign
  * for its own kernels. Not in the CPU emulator (no driver there). */
 #ifndef GB_CUDA_EMU_H
 template <typename T> static cudaError_t preload_typed() {
-    const void *fns[] = {(const void *)k_image_to_nhwc<T>,     (const void *)k_fill_normal<T>,
-                         (const void *)k_cast_from_f32<T>,     (const void *)k_cast_to_f32<T>,
-                         (const void *)k_maxpool_fwd<T>,       (const void *)k_maxpool_bwd<T>,
-                         (const void *)k_avgpool_fwd<T>,       (const void *)k_avgpool_bwd<T>,
-                         (const void *)k_softmax_ce<T>,        (const void *)k_finite_check<T>,
-                         (const void *)k_bn_fwd_stats<T>,      (const void *)k_bn_fwd_apply<T>,
-                         (const void *)k_bn_bwd_reduce<T>,     (const void *)k_bn_bwd_apply<T>,
-                         (const void *)k_sgd<T, float>,        (const void *)k_sgd<T, __half>,
-                         (const void *)k_sgd<T, __nv_bfloat16>};
+    const void *fns[] = {(const void *)k_image_to_nhwc<T>,      (const void *)k_fill_normal<T>,
+                         (const void *)k_cast_from_f32<T>,      (const void *)k_cast_to_f32<T>,
+                         (const void *)k_maxpool_fwd<T>,        (const void *)k_maxpool_bwd<T>,
+                         (const void *)k_avgpool_fwd<T>,        (const void *)k_avgpool_bwd<T>,
+                         (const void *)k_softmax_ce<T>,         (const void *)k_finite_check<T>,
+                         (const void *)k_bn_fwd_stats<T>,       (const void *)k_bn_fwd_apply<T>,
+                         (const void *)k_bn_bwd_reduce<T>,      (const void *)k_bn_bwd_apply<T>,
+                         (const void *)k_sgd<T, float>,         (const void *)k_sgd<T, __half>,
+                         (const void *)k_sgd<T, __nv_bfloat16>, (const void *)k_bn_fin_sums<T>,
+                         (const void *)k_bn_apply2<T>,          (const void *)k_bn_apply2_v<T>};
     cudaFuncAttributes a;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         cudaError_t e = cudaFuncGetAttributes(&a, fns[i]);
@@ -663,6 +720,31 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
              k_bn_bwd_apply<T>
              <<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
                                                    (T *)dx, (T *)dz, m, c, relu, save_mean, coef));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_fin_sums(cudaStream_t s, gb_kdtype_t dt, const float *sums, long m, int c,
+                             const float *gamma, const float *beta, float eps, float *save_mean,
+                             float *save_invstd, float *fcoef, void *pre) {
+    DISPATCH(dt, T,
+             k_bn_fin_sums<T><<<(c + 127) / 128, 128, 0, s>>>(
+                 sums, (double)m, c, gamma, beta, eps, save_mean, save_invstd, fcoef, (T *)pre));
+    return cudaGetLastError();
+}
+
+cudaError_t gb_k_bn_apply2(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
+                           long m, int c, const float *fcoef, const float *zcoef, int relu) {
+    size_t total = (size_t)m * c, esz = dt == GB_KDT_F32 ? 4 : 2, vec = 16 / esz;
+    int aligned = (((uintptr_t)x | (uintptr_t)z | (uintptr_t)y) & 15u) == 0;
+    if (aligned && c % (int)vec == 0) {
+        DISPATCH(dt, T,
+                 k_bn_apply2_v<T><<<grid_for(total / vec), kThreads, 0, s>>>(
+                     (const T *)x, (const T *)z, (T *)y, total, c, fcoef, zcoef, relu));
+    } else {
+        DISPATCH(dt, T,
+                 k_bn_apply2<T><<<grid_for(total), kThreads, 0, s>>>(
+                     (const T *)x, (const T *)z, (T *)y, total, c, fcoef, zcoef, relu));
+    }
     return cudaGetLastError();
 }
 

@@ -109,6 +109,17 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
                               const float *save_mean, const float *coef);
 
+/* The fused step (exec.h). gb_k_bn_fin_sums: a batch norm over m values
+ * per channel finalized from sums (sum[c] then sum of squares[c], fp32):
+ * save_mean, save_invstd, fcoef (a[c] then b[c] of bn(x) = a x + b, fp32)
+ * and pre (the same in the compute type, for the next conv's prologue).
+ * gb_k_bn_apply2: y = relu?(a x + b + (zcoef ? za z + zb : z)). */
+cudaError_t gb_k_bn_fin_sums(cudaStream_t s, gb_kdtype_t dt, const float *sums, long m, int c,
+                             const float *gamma, const float *beta, float eps, float *save_mean,
+                             float *save_invstd, float *fcoef, void *pre);
+cudaError_t gb_k_bn_apply2(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
+                           long m, int c, const float *fcoef, const float *zcoef, int relu);
+
 #ifdef __cplusplus
 }
 #endif

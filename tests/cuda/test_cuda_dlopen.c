@@ -75,13 +75,19 @@ int main(int argc, char **argv) {
         CHECK(info.device_count >= 1 && info.device_model[0]);
         printf("GPU: %s x%d, versions %s\n", info.device_model, info.device_count, info.versions);
     }
-    /* a wrong GB_CUDA_STEM_C is refused before any GPU is touched, GPU or not */
+    /* a wrong GB_CUDA_STEM_C or GB_CUDA_FUSE is refused before any GPU is
+     * touched, GPU or not */
     {
         gb_model_t *m = NULL;
         setenv("GB_CUDA_STEM_C", "5", 1);
         create_fails(ops, GB_PREC_BF16, &m, err, sizeof(err));
         CHECKF(strstr(err, "GB_CUDA_STEM_C=5: 4 or 8"), "create said: %s", err);
         unsetenv("GB_CUDA_STEM_C");
+        gb_model_destroy(&m);
+        setenv("GB_CUDA_FUSE", "yes", 1);
+        create_fails(ops, GB_PREC_FP16, &m, err, sizeof(err));
+        CHECKF(strstr(err, "GB_CUDA_FUSE=yes: 0 or 1"), "create said: %s", err);
+        unsetenv("GB_CUDA_FUSE");
         gb_model_destroy(&m);
     }
     dlclose(h);

@@ -494,6 +494,78 @@ static void test_bn(void) {
     }
 }
 
+/* the fused step's kernels: a batch norm finalized from sums, the block's
+ * end (identity or projection residual), 16-byte and one-element paths */
+static void test_fused(void) {
+    struct {
+        long m;
+        int c, shift; /* shift: pointers one element off 16-byte alignment */
+    } cs[] = {{300, 64, 0}, {37, 12, 0}, {50, 7, 0}, {40, 64, 1}};
+    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++) {
+        long m = cs[t].m;
+        int c = cs[t].c, sh = cs[t].shift;
+        size_t nn = (size_t)m * c;
+        float *x = randv(nn, 2.0f), *z = randv(nn, 1.0f), *gamma = randv(c, 1.0f);
+        float *beta = randv(c, 1.0f), *sums = malloc(2 * (size_t)c * 4);
+        CHECK(sums);
+        for (int d = 0; d < 3; d++) {
+            /* the sums as a conv's epilogue would give them, for x as stored */
+            for (int ch = 0; ch < c; ch++) {
+                double s1 = 0, s2 = 0;
+                for (long r = 0; r < m; r++) {
+                    double v = q(DT[d], x[r * c + ch]) + 0.5;
+                    s1 += v;
+                    s2 += v * v;
+                }
+                sums[ch] = (float)s1;
+                sums[c + ch] = (float)s2;
+            }
+            float *mean = malloc(c * 4), *inv = malloc(c * 4), *fc = malloc(2 * (size_t)c * 4);
+            float *zc = malloc(2 * (size_t)c * 4);
+            void *pre = malloc(2 * (size_t)c * 4);
+            CHECK(mean && inv && fc && zc && pre);
+            CHECK(gb_k_bn_fin_sums(NULL, DT[d], sums, m, c, gamma, beta, 1e-5f, mean, inv, fc,
+                                   pre) == cudaSuccess);
+            float *pf = from_dt(DT[d], pre, 2 * (size_t)c);
+            for (int ch = 0; ch < c; ch++) {
+                gb_bn_fin_t f =
+                    gb_bn_from_sums(sums[ch], sums[c + ch], (double)m, gamma[ch], beta[ch], 1e-5f);
+                CHECKF(mean[ch] == f.mean && inv[ch] == f.invstd && fc[ch] == f.a &&
+                           fc[c + ch] == f.b && pf[ch] == q(DT[d], f.a) &&
+                           pf[c + ch] == q(DT[d], f.b),
+                       "fin_sums %s case %zu ch %d", DTN[d], t, ch);
+                zc[ch] = 0.5f + 0.01f * (float)ch;
+                zc[c + ch] = -0.25f;
+            }
+            size_t es = DT[d] == GB_KDT_F32 ? 4 : 2;
+            char *xb = to_dt(DT[d], x, nn + 1), *zb = to_dt(DT[d], z, nn + 1);
+            char *yb = malloc((nn + 1) * 4);
+            CHECK(yb);
+            for (int proj = 0; proj < 2; proj++)
+                for (int relu = 0; relu < 2; relu++) {
+                    /* shifted: the tensors start one element in */
+                    CHECK(gb_k_bn_apply2(NULL, DT[d], xb + sh * es, zb + sh * es, yb + sh * es, m,
+                                         c, fc, proj ? zc : NULL, relu) == cudaSuccess);
+                    float *y = from_dt(DT[d], yb + sh * es, nn);
+                    float *xs = from_dt(DT[d], xb + sh * es, nn);
+                    float *zs = from_dt(DT[d], zb + sh * es, nn);
+                    for (size_t i = 0; i < nn; i++) {
+                        int ch = (int)(i % (size_t)c);
+                        float want = q(DT[d], gb_bn_apply2(xs[i], fc[ch], fc[c + ch], zs[i],
+                                                           proj ? zc[ch] : 1.0f,
+                                                           proj ? zc[c + ch] : 0.0f, relu));
+                        CHECKF(y[i] == want, "apply2 %s case %zu proj %d relu %d [%zu]: %g/%g",
+                               DTN[d], t, proj, relu, i, y[i], want);
+                    }
+                    free(y), free(xs), free(zs);
+                }
+            free(mean), free(inv), free(fc), free(zc), free(pre), free(pf), free(xb), free(zb),
+                free(yb);
+        }
+        free(x), free(z), free(gamma), free(beta), free(sums);
+    }
+}
+
 static void test_allreduce_kernels(void) {
     size_t n = 1000;
     float *b = malloc(n * 4);
@@ -533,6 +605,7 @@ int main(void) {
     test_bn_running();
     test_finite_sgd_scaler();
     test_bn();
+    test_fused();
     test_allreduce_kernels();
     test_launch_limits();
     printf("test_cuda_emu: every kernel of kernels.cu matches its plain loop\n");

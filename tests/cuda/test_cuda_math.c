@@ -185,6 +185,59 @@ static void test_bn_elems(void) {
            s0, a0, s1, a1, worst);
 }
 
+/* the fused step: a batch norm finalized from sums (as cuDNN's GenStats
+ * gives them, fp32) against two-pass double; the block's end; the mask */
+static void test_fused_elems(void) {
+    enum { M = 4096 };
+    static float x[M];
+    srand(17);
+    for (int shift = 0; shift <= 2; shift++) {
+        double mean = 0.0, var = 0.0;
+        float s = 0.0f, sq = 0.0f; /* fp32 sums, as the conv's epilogue keeps them */
+        for (int i = 0; i < M; i++) {
+            x[i] = (float)(shift * 3.0 + rand() / (double)RAND_MAX * 2.0 - 1.0);
+            mean += x[i];
+            s += x[i];
+            sq += x[i] * x[i];
+        }
+        mean /= M;
+        for (int i = 0; i < M; i++)
+            var += (x[i] - mean) * (x[i] - mean);
+        var /= M;
+        gb_bn_fin_t f = gb_bn_from_sums(s, sq, M, 1.5f, -0.25f, 1e-5f);
+        double inv = 1.0 / sqrt(var + 1e-5);
+        /* fp32 sums lose about M * 2^-24 of sq's magnitude: the variance's
+         * error is that over var (grows with the mean's shift) */
+        double tol = 4.0 * M * 0x1p-24 * ((double)sq / M) / var;
+        CHECKF(fabs(f.mean - mean) < 1e-5 * (1.0 + fabs(mean)) &&
+                   fabs(f.invstd - inv) < tol * inv && fabs(f.a - 1.5 * inv) < tol * 1.5 * inv &&
+                   fabs(f.b - (-0.25 - mean * 1.5 * inv)) < tol * (1.0 + fabs(mean * 1.5 * inv)),
+               "shift %d: mean %.9g/%.9g invstd %.9g/%.9g (tol %.3g)", shift, f.mean, mean,
+               f.invstd, inv, tol);
+        /* a x + b is the batch norm */
+        for (int i = 0; i < M; i += 511) {
+            double want = 1.5 * (x[i] - mean) * inv - 0.25;
+            CHECK(fabs(gb_bn_apply(x[i], f.a, f.b, 0.0f, 0) - want) < 2 * tol * (1.0 + fabs(want)));
+        }
+    }
+    /* constant input: E[x^2] - E[x]^2 may come out below 0 in rounding; the
+     * variance is 0 then, not NaN; NaN sums stay NaN */
+    gb_bn_fin_t c =
+        gb_bn_from_sums(3.0 * 0.1f * 1000, 1000 * (0.1 * 0.1) * 0.999999, 1000, 1.0f, 0.0f, 1e-5f);
+    CHECKF(c.invstd == (float)(1.0 / sqrt((double)1e-5f)), "%.9g", c.invstd);
+    gb_bn_fin_t nf = gb_bn_from_sums(NAN, 1.0, 10, 1.0f, 0.0f, 1e-5f);
+    CHECK(nf.invstd != nf.invstd);
+    /* the block's end: identity residual exact, projection residual normalized */
+    CHECK(gb_bn_apply2(2.0f, 0.5f, 1.0f, 3.0f, 1.0f, 0.0f, 1) ==
+          gb_bn_apply(2.0f, 0.5f, 1.0f, 3.0f, 1));
+    CHECK(gb_bn_apply2(2.0f, 0.5f, 1.0f, 3.0f, 2.0f, -1.0f, 0) == 7.0f);
+    CHECK(gb_bn_apply2(-2.0f, 0.5f, 1.0f, 3.0f, -2.0f, 1.0f, 1) == 0.0f);
+    /* the recomputed mask is the prologue's ReLU: passes where relu(a x + b) > 0 */
+    CHECK(gb_prologue_passes(1.0f, 2.0f, -1.5f) && !gb_prologue_passes(1.0f, 2.0f, -2.0f));
+    CHECK(!gb_prologue_passes(-1.0f, 2.0f, 1.5f) && gb_prologue_passes(-1.0f, -2.0f, -1.5f));
+    CHECK(!gb_prologue_passes(NAN, 1.0f, 0.0f));
+}
+
 static void test_running(void) {
     /* mean 2, batch variance 4 over 5 values: unbiased 5;
      * rm = 0.9 * 0 + 0.1 * 2 = 0.2; rv = 0.9 * 1 + 0.1 * 5 = 1.4 */
@@ -294,6 +347,7 @@ int main(void) {
     test_moments();
     test_bn_elems();
     test_running();
+    test_fused_elems();
     test_pool_range();
     test_synth();
     test_half();

@@ -352,6 +352,151 @@ static void run(gb_precision_t prec, const char *bn_impl) {
     gb_model_destroy(&m);
 }
 
+/* the twin's activation set to the GPU's (n values), so the next op of a
+ * chain starts from the same values on both sides */
+static void sync_act(pair_t *P, const void *cu, void *hx, size_t n) {
+    double *v = malloc(n * sizeof(double));
+    CHECK(v);
+    CHECKF(P->cu->ops->act_read(P->cu, cu, v, n) == 0, "%s", P->cu->err);
+    CHECK(P->hx->ops->act_write(P->hx, hx, v, n) == 0);
+    free(v);
+}
+
+/* The fused step's ops (GB_CUDA_FUSE=1, fp16) against the twin's, block by
+ * block: conv + statistics (with the prologue for conv2 and conv3), the
+ * finalize (seen through the next conv's prologue, the block's end and the
+ * running statistics), the block's end with identity and projection
+ * residuals, and the prologue's weight gradients. Batch norm backward with
+ * the recomputed mask is in test_cuda_step's fused whole steps (compared op
+ * by op, masks that differ by rounding at 0 would need the stored y this
+ * path has not). Where cuDNN has no engine for the graphs (sm_89, older
+ * cuDNN) the executor runs the plain step and this says so. */
+static int run_fused(void) {
+    setenv("GB_CUDA_FUSE", "1", 1);
+    unsetenv("GB_CUDA_BN");
+    gb_precision_t prec = GB_PREC_FP16;
+    gb_model_t *m = gb_gpu_tiny_model(32, 10);
+    gb_train_config_t cfg;
+    gb_gpu_cfg(&cfg, m, prec, 4);
+    char err[GB_ERR_LEN];
+    pair_t P = {.prec = prec, .tol = gb_op_tol(prec), .tag = "fused"};
+    int stem_c = gb_plan_stem_c(prec, NULL, err, sizeof(err));
+    P.pc = gb_plan_new(m, cfg.batch, 2, stem_c, err, sizeof(err));
+    P.ph = gb_plan_new(m, cfg.batch, 8, stem_c, err, sizeof(err));
+    CHECK(P.pc && P.ph);
+    P.cu = gb_cuda_exec_new(P.pc, &cfg, 0, err, sizeof(err));
+    CHECKF(P.cu, "%s", err);
+    P.hx = gb_host_exec_new(P.ph, &cfg, err, sizeof(err));
+    CHECK(P.hx && P.hx->fused);
+    gb_replica_report_t rep;
+    CHECKF(P.cu->ops->report(P.cu, &rep) == 0, "%s", P.cu->err);
+    const char *note = strstr(rep.details_json, "\"fused_note\"");
+    printf("fused fp16: %.200s\n", note ? note : rep.details_json);
+    struct cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    int documented = (prop.major == 8 && prop.minor == 0) || prop.major == 9;
+    if (!P.cu->fused) {
+        CHECKF(!documented, "the fused step is off on sm_%d%d, where cuDNN documents it",
+               prop.major, prop.minor);
+        printf("fused fp16: off on sm_%d%d (not a documented target): ops not compared\n",
+               prop.major, prop.minor);
+    } else {
+        sync_params(&P, m, 5);
+        const gb_plan_t *p = P.pc;
+        double tol = P.tol;
+#define A(side, id) gb_exec_act(P.side, (id))
+        for (int i = 0; i < p->n_blocks; i++) {
+            const gb_plan_block_t *b = &p->blocks[i];
+            const char *nm = p->convs[b->conv1].name;
+            fill(&P, A(cu, b->x), A(hx, b->x), p->acts[b->x].numel, 1.0);
+            RUN2(&P, P.cu->ops->conv_stats(P.cu, b->conv1, A(cu, b->x), -1, A(cu, b->t1), b->bn1),
+                 P.hx->ops->conv_stats(P.hx, b->conv1, A(hx, b->x), -1, A(hx, b->t1), b->bn1));
+            cmp(&P, "conv_stats", nm, A(cu, b->t1), A(hx, b->t1), p->acts[b->t1].numel, tol);
+            sync_act(&P, A(cu, b->t1), A(hx, b->t1), p->acts[b->t1].numel);
+            RUN2(&P, P.cu->ops->bn_finalize(P.cu, b->bn1), P.hx->ops->bn_finalize(P.hx, b->bn1));
+            /* the prologue applies bn1 finalized from conv1's statistics */
+            RUN2(&P,
+                 P.cu->ops->conv_stats(P.cu, b->conv2, A(cu, b->t1), b->bn1, A(cu, b->t2), b->bn2),
+                 P.hx->ops->conv_stats(P.hx, b->conv2, A(hx, b->t1), b->bn1, A(hx, b->t2), b->bn2));
+            cmp(&P, "conv_stats (prologue)", p->convs[b->conv2].name, A(cu, b->t2), A(hx, b->t2),
+                p->acts[b->t2].numel, tol);
+            sync_act(&P, A(cu, b->t2), A(hx, b->t2), p->acts[b->t2].numel);
+            RUN2(&P, P.cu->ops->bn_finalize(P.cu, b->bn2), P.hx->ops->bn_finalize(P.hx, b->bn2));
+            RUN2(&P,
+                 P.cu->ops->conv_stats(P.cu, b->conv3, A(cu, b->t2), b->bn2, A(cu, b->t3), b->bn3),
+                 P.hx->ops->conv_stats(P.hx, b->conv3, A(hx, b->t2), b->bn2, A(hx, b->t3), b->bn3));
+            cmp(&P, "conv_stats (prologue)", p->convs[b->conv3].name, A(cu, b->t3), A(hx, b->t3),
+                p->acts[b->t3].numel, tol);
+            sync_act(&P, A(cu, b->t3), A(hx, b->t3), p->acts[b->t3].numel);
+            RUN2(&P, P.cu->ops->bn_finalize(P.cu, b->bn3), P.hx->ops->bn_finalize(P.hx, b->bn3));
+            if (b->down >= 0) {
+                RUN2(&P,
+                     P.cu->ops->conv_stats(P.cu, b->down, A(cu, b->x), -1, A(cu, b->td), b->bnd),
+                     P.hx->ops->conv_stats(P.hx, b->down, A(hx, b->x), -1, A(hx, b->td), b->bnd));
+                cmp(&P, "conv_stats", p->convs[b->down].name, A(cu, b->td), A(hx, b->td),
+                    p->acts[b->td].numel, tol);
+                sync_act(&P, A(cu, b->td), A(hx, b->td), p->acts[b->td].numel);
+                RUN2(&P, P.cu->ops->bn_finalize(P.cu, b->bnd),
+                     P.hx->ops->bn_finalize(P.hx, b->bnd));
+                RUN2(&P,
+                     P.cu->ops->bn_apply(P.cu, b->bn3, A(cu, b->t3), A(cu, b->td), b->bnd,
+                                         A(cu, b->y)),
+                     P.hx->ops->bn_apply(P.hx, b->bn3, A(hx, b->t3), A(hx, b->td), b->bnd,
+                                         A(hx, b->y)));
+            } else {
+                RUN2(&P,
+                     P.cu->ops->bn_apply(P.cu, b->bn3, A(cu, b->t3), A(cu, b->x), -1, A(cu, b->y)),
+                     P.hx->ops->bn_apply(P.hx, b->bn3, A(hx, b->t3), A(hx, b->x), -1, A(hx, b->y)));
+            }
+            cmp(&P, "bn_apply", p->bns[b->bn3].name, A(cu, b->y), A(hx, b->y), p->acts[b->y].numel,
+                tol);
+            /* the weight gradients through the prologue */
+            void *dyc = gb_exec_grad(P.cu, 0), *dyh = gb_exec_grad(P.hx, 0);
+            const int wc[2] = {b->conv3, b->conv2}, wx[2] = {b->t2, b->t1},
+                      wb[2] = {b->bn2, b->bn1};
+            for (int k = 0; k < 2; k++) {
+                const gb_plan_conv_t *c = &p->convs[wc[k]];
+                fill(&P, dyc, dyh, p->acts[c->y].numel, 1.0);
+                RUN2(&P, P.cu->ops->conv_bwd_filter_pre(P.cu, wc[k], A(cu, wx[k]), wb[k], dyc),
+                     P.hx->ops->conv_bwd_filter_pre(P.hx, wc[k], A(hx, wx[k]), wb[k], dyh));
+                cmp_grads(&P, "conv_bwd_filter_pre", c->name, c->w_off, c->w_numel, tol, 0);
+            }
+        }
+#undef A
+        /* the stem's statistics were never computed here: its forward once,
+         * then every layer's running statistics from the saved ones */
+        const gb_plan_bn_t *sb = &p->bns[p->stem_bn];
+        fill(&P, gb_exec_act(P.cu, sb->x), gb_exec_act(P.hx, sb->x), p->acts[sb->x].numel, 1.0);
+        RUN2(&P,
+             P.cu->ops->bn_fwd(P.cu, p->stem_bn, gb_exec_act(P.cu, sb->x), NULL,
+                               gb_exec_act(P.cu, sb->y)),
+             P.hx->ops->bn_fwd(P.hx, p->stem_bn, gb_exec_act(P.hx, sb->x), NULL,
+                               gb_exec_act(P.hx, sb->y)));
+        RUN2(&P, P.cu->ops->bn_running(P.cu), P.hx->ops->bn_running(P.hx));
+        float *mc = malloc((p->n_a + p->n_b) * 4), *bc = malloc(m->n_buffers * 4),
+              *bh = malloc(m->n_buffers * 4);
+        double *a = malloc(m->n_buffers * 8), *r = malloc(m->n_buffers * 8);
+        CHECK(mc && bc && bh && a && r);
+        CHECKF(P.cu->ops->store_params(P.cu, mc, bc) == 0, "%s", P.cu->err);
+        CHECK(P.hx->ops->store_params(P.hx, mc, bh) == 0);
+        for (size_t i = 0; i < m->n_buffers; i++)
+            a[i] = bc[i], r[i] = bh[i];
+        P.failures += !gb_close("fused fp16 running stats (from the convs' sums)", a, r,
+                                m->n_buffers, tol, 1);
+        free(mc), free(bc), free(bh), free(a), free(r);
+    }
+    free(rep.details_json);
+    printf("fused fp16: %d failures\n", P.failures);
+    int failures = P.failures;
+    P.cu->ops->destroy(&P.cu);
+    P.hx->ops->destroy(&P.hx);
+    gb_plan_destroy(&P.pc);
+    gb_plan_destroy(&P.ph);
+    gb_model_destroy(&m);
+    unsetenv("GB_CUDA_FUSE");
+    return failures;
+}
+
 int main(void) {
     gb_skip_without_gpu("test_cuda_ops");
     /* fp16's default 65536 would overflow this tiny model's fc gradients
@@ -361,5 +506,6 @@ int main(void) {
     for (int b = 0; b < 2; b++)
         for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++)
             run((gb_precision_t)p, impls[b]);
+    CHECKF(run_fused() == 0, "the fused step's ops differ from the twin's");
     return 0;
 }

@@ -33,6 +33,14 @@ MUTANTS = [
      "if (wcopy) st(wcopy, i, p);", "st(wcopy, i, p)", "st(wcopy, i, b)"),
     (9, "finite check without the block vote", "expr",
      "if (__syncthreads_or(bad) && threadIdx.x == 0)", "__syncthreads_or(bad)", "bad"),
+    # the fused step's kernels
+    (10, "fused finalize: the prologue's bias written over its scale", "expr",
+     "st(pre, c + ch, f.b);", "c + ch", "ch"),
+    (11, "block end 16-byte: every lane takes the first lane's channel", "expr",
+     "int ch = ch0 + k;", "ch0 + k", "ch0"),
+    (12, "block end one element: the projection's shift left out", "expr",
+     "float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;\n        st(y, i,",
+     "zc[c + ch]", "0.0f"),
 ]
 
 
