@@ -343,7 +343,12 @@ static int cx_conv_stats(gb_exec_t *ex, int ci, const void *x, int pre_bn, void 
     }
     fuse_ptrs(X, ci, x, pre_bn, ptr);
     ptr[GB_FUSE_Y] = y;
+    /* zeroed first: whether GenStats overwrites or adds to its sums is not
+     * documented (test_cuda_fuse checks which on a GPU) */
+    CK_CUDA(cudaMemsetAsync(X->sums, 0, 2 * (size_t)pc->g.k * sizeof(float), X->stream));
     return gb_fuse_run(c->ffwd, X->dnn, ptr, X->ws, ERR, ERRLEN);
+fail:
+    return -1;
 }
 
 static int cx_bn_finalize(gb_exec_t *ex, int bi) {

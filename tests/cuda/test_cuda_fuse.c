@@ -225,6 +225,29 @@ static int check_one(const gb_conv_t *g, const char *name, cudnnHandle_t dnn, in
         ptr[GB_FUSE_DW] = ddw;
         CHECKF(gb_fuse_run(f, dnn, ptr, ws, err, errlen) == 0, "%s", err);
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        if (kind != GB_FUSE_SBR_WGRAD) {
+            /* a second run on the first one's sums: overwritten (the same)
+             * or added to (twice): which, said (the executor zeroes them
+             * before each run either way) */
+            float s1[2048], s2[2048];
+            CHECK(cudaMemcpy(s1, dsum, g->k * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECKF(gb_fuse_run(f, dnn, ptr, ws, err, errlen) == 0, "%s", err);
+            CHECK(cudaMemcpy(s2, dsum, g->k * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            int same = 1, twice = 1;
+            for (int k = 0; k < g->k; k++) {
+                same &= fabsf(s2[k] - s1[k]) <= 1e-3f * (1.0f + fabsf(s1[k]));
+                twice &= fabsf(s2[k] - 2 * s1[k]) <= 1e-3f * (1.0f + fabsf(s1[k]));
+            }
+            printf("  %-18s %-15s GenStats %s its sums\n", name, gb_fuse_kind_name(kind),
+                   same    ? "overwrites"
+                   : twice ? "adds to"
+                           : "does something else with");
+            CHECK(same || twice);
+            CHECK(cudaMemset(dsum, 0, g->k * 4) == cudaSuccess);
+            CHECK(cudaMemset(dsq, 0, g->k * 4) == cudaSuccess);
+            CHECKF(gb_fuse_run(f, dnn, ptr, ws, err, errlen) == 0, "%s", err);
+            CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        }
         int sbr = kind != GB_FUSE_CONV_STATS, wrong = 0;
         double worst = 0.0;
         if (kind != GB_FUSE_SBR_WGRAD) {
