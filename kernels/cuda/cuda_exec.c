@@ -1334,7 +1334,7 @@ fail:
     return -1.0f;
 }
 
-/* the fused step's graphs, each planned (up to 3 engine configurations,
+/* the fused step's graphs, each planned (up to 2 engine configurations,
  * the fastest on the real buffers kept) with the search workspace; one per
  * shape and kind. Any graph without a plan leaves the plain step, with
  * fuse_note saying why: not an error. */
@@ -1378,7 +1378,7 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
             if (!f) goto off;
             X->fgraphs[X->n_fgraphs++] = f;
             *slot = f;
-            int np = gb_fuse_plan(f, X->dnn, sws_bytes, 3, why, sizeof(why));
+            int np = gb_fuse_plan(f, X->dnn, sws_bytes, 2, why, sizeof(why));
             if (np <= 0) goto off;
             void *ptr[GB_FUSE_NSLOTS];
             fuse_ptrs(X, ci, gb_exec_act(&X->base, pc->x), role ? pre : -1, ptr);
