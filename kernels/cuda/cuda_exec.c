@@ -1229,13 +1229,9 @@ static int setup_bn(cuda_exec_t *X, int i) {
     b->ops = pb->z >= 0 ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
              : pb->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
                         : CUDNN_BATCHNORM_OPS_BN;
-    {
-        /* our kernels' reduction split: about 4 blocks per SM, >= 64 rows each */
-        int ctiles = (pb->g.c + 31) / 32;
-        long want = (4L * X->sms + ctiles - 1) / ctiles, cap = (pb->count + 63) / 64;
-        if (want > cap) want = cap;
-        b->rchunks = want < 1 ? 1 : (int)want;
-    }
+    /* our kernels' reduction split (kernels.cu: one wave of blocks); the
+     * partials buffer is sized from it below */
+    b->rchunks = gb_k_bn_rchunks(X->dt, pb->count, pb->g.c, X->sms);
     if (X->bn_force == 1) {
         bn_own(b, "GB_CUDA_BN=own");
         return 0;

@@ -16,6 +16,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/* loops over a thread's V channels: unrolled, so its arrays stay in
+ * registers (a pragma the emulator's host compiler does not know) */
+#ifdef GB_CUDA_EMU_H
+#define GB_UNROLL
+#else
+#define GB_UNROLL _Pragma("unroll")
+#endif
+
 template <typename T> __device__ __forceinline__ float ld(const T *p, size_t i);
 template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) {
     return p[i];
@@ -269,10 +277,53 @@ __global__ void k_scaler_update(gb_scaler_state_t *s) {
 }
 
 /* ---- our NHWC batch norm ----
- * Reductions: block (32 channels x 8 row phases), grid (channel tiles, row
- * chunks); each block writes one partial per channel, finalize merges the
- * chunks per channel in double. */
+ * Two paths with one partials layout (rchunks x c x {3 fwd, 2 bwd} floats)
+ * and one finalize:
+ *  - vector (c a multiple of V = 16 bytes / sizeof(T), every pointer 16-byte
+ *    aligned): a thread owns V adjacent channels and moves them with one
+ *    16-byte load/store per row. Block (tw, kThreads / tw) with tw = min(c/V,
+ *    32) channel vectors: a warp reads 512 contiguous bytes (one row's 32
+ *    vectors, or whole rows when c/V < 32). Reductions: grid (channel tiles,
+ *    row chunks); each thread sums its V channels over rows r0+ty, r0+ty+rows,
+ *    ...; the block's rows merge in a halving tree in shared memory laid out
+ *    [lane][thread] (conflict-free). Apply: the same block, grid (tiles, row
+ *    blocks), each thread's coefficients loaded once; no division.
+ *  - scalar (any other shape): block (32 channels x 8 row phases), one
+ *    element per access.
+ * Finalize: block (kThreads / S channels, S slices), S the smallest power of
+ * two >= rchunks / 8, at most 32 (each thread's chain of merges short); slice
+ * s merges chunks s, s+S, ... in double, then a halving tree over the
+ * slices. Every order is fixed: results are the same run to run. */
 constexpr int kBnRows = 8;
+constexpr int kVecBytes = 16;
+constexpr int kFinSlices = 32; /* the finalize's most slices per channel */
+constexpr int kApplyRows = 4;  /* rows per thread in the vector apply */
+
+template <typename T> struct alignas(kVecBytes) vec_t {
+    static constexpr int n = kVecBytes / (int)sizeof(T);
+    T v[n];
+};
+
+template <typename T> __device__ __forceinline__ vec_t<T> vld(const T *p) {
+#ifdef GB_CUDA_EMU_H
+    if ((uintptr_t)p % kVecBytes) gb_emu::die("a misaligned 16-byte load");
+#endif
+    return *reinterpret_cast<const vec_t<T> *>(p);
+}
+template <typename T> __device__ __forceinline__ void vst(T *p, const vec_t<T> &a) {
+#ifdef GB_CUDA_EMU_H
+    if ((uintptr_t)p % kVecBytes) gb_emu::die("a misaligned 16-byte store");
+#endif
+    *reinterpret_cast<vec_t<T> *>(p) = a;
+}
+
+/* the smallest power of two >= n, halved: the first step of a halving tree */
+__device__ __forceinline__ int tree_top(int n) {
+    int p = 1;
+    while (p < n)
+        p <<= 1;
+    return p >> 1;
+}
 
 __device__ __forceinline__ void chunk_rows(long m, int rchunks, long *r0, long *r1) {
     long per = (m + rchunks - 1) / rchunks;
@@ -316,16 +367,117 @@ __global__ void k_bn_fwd_stats(const T *x, long m, int c, int rchunks, float *pa
     }
 }
 
+/* shifted sums of one row's vector into a thread's V channels */
+template <typename T, int V>
+__device__ __forceinline__ void stats_push(const vec_t<T> &a, const float *shift, float *sd,
+                                           float *sd2) {
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        float d = ld(a.v, j) - shift[j];
+        sd[j] += d;
+        sd2[j] += d * d;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 4)
+    k_bn_fwd_stats_v(const T *__restrict__ x, long m, int c, int rchunks,
+                     float *__restrict__ partials) {
+    constexpr int V = vec_t<T>::n;
+    __shared__ float sn[kThreads], smean[V][kThreads], sm2[V][kThreads];
+    int tx = threadIdx.x, ty = threadIdx.y, rows = blockDim.y;
+    int tid = ty * blockDim.x + tx;
+    int vi = blockIdx.x * blockDim.x + tx; /* this thread's channel vector */
+    long r0, r1;
+    chunk_rows(m, rchunks, &r0, &r1);
+    float cnt = 0.0f, shift[V], sd[V], sd2[V];
+    GB_UNROLL
+    for (int j = 0; j < V; j++)
+        shift[j] = sd[j] = sd2[j] = 0.0f;
+    long r = r0 + ty;
+    if (vi * V < c && r < r1) {
+        size_t step = (size_t)rows * c;
+        const T *p = x + (size_t)r * c + (size_t)vi * V;
+        vec_t<T> a = vld(p);
+        GB_UNROLL
+        for (int j = 0; j < V; j++)
+            shift[j] = ld(a.v, j);
+        cnt = 1.0f; /* the first row: d = 0 */
+        r += rows, p += step;
+        /* two rows per pass: two 16-byte loads in flight per thread */
+        for (; r + rows < r1; r += 2 * rows, p += 2 * step) {
+            vec_t<T> a0 = vld(p), a1 = vld(p + step);
+            stats_push<T, V>(a0, shift, sd, sd2);
+            stats_push<T, V>(a1, shift, sd, sd2);
+            cnt += 2.0f;
+        }
+        if (r < r1) {
+            stats_push<T, V>(vld(p), shift, sd, sd2);
+            cnt += 1.0f;
+        }
+    }
+    sn[tid] = cnt;
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        gb_moments_t mo = gb_moments_from_shifted(cnt, shift[j], sd[j], sd2[j]);
+        smean[j][tid] = mo.mean;
+        sm2[j][tid] = mo.m2;
+    }
+    for (int st = tree_top(rows); st > 0; st >>= 1) {
+        __syncthreads();
+        if (ty < st && ty + st < rows) {
+            int o = tid + st * blockDim.x;
+            float n = sn[tid];
+            GB_UNROLL
+            for (int j = 0; j < V; j++) {
+                gb_moments_t a = {sn[tid], smean[j][tid], sm2[j][tid]};
+                gb_moments_t b = {sn[o], smean[j][o], sm2[j][o]};
+                gb_moments_t mo = gb_moments_merge(a, b);
+                smean[j][tid] = mo.mean;
+                sm2[j][tid] = mo.m2;
+                n = mo.n;
+            }
+            sn[tid] = n;
+        }
+    }
+    __syncthreads();
+    if (ty == 0 && vi * V < c) {
+        float *pp = partials + ((size_t)blockIdx.y * c + (size_t)vi * V) * 3;
+        GB_UNROLL
+        for (int j = 0; j < V; j++) {
+            pp[3 * j] = sn[tid];
+            pp[3 * j + 1] = smean[j][tid];
+            pp[3 * j + 2] = sm2[j][tid];
+        }
+    }
+}
+
+/* block (kThreads / slices, slices), grid (c / blockDim.x): fin_block */
 __global__ void k_bn_fwd_finalize(const float *partials, int rchunks, int c, const float *gamma,
                                   const float *beta, float eps, float *save_mean,
                                   float *save_invstd, float *coef) {
-    int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c) return;
+    __shared__ double sn[kThreads], smean[kThreads], sm2[kThreads];
+    int tx = threadIdx.x, ty = threadIdx.y, tid = ty * blockDim.x + tx;
+    int ch = blockIdx.x * blockDim.x + tx;
     double n = 0.0, mean = 0.0, m2 = 0.0;
-    for (int r = 0; r < rchunks; r++) {
-        const float *pp = partials + ((size_t)r * c + ch) * 3;
-        gb_moments_merge_d(&n, &mean, &m2, pp[0], pp[1], pp[2]);
+    if (ch < c)
+        for (int r = ty; r < rchunks; r += blockDim.y) {
+            const float *pp = partials + ((size_t)r * c + ch) * 3;
+            gb_moments_merge_d(&n, &mean, &m2, pp[0], pp[1], pp[2]);
+        }
+    sn[tid] = n;
+    smean[tid] = mean;
+    sm2[tid] = m2;
+    for (int st = blockDim.y / 2; st > 0; st >>= 1) {
+        __syncthreads();
+        if (ty < st) {
+            int o = tid + st * blockDim.x;
+            gb_moments_merge_d(&sn[tid], &smean[tid], &sm2[tid], sn[o], smean[o], sm2[o]);
+        }
     }
+    __syncthreads();
+    if (ty != 0 || ch >= c) return;
+    n = sn[tid], mean = smean[tid], m2 = sm2[tid];
     double var = n > 0.0 ? m2 / n : 0.0;
     double inv = 1.0 / sqrt(var + (double)eps);
     save_mean[ch] = (float)mean;
@@ -343,6 +495,39 @@ __global__ void k_bn_fwd_apply(const T *x, const T *z, T *y, long m, int c, cons
         int ch = CHANNEL(i, c);
         float zz = z ? ld(z, i) : 0.0f;
         st(y, i, gb_bn_apply(ld(x, i), coef[ch], coef[c + ch], zz, relu));
+    }
+}
+
+template <typename T>
+__global__ void k_bn_fwd_apply_v(const T *__restrict__ x, const T *__restrict__ z,
+                                 T *__restrict__ y, long m, int c, const float *__restrict__ coef,
+                                 int relu) {
+    constexpr int V = vec_t<T>::n;
+    int vi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (vi * V >= c) return;
+    int ch0 = vi * V;
+    float a[V], b[V];
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        a[j] = coef[ch0 + j];
+        b[j] = coef[c + ch0 + j];
+    }
+    size_t step = (size_t)gridDim.y * blockDim.y * c;
+    long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
+    size_t i = (size_t)r * c + ch0;
+    for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
+        vec_t<T> xv = vld(x + i), o;
+        if (z) {
+            vec_t<T> zv = vld(z + i);
+            GB_UNROLL
+            for (int j = 0; j < V; j++)
+                st(o.v, j, gb_bn_apply(ld(xv.v, j), a[j], b[j], ld(zv.v, j), relu));
+        } else {
+            GB_UNROLL
+            for (int j = 0; j < V; j++)
+                st(o.v, j, gb_bn_apply(ld(xv.v, j), a[j], b[j], 0.0f, relu));
+        }
+        vst(y + i, o);
     }
 }
 
@@ -378,16 +563,91 @@ __global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int
     }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 4)
+    k_bn_bwd_reduce_v(const T *__restrict__ x, const T *__restrict__ y, const T *__restrict__ dy,
+                      long m, int c, int relu, const float *__restrict__ save_mean, int rchunks,
+                      float *__restrict__ partials) {
+    constexpr int V = vec_t<T>::n;
+    __shared__ float s0[V][kThreads], s1[V][kThreads];
+    int tx = threadIdx.x, ty = threadIdx.y, rows = blockDim.y;
+    int tid = ty * blockDim.x + tx;
+    int vi = blockIdx.x * blockDim.x + tx;
+    long r0, r1;
+    chunk_rows(m, rchunks, &r0, &r1);
+    float sg[V], sgx[V];
+    GB_UNROLL
+    for (int j = 0; j < V; j++)
+        sg[j] = sgx[j] = 0.0f;
+    long r = r0 + ty;
+    if (vi * V < c && r < r1) {
+        float mean[V];
+        GB_UNROLL
+        for (int j = 0; j < V; j++)
+            mean[j] = save_mean[vi * V + j];
+        size_t step = (size_t)rows * c, i = (size_t)r * c + (size_t)vi * V;
+        for (; r < r1; r += rows, i += step) {
+            vec_t<T> xv = vld(x + i), yv = vld(y + i), gv = vld(dy + i);
+            GB_UNROLL
+            for (int j = 0; j < V; j++) {
+                float g = gb_relu_grad(ld(gv.v, j), ld(yv.v, j), relu);
+                sg[j] += g;
+                sgx[j] += g * (ld(xv.v, j) - mean[j]);
+            }
+        }
+    }
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        s0[j][tid] = sg[j];
+        s1[j][tid] = sgx[j];
+    }
+    for (int st = tree_top(rows); st > 0; st >>= 1) {
+        __syncthreads();
+        if (ty < st && ty + st < rows) {
+            int o = tid + st * blockDim.x;
+            GB_UNROLL
+            for (int j = 0; j < V; j++) {
+                s0[j][tid] += s0[j][o];
+                s1[j][tid] += s1[j][o];
+            }
+        }
+    }
+    __syncthreads();
+    if (ty == 0 && vi * V < c) {
+        float *pp = partials + ((size_t)blockIdx.y * c + (size_t)vi * V) * 2;
+        GB_UNROLL
+        for (int j = 0; j < V; j++) {
+            pp[2 * j] = s0[j][tid];
+            pp[2 * j + 1] = s1[j][tid];
+        }
+    }
+}
+
+/* block (kThreads / slices, slices), grid (c / blockDim.x): fin_block */
 __global__ void k_bn_bwd_finalize(const float *partials, int rchunks, int c, long m,
                                   const float *gamma, const float *save_invstd, float *dgamma,
                                   float *dbeta, float *coef) {
-    int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c) return;
+    __shared__ double s0[kThreads], s1[kThreads];
+    int tx = threadIdx.x, ty = threadIdx.y, tid = ty * blockDim.x + tx;
+    int ch = blockIdx.x * blockDim.x + tx;
     double sg = 0.0, sgx = 0.0;
-    for (int r = 0; r < rchunks; r++) {
-        sg += partials[((size_t)r * c + ch) * 2];
-        sgx += partials[((size_t)r * c + ch) * 2 + 1];
+    if (ch < c)
+        for (int r = ty; r < rchunks; r += blockDim.y) {
+            sg += partials[((size_t)r * c + ch) * 2];
+            sgx += partials[((size_t)r * c + ch) * 2 + 1];
+        }
+    s0[tid] = sg;
+    s1[tid] = sgx;
+    for (int st = blockDim.y / 2; st > 0; st >>= 1) {
+        __syncthreads();
+        if (ty < st) {
+            s0[tid] += s0[tid + st * blockDim.x];
+            s1[tid] += s1[tid + st * blockDim.x];
+        }
     }
+    __syncthreads();
+    if (ty != 0 || ch >= c) return;
+    sg = s0[tid], sgx = s1[tid];
     double inv = save_invstd[ch];
     dbeta[ch] = (float)sg;
     dgamma[ch] = (float)(sgx * inv);
@@ -405,6 +665,39 @@ __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz
         float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
         if (dz) st(dz, i, g);
         st(dx, i, gb_bn_dx(g, ld(x, i), save_mean[ch], coef[ch], coef[c + ch], coef[2 * c + ch]));
+    }
+}
+
+template <typename T>
+__global__ void k_bn_bwd_apply_v(const T *__restrict__ x, const T *__restrict__ y,
+                                 const T *__restrict__ dy, T *__restrict__ dx, T *__restrict__ dz,
+                                 long m, int c, int relu, const float *__restrict__ save_mean,
+                                 const float *__restrict__ coef) {
+    constexpr int V = vec_t<T>::n;
+    int vi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (vi * V >= c) return;
+    int ch0 = vi * V;
+    float mean[V], k1[V], k2[V], k3[V];
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        mean[j] = save_mean[ch0 + j];
+        k1[j] = coef[ch0 + j];
+        k2[j] = coef[c + ch0 + j];
+        k3[j] = coef[2 * c + ch0 + j];
+    }
+    size_t step = (size_t)gridDim.y * blockDim.y * c;
+    long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
+    size_t i = (size_t)r * c + ch0;
+    for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
+        vec_t<T> xv = vld(x + i), yv = vld(y + i), gv = vld(dy + i), dxv, gz;
+        GB_UNROLL
+        for (int j = 0; j < V; j++) {
+            float g = gb_relu_grad(ld(gv.v, j), ld(yv.v, j), relu);
+            st(gz.v, j, g);
+            st(dxv.v, j, gb_bn_dx(g, ld(xv.v, j), mean[j], k1[j], k2[j], k3[j]));
+        }
+        if (dz) vst(dz + i, gz);
+        vst(dx + i, dxv);
     }
 }
 
@@ -482,6 +775,57 @@ __global__ void k_bn_apply2_v(const T *x, const T *z, T *y, size_t total, int c,
 
 } // namespace
 
+/* The launch shape of a batch-norm reduction or apply: vec (V channels per
+ * thread, 16-byte accesses) when c % V == 0 and every pointer is 16-byte
+ * aligned, else the scalar kernels. */
+struct bn_shape {
+    int vec;    /* 1: the _v kernels */
+    int tw;     /* block.x: channel vectors (vec) or channels (scalar) */
+    int rows;   /* block.y: rows in flight */
+    int grid_x; /* channel tiles */
+};
+constexpr int kBnBlocksPerSm = 4; /* the reductions' __launch_bounds__ */
+
+static bn_shape bn_shape_for(int v, int c, bool vec) {
+    bn_shape sh;
+    if (vec) {
+        int cv = c / v;
+        sh.vec = 1;
+        sh.tw = cv < 32 ? cv : 32;
+        sh.rows = kThreads / sh.tw;
+        sh.grid_x = (cv + sh.tw - 1) / sh.tw;
+    } else {
+        sh.vec = 0;
+        sh.tw = 32;
+        sh.rows = kBnRows;
+        sh.grid_x = (c + 31) / 32;
+    }
+    return sh;
+}
+
+static bool aligned16(const void *p) {
+    return (uintptr_t)p % kVecBytes == 0; /* NULL (no z, no dz) counts as aligned */
+}
+template <typename T, typename... P> static bool bn_vec_ok(int c, P... ptrs) {
+    return c > 0 && c % vec_t<T>::n == 0 && (aligned16(ptrs) && ...);
+}
+
+/* the finalize's block: S slices per channel (see above) */
+static dim3 fin_block(int rchunks) {
+    int sl = 1;
+    while (sl < kFinSlices && sl * 8 < rchunks)
+        sl <<= 1;
+    return dim3(kThreads / sl, sl);
+}
+
+/* the vector apply's grid: kApplyRows rows per thread, grid.y <= 65535 (the
+ * kernels stride over what is left) */
+static dim3 apply_grid(const bn_shape &sh, long m) {
+    long rb = (m + (long)sh.rows * kApplyRows - 1) / ((long)sh.rows * kApplyRows);
+    if (rb > 65535) rb = 65535;
+    return dim3(sh.grid_x, rb < 1 ? 1 : (unsigned)rb);
+}
+
 /* Every kernel's module loaded now: CUDA 12.2+ loads a kernel lazily at its
  * first launch, under the context's lock and after the device's queue
  * drains. With several GPUs in one process a first launch queued behind a
@@ -497,6 +841,8 @@ template <typename T> static cudaError_t preload_typed() {
                          (const void *)k_softmax_ce<T>,         (const void *)k_finite_check<T>,
                          (const void *)k_bn_fwd_stats<T>,       (const void *)k_bn_fwd_apply<T>,
                          (const void *)k_bn_bwd_reduce<T>,      (const void *)k_bn_bwd_apply<T>,
+                         (const void *)k_bn_fwd_stats_v<T>,     (const void *)k_bn_fwd_apply_v<T>,
+                         (const void *)k_bn_bwd_reduce_v<T>,    (const void *)k_bn_bwd_apply_v<T>,
                          (const void *)k_sgd<T, float>,         (const void *)k_sgd<T, __half>,
                          (const void *)k_sgd<T, __nv_bfloat16>, (const void *)k_bn_fin_sums<T>,
                          (const void *)k_bn_apply2<T>,          (const void *)k_bn_apply2_v<T>};
@@ -669,18 +1015,35 @@ cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st) {
     return cudaGetLastError();
 }
 
+int gb_k_bn_rchunks(gb_kdtype_t dt, long m, int c, int sms) {
+    int v = kVecBytes / (dt == GB_KDT_F32 ? 4 : 2);
+    bn_shape sh = bn_shape_for(v, c, c % v == 0);
+    /* one wave of kBnBlocksPerSm blocks per SM; >= 8 rows per thread */
+    long want = ((long)kBnBlocksPerSm * sms + sh.grid_x - 1) / sh.grid_x;
+    long cap = (m + 8L * sh.rows - 1) / (8L * sh.rows);
+    if (want > cap) want = cap;
+    if (want > 65535) want = 65535;
+    return want < 1 ? 1 : (int)want;
+}
+
 cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
                               int rchunks, float *partials) {
-    dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
-    DISPATCH(dt, T,
-             k_bn_fwd_stats<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials));
+    DISPATCH(dt, T, {
+        bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x));
+        dim3 grid(sh.grid_x, rchunks), block(sh.tw, sh.rows);
+        if (sh.vec)
+            k_bn_fwd_stats_v<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials);
+        else
+            k_bn_fwd_stats<T><<<grid, block, 0, s>>>((const T *)x, m, c, rchunks, partials);
+    });
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,
                                  const float *gamma, const float *beta, float eps, float *save_mean,
                                  float *save_invstd, float *coef) {
-    k_bn_fwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+    dim3 block = fin_block(rchunks);
+    k_bn_fwd_finalize<<<(c + block.x - 1) / block.x, block, 0, s>>>(
         partials, rchunks, c, gamma, beta, eps, save_mean, save_invstd, coef);
     return cudaGetLastError();
 }
@@ -688,26 +1051,39 @@ cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchu
 cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
                               long m, int c, const float *coef, int relu) {
     size_t total = (size_t)m * c;
-    DISPATCH(dt, T,
-             k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z,
-                                                                    (T *)y, m, c, coef, relu));
+    DISPATCH(dt, T, {
+        bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, z, y));
+        if (sh.vec)
+            k_bn_fwd_apply_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
+                (const T *)x, (const T *)z, (T *)y, m, c, coef, relu);
+        else
+            k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z,
+                                                                   (T *)y, m, c, coef, relu);
+    });
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                                const void *dy, long m, int c, int relu, const float *save_mean,
                                int rchunks, float *partials) {
-    dim3 grid((c + 31) / 32, rchunks), block(32, kBnRows);
-    DISPATCH(dt, T,
-             k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m,
-                                                       c, relu, save_mean, rchunks, partials));
+    DISPATCH(dt, T, {
+        bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, y, dy));
+        dim3 grid(sh.grid_x, rchunks), block(sh.tw, sh.rows);
+        if (sh.vec)
+            k_bn_bwd_reduce_v<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
+                                                        m, c, relu, save_mean, rchunks, partials);
+        else
+            k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m,
+                                                      c, relu, save_mean, rchunks, partials);
+    });
     return cudaGetLastError();
 }
 
 cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c, long m,
                                  const float *gamma, const float *save_invstd, float *dgamma,
                                  float *dbeta, float *coef) {
-    k_bn_bwd_finalize<<<(c + kThreads - 1) / kThreads, kThreads, 0, s>>>(
+    dim3 block = fin_block(rchunks);
+    k_bn_bwd_finalize<<<(c + block.x - 1) / block.x, block, 0, s>>>(
         partials, rchunks, c, m, gamma, save_invstd, dgamma, dbeta, coef);
     return cudaGetLastError();
 }
@@ -716,10 +1092,17 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
                               const float *save_mean, const float *coef) {
     size_t total = (size_t)m * c;
-    DISPATCH(dt, T,
-             k_bn_bwd_apply<T>
-             <<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
-                                                   (T *)dx, (T *)dz, m, c, relu, save_mean, coef));
+    DISPATCH(dt, T, {
+        bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, y, dy, dx, dz));
+        if (sh.vec)
+            k_bn_bwd_apply_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
+                (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, m, c, relu, save_mean,
+                coef);
+        else
+            k_bn_bwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y,
+                                                                   (const T *)dy, (T *)dx, (T *)dz,
+                                                                   m, c, relu, save_mean, coef);
+    });
     return cudaGetLastError();
 }
 

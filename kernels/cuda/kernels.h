@@ -90,8 +90,14 @@ cudaError_t gb_k_scaler_update(cudaStream_t s, gb_scaler_state_t *st);
  * launch (before a communicator of several GPUs in one process). */
 cudaError_t gb_k_preload(void);
 
-/* Our NHWC batch norm (bf16, and wherever cuDNN's is unavailable).
- * rchunks row chunks; partials hold rchunks * c * 3 floats. */
+/* Our NHWC batch norm (GB_CUDA_BN=own, and wherever cuDNN's is unavailable).
+ * The reductions split the m rows into rchunks chunks (any count from 1 to
+ * 65535 is correct); partials hold rchunks * c * 3 floats. Where c is a
+ * multiple of 16 bytes' worth of elements and every pointer is 16-byte
+ * aligned the kernels move 16 bytes per access, else one element.
+ * gb_k_bn_rchunks: the chunk count for a GPU of sms SMs (about one wave of
+ * reduction blocks, at least 8 rows per thread), assuming aligned pointers. */
+int gb_k_bn_rchunks(gb_kdtype_t dt, long m, int c, int sms);
 cudaError_t gb_k_bn_fwd_stats(cudaStream_t s, gb_kdtype_t dt, const void *x, long m, int c,
                               int rchunks, float *partials);
 cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c,

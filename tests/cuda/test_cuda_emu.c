@@ -409,89 +409,171 @@ static void test_finite_sgd_scaler(void) {
     free(v), free(w0), free(b0), free(g);
 }
 
-/* our NHWC batch norm, forward and backward, against double: row counts
- * not divisible by the chunking, channels not a multiple of 32 */
+/* one dtype's buffer of n elements, shifted by off elements from malloc's
+ * 16-byte alignment (off 1: every pointer misaligned, so the launchers must
+ * take the scalar kernels even where c allows 16-byte accesses) */
+static void *to_dt_at(gb_kdtype_t dt, const float *src, size_t n, int off, void **base) {
+    size_t es = dt == GB_KDT_F32 ? 4 : 2;
+    void *d = to_dt(dt, src, n), *b = malloc((n + 8) * 4);
+    CHECK(b);
+    memcpy((char *)b + off * es, d, n * es);
+    free(d);
+    *base = b;
+    return (char *)b + off * es;
+}
+static void *out_at(gb_kdtype_t dt, size_t n, int off, void **base) {
+    size_t es = dt == GB_KDT_F32 ? 4 : 2;
+    void *b = malloc((n + 8) * 4);
+    CHECK(b);
+    memset(b, 0xff, (n + 8) * 4); /* NaN in every dtype: an element not written shows */
+    *base = b;
+    return (char *)b + off * es;
+}
+
+/* Our NHWC batch norm, forward and backward, against double, for one shape:
+ * m rows, c channels, rc row chunks (0: gb_k_bn_rchunks for 132 SMs), every
+ * buffer off elements from 16-byte alignment. Modes (bits of modes): 0
+ * plain, 1 ReLU, 2 ReLU with the residual z (and its gradient dz, as every
+ * block's last BN), 3 z without ReLU. */
+static void bn_case(long m, int c, int rc_in, int off, int modes) {
+    size_t nn = (size_t)m * c;
+    float *x = randv(nn, 2.0f), *z = randv(nn, 1.0f), *dy = randv(nn, 1.0f);
+    for (size_t i = 0; i < nn; i++)
+        x[i] += 5.0f; /* a mean far from 0: the shifted moments matter */
+    float *gamma = randv(c, 1.0f), *beta = randv(c, 1.0f);
+    for (int d = 0; d < 3; d++)
+        for (int mode = 0; mode < 4; mode++) {
+            if (!(modes >> mode & 1)) continue;
+            int relu = mode == 1 || mode == 2, with_z = mode >= 2;
+            int rc = rc_in ? rc_in : gb_k_bn_rchunks(DT[d], m, c, 132);
+            void *bx, *bz, *by, *bdy, *bdx, *bdz;
+            void *xb = to_dt_at(DT[d], x, nn, off, &bx), *zb = to_dt_at(DT[d], z, nn, off, &bz);
+            void *dyb = to_dt_at(DT[d], dy, nn, off, &bdy), *yb = out_at(DT[d], nn, off, &by);
+            void *dxb = out_at(DT[d], nn, off, &bdx), *dzb = out_at(DT[d], nn, off, &bdz);
+            float *part = malloc((size_t)rc * c * 3 * 4), *smean = malloc(c * 4);
+            float *sinv = malloc(c * 4), *coef = malloc(3 * (size_t)c * 4);
+            float *dg = malloc(c * 4), *db = malloc(c * 4);
+            CHECK(part && smean && sinv && coef && dg && db);
+            CHECK(gb_k_bn_fwd_stats(NULL, DT[d], xb, m, c, rc, part) == cudaSuccess);
+            CHECK(gb_k_bn_fwd_finalize(NULL, part, rc, c, gamma, beta, 1e-5f, smean, sinv, coef) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_fwd_apply(NULL, DT[d], xb, with_z ? zb : NULL, yb, m, c, coef, relu) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, smean, rc, part) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, yb, dyb, dxb, with_z ? dzb : NULL, m, c, relu,
+                                    smean, coef) == cudaSuccess);
+            float *y = from_dt(DT[d], yb, nn), *dx = from_dt(DT[d], dxb, nn);
+            float *dz = with_z ? from_dt(DT[d], dzb, nn) : NULL;
+            double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
+            for (int ch = 0; ch < c; ch++) {
+                double s = 0, s2 = 0;
+                for (long r = 0; r < m; r++)
+                    s += q(DT[d], x[r * c + ch]);
+                double mu = s / m;
+                for (long r = 0; r < m; r++) {
+                    double e = q(DT[d], x[r * c + ch]) - mu;
+                    s2 += e * e;
+                }
+                double inv = 1.0 / sqrt(s2 / m + 1e-5);
+                CHECKF(fabs(smean[ch] - mu) <= 1e-5 * (1 + fabs(mu)) &&
+                           fabs(sinv[ch] - inv) <= 1e-5 * inv,
+                       "bn stats %s m %ld c %d rc %d off %d ch %d: mean %g/%g invstd %g/%g", DTN[d],
+                       m, c, rc, off, ch, smean[ch], mu, sinv[ch], inv);
+                /* forward output; then the backward through our y's mask */
+                double sg = 0, sgx = 0;
+                for (long r = 0; r < m; r++) {
+                    size_t i = (size_t)r * c + ch;
+                    double xh = (q(DT[d], x[i]) - mu) * inv;
+                    double v = gamma[ch] * xh + beta[ch] + (with_z ? q(DT[d], z[i]) : 0.0);
+                    if (relu && v < 0) v = 0;
+                    CHECKF(fabs(y[i] - v) <= rt * (1 + fabs(v)),
+                           "bn y %s m %ld c %d mode %d off %d [%ld,%d]: %g/%g", DTN[d], m, c, mode,
+                           off, r, ch, y[i], v);
+                    double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
+                    sg += gg;
+                    sgx += gg * xh;
+                }
+                CHECKF(fabs(db[ch] - sg) <= rt * (1 + fabs(sg)) &&
+                           fabs(dg[ch] - sgx) <= rt * (1 + fabs(sgx)),
+                       "bn dgamma/dbeta %s m %ld c %d mode %d off %d ch %d: %g/%g %g/%g", DTN[d], m,
+                       c, mode, off, ch, dg[ch], sgx, db[ch], sg);
+                for (long r = 0; r < m; r++) {
+                    size_t i = (size_t)r * c + ch;
+                    double xh = (q(DT[d], x[i]) - mu) * inv;
+                    double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
+                    double want = gamma[ch] * inv * (gg - sg / m - xh * sgx / m);
+                    CHECKF(fabs(dx[i] - want) <= rt * (1 + fabs(want)) &&
+                               (!dz || dz[i] == q(DT[d], (float)gg)),
+                           "bn dx/dz %s m %ld c %d mode %d off %d [%ld,%d]: %g/%g", DTN[d], m, c,
+                           mode, off, r, ch, dx[i], want);
+                }
+            }
+            /* nothing written outside the tensors */
+            size_t es = DT[d] == GB_KDT_F32 ? 4 : 2;
+            const unsigned char *outs[3] = {by, bdx, bdz};
+            for (int k = 0; k < 3; k++)
+                for (size_t b = 0; b < (nn + 8) * 4; b++)
+                    if (b < off * es || b >= (off + nn) * es || (k == 2 && !with_z))
+                        CHECKF(outs[k][b] == 0xff, "bn %s wrote outside its tensor", DTN[d]);
+            free(bx), free(bz), free(by), free(bdy), free(bdx), free(bdz), free(part);
+            free(smean), free(sinv), free(coef), free(dg), free(db), free(y), free(dx), free(dz);
+        }
+    free(x), free(z), free(dy), free(gamma), free(beta);
+}
+
+/* Row counts not divisible by the chunks (some chunks empty), channels not a
+ * multiple of 32. The 16-byte path (c a multiple of 4 fp32 / 8 fp16, bf16
+ * channels, aligned): c 64, 2048 (tiles of 32 vectors), 40 (5 or 10 vectors
+ * a row: blocks of 51 or 25 rows, a tree over a count that is no power of
+ * two), 16 (2 vectors: 128-row blocks, most threads without rows), 12 in
+ * fp32 (3 vectors); more than 32 chunks (the finalize's slices each merge
+ * several; 70: 16 slices), 328 (41 or 82 vectors: a last tile with idle
+ * lanes). The scalar kernels: c 7, 33, 12 in fp16/bf16,
+ * and 64 and 256 misaligned by one element. */
 static void test_bn(void) {
     struct {
         long m;
-        int c, rchunks;
-    } cs[] = {{1000, 40, 3}, {37, 7, 1}, {600, 64, 16}, {5, 33, 8}};
-    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++) {
-        long m = cs[t].m;
-        int c = cs[t].c, rc = cs[t].rchunks;
-        size_t nn = (size_t)m * c;
-        float *x = randv(nn, 2.0f), *z = randv(nn, 1.0f), *dy = randv(nn, 1.0f);
-        for (size_t i = 0; i < nn; i++)
-            x[i] += 5.0f; /* a mean far from 0: the shifted moments matter */
-        float *gamma = randv(c, 1.0f), *beta = randv(c, 1.0f);
-        for (int d = 0; d < 3; d++)
-            for (int relu = 0; relu < 2; relu++) {
-                void *xb = to_dt(DT[d], x, nn), *zb = to_dt(DT[d], z, nn), *yb = malloc(nn * 4);
-                void *dyb = to_dt(DT[d], dy, nn), *dxb = malloc(nn * 4), *dzb = malloc(nn * 4);
-                float *part = malloc((size_t)rc * c * 3 * 4), *smean = malloc(c * 4);
-                float *sinv = malloc(c * 4), *coef = malloc(3 * (size_t)c * 4);
-                float *dg = malloc(c * 4), *db = malloc(c * 4);
-                CHECK(gb_k_bn_fwd_stats(NULL, DT[d], xb, m, c, rc, part) == cudaSuccess);
-                CHECK(gb_k_bn_fwd_finalize(NULL, part, rc, c, gamma, beta, 1e-5f, smean, sinv,
-                                           coef) == cudaSuccess);
-                CHECK(gb_k_bn_fwd_apply(NULL, DT[d], xb, relu ? zb : NULL, yb, m, c, coef, relu) ==
-                      cudaSuccess);
-                CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, smean, rc, part) ==
-                      cudaSuccess);
-                CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
-                      cudaSuccess);
-                CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, yb, dyb, dxb, relu ? dzb : NULL, m, c,
-                                        relu, smean, coef) == cudaSuccess);
-                float *y = from_dt(DT[d], yb, nn), *dx = from_dt(DT[d], dxb, nn);
-                float *dz = relu ? from_dt(DT[d], dzb, nn) : NULL;
-                double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
-                for (int ch = 0; ch < c; ch++) {
-                    double s = 0, s2 = 0;
-                    for (long r = 0; r < m; r++)
-                        s += q(DT[d], x[r * c + ch]);
-                    double mu = s / m;
-                    for (long r = 0; r < m; r++) {
-                        double e = q(DT[d], x[r * c + ch]) - mu;
-                        s2 += e * e;
-                    }
-                    double inv = 1.0 / sqrt(s2 / m + 1e-5);
-                    CHECKF(fabs(smean[ch] - mu) <= 1e-5 * (1 + fabs(mu)) &&
-                               fabs(sinv[ch] - inv) <= 1e-5 * inv,
-                           "bn stats %s case %zu ch %d: mean %g/%g invstd %g/%g", DTN[d], t, ch,
-                           smean[ch], mu, sinv[ch], inv);
-                    /* forward output; then the backward through our y's mask */
-                    double sg = 0, sgx = 0;
-                    for (long r = 0; r < m; r++) {
-                        size_t i = (size_t)r * c + ch;
-                        double xh = (q(DT[d], x[i]) - mu) * inv;
-                        double v = gamma[ch] * xh + beta[ch] + (relu ? q(DT[d], z[i]) : 0.0);
-                        if (relu && v < 0) v = 0;
-                        CHECKF(fabs(y[i] - v) <= rt * (1 + fabs(v)),
-                               "bn y %s case %zu [%zu]: %g/%g", DTN[d], t, i, y[i], v);
-                        double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
-                        sg += gg;
-                        sgx += gg * xh;
-                    }
-                    CHECKF(fabs(db[ch] - sg) <= rt * (1 + fabs(sg)) &&
-                               fabs(dg[ch] - sgx) <= rt * (1 + fabs(sgx)),
-                           "bn dgamma/dbeta %s case %zu ch %d: %g/%g %g/%g", DTN[d], t, ch, dg[ch],
-                           sgx, db[ch], sg);
-                    for (long r = 0; r < m; r++) {
-                        size_t i = (size_t)r * c + ch;
-                        double xh = (q(DT[d], x[i]) - mu) * inv;
-                        double gg = (!relu || y[i] > 0) ? q(DT[d], dy[i]) : 0.0;
-                        double want = gamma[ch] * inv * (gg - sg / m - xh * sgx / m);
-                        CHECKF(fabs(dx[i] - want) <= rt * (1 + fabs(want)),
-                               "bn dx %s case %zu [%zu]: %g/%g", DTN[d], t, i, dx[i], want);
-                        if (dz) CHECK(dz[i] == q(DT[d], (float)gg));
-                    }
-                }
-                free(xb), free(zb), free(yb), free(dyb), free(dxb), free(dzb), free(part);
-                free(smean), free(sinv), free(coef), free(dg), free(db), free(y), free(dx),
-                    free(dz);
+        int c, rchunks, off, modes;
+    } cs[] = {{1000, 40, 3, 0, 15}, {37, 7, 1, 0, 15},    {600, 64, 16, 0, 15},
+              {5, 33, 8, 0, 15},    {1003, 64, 0, 0, 15}, {200, 2048, 5, 0, 5},
+              {777, 12, 7, 0, 15},  {1100, 16, 36, 0, 5}, {1100, 64, 70, 0, 5},
+              {500, 64, 9, 1, 5},   {130, 256, 3, 1, 5},  {61, 64, 0, 1, 15},
+              {150, 328, 4, 0, 9}};
+    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++)
+        bn_case(cs[t].m, cs[t].c, cs[t].rchunks, cs[t].off, cs[t].modes);
+}
+
+/* the chunk rule for every ResNet-50 BN shape at batch 256 on 132 SMs: a
+ * launch a GPU takes (1..65535 chunks), enough reduction blocks to fill it
+ * (one wave of 4 per SM where the rows allow), >= 8 rows per thread */
+static void test_bn_rchunks(void) {
+    const long hw[] = {112 * 112, 56 * 56, 28 * 28, 14 * 14, 7 * 7};
+    const int cs[] = {64, 128, 256, 512, 1024, 2048};
+    for (int d = 0; d < 3; d++)
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 6; b++) {
+                long m = 256 * hw[a];
+                int c = cs[b], v = d == 0 ? 4 : 8, cv = c / v, tw = cv < 32 ? cv : 32;
+                int tiles = (cv + tw - 1) / tw, rows = 256 / tw;
+                int rc = gb_k_bn_rchunks(DT[d], m, c, 132);
+                CHECKF(rc >= 1 && rc <= 65535, "rchunks %d", rc);
+                long per = (m + rc - 1) / rc;
+                CHECKF(per >= 8L * rows || rc == 1, "%s m %ld c %d: %d chunks of %ld rows", DTN[d],
+                       m, c, rc, per);
+                CHECKF((long)rc * tiles >= 4 * 132 || per < 16L * rows,
+                       "%s m %ld c %d: %d chunks x %d tiles", DTN[d], m, c, rc, tiles);
+                CHECKF((long)rc * tiles < 4 * 132 + tiles, "%s m %ld c %d: over one wave", DTN[d],
+                       m, c);
             }
-        free(x), free(z), free(dy), free(gamma), free(beta);
-    }
+    /* the largest: 3.2M rows of 64 channels in fp16 */
+    CHECK(gb_k_bn_rchunks(GB_KDT_F16, 256L * 112 * 112, 64, 132) == 528);
+    CHECK(gb_k_bn_rchunks(GB_KDT_F16, 256L * 7 * 7, 2048, 132) == 66);
+    /* few rows: one chunk; channels the scalar kernels take */
+    CHECK(gb_k_bn_rchunks(GB_KDT_F16, 10, 64, 132) == 1);
+    CHECK(gb_k_bn_rchunks(GB_KDT_F16, 1L << 20, 12, 132) == 528);
 }
 
 /* the fused step's kernels: a batch norm finalized from sums, the block's
@@ -587,10 +669,15 @@ static void test_allreduce_kernels(void) {
 /* a launch a GPU would refuse is refused here too, with the error
  * cudaGetLastError reports: 70000 rows chunks is over grid.y's 65535 */
 static void test_launch_limits(void) {
-    float x[64] = {0}, part[3 * 32];
+    _Alignas(16) float x[64] = {0};
+    float part[3 * 64];
     CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 64, 1, 70000, part) ==
           cudaErrorInvalidConfiguration);
     CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 64, 1, 1, part) == cudaSuccess);
+    /* the 16-byte path too: one row of 64 channels */
+    CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 1, 64, 70000, part) ==
+          cudaErrorInvalidConfiguration);
+    CHECK(gb_k_bn_fwd_stats(NULL, GB_KDT_F32, x, 1, 64, 1, part) == cudaSuccess);
 }
 
 int main(void) {
@@ -606,6 +693,7 @@ int main(void) {
     test_finite_sgd_scaler();
     test_bn();
     test_fused();
+    test_bn_rchunks();
     test_allreduce_kernels();
     test_launch_limits();
     printf("test_cuda_emu: every kernel of kernels.cu matches its plain loop\n");

@@ -42,6 +42,7 @@
 #include <cstring>
 #include <functional>
 #include <ucontext.h>
+#include <unistd.h>
 #include <vector>
 
 #undef __global__
@@ -49,11 +50,13 @@
 #undef __host__
 #undef __forceinline__
 #undef __shared__
+#undef __launch_bounds__
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
 #define __shared__      static
+#define __launch_bounds__(...)
 
 namespace gb_emu {
 
@@ -91,12 +94,13 @@ inline world &w() {
 enum { kStack = 256 * 1024 };
 
 /* a fault a GPU would hang or misbehave on: said, and the process ends
- * with status 70 (a plain test failure, not a crash) */
+ * with status 70 (a plain test failure, not a crash). _exit: called from a
+ * fiber, exit's static destructors would free the stack it runs on. */
 inline void die(const char *what) {
     fprintf(stderr, "cuda_emu: %s in %s (block %u,%u,%u)\n", what, w().kernel, w().block.x,
             w().block.y, w().block.z);
-    fflush(stderr);
-    exit(70);
+    fflush(NULL);
+    _exit(70);
 }
 
 /* GB_EMU_MUTANT=k switches on planted fault k of emu_translate.py (0: none),

@@ -33,12 +33,41 @@ MUTANTS = [
      "if (wcopy) st(wcopy, i, p);", "st(wcopy, i, p)", "st(wcopy, i, b)"),
     (9, "finite check without the block vote", "expr",
      "if (__syncthreads_or(bad) && threadIdx.x == 0)", "__syncthreads_or(bad)", "bad"),
+    # the 16-byte batch-norm kernels (the _v kernels, their finalize, launchers)
+    (10, "BN 16-byte statistics: a lane sums its neighbour's channel", "expr",
+     "float d = ld(a.v, j) - shift[j];", "ld(a.v, j)", "ld(a.v, (j + 1) % V)"),
+    (11, "BN 16-byte statistics: the block's tree one merge step short", "expr",
+     "for (int st = tree_top(rows); st > 0; st >>= 1) {\n        __syncthreads();\n"
+     "        if (ty < st && ty + st < rows) {\n            int o = tid + st * blockDim.x;\n"
+     "            float n = sn[tid];", "st > 0", "st > 1"),
+    (12, "BN 16-byte statistics: the two-row pass counts one row", "expr",
+     "cnt += 2.0f;", "2.0f", "1.0f"),
+    (13, "BN 16-byte forward apply: a lane's shift from the next lane", "expr",
+     "b[j] = coef[c + ch0 + j];", "coef[c + ch0 + j]", "coef[c + ch0 + (j ^ 1)]"),
+    (14, "BN 16-byte backward partials at the channel tile, not the row chunk", "expr",
+     "float *pp = partials + ((size_t)blockIdx.y * c + (size_t)vi * V) * 2;", "blockIdx.y",
+     "blockIdx.x"),
+    (15, "BN 16-byte backward apply strides one block's rows, not the grid's", "expr",
+     "k3[j] = coef[2 * c + ch0 + j];\n    }\n    size_t step = (size_t)gridDim.y * blockDim.y * c;",
+     "(size_t)gridDim.y * blockDim.y * c", "(size_t)blockDim.y * c"),
+    (16, "BN finalize: the slices' tree one merge step short", "expr",
+     "for (int st = blockDim.y / 2; st > 0; st >>= 1) {\n        __syncthreads();\n"
+     "        if (ty < st) {\n            int o", "st > 0", "st > 1"),
+    (17, "BN backward finalize: a slice skips every other chunk of its own", "expr",
+     "for (int r = ty; r < rchunks; r += blockDim.y) {\n            sg +=", "r += blockDim.y",
+     "r += 2 * blockDim.y"),
+    (18, "BN launchers take 16-byte accesses on misaligned pointers", "expr",
+     "c % vec_t<T>::n == 0 && (aligned16(ptrs) && ...);", "(aligned16(ptrs) && ...)", "true"),
+    (19, "BN 16-byte backward tree without its barrier", "stmt",
+     "for (int st = tree_top(rows); st > 0; st >>= 1) {\n        __syncthreads();\n"
+     "        if (ty < st && ty + st < rows) {\n            int o = tid + st * blockDim.x;\n"
+     "            GB_UNROLL", "__syncthreads();", ""),
     # the fused step's kernels
-    (10, "fused finalize: the prologue's bias written over its scale", "expr",
+    (20, "fused finalize: the prologue's bias written over its scale", "expr",
      "st(pre, c + ch, f.b);", "c + ch", "ch"),
-    (11, "block end 16-byte: every lane takes the first lane's channel", "expr",
+    (21, "block end 16-byte: every lane takes the first lane's channel", "expr",
      "int ch = ch0 + k;", "ch0 + k", "ch0"),
-    (12, "block end one element: the projection's shift left out", "expr",
+    (22, "block end one element: the projection's shift left out", "expr",
      "float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;\n        st(y, i,",
      "zc[c + ch]", "0.0f"),
 ]
