@@ -190,6 +190,12 @@ static float *save_invstd(cuda_exec_t *X, const gb_plan_bn_t *b) {
 
 /* ---- ops ---- */
 
+/* the fused step's prologue coefficients of batch norm b (scale, or bias),
+ * in the compute type */
+static void *pre_of(cuda_exec_t *X, const gb_plan_bn_t *b, int bias) {
+    return (char *)X->pre + (b->stat_off + (bias ? (size_t)b->g.c : 0)) * X->esz;
+}
+
 static int cx_conv_fwd(gb_exec_t *ex, int ci, const void *x, void *y) {
     cuda_exec_t *X = (cuda_exec_t *)ex;
     const gb_plan_conv_t *pc = &ex->plan->convs[ci];
@@ -270,29 +276,24 @@ static int cx_bn_bwd(gb_exec_t *ex, int bi, const void *x, const void *y, const 
         snprintf(ERR, ERRLEN, "%s: residual gradient %s", pb->name, dz ? "unexpected" : "missing");
         return -1;
     }
+    /* the fused step stored no output: our kernels recompute the ReLU's mask
+     * from x with the prologue's coefficients (without a ReLU none is read) */
+    const void *pre = NULL;
     if (!y) {
-        /* the fused step stored no output: the ReLU's input recomputed into
-         * the plan's (then unused) output buffer from the finalized scale
-         * and bias; without a ReLU nothing reads it */
         if (!X->base.fused || !b->own || dz) {
             snprintf(ERR, ERRLEN, "%s: no output given outside the fused step", pb->name);
             return -1;
         }
-        if (pb->relu) {
-            y = gb_exec_act(ex, pb->y);
-            CK_CUDA(gb_k_bn_fwd_apply(X->stream, X->dt, x, NULL, (void *)y, pb->count, pb->g.c,
-                                      X->fcoef + pb->stat_off, 1));
-        } else {
-            y = x;
-        }
+        if (pb->relu) pre = pre_of(X, pb, 0);
+        y = x;
     }
     if (b->own) {
-        CK_CUDA(gb_k_bn_bwd_reduce(X->stream, X->dt, x, y, dy, pb->count, pb->g.c, pb->relu,
-                                   save_mean(X, pb), b->rchunks, X->partials));
+        CK_CUDA(gb_k_bn_bwd_reduce(X->stream, X->dt, x, pre ? NULL : y, dy, pb->count, pb->g.c,
+                                   pb->relu, pre, save_mean(X, pb), b->rchunks, X->partials));
         CK_CUDA(gb_k_bn_bwd_finalize(X->stream, X->partials, b->rchunks, pb->g.c, pb->count, gamma,
                                      save_invstd(X, pb), dgamma, dbeta, X->coef));
-        CK_CUDA(gb_k_bn_bwd_apply(X->stream, X->dt, x, y, dy, dx, dz, pb->count, pb->g.c, pb->relu,
-                                  save_mean(X, pb), X->coef));
+        CK_CUDA(gb_k_bn_bwd_apply(X->stream, X->dt, x, pre ? NULL : y, dy, dx, dz, pb->count,
+                                  pb->g.c, pb->relu, pre, save_mean(X, pb), X->coef));
         return 0;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -307,10 +308,6 @@ fail:
 }
 
 /* ---- the fused step ---- */
-
-static void *pre_of(cuda_exec_t *X, const gb_plan_bn_t *b, int bias) {
-    return (char *)X->pre + (b->stat_off + (bias ? (size_t)b->g.c : 0)) * X->esz;
-}
 
 /* the variant pack's pointers of conv ci: input x, prologue of pre_bn */
 static void fuse_ptrs(cuda_exec_t *X, int ci, const void *x, int pre_bn,

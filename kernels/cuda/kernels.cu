@@ -531,9 +531,19 @@ __global__ void k_bn_fwd_apply_v(const T *__restrict__ x, const T *__restrict__ 
     }
 }
 
+/* The gradient through the ReLU: masked by the stored output y, or, with
+ * the fused step's prologue coefficients (pa, pb: bn(x) = pa x + pb as the
+ * next conv's prologue applied it), by the mask recomputed from x. */
+__device__ __forceinline__ float relu_masked(float dy, float x, float y, int relu, int recompute,
+                                             float pa, float pb) {
+    if (recompute) return gb_prologue_passes(x, pa, pb) ? dy : 0.0f;
+    return gb_relu_grad(dy, y, relu);
+}
+
 template <typename T>
 __global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int c, int relu,
-                                const float *save_mean, int rchunks, float *partials) {
+                                const T *pre, const float *save_mean, int rchunks,
+                                float *partials) {
     __shared__ float s0[kBnRows][32], s1[kBnRows][32];
     int tx = threadIdx.x, ty = threadIdx.y;
     int ch = blockIdx.x * 32 + tx;
@@ -542,9 +552,11 @@ __global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int
     float sg = 0.0f, sgx = 0.0f;
     if (ch < c) {
         float mean = save_mean[ch];
+        float pa = pre ? ld(pre, ch) : 0.0f, pb = pre ? ld(pre, c + ch) : 0.0f;
         for (long r = r0 + ty; r < r1; r += kBnRows) {
             size_t i = (size_t)r * c + ch;
-            float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
+            float g =
+                relu_masked(ld(dy, i), ld(x, i), pre ? 0.0f : ld(y, i), relu, pre != NULL, pa, pb);
             sg += g;
             sgx += g * (ld(x, i) - mean);
         }
@@ -566,7 +578,8 @@ __global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 4)
     k_bn_bwd_reduce_v(const T *__restrict__ x, const T *__restrict__ y, const T *__restrict__ dy,
-                      long m, int c, int relu, const float *__restrict__ save_mean, int rchunks,
+                      long m, int c, int relu, const T *__restrict__ pre,
+                      const float *__restrict__ save_mean, int rchunks,
                       float *__restrict__ partials) {
     constexpr int V = vec_t<T>::n;
     __shared__ float s0[V][kThreads], s1[V][kThreads];
@@ -581,16 +594,20 @@ __global__ void __launch_bounds__(kThreads, 4)
         sg[j] = sgx[j] = 0.0f;
     long r = r0 + ty;
     if (vi * V < c && r < r1) {
-        float mean[V];
+        float mean[V], pa[V], pb[V];
         GB_UNROLL
-        for (int j = 0; j < V; j++)
+        for (int j = 0; j < V; j++) {
             mean[j] = save_mean[vi * V + j];
+            pa[j] = pre ? ld(pre, vi * V + j) : 0.0f;
+            pb[j] = pre ? ld(pre, c + vi * V + j) : 0.0f;
+        }
         size_t step = (size_t)rows * c, i = (size_t)r * c + (size_t)vi * V;
         for (; r < r1; r += rows, i += step) {
-            vec_t<T> xv = vld(x + i), yv = vld(y + i), gv = vld(dy + i);
+            vec_t<T> xv = vld(x + i), yv = pre ? xv : vld(y + i), gv = vld(dy + i);
             GB_UNROLL
             for (int j = 0; j < V; j++) {
-                float g = gb_relu_grad(ld(gv.v, j), ld(yv.v, j), relu);
+                float g = relu_masked(ld(gv.v, j), ld(xv.v, j), ld(yv.v, j), relu, pre != NULL,
+                                      pa[j], pb[j]);
                 sg[j] += g;
                 sgx[j] += g * (ld(xv.v, j) - mean[j]);
             }
@@ -658,11 +675,13 @@ __global__ void k_bn_bwd_finalize(const float *partials, int rchunks, int c, lon
 
 template <typename T>
 __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz, long m, int c,
-                               int relu, const float *save_mean, const float *coef) {
+                               int relu, const T *pre, const float *save_mean, const float *coef) {
     size_t total = (size_t)m * c;
     GRID_STRIDE(i, total) {
         int ch = CHANNEL(i, c);
-        float g = gb_relu_grad(ld(dy, i), ld(y, i), relu);
+        float g =
+            pre ? relu_masked(ld(dy, i), ld(x, i), 0.0f, relu, 1, ld(pre, ch), ld(pre, c + ch))
+                : gb_relu_grad(ld(dy, i), ld(y, i), relu);
         if (dz) st(dz, i, g);
         st(dx, i, gb_bn_dx(g, ld(x, i), save_mean[ch], coef[ch], coef[c + ch], coef[2 * c + ch]));
     }
@@ -671,15 +690,18 @@ __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz
 template <typename T>
 __global__ void k_bn_bwd_apply_v(const T *__restrict__ x, const T *__restrict__ y,
                                  const T *__restrict__ dy, T *__restrict__ dx, T *__restrict__ dz,
-                                 long m, int c, int relu, const float *__restrict__ save_mean,
+                                 long m, int c, int relu, const T *__restrict__ pre,
+                                 const float *__restrict__ save_mean,
                                  const float *__restrict__ coef) {
     constexpr int V = vec_t<T>::n;
     int vi = blockIdx.x * blockDim.x + threadIdx.x;
     if (vi * V >= c) return;
     int ch0 = vi * V;
-    float mean[V], k1[V], k2[V], k3[V];
+    float mean[V], k1[V], k2[V], k3[V], pa[V], pb[V];
     GB_UNROLL
     for (int j = 0; j < V; j++) {
+        pa[j] = pre ? ld(pre, ch0 + j) : 0.0f;
+        pb[j] = pre ? ld(pre, c + ch0 + j) : 0.0f;
         mean[j] = save_mean[ch0 + j];
         k1[j] = coef[ch0 + j];
         k2[j] = coef[c + ch0 + j];
@@ -689,10 +711,11 @@ __global__ void k_bn_bwd_apply_v(const T *__restrict__ x, const T *__restrict__ 
     long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
     size_t i = (size_t)r * c + ch0;
     for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
-        vec_t<T> xv = vld(x + i), yv = vld(y + i), gv = vld(dy + i), dxv, gz;
+        vec_t<T> xv = vld(x + i), yv = pre ? xv : vld(y + i), gv = vld(dy + i), dxv, gz;
         GB_UNROLL
         for (int j = 0; j < V; j++) {
-            float g = gb_relu_grad(ld(gv.v, j), ld(yv.v, j), relu);
+            float g =
+                relu_masked(ld(gv.v, j), ld(xv.v, j), ld(yv.v, j), relu, pre != NULL, pa[j], pb[j]);
             st(gz.v, j, g);
             st(dxv.v, j, gb_bn_dx(g, ld(xv.v, j), mean[j], k1[j], k2[j], k3[j]));
         }
@@ -1064,17 +1087,19 @@ cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
 }
 
 cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
-                               const void *dy, long m, int c, int relu, const float *save_mean,
-                               int rchunks, float *partials) {
+                               const void *dy, long m, int c, int relu, const void *pre,
+                               const float *save_mean, int rchunks, float *partials) {
     DISPATCH(dt, T, {
         bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, y, dy));
         dim3 grid(sh.grid_x, rchunks), block(sh.tw, sh.rows);
         if (sh.vec)
             k_bn_bwd_reduce_v<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy,
-                                                        m, c, relu, save_mean, rchunks, partials);
+                                                        m, c, relu, (const T *)pre, save_mean,
+                                                        rchunks, partials);
         else
             k_bn_bwd_reduce<T><<<grid, block, 0, s>>>((const T *)x, (const T *)y, (const T *)dy, m,
-                                                      c, relu, save_mean, rchunks, partials);
+                                                      c, relu, (const T *)pre, save_mean, rchunks,
+                                                      partials);
     });
     return cudaGetLastError();
 }
@@ -1090,18 +1115,18 @@ cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchu
 
 cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
-                              const float *save_mean, const float *coef) {
+                              const void *pre, const float *save_mean, const float *coef) {
     size_t total = (size_t)m * c;
     DISPATCH(dt, T, {
         bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, y, dy, dx, dz));
         if (sh.vec)
             k_bn_bwd_apply_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
-                (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, m, c, relu, save_mean,
-                coef);
+                (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, m, c, relu,
+                (const T *)pre, save_mean, coef);
         else
-            k_bn_bwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)y,
-                                                                   (const T *)dy, (T *)dx, (T *)dz,
-                                                                   m, c, relu, save_mean, coef);
+            k_bn_bwd_apply<T><<<grid_for(total), kThreads, 0, s>>>(
+                (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, m, c, relu,
+                (const T *)pre, save_mean, coef);
     });
     return cudaGetLastError();
 }

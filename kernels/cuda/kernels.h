@@ -105,15 +105,18 @@ cudaError_t gb_k_bn_fwd_finalize(cudaStream_t s, const float *partials, int rchu
                                  float *save_invstd, float *coef);
 cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
                               long m, int c, const float *coef, int relu);
+/* Backward: the ReLU's mask from y, or, with pre (the fused step's prologue
+ * coefficients in dt: a[c] then b[c]; y may then be NULL), from x
+ * recomputed as the next conv's prologue computed it. */
 cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
-                               const void *dy, long m, int c, int relu, const float *save_mean,
-                               int rchunks, float *partials);
+                               const void *dy, long m, int c, int relu, const void *pre,
+                               const float *save_mean, int rchunks, float *partials);
 cudaError_t gb_k_bn_bwd_finalize(cudaStream_t s, const float *partials, int rchunks, int c, long m,
                                  const float *gamma, const float *save_invstd, float *dgamma,
                                  float *dbeta, float *coef);
 cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                               const void *dy, void *dx, void *dz, long m, int c, int relu,
-                              const float *save_mean, const float *coef);
+                              const void *pre, const float *save_mean, const float *coef);
 
 /* The fused step (exec.h). gb_k_bn_fin_sums: a batch norm over m values
  * per channel finalized from sums (sum[c] then sum of squares[c], fp32):

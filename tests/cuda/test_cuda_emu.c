@@ -459,12 +459,12 @@ static void bn_case(long m, int c, int rc_in, int off, int modes) {
                   cudaSuccess);
             CHECK(gb_k_bn_fwd_apply(NULL, DT[d], xb, with_z ? zb : NULL, yb, m, c, coef, relu) ==
                   cudaSuccess);
-            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, smean, rc, part) ==
+            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, NULL, smean, rc, part) ==
                   cudaSuccess);
             CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
                   cudaSuccess);
             CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, yb, dyb, dxb, with_z ? dzb : NULL, m, c, relu,
-                                    smean, coef) == cudaSuccess);
+                                    NULL, smean, coef) == cudaSuccess);
             float *y = from_dt(DT[d], yb, nn), *dx = from_dt(DT[d], dxb, nn);
             float *dz = with_z ? from_dt(DT[d], dzb, nn) : NULL;
             double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
@@ -648,6 +648,89 @@ static void test_fused(void) {
     }
 }
 
+/* the fused step's batch-norm backward: no stored output, the ReLU's mask
+ * recomputed from x with the prologue's coefficients (in the dtype), both
+ * paths (16-byte, one element, misaligned) */
+static void test_bwd_recompute(void) {
+    struct {
+        long m;
+        int c, shift;
+    } cs[] = {{300, 64, 0}, {37, 12, 0}, {40, 64, 1}};
+    for (size_t t = 0; t < sizeof(cs) / sizeof(cs[0]); t++) {
+        long m = cs[t].m;
+        int c = cs[t].c, sh = cs[t].shift, rc = 3;
+        size_t nn = (size_t)m * c;
+        float *x = randv(nn + 1, 2.0f), *dy = randv(nn + 1, 1.0f), *gamma = randv(c, 1.0f);
+        float *beta = randv(c, 1.0f), *ab = malloc(2 * (size_t)c * 4);
+        CHECK(ab);
+        for (int d = 0; d < 3; d++) {
+            size_t es = DT[d] == GB_KDT_F32 ? 4 : 2;
+            double *mu = malloc(c * 8), *inv = malloc(c * 8);
+            float *smean = malloc(c * 4), *sinv = malloc(c * 4),
+                  *part = malloc(rc * (size_t)c * 12);
+            float *coef = malloc(3 * (size_t)c * 4), *dg = malloc(c * 4), *db = malloc(c * 4);
+            CHECK(mu && inv && smean && sinv && part && coef && dg && db);
+            for (int ch = 0; ch < c; ch++) {
+                double s1 = 0, s2 = 0;
+                for (long r = 0; r < m; r++)
+                    s1 += q(DT[d], x[sh + r * c + ch]);
+                mu[ch] = s1 / m;
+                for (long r = 0; r < m; r++) {
+                    double e = q(DT[d], x[sh + r * c + ch]) - mu[ch];
+                    s2 += e * e;
+                }
+                inv[ch] = 1.0 / sqrt(s2 / m + 1e-5);
+                smean[ch] = (float)mu[ch];
+                sinv[ch] = (float)inv[ch];
+                ab[ch] = (float)(gamma[ch] * inv[ch]);
+                ab[c + ch] = (float)(beta[ch] - mu[ch] * gamma[ch] * inv[ch]);
+            }
+            char *xb = to_dt(DT[d], x, nn + 1), *dyb = to_dt(DT[d], dy, nn + 1);
+            char *dxb = malloc((nn + 1) * 4);
+            void *pre = to_dt(DT[d], ab, 2 * (size_t)c);
+            float *pf = from_dt(DT[d], pre, 2 * (size_t)c);
+            CHECK(dxb);
+            /* shifted: the tensors start one element into their buffers */
+            char *xs = xb + sh * es, *dys = dyb + sh * es, *dxs = dxb + sh * es;
+            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xs, NULL, dys, m, c, 1, pre, smean, rc, part) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
+                  cudaSuccess);
+            CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xs, NULL, dys, dxs, NULL, m, c, 1, pre, smean,
+                                    coef) == cudaSuccess);
+            float *dx = from_dt(DT[d], dxs, nn);
+            double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
+            for (int ch = 0; ch < c; ch++) {
+                double sg = 0, sgx = 0;
+                for (long r = 0; r < m; r++) {
+                    size_t i = sh + (size_t)r * c + ch;
+                    float xq = q(DT[d], x[i]);
+                    double g = gb_prologue_passes(xq, pf[ch], pf[c + ch]) ? q(DT[d], dy[i]) : 0.0;
+                    sg += g;
+                    sgx += g * (xq - mu[ch]) * inv[ch];
+                }
+                CHECKF(fabs(db[ch] - sg) <= rt * (1 + fabs(sg)) &&
+                           fabs(dg[ch] - sgx) <= rt * (1 + fabs(sgx)),
+                       "bn bwd recomputed %s case %zu ch %d: dgamma %g/%g dbeta %g/%g", DTN[d], t,
+                       ch, dg[ch], sgx, db[ch], sg);
+                for (long r = 0; r < m; r++) {
+                    size_t i = sh + (size_t)r * c + ch;
+                    float xq = q(DT[d], x[i]);
+                    double g = gb_prologue_passes(xq, pf[ch], pf[c + ch]) ? q(DT[d], dy[i]) : 0.0;
+                    double xh = (xq - mu[ch]) * inv[ch];
+                    double want = gamma[ch] * inv[ch] * (g - sg / m - xh * sgx / m);
+                    CHECKF(fabs(dx[i - sh] - want) <= rt * (1 + fabs(want)),
+                           "bn bwd recomputed dx %s case %zu [%zu]: %g/%g", DTN[d], t, i,
+                           dx[i - sh], want);
+                }
+            }
+            free(mu), free(inv), free(smean), free(sinv), free(part), free(coef), free(dg),
+                free(db), free(xb), free(dyb), free(dxb), free(pre), free(pf), free(dx);
+        }
+        free(x), free(dy), free(gamma), free(beta), free(ab);
+    }
+}
+
 static void test_allreduce_kernels(void) {
     size_t n = 1000;
     float *b = malloc(n * 4);
@@ -691,9 +774,12 @@ int main(void) {
     test_colsum();
     test_bn_running();
     test_finite_sgd_scaler();
-    test_bn();
+    /* the fused step's kernels before our batch norm's (the longest: a
+     * planted fault in them fails early) */
     test_fused();
+    test_bwd_recompute();
     test_bn_rchunks();
+    test_bn();
     test_allreduce_kernels();
     test_launch_limits();
     printf("test_cuda_emu: every kernel of kernels.cu matches its plain loop\n");

@@ -70,6 +70,8 @@ MUTANTS = [
     (22, "block end one element: the projection's shift left out", "expr",
      "float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;\n        st(y, i,",
      "zc[c + ch]", "0.0f"),
+    (23, "backward's recomputed mask without the prologue's bias", "expr",
+     "if (recompute) return gb_prologue_passes(x, pa, pb) ? dy : 0.0f;", "pb", "0.0f"),
 ]
 
 
