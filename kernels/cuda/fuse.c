@@ -5,6 +5,7 @@
 
 #include "cuda_check.h"
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,10 +109,14 @@ static int pointwise(gb_fuse_t *f, cudnnPointwiseMode_t mode, cudnnDataType_t pr
     SET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     SET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     if (mode == CUDNN_POINTWISE_RELU_FWD) {
+        /* as cudnn-frontend sets them: no upper clip (the float range), a
+         * plain ReLU below */
         cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
-        double lower = 0.0;
+        double lower = 0.0, upper = FLT_MAX, slope = 0.0;
         SET(pw, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan);
         SET(pw, CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lower);
+        SET(pw, CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &upper);
+        SET(pw, CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_TYPE_DOUBLE, 1, &slope);
     }
     CK_DNN(cudnnBackendFinalize(pw));
     if (make(f, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op, err, errlen)) return -1;
