@@ -6,7 +6,8 @@
 #      looked for next to CUDA, in the system and in PyTorch's Python wheels
 #   2. the `gpu` tests (CUDA ops and whole steps against the double host twin)
 #   3. gpubench's CUDA engine (gb_cuda_bench), ResNet-50, batch 256,
-#      synthetic data on the device, per precision
+#      synthetic data on the device, per precision; then the fused step
+#      (GB_CUDA_FUSE=1, fp16; section fuse) beside fp16's default
 #   4. data parallelism: the same job through NCCL (--dp: a one-rank
 #      communicator on one GPU, every GPU with more), and the allreduce
 #      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU,
@@ -19,13 +20,13 @@
 #   6b. ours in bf16 with the image in 4 channels and fp16 in 8
 #      (GB_CUDA_STEM_C; bf16's default is 8, the others' 4): which count
 #      conv1 is faster with in each
-#   6c. cuDNN's graph-API fusions (kernels/cuda/fuse.c): each ResNet-50
-#      conv's fused graph (conv + batch-norm statistics, with the previous
-#      batch norm's scale, bias and ReLU in its prologue; the wgrad with
-#      that prologue) against the unfused calls (conv, cuDNN batch norm;
-#      wgrad on the materialized input), then the fused step
-#      (GB_CUDA_FUSE=1, fp16) beside fp16's default; their correctness is
-#      test_cuda_fuse, test_cuda_ops and test_cuda_step in the gpu tests
+#   6c. cuDNN's graph-API fusions (kernels/cuda/fuse.c; section fuse too):
+#      each ResNet-50 conv's fused graph (conv + batch-norm statistics,
+#      with the previous batch norm's scale, bias and ReLU in its prologue;
+#      the wgrad with that prologue) against the unfused calls (conv, cuDNN
+#      batch norm; wgrad on the materialized input); their correctness and
+#      the fused step's are test_cuda_fuse, test_cuda_ops and
+#      test_cuda_step in the gpu tests
 #   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
 #      speed and the op and step tests' fp32 lines under it
 #   7b. compute-sanitizer memcheck on a short run of the whole-step test
@@ -411,6 +412,42 @@ torch_run() {
   fi
 }
 
+# gb_cuda_bench once more at precision $2 under the setting $3 (VAR=value),
+# into ours_$1.json, when $4 s are left, for at most $5 s: its images/s in
+# VARIANT_IPS (status 0), or SKIPPED or FAIL said (status 1)
+variant_run() {
+  local name=$1 prec=$2 setting=$3 rc
+  VARIANT_IPS=
+  if [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+    status SKIPPED "ours $prec with $setting: gb_cuda_bench not built"
+    return 1
+  elif [ "$(left)" -lt "$4" ]; then
+    status SKIPPED "ours $prec with $setting: out of time"
+    return 1
+  fi
+  if env "$setting" timeout -k 10 "$(slot "$5" 30)" "$BUILD/gb_cuda_bench" --precision "$prec" --batch "$BATCH" \
+       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$name.json" 2>"$LOG/ours_$name.err"; then
+    VARIANT_IPS=$(json_field "$LOG/ours_$name.json" images_per_sec)
+    [ -n "$VARIANT_IPS" ] && return 0
+    status FAIL "ours $prec with $setting: exit 0 but no images_per_sec (ours_$name.json)"
+  else
+    rc=$?
+    tail -5 "$LOG/ours_$name.err"
+    failed "$rc" "ours $prec with $setting" "ours_$name.err"
+  fi
+  return 1
+}
+
+section "the fused step (GB_CUDA_FUSE=1)"
+# the fused step (GB_CUDA_FUSE=1: fp16, not yet the default), before PyTorch
+# (whose figures the H200 gave on 2026-12-04 already),
+# beside fp16's default; its set-up plans about 35 cuDNN graphs, which cuDNN
+# may compile (not yet timed: setup_s says); its correctness: test_cuda_ops
+# and test_cuda_step's fused lines in the gpu tests
+if want fuse && variant_run fp16_fused fp16 GB_CUDA_FUSE=1 150 240; then
+  status PASS "ours fp16 with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[fp16]:-?}), fused step $(json_field "$LOG/ours_fp16_fused.json" details.fused_step): $(json_field "$LOG/ours_fp16_fused.json" details.fused_note), graph $(json_field "$LOG/ours_fp16_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_fp16_fused.json" setup_s) s"
+fi
+
 section "PyTorch eager"
 TORCH_OK=0
 if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
@@ -492,31 +529,6 @@ else
   status SKIPPED "data parallel: gb_cuda_bench not built"
 fi
 
-# gb_cuda_bench once more at precision $2 under the setting $3 (VAR=value),
-# into ours_$1.json, when $4 s are left, for at most $5 s: its images/s in
-# VARIANT_IPS (status 0), or SKIPPED or FAIL said (status 1)
-variant_run() {
-  local name=$1 prec=$2 setting=$3 rc
-  VARIANT_IPS=
-  if [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
-    status SKIPPED "ours $prec with $setting: gb_cuda_bench not built"
-    return 1
-  elif [ "$(left)" -lt "$4" ]; then
-    status SKIPPED "ours $prec with $setting: out of time"
-    return 1
-  fi
-  if env "$setting" timeout -k 10 "$(slot "$5" 30)" "$BUILD/gb_cuda_bench" --precision "$prec" --batch "$BATCH" \
-       --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_$name.json" 2>"$LOG/ours_$name.err"; then
-    VARIANT_IPS=$(json_field "$LOG/ours_$name.json" images_per_sec)
-    [ -n "$VARIANT_IPS" ] && return 0
-    status FAIL "ours $prec with $setting: exit 0 but no images_per_sec (ours_$name.json)"
-  else
-    rc=$?
-    tail -5 "$LOG/ours_$name.err"
-    failed "$rc" "ours $prec with $setting" "ours_$name.err"
-  fi
-  return 1
-}
 
 section "gpubench bf16 with our batch norm"
 # cuDNN's batch norm is the default; this says what our kernels cost beside it
@@ -549,16 +561,9 @@ if want stem && variant_run fp16_stem8 fp16 GB_CUDA_STEM_C=8 150 120; then
   status PASS "ours fp16 with GB_CUDA_STEM_C=8: $VARIANT_IPS img/s (default, 4: ${OURS[fp16]:-?}); $(conv1_times "$LOG/ours_fp16.json" "$LOG/ours_fp16_stem8.json")"
 fi
 
-section "the fused step and cuDNN's graph-API fusions"
-# the fused step itself first (GB_CUDA_FUSE=1: fp16, not yet the default),
-# beside fp16's default; its set-up plans about 35 cuDNN graphs, which cuDNN
-# may compile (not yet timed: setup_s says); its correctness: test_cuda_ops
-# and test_cuda_step's fused lines in the gpu tests
-if want fuse && variant_run fp16_fused fp16 GB_CUDA_FUSE=1 150 240; then
-  status PASS "ours fp16 with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[fp16]:-?}), fused step $(json_field "$LOG/ours_fp16_fused.json" details.fused_step): $(json_field "$LOG/ours_fp16_fused.json" details.fused_note), graph $(json_field "$LOG/ours_fp16_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_fp16_fused.json" setup_s) s"
-fi
-# then the graphs one by one (fuse.h), per conv at this batch against the
-# unfused calls: where the fused step's time goes
+section "cuDNN's graph-API fusions one by one"
+# the fused step's graphs one by one (fuse.h), per conv at this batch
+# against the unfused calls: where the fused step's time goes
 if ! want fuse; then :
 elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_fuse" ]; then
   status SKIPPED "fusions: test_cuda_fuse not built"
