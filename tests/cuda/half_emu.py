@@ -15,7 +15,12 @@ rounding and unscaled after). Everything else stays float64, so what remains
 is the rounding of storage, which no implementation avoids: the GPU's own
 arithmetic (fp32 accumulation, cuDNN's algorithms) only adds to it.
 
-For each PREC (fp16 or bf16) it prints the last step's gradient errors as
+PREC fp16fused is fp16 as the fused step (GB_CUDA_FUSE=1, docs/engine-cuda.md)
+stores it: bn1's and bn2's outputs never stored, applied in the next conv's
+prologue with the scale and bias rounded to fp16, conv2's and conv3's inputs
+kept in fp32 there, the projection's batch-norm output not stored.
+
+For each PREC (fp16, fp16fused or bf16) it prints the last step's gradient errors as
 test_cuda_step's rule measures them (relative L2 per tensor; a batch-norm
 bias gradient against the larger of its norm and its weight's gradient) and
 the losses', and exits 1 when the median gradient is over MEDIAN/2 or the
@@ -37,7 +42,7 @@ from twin_torch import Net, read_input  # noqa: E402
 
 MARGIN = 2.0
 LOSS_SCALE = 64.0  # test_cuda_step's GB_CUDA_LOSS_SCALE
-MODE = {"dt": None, "scale": 1.0}
+MODE = {"dt": None, "scale": 1.0, "fused": False}
 
 
 class Store(torch.autograd.Function):
@@ -66,7 +71,34 @@ nn.BatchNorm2d.forward = lambda self, x: st(_bn_forward(self, x))
 nn.Linear.forward = lambda self, x: F.linear(st(x), st(self.weight), self.bias)
 
 
+def prologue(bn, t):
+    """The fused step's batch norm + ReLU in the next conv's prologue: the
+    batch statistics of the conv output t, the affine form a t + b with a
+    and b rounded to fp16 (as the prologue reads them; their gradient is
+    the exact one, as our backward kernels compute it), nothing stored."""
+    mean = t.mean(dim=(0, 2, 3))
+    var = t.var(dim=(0, 2, 3), unbiased=False)
+    a = bn.weight / torch.sqrt(var + bn.eps)
+    b = bn.bias - mean * a
+    a = a + (a.to(torch.float16).to(torch.float64) - a).detach()
+    b = b + (b.to(torch.float16).to(torch.float64) - b).detach()
+    return F.relu(t * a.view(1, -1, 1, 1) + b.view(1, -1, 1, 1))
+
+
+def conv_unstored_input(conv, x):
+    return st(F.conv2d(x, st(conv.weight), None, conv.stride, conv.padding))
+
+
 def bottleneck_forward(self, x):
+    if MODE["fused"]:
+        # GB_CUDA_FUSE=1: u1, u2 and the projection's batch-norm output are
+        # never stored; the block's output is (bn_apply)
+        idt = x
+        if self.downsample is not None:
+            idt = _bn_forward(self.downsample[1], self.downsample[0](x))
+        out = conv_unstored_input(self.conv2, prologue(self.bn1, self.conv1(x)))
+        out = conv_unstored_input(self.conv3, prologue(self.bn2, out))
+        return self.relu(st(_bn_forward(self.bn3, out) + idt))
     idt = x if self.downsample is None else self.downsample(x)
     out = self.relu(self.bn1(self.conv1(x)))
     out = self.relu(self.bn2(self.conv2(out)))
@@ -76,8 +108,8 @@ def bottleneck_forward(self, x):
 tvr.Bottleneck.forward = bottleneck_forward
 
 
-def train(state, dt, scale):
-    MODE["dt"], MODE["scale"] = dt, scale
+def train(state, dt, scale, fused=False):
+    MODE["dt"], MODE["scale"], MODE["fused"] = dt, scale, fused
     model, x, y, (lr, mom, wd), steps = state()
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=mom, weight_decay=wd)
     losses = []
@@ -116,8 +148,8 @@ def main():
     failed = 0
     for arg in sys.argv[2:]:
         prec, med_bound, worst_bound = arg.split(":")
-        dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
-        loss, got = train(state, dt, LOSS_SCALE if prec == "fp16" else 1.0)
+        dt = {"fp16": torch.float16, "fp16fused": torch.float16, "bf16": torch.bfloat16}[prec]
+        loss, got = train(state, dt, 1.0 if prec == "bf16" else LOSS_SCALE, prec == "fp16fused")
         errs = []
         for n, r in ref.items():
             den = r.norm().item()
