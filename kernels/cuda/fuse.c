@@ -286,6 +286,13 @@ void gb_fuse_destroy(gb_fuse_t **self_p) {
     *self_p = NULL;
 }
 
+/* err, which a cuDNN check filled, prefixed with the graph's name */
+static void name_err(const gb_fuse_t *f, char *err, size_t errlen) {
+    char why[GB_ERR_LEN];
+    snprintf(why, sizeof(why), "%s", err);
+    snprintf(err, errlen, "%s: %s", f->name, why);
+}
+
 /* "eng<global index>" of an engine configuration */
 static void engine_name(cudnnBackendDescriptor_t cfg, char *out, size_t outlen) {
     snprintf(out, outlen, "?");
@@ -365,6 +372,7 @@ int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_pl
     cudnnBackendDestroyDescriptor(heur);
     return f->n_plans;
 fail:
+    name_err(f, err, errlen);
     for (int i = 0; i < MAX_CFG; i++)
         if (cfg[i]) cudnnBackendDestroyDescriptor(cfg[i]);
     if (heur) cudnnBackendDestroyDescriptor(heur);
@@ -398,10 +406,6 @@ int gb_fuse_run(gb_fuse_t *f, cudnnHandle_t handle, void *const ptr[GB_FUSE_NSLO
     void *ptrs[GB_FUSE_NSLOTS];
     int64_t n = 0;
     unsigned used = gb_fuse_slots(f->kind);
-    if (f->n_plans < 1) {
-        snprintf(err, errlen, "%s: not planned", f->name);
-        return -1;
-    }
     for (int s = 0; s < GB_FUSE_NSLOTS; s++) {
         if (!(used & 1u << s)) continue;
         if (!ptr[s] || ((uintptr_t)ptr[s] & 15u)) {
@@ -413,6 +417,10 @@ int gb_fuse_run(gb_fuse_t *f, cudnnHandle_t handle, void *const ptr[GB_FUSE_NSLO
         ptrs[n] = ptr[s];
         n++;
     }
+    if (f->n_plans < 1) {
+        snprintf(err, errlen, "%s: not planned", f->name);
+        return -1;
+    }
     CK_DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
     SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
     SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
@@ -422,6 +430,7 @@ int gb_fuse_run(gb_fuse_t *f, cudnnHandle_t handle, void *const ptr[GB_FUSE_NSLO
     cudnnBackendDestroyDescriptor(pack);
     return 0;
 fail:
+    name_err(f, err, errlen);
     if (pack) cudnnBackendDestroyDescriptor(pack);
     return -1;
 }

@@ -114,7 +114,34 @@ static void test_graphs(void) {
     CHECKF(f == NULL && strstr(err, "sbr_wgrad"), "%s", err);
     f = gb_fuse_new((gb_fuse_kind_t)7, &p->convs[1].g, 256, NULL, "x", err, sizeof(err));
     CHECKF(f == NULL && strstr(err, "bad arguments"), "%s", err);
-    printf("graphs: %d operation graphs finalized (52 convs x 3 kinds), bad shapes refused\n",
+    /* running one: every tensor the kind uses, 16-byte aligned, then a
+     * plan (none without a GPU: the heuristics offer no engine) */
+    f = gb_fuse_new(GB_FUSE_SBR_WGRAD, &p->convs[p->blocks[0].conv2].g, 256, NULL, "layer1.0.conv2",
+                    err, sizeof(err));
+    CHECKF(f, "%s", err);
+    CHECK(gb_fuse_slots(GB_FUSE_SBR_WGRAD) ==
+          (1u << GB_FUSE_X | 1u << GB_FUSE_SCALE | 1u << GB_FUSE_BIAS | 1u << GB_FUSE_DY |
+           1u << GB_FUSE_DW));
+    static _Alignas(16) char buf[64];
+    void *ptr[GB_FUSE_NSLOTS] = {0};
+    ptr[GB_FUSE_X] = ptr[GB_FUSE_SCALE] = ptr[GB_FUSE_BIAS] = ptr[GB_FUSE_DY] = buf;
+    CHECKF(gb_fuse_run(f, NULL, ptr, buf, err, sizeof(err)) == -1 &&
+               strstr(err, "sbr_wgrad: tensor 9 missing"),
+           "%s", err);
+    ptr[GB_FUSE_DW] = buf + 2;
+    CHECKF(gb_fuse_run(f, NULL, ptr, buf, err, sizeof(err)) == -1 &&
+               strstr(err, "tensor 9 not 16-byte aligned"),
+           "%s", err);
+    ptr[GB_FUSE_DW] = buf + 16;
+    CHECKF(gb_fuse_run(f, NULL, ptr, buf, err, sizeof(err)) == -1 && strstr(err, "not planned"),
+           "%s", err);
+    int np = gb_fuse_plan(f, NULL, (size_t)1 << 30, 2, err, sizeof(err));
+    printf("graphs: planning without a GPU: %d (%s)\n", np, err);
+    CHECKF(np <= 0 && gb_fuse_n_plans(f) == 0 && strstr(err, "conv layer1.0.conv2 sbr_wgrad"), "%s",
+           err);
+    gb_fuse_destroy(&f);
+    printf("graphs: %d operation graphs finalized (52 convs x 3 kinds), bad shapes refused, "
+           "a run without its tensors or a plan refused\n",
            built);
     gb_plan_destroy(&p);
     gb_model_destroy(&m);
