@@ -1467,6 +1467,11 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
     X->bn_force = force && strcmp(force, "own") == 0     ? 1
                   : force && strcmp(force, "cudnn") == 0 ? 2
                                                          : 0;
+    if (force && !X->bn_force) {
+        snprintf(ERR, ERRLEN,
+                 "GB_CUDA_BN=%s: own or cudnn (unset: cuDNN's where it takes the layer)", force);
+        goto fail;
+    }
     const char *algos = getenv("GB_CUDA_FP32_ALGOS");
     if (algos && strcmp(algos, "any") != 0 && strcmp(algos, "fma") != 0) {
         snprintf(ERR, ERRLEN, "GB_CUDA_FP32_ALGOS=%s: fma (the default) or any", algos);

@@ -173,6 +173,10 @@ int main(void) {
         setenv("GB_CUDA_FP32_ALGOS", "winograd", 1);
         CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 &&
               strstr(err, "GB_CUDA_FP32_ALGOS=winograd: fma (the default) or any"));
+        setenv("GB_CUDA_BN", "both", 1);
+        CHECK(cu->create(m, &cfg, 0, NULL, &st, err, sizeof(err)) == -1 &&
+              strstr(err, "GB_CUDA_BN=both: own or cudnn"));
+        unsetenv("GB_CUDA_BN");
         if (keep)
             setenv("GB_CUDA_FP32_ALGOS", keep, 1);
         else
