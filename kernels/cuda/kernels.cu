@@ -777,22 +777,16 @@ __global__ void k_bn_apply2(const T *x, const T *z, T *y, size_t total, int c, c
 template <typename T>
 __global__ void k_bn_apply2_v(const T *x, const T *z, T *y, size_t total, int c, const float *fc,
                               const float *zc, int relu) {
-    constexpr int V = 16 / sizeof(T);
+    constexpr int V = vec_t<T>::n;
     GRID_STRIDE(v, total / V) {
         int ch0 = CHANNEL(v * V, c);
-        uint4 xr = reinterpret_cast<const uint4 *>(x)[v],
-              zr = reinterpret_cast<const uint4 *>(z)[v];
-        uint4 yr;
-        T xs[V], zs[V], ys[V];
-        memcpy((void *)xs, &xr, 16); /* (void *): __half is a class to g++ (the emulator) */
-        memcpy((void *)zs, &zr, 16);
+        vec_t<T> xv = vld(x + v * V), zv = vld(z + v * V), yv;
         for (int k = 0; k < V; k++) {
             int ch = ch0 + k;
             float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;
-            st(ys, k, gb_bn_apply2(ld(xs, k), fc[ch], fc[c + ch], ld(zs, k), za, zb, relu));
+            st(yv.v, k, gb_bn_apply2(ld(xv.v, k), fc[ch], fc[c + ch], ld(zv.v, k), za, zb, relu));
         }
-        memcpy(&yr, (const void *)ys, 16);
-        reinterpret_cast<uint4 *>(y)[v] = yr;
+        vst(y + v * V, yv);
     }
 }
 

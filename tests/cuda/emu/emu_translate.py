@@ -72,6 +72,8 @@ MUTANTS = [
      "zc[c + ch]", "0.0f"),
     (23, "backward's recomputed mask without the prologue's bias", "expr",
      "if (recompute) return gb_prologue_passes(x, pa, pb) ? dy : 0.0f;", "pb", "0.0f"),
+    (24, "block end launcher takes 16 bytes on misaligned tensors", "expr",
+     "if (aligned && c % (int)vec == 0) {", "aligned && c % (int)vec == 0", "c % (int)vec == 0"),
 ]
 
 
