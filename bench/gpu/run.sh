@@ -7,7 +7,7 @@
 #   2. the `gpu` tests (CUDA ops and whole steps against the double host twin)
 #   3. gpubench's CUDA engine (gb_cuda_bench), ResNet-50, batch 256,
 #      synthetic data on the device, per precision; then the fused step
-#      (GB_CUDA_FUSE=1, fp16; section fuse) beside fp16's default
+#      (GB_CUDA_FUSE=1, fp16 and bf16; section fuse) beside the defaults
 #   4. data parallelism: the same job through NCCL (--dp: a one-rank
 #      communicator on one GPU, every GPU with more), and the allreduce
 #      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU,
@@ -439,14 +439,17 @@ variant_run() {
 }
 
 section "the fused step (GB_CUDA_FUSE=1)"
-# the fused step (GB_CUDA_FUSE=1: fp16, not yet the default), before PyTorch
+# the fused step (GB_CUDA_FUSE=1: fp16, then bf16, which cuDNN may or may
+# not take; not yet the default), before PyTorch
 # (whose figures the H200 gave on 2026-12-04 already),
 # beside fp16's default; its set-up plans about 35 cuDNN graphs, which cuDNN
 # may compile (not yet timed: setup_s says); its correctness: test_cuda_ops
 # and test_cuda_step's fused lines in the gpu tests
-if want fuse && variant_run fp16_fused fp16 GB_CUDA_FUSE=1 150 240; then
-  status PASS "ours fp16 with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[fp16]:-?}), fused step $(json_field "$LOG/ours_fp16_fused.json" details.fused_step): $(json_field "$LOG/ours_fp16_fused.json" details.fused_note), graph $(json_field "$LOG/ours_fp16_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_fp16_fused.json" setup_s) s"
-fi
+for p in fp16 bf16; do
+  if want fuse && variant_run "${p}_fused" "$p" GB_CUDA_FUSE=1 150 240; then
+    status PASS "ours $p with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[$p]:-?}), fused step $(json_field "$LOG/ours_${p}_fused.json" details.fused_step): $(json_field "$LOG/ours_${p}_fused.json" details.fused_note), graph $(json_field "$LOG/ours_${p}_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_${p}_fused.json" setup_s) s"
+  fi
+done
 
 section "PyTorch eager"
 TORCH_OK=0

@@ -1335,9 +1335,10 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
     const gb_plan_t *p = X->base.plan;
     char why[GB_ERR_LEN];
     if (!X->fuse_asked) return 0;
-    if (X->prec != GB_PREC_FP16) {
+    if (X->prec != GB_PREC_FP16 && X->prec != GB_PREC_BF16) {
         snprintf(X->fuse_note, sizeof(X->fuse_note),
-                 "off: GB_CUDA_FUSE=1, but cuDNN's fused patterns are fp16 only (precision %s)",
+                 "off: GB_CUDA_FUSE=1, but cuDNN's fused patterns take fp16 (bf16 is tried), not "
+                 "%s",
                  prec_name(X->prec));
         return 0;
     }
@@ -1367,7 +1368,8 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
                 }
             }
             if (*slot) continue;
-            gb_fuse_t *f = gb_fuse_new(kind, &pc->g, p->n, X->dnn, pc->name, why, sizeof(why));
+            gb_fuse_t *f =
+                gb_fuse_new(kind, &pc->g, p->n, X->cdt, X->dnn, pc->name, why, sizeof(why));
             if (!f) goto off;
             X->fgraphs[X->n_fgraphs++] = f;
             *slot = f;
@@ -1523,7 +1525,7 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
         if (dalloc(X, &X->buffers, m->n_buffers * sizeof(float))) goto fail;
         if (dalloc(X, &X->stats, p->n_stats * sizeof(float))) goto fail;
         if (dalloc(X, &X->coef, 3 * (size_t)p->max_bn_c * sizeof(float))) goto fail;
-        if (X->fuse_asked && X->prec == GB_PREC_FP16) {
+        if (X->fuse_asked && (X->prec == GB_PREC_FP16 || X->prec == GB_PREC_BF16)) {
             if (dalloc(X, &X->sums, 2 * (size_t)p->max_bn_c * sizeof(float))) goto fail;
             if (dalloc(X, &X->fcoef, p->n_stats * sizeof(float))) goto fail;
             if (dalloc(X, &X->pre, p->n_stats * X->esz)) goto fail;

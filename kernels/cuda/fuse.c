@@ -20,6 +20,7 @@ enum { V_SCALED = 101, V_BIASED = 102, V_RELU = 103 };
 
 struct gb_fuse {
     gb_fuse_kind_t kind;
+    cudnnDataType_t dt; /* the io type: CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16 */
     char name[GB_NAME_LEN + 32];
     cudnnBackendDescriptor_t desc[GB_FUSE_MAX_DESC]; /* everything to destroy */
     int n_desc;
@@ -159,8 +160,8 @@ static int prologue(gb_fuse_t *f, const gb_conv_t *g, int n, cudnnDataType_t vt,
                     cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t *ops, int *n_ops,
                     cudnnBackendDescriptor_t *act, char *err, size_t errlen) {
     cudnnBackendDescriptor_t s, b, v1, v2;
-    if (tensor(f, GB_FUSE_SCALE, CUDNN_DATA_HALF, 1, g->c, 1, 1, false, &s, err, errlen) ||
-        tensor(f, GB_FUSE_BIAS, CUDNN_DATA_HALF, 1, g->c, 1, 1, false, &b, err, errlen) ||
+    if (tensor(f, GB_FUSE_SCALE, f->dt, 1, g->c, 1, 1, false, &s, err, errlen) ||
+        tensor(f, GB_FUSE_BIAS, f->dt, 1, g->c, 1, 1, false, &b, err, errlen) ||
         tensor(f, V_SCALED, vt, n, g->c, g->ih, g->iw, true, &v1, err, errlen) ||
         tensor(f, V_BIASED, vt, n, g->c, g->ih, g->iw, true, &v2, err, errlen) ||
         tensor(f, V_RELU, vt, n, g->c, g->ih, g->iw, true, act, err, errlen))
@@ -180,21 +181,19 @@ static int build(gb_fuse_t *f, const gb_conv_t *g, int n, cudnnHandle_t handle, 
     cudnnBackendDescriptor_t ops[6], x, w, cv, in;
     int n_ops = 0;
     float alpha = 1.0f, beta = 0.0f; /* FLOAT for half compute too (cudnn_graph.h) */
-    if (tensor(f, GB_FUSE_X, CUDNN_DATA_HALF, n, g->c, g->ih, g->iw, false, &x, err, errlen) ||
+    if (tensor(f, GB_FUSE_X, f->dt, n, g->c, g->ih, g->iw, false, &x, err, errlen) ||
         conv_desc(f, g, &cv, err, errlen))
         return -1;
     in = x;
     if (f->kind != GB_FUSE_CONV_STATS) {
         /* the FE samples: fprop's intermediates in fp32, wgrad's in fp16 */
-        cudnnDataType_t vt = f->kind == GB_FUSE_SBR_WGRAD ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+        cudnnDataType_t vt = f->kind == GB_FUSE_SBR_WGRAD ? f->dt : CUDNN_DATA_FLOAT;
         if (prologue(f, g, n, vt, x, ops, &n_ops, &in, err, errlen)) return -1;
     }
     if (f->kind == GB_FUSE_SBR_WGRAD) {
         cudnnBackendDescriptor_t dy, dw;
-        if (tensor(f, GB_FUSE_DY, CUDNN_DATA_HALF, n, g->k, g->oh, g->ow, false, &dy, err,
-                   errlen) ||
-            tensor(f, GB_FUSE_DW, CUDNN_DATA_HALF, g->k, g->c, g->kh, g->kw, false, &dw, err,
-                   errlen) ||
+        if (tensor(f, GB_FUSE_DY, f->dt, n, g->k, g->oh, g->ow, false, &dy, err, errlen) ||
+            tensor(f, GB_FUSE_DW, f->dt, g->k, g->c, g->kh, g->kw, false, &dw, err, errlen) ||
             make(f, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, &ops[n_ops],
                  err, errlen))
             return -1;
@@ -212,9 +211,8 @@ static int build(gb_fuse_t *f, const gb_conv_t *g, int n, cudnnHandle_t handle, 
         CK_DNN(cudnnBackendFinalize(op));
     } else {
         cudnnBackendDescriptor_t y, sum, sq;
-        if (tensor(f, GB_FUSE_W, CUDNN_DATA_HALF, g->k, g->c, g->kh, g->kw, false, &w, err,
-                   errlen) ||
-            tensor(f, GB_FUSE_Y, CUDNN_DATA_HALF, n, g->k, g->oh, g->ow, false, &y, err, errlen) ||
+        if (tensor(f, GB_FUSE_W, f->dt, g->k, g->c, g->kh, g->kw, false, &w, err, errlen) ||
+            tensor(f, GB_FUSE_Y, f->dt, n, g->k, g->oh, g->ow, false, &y, err, errlen) ||
             tensor(f, GB_FUSE_SUM, CUDNN_DATA_FLOAT, 1, g->k, 1, 1, false, &sum, err, errlen) ||
             tensor(f, GB_FUSE_SQSUM, CUDNN_DATA_FLOAT, 1, g->k, 1, 1, false, &sq, err, errlen) ||
             make(f, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &ops[n_ops], err,
@@ -233,7 +231,7 @@ static int build(gb_fuse_t *f, const gb_conv_t *g, int n, cudnnHandle_t handle, 
             return -1;
         op = ops[n_ops++];
         cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
-        cudnnDataType_t prec = CUDNN_DATA_HALF; /* the FE: Y's data type */
+        cudnnDataType_t prec = f->dt; /* the FE: Y's data type */
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
@@ -251,19 +249,23 @@ fail:
     return -1;
 }
 
-gb_fuse_t *gb_fuse_new(gb_fuse_kind_t kind, const gb_conv_t *g, int n, cudnnHandle_t handle,
-                       const char *name, char *err, size_t errlen) {
+gb_fuse_t *gb_fuse_new(gb_fuse_kind_t kind, const gb_conv_t *g, int n, cudnnDataType_t dt,
+                       cudnnHandle_t handle, const char *name, char *err, size_t errlen) {
     gb_fuse_t *f = calloc(1, sizeof(*f));
     if (!f) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     f->kind = kind;
-    snprintf(f->name, sizeof(f->name), "conv %s %s", name ? name : "?", gb_fuse_kind_name(kind));
+    f->dt = dt;
+    snprintf(f->name, sizeof(f->name), "conv %s %s%s", name ? name : "?", gb_fuse_kind_name(kind),
+             dt == CUDNN_DATA_BFLOAT16 ? " bf16" : "");
     char why[GB_ERR_LEN];
     why[0] = 0;
-    if (kind < GB_FUSE_CONV_STATS || kind > GB_FUSE_SBR_WGRAD || n < 1 || g->c < 1 || g->k < 1) {
-        snprintf(err, errlen, "%s: bad arguments (kind %d, batch %d)", f->name, (int)kind, n);
+    if (kind < GB_FUSE_CONV_STATS || kind > GB_FUSE_SBR_WGRAD || n < 1 || g->c < 1 || g->k < 1 ||
+        (dt != CUDNN_DATA_HALF && dt != CUDNN_DATA_BFLOAT16)) {
+        snprintf(err, errlen, "%s: bad arguments (kind %d, batch %d, data type %d)", f->name,
+                 (int)kind, n, (int)dt);
         gb_fuse_destroy(&f);
         return NULL;
     }

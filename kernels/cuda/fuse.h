@@ -6,7 +6,7 @@
  *   GB_FUSE_SBR_CONV_STATS  y = conv(relu(x * scale + bias), w); sum, sqsum
  *   GB_FUSE_SBR_WGRAD       dw = wgrad(relu(x * scale + bias), dy)
  *
- * x, w, y, dy, dw, scale and bias are fp16 (scale/bias per input channel),
+ * x, w, y, dy, dw, scale and bias are fp16 or bf16 (scale/bias per input channel),
  * activations NHWC packed, weights KRSC packed, sums fp32 per output
  * channel. With the first conv's statistics finalized into scale and bias
  * (scale = gamma·invstd, bias = beta − mean·scale), a block's batch norm and
@@ -56,11 +56,14 @@ const char *gb_fuse_kind_name(gb_fuse_kind_t kind);
 gb_fuse_kind_t gb_fuse_kind(const gb_fuse_t *f);
 
 /* The graph of `kind` for conv geometry g at batch n (g.c input channels as
- * stored). handle may be NULL (no GPU: the operation graph is still built
- * and finalized; only gb_fuse_plan needs one). NULL with err set when cuDNN
- * refuses a descriptor ("conv layer3.0.conv2 sbr_conv_stats: ..."). */
-gb_fuse_t *gb_fuse_new(gb_fuse_kind_t kind, const gb_conv_t *g, int n, cudnnHandle_t handle,
-                       const char *name, char *err, size_t errlen);
+ * stored), its tensors (all but the sums) of type dt: CUDNN_DATA_HALF, what
+ * the graph-API guide documents these patterns for, or CUDNN_DATA_BFLOAT16,
+ * which an engine may or may not take (gb_fuse_plan says). handle may be
+ * NULL (no GPU: the operation graph is still built and finalized; only
+ * gb_fuse_plan needs one). NULL with err set when cuDNN refuses a
+ * descriptor ("conv layer3.0.conv2 sbr_conv_stats: ..."). */
+gb_fuse_t *gb_fuse_new(gb_fuse_kind_t kind, const gb_conv_t *g, int n, cudnnDataType_t dt,
+                       cudnnHandle_t handle, const char *name, char *err, size_t errlen);
 void gb_fuse_destroy(gb_fuse_t **self_p);
 
 /* Engine heuristics (mode A), then an execution plan for each engine

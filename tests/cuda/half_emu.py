@@ -15,12 +15,13 @@ rounding and unscaled after). Everything else stays float64, so what remains
 is the rounding of storage, which no implementation avoids: the GPU's own
 arithmetic (fp32 accumulation, cuDNN's algorithms) only adds to it.
 
-PREC fp16fused is fp16 as the fused step (GB_CUDA_FUSE=1, docs/engine-cuda.md)
-stores it: bn1's and bn2's outputs never stored, applied in the next conv's
-prologue with the scale and bias rounded to fp16, conv2's and conv3's inputs
-kept in fp32 there, the projection's batch-norm output not stored.
+PREC fp16fused (bf16fused) is fp16 (bf16) as the fused step (GB_CUDA_FUSE=1,
+docs/engine-cuda.md) stores it: bn1's and bn2's outputs never stored,
+applied in the next conv's prologue with the scale and bias rounded to the
+storage type, conv2's and conv3's inputs kept in fp32 there, the
+projection's batch-norm output not stored.
 
-For each PREC (fp16, fp16fused or bf16) it prints the last step's gradient errors as
+For each PREC (fp16, bf16, fp16fused or bf16fused) it prints the last step's gradient errors as
 test_cuda_step's rule measures them (relative L2 per tensor; a batch-norm
 bias gradient against the larger of its norm and its weight's gradient) and
 the losses', and exits 1 when the median gradient is over MEDIAN/2 or the
@@ -74,14 +75,15 @@ nn.Linear.forward = lambda self, x: F.linear(st(x), st(self.weight), self.bias)
 def prologue(bn, t):
     """The fused step's batch norm + ReLU in the next conv's prologue: the
     batch statistics of the conv output t, the affine form a t + b with a
-    and b rounded to fp16 (as the prologue reads them; their gradient is
+    and b rounded to the storage type (as the prologue reads them; their gradient is
     the exact one, as our backward kernels compute it), nothing stored."""
     mean = t.mean(dim=(0, 2, 3))
     var = t.var(dim=(0, 2, 3), unbiased=False)
     a = bn.weight / torch.sqrt(var + bn.eps)
     b = bn.bias - mean * a
-    a = a + (a.to(torch.float16).to(torch.float64) - a).detach()
-    b = b + (b.to(torch.float16).to(torch.float64) - b).detach()
+    dt = MODE["dt"]
+    a = a + (a.to(dt).to(torch.float64) - a).detach()
+    b = b + (b.to(dt).to(torch.float64) - b).detach()
     return F.relu(t * a.view(1, -1, 1, 1) + b.view(1, -1, 1, 1))
 
 
@@ -148,8 +150,10 @@ def main():
     failed = 0
     for arg in sys.argv[2:]:
         prec, med_bound, worst_bound = arg.split(":")
-        dt = {"fp16": torch.float16, "fp16fused": torch.float16, "bf16": torch.bfloat16}[prec]
-        loss, got = train(state, dt, 1.0 if prec == "bf16" else LOSS_SCALE, prec == "fp16fused")
+        dt = {"fp16": torch.float16, "fp16fused": torch.float16, "bf16": torch.bfloat16,
+              "bf16fused": torch.bfloat16}[prec]
+        loss, got = train(state, dt, LOSS_SCALE if prec.startswith("fp16") else 1.0,
+                          prec.endswith("fused"))
         errs = []
         for n, r in ref.items():
             den = r.norm().item()

@@ -79,19 +79,21 @@ static void test_graphs(void) {
     gb_plan_t *p = gb_plan_new(m, 256, 2, GB_PLAN_STEM_C, err, sizeof(err));
     CHECKF(p, "%s", err);
     int built = 0;
-    for (int ci = 0; ci < p->n_convs; ci++) {
-        if (conv_role(p, ci) < 0) continue;
-        for (int kind = GB_FUSE_CONV_STATS; kind <= GB_FUSE_SBR_WGRAD; kind++) {
-            gb_fuse_t *f = gb_fuse_new((gb_fuse_kind_t)kind, &p->convs[ci].g, p->n, NULL,
-                                       p->convs[ci].name, err, sizeof(err));
-            CHECKF(f, "%s", err);
-            CHECK(gb_fuse_n_plans(f) == 0);
-            gb_fuse_destroy(&f);
-            CHECK(f == NULL);
-            built++;
+    const cudnnDataType_t dts[2] = {CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16};
+    for (int d = 0; d < 2; d++)
+        for (int ci = 0; ci < p->n_convs; ci++) {
+            if (conv_role(p, ci) < 0) continue;
+            for (int kind = GB_FUSE_CONV_STATS; kind <= GB_FUSE_SBR_WGRAD; kind++) {
+                gb_fuse_t *f = gb_fuse_new((gb_fuse_kind_t)kind, &p->convs[ci].g, p->n, dts[d],
+                                           NULL, p->convs[ci].name, err, sizeof(err));
+                CHECKF(f, "%s", err);
+                CHECK(gb_fuse_n_plans(f) == 0);
+                gb_fuse_destroy(&f);
+                CHECK(f == NULL);
+                built++;
+            }
         }
-    }
-    CHECK(built == 52 * 3);
+    CHECK(built == 2 * 52 * 3);
     /* check's shapes are layers of the plan */
     for (size_t i = 0; i < sizeof(kCheckNames) / sizeof(kCheckNames[0]); i++) {
         int found = 0;
@@ -103,21 +105,26 @@ static void test_graphs(void) {
      * refused at the op, and the error names the layer and the graph */
     gb_conv_t bad = p->blocks[0].conv2 >= 0 ? p->convs[p->blocks[0].conv2].g : p->convs[1].g;
     bad.oh -= 1;
-    gb_fuse_t *f =
-        gb_fuse_new(GB_FUSE_SBR_CONV_STATS, &bad, 256, NULL, "layer1.0.conv2", err, sizeof(err));
+    gb_fuse_t *f = gb_fuse_new(GB_FUSE_SBR_CONV_STATS, &bad, 256, CUDNN_DATA_HALF, NULL,
+                               "layer1.0.conv2", err, sizeof(err));
     CHECKF(f == NULL && strstr(err, "conv layer1.0.conv2 sbr_conv_stats") &&
                strstr(err, "CUDNN_STATUS_BAD_PARAM"),
            "%s", err);
     bad = p->convs[p->blocks[0].conv2].g;
     bad.kh = 5; /* the weight 5x3 against a 56x56 output with pad 1 */
-    f = gb_fuse_new(GB_FUSE_SBR_WGRAD, &bad, 256, NULL, "layer1.0.conv2", err, sizeof(err));
-    CHECKF(f == NULL && strstr(err, "sbr_wgrad"), "%s", err);
-    f = gb_fuse_new((gb_fuse_kind_t)7, &p->convs[1].g, 256, NULL, "x", err, sizeof(err));
+    f = gb_fuse_new(GB_FUSE_SBR_WGRAD, &bad, 256, CUDNN_DATA_BFLOAT16, NULL, "layer1.0.conv2", err,
+                    sizeof(err));
+    CHECKF(f == NULL && strstr(err, "sbr_wgrad bf16"), "%s", err);
+    f = gb_fuse_new((gb_fuse_kind_t)7, &p->convs[1].g, 256, CUDNN_DATA_HALF, NULL, "x", err,
+                    sizeof(err));
     CHECKF(f == NULL && strstr(err, "bad arguments"), "%s", err);
+    f = gb_fuse_new(GB_FUSE_CONV_STATS, &p->convs[1].g, 256, CUDNN_DATA_FLOAT, NULL, "x", err,
+                    sizeof(err));
+    CHECKF(f == NULL && strstr(err, "bad arguments") && strstr(err, "data type"), "%s", err);
     /* running one: every tensor the kind uses, 16-byte aligned, then a
      * plan (none without a GPU: the heuristics offer no engine) */
-    f = gb_fuse_new(GB_FUSE_SBR_WGRAD, &p->convs[p->blocks[0].conv2].g, 256, NULL, "layer1.0.conv2",
-                    err, sizeof(err));
+    f = gb_fuse_new(GB_FUSE_SBR_WGRAD, &p->convs[p->blocks[0].conv2].g, 256, CUDNN_DATA_HALF, NULL,
+                    "layer1.0.conv2", err, sizeof(err));
     CHECKF(f, "%s", err);
     CHECK(gb_fuse_slots(GB_FUSE_SBR_WGRAD) ==
           (1u << GB_FUSE_X | 1u << GB_FUSE_SCALE | 1u << GB_FUSE_BIAS | 1u << GB_FUSE_DY |
@@ -140,7 +147,8 @@ static void test_graphs(void) {
     CHECKF(np <= 0 && gb_fuse_n_plans(f) == 0 && strstr(err, "conv layer1.0.conv2 sbr_wgrad"), "%s",
            err);
     gb_fuse_destroy(&f);
-    printf("graphs: %d operation graphs finalized (52 convs x 3 kinds), bad shapes refused, "
+    printf("graphs: %d operation graphs finalized (52 convs x 3 kinds x fp16/bf16), bad shapes "
+           "refused, "
            "a run without its tensors or a plan refused\n",
            built);
     gb_plan_destroy(&p);
@@ -157,11 +165,20 @@ static double urand(void) { /* [0, 1) */
     return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* the 16-bit type of the graphs under test: fp16, or bf16 (g_bf16) */
+static int g_bf16;
+static float to_f(uint16_t v) {
+    return g_bf16 ? gb_bf16_to_float(v) : to_f(v);
+}
+static uint16_t from_f(float v) {
+    return g_bf16 ? gb_float_to_bf16(v) : gb_float_to_half(v);
+}
+
 static uint16_t *half_fill(size_t n, double lo, double hi) {
     uint16_t *h = malloc(n * sizeof(uint16_t));
     CHECK(h);
     for (size_t i = 0; i < n; i++)
-        h[i] = gb_float_to_half((float)(lo + (hi - lo) * urand()));
+        h[i] = from_f((float)(lo + (hi - lo) * urand()));
     return h;
 }
 
@@ -186,12 +203,12 @@ typedef struct {
 static double act(const ref_t *r, int sbr, int half_mid, int n, int y, int x, int c) {
     const gb_conv_t *g = r->g;
     if (y < 0 || y >= g->ih || x < 0 || x >= g->iw) return 0.0;
-    float v = gb_half_to_float(r->x[(((size_t)n * g->ih + y) * g->iw + x) * g->c + c]);
+    float v = to_f(r->x[(((size_t)n * g->ih + y) * g->iw + x) * g->c + c]);
     if (!sbr) return v;
-    float a = v * gb_half_to_float(r->s[c]);
-    if (half_mid) a = gb_half_to_float(gb_float_to_half(a));
-    a += gb_half_to_float(r->b[c]);
-    if (half_mid) a = gb_half_to_float(gb_float_to_half(a));
+    float a = v * to_f(r->s[c]);
+    if (half_mid) a = to_f(from_f(a));
+    a += to_f(r->b[c]);
+    if (half_mid) a = to_f(from_f(a));
     return a > 0.0f ? a : 0.0f;
 }
 
@@ -201,7 +218,12 @@ static int close_to(double got, double want, double mag, double rel) {
     return fabs(got - want) <= rel * mag + 1e-6;
 }
 
-static int check_one(const gb_conv_t *g, const char *name, cudnnHandle_t dnn, int *no_engine) {
+static int check_one(const gb_conv_t *g, const char *name, cudnnDataType_t dt, cudnnHandle_t dnn,
+                     int *no_engine) {
+    g_bf16 = dt == CUDNN_DATA_BFLOAT16;
+    /* an output's rounding against the terms' magnitudes: 2^-11 (fp16) or
+     * 2^-8 (bf16), with room for fp32 accumulation */
+    const double rel = g_bf16 ? 1e-2 : 2e-3;
     char err[1024];
     const size_t errlen = sizeof(err);
     const int n = 2;
@@ -226,7 +248,7 @@ static int check_one(const gb_conv_t *g, const char *name, cudnnHandle_t dnn, in
     CHECK(yo && dwo && g->k <= 2048);
     int bad = 0;
     for (int kind = GB_FUSE_CONV_STATS; kind <= GB_FUSE_SBR_WGRAD; kind++) {
-        gb_fuse_t *f = gb_fuse_new((gb_fuse_kind_t)kind, g, n, dnn, name, err, errlen);
+        gb_fuse_t *f = gb_fuse_new((gb_fuse_kind_t)kind, g, n, dt, dnn, name, err, errlen);
         CHECKF(f, "%s", err);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -290,26 +312,25 @@ static int check_one(const gb_conv_t *g, const char *name, cudnnHandle_t dnn, in
                         for (int c = 0; c < g->c; c++) {
                             double a = act(&r, sbr, 0, b, oy * g->stride - g->pad + ky,
                                            ox * g->stride - g->pad + kx, c);
-                            double wv = gb_half_to_float(
-                                r.w[(((size_t)k * g->kh + ky) * g->kw + kx) * g->c + c]);
+                            double wv =
+                                to_f(r.w[(((size_t)k * g->kh + ky) * g->kw + kx) * g->c + c]);
                             want += a * wv;
                             mag += fabs(a * wv);
                         }
-                double got =
-                    gb_half_to_float(yo[(((size_t)b * g->oh + oy) * g->ow + ox) * g->k + k]);
-                if (!close_to(got, want, mag, 2e-3)) wrong++;
+                double got = to_f(yo[(((size_t)b * g->oh + oy) * g->ow + ox) * g->k + k]);
+                if (!close_to(got, want, mag, rel)) wrong++;
                 if (mag > 0) worst = fmax(worst, fabs(got - want) / mag);
             }
             /* the sums of the output as stored, per channel */
             for (int k = 0; k < g->k; k++) {
                 double s1 = 0, s2 = 0, m1 = 0;
                 for (size_t i = k; i < ny; i += g->k) {
-                    double v = gb_half_to_float(yo[i]);
+                    double v = to_f(yo[i]);
                     s1 += v;
                     s2 += v * v;
                     m1 += fabs(v);
                 }
-                if (!close_to(sum[k], s1, m1, 2e-3) || !close_to(sq[k], s2, s2, 2e-3)) wrong++;
+                if (!close_to(sum[k], s1, m1, rel) || !close_to(sq[k], s2, s2, rel)) wrong++;
             }
         } else {
             CHECK(cudaMemcpy(dwo, ddw, nw * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -322,21 +343,20 @@ static int check_one(const gb_conv_t *g, const char *name, cudnnHandle_t dnn, in
                         for (int ox = 0; ox < g->ow; ox++) {
                             double a = act(&r, 1, 1, b, oy * g->stride - g->pad + ky,
                                            ox * g->stride - g->pad + kx, c);
-                            double d = gb_half_to_float(
-                                r.dy[(((size_t)b * g->oh + oy) * g->ow + ox) * g->k + k]);
+                            double d =
+                                to_f(r.dy[(((size_t)b * g->oh + oy) * g->ow + ox) * g->k + k]);
                             want += a * d;
                             mag += fabs(a * d);
                         }
-                double got =
-                    gb_half_to_float(dwo[(((size_t)k * g->kh + ky) * g->kw + kx) * g->c + c]);
-                if (!close_to(got, want, mag, 2e-3)) wrong++;
+                double got = to_f(dwo[(((size_t)k * g->kh + ky) * g->kw + kx) * g->c + c]);
+                if (!close_to(got, want, mag, rel)) wrong++;
                 if (mag > 0) worst = fmax(worst, fabs(got - want) / mag);
             }
         }
-        printf("  %-18s %-15s %-8s %s (worst error %.2e of the terms' magnitude; planned in "
+        printf("  %-18s %-15s %s %-8s %s (worst error %.2e of the terms' magnitude; planned in "
                "%.2f s)\n",
-               name, gb_fuse_kind_name(kind), gb_fuse_engine(f, 0), wrong ? "WRONG" : "ok", worst,
-               plan_s);
+               name, gb_fuse_kind_name(kind), g_bf16 ? "bf16" : "fp16", gb_fuse_engine(f, 0),
+               wrong ? "WRONG" : "ok", worst, plan_s);
         if (wrong) {
             printf("    %d values outside the bound\n", wrong);
             bad++;
@@ -358,7 +378,7 @@ static int test_check(int all) {
     CHECKF(p, "%s", err);
     cudnnHandle_t dnn;
     CHECK(cudnnCreate(&dnn) == CUDNN_STATUS_SUCCESS);
-    int bad = 0, no_engine = 0, shapes = 0;
+    int bad = 0, no_engine = 0, no_bf16 = 0, shapes = 0;
     for (int ci = 0; ci < p->n_convs; ci++) {
         if (conv_role(p, ci) < 0) continue;
         int seen = 0;
@@ -366,10 +386,13 @@ static int test_check(int all) {
             seen = conv_role(p, cj) >= 0 && same_geom(&p->convs[cj].g, &p->convs[ci].g);
         if (seen || !wanted(p->convs[ci].name, all)) continue;
         shapes++;
-        bad += check_one(&p->convs[ci].g, p->convs[ci].name, dnn, &no_engine);
+        /* fp16, what cuDNN documents the patterns for, then bf16, tried */
+        bad += check_one(&p->convs[ci].g, p->convs[ci].name, CUDNN_DATA_HALF, dnn, &no_engine);
+        bad += check_one(&p->convs[ci].g, p->convs[ci].name, CUDNN_DATA_BFLOAT16, dnn, &no_bf16);
     }
-    printf("check: %d shapes x 3 kinds, %d wrong, %d with no engine (cuDNN %zu)\n", shapes, bad,
-           no_engine, cudnnGetVersion());
+    printf("check: %d shapes x 3 kinds, %d wrong; with no engine: %d in fp16, %d in bf16 (cuDNN "
+           "%zu)\n",
+           shapes, bad, no_engine, no_bf16, cudnnGetVersion());
     cudnnDestroy(dnn);
     gb_plan_destroy(&p);
     gb_model_destroy(&m);
@@ -460,7 +483,7 @@ static int run_fused(void *ctx, char *err, size_t errlen) {
 /* the fastest of f's plans (up to 2: each may be compiled) over 5 runs each */
 static int fuse_pick(bench_t *B, layer_t *L, gb_fuse_kind_t kind, double *ms, char *err,
                      size_t errlen) {
-    L->f = gb_fuse_new(kind, L->g, L->n, B->dnn, "bench", err, errlen);
+    L->f = gb_fuse_new(kind, L->g, L->n, CUDNN_DATA_HALF, B->dnn, "bench", err, errlen);
     if (!L->f) return -1;
     int np = gb_fuse_plan(L->f, B->dnn, B->ws_bytes, 2, err, errlen);
     if (np <= 0) return np;

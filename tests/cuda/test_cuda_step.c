@@ -85,38 +85,45 @@ int main(void) {
         }
     unsetenv("GB_CUDA_BN");
 
-    /* the fused step (GB_CUDA_FUSE=1, fp16): whole steps against the twin
-     * running the fused wiring (cuda_twin_fused holds that to PyTorch). It
-     * must be on where cuDNN documents the patterns (sm_80, sm_90) */
+    /* the fused step (GB_CUDA_FUSE=1): fp16 and bf16 whole steps against the
+     * twin running the fused wiring (cuda_twin_fused holds that to PyTorch;
+     * cuda_half_bounds derives the bounds for its storage). fp16 must be on
+     * where cuDNN documents the patterns (sm_80, sm_90); bf16 is tried */
     if (!quick) {
         setenv("GB_CUDA_FUSE", "1", 1);
-        gb_rule_run_t fref = {0}, r = {0};
+        gb_rule_run_t fref = {0};
         gb_train_config_t cfg;
         gb_gpu_step_cfg(&cfg, half.m, GB_PREC_FP32, BATCH);
         gb_rule_train(tw, half.m, &cfg, half.params, half.buffers, half.images, half.labels, STEPS,
                       &fref);
-        gb_gpu_step_cfg(&cfg, half.m, GB_PREC_FP16, BATCH);
-        gb_rule_train(cu, half.m, &cfg, half.params, half.buffers, half.images, half.labels, STEPS,
-                      &r);
         struct cudaDeviceProp prop;
         CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
         int documented = (prop.major == 8 && prop.minor == 0) || prop.major == 9;
-        if (strstr(r.details, "\"fused_step\":true")) {
-            int bad = gb_step_rule("fused/fp16", half.m, &r, &fref, half.params, STEPS,
-                                   gb_step_tol(GB_PREC_FP16), gb_step_worst(GB_PREC_FP16));
-            printf("fused/fp16: %d tensors off; %.400s\n", bad, r.details);
-            failures += bad;
-            if (!strstr(r.details, "\"cuda_graph\":true")) {
-                printf("fused/fp16: the step was not captured: %.300s\n", r.details);
-                failures++;
+        const gb_precision_t fp[2] = {GB_PREC_FP16, GB_PREC_BF16};
+        for (int k = 0; k < 2; k++) {
+            gb_rule_run_t r = {0};
+            char tag[32];
+            snprintf(tag, sizeof(tag), "fused/%s", gb_prec_str(fp[k]));
+            gb_gpu_step_cfg(&cfg, half.m, fp[k], BATCH);
+            gb_rule_train(cu, half.m, &cfg, half.params, half.buffers, half.images, half.labels,
+                          STEPS, &r);
+            if (strstr(r.details, "\"fused_step\":true")) {
+                int bad = gb_step_rule(tag, half.m, &r, &fref, half.params, STEPS,
+                                       gb_step_tol(fp[k]), gb_step_worst(fp[k]));
+                printf("%s: %d tensors off; %.400s\n", tag, bad, r.details);
+                failures += bad;
+                if (!strstr(r.details, "\"cuda_graph\":true")) {
+                    printf("%s: the step was not captured: %.300s\n", tag, r.details);
+                    failures++;
+                }
+            } else {
+                const char *note = strstr(r.details, "\"fused_note\"");
+                printf("%s: the fused step is off on sm_%d%d: %.300s\n", tag, prop.major,
+                       prop.minor, note ? note : r.details);
+                failures += documented && fp[k] == GB_PREC_FP16;
             }
-        } else {
-            const char *note = strstr(r.details, "\"fused_note\"");
-            printf("fused/fp16: the fused step is off on sm_%d%d: %.300s\n", prop.major, prop.minor,
-                   note ? note : r.details);
-            failures += documented;
+            gb_rule_free(&r);
         }
-        gb_rule_free(&r);
         gb_rule_free(&fref);
         unsetenv("GB_CUDA_FUSE");
     }

@@ -3,7 +3,7 @@
  * problem: half_emu.py runs its steps in float64 with every stored tensor
  * rounded to fp16 or bf16, and must clear gb_step_tol / gb_step_worst by a
  * factor of 2 on the 64x64 problem the GPU test uses for them, and so must
- * the fused step's fp16 storage (GB_CUDA_FUSE=1). The 32x32
+ * the fused step's storage (GB_CUDA_FUSE=1). The 32x32
  * problem (fp32 and tf32's) must not: there the first GPU run's fp16 and
  * bf16 steps failed, and this says why they moved (step_rule.h). Needs
  * /usr/bin/python3 with torch and torchvision, as test_cuda_twin. */
@@ -26,12 +26,13 @@ static int emulate(int image) {
     CHECK(mkdtemp(dir));
     snprintf(in, sizeof(in), "%s/in.bin", dir);
     CHECK(gb_twin_write_input(in, pb.m, &cfg, 3, pb.params, pb.buffers, pb.images, pb.labels) == 0);
-    /* fp16fused: the fused step's storage (GB_CUDA_FUSE=1), held to fp16's
-     * bounds as test_cuda_step holds it */
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s fp16:%g:%g bf16:%g:%g fp16fused:%g:%g",
+    /* fp16fused, bf16fused: the fused step's storage (GB_CUDA_FUSE=1), held
+     * to the precision's bounds as test_cuda_step holds it */
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/python3 %s %s fp16:%g:%g bf16:%g:%g fp16fused:%g:%g bf16fused:%g:%g",
              GB_HALF_EMU, in, gb_step_tol(GB_PREC_FP16), gb_step_worst(GB_PREC_FP16),
              gb_step_tol(GB_PREC_BF16), gb_step_worst(GB_PREC_BF16), gb_step_tol(GB_PREC_FP16),
-             gb_step_worst(GB_PREC_FP16));
+             gb_step_worst(GB_PREC_FP16), gb_step_tol(GB_PREC_BF16), gb_step_worst(GB_PREC_BF16));
     printf("%dx%d: %s\n", image, image, cmd);
     fflush(stdout);
     int rc = system(cmd);
