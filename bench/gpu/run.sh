@@ -335,7 +335,7 @@ if ! want tests; then :
 elif [ "$BUILD_OK" = 1 ]; then
   # -V: the passing tests' own lines (each setting's agreement figures) come
   # back too, not only "Passed"
-  if timeout -k 10 "$(slot 240 200)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 150 -V >"$LOG/gpu_tests.log" 2>&1 \
+  if timeout -k 10 "$(slot 300 200)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 200 -V >"$LOG/gpu_tests.log" 2>&1 \
      && timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan|fuse_graphs)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
