@@ -145,113 +145,64 @@ int gb_net_set_batch(gb_net_t *net, const float *images, const int32_t *labels, 
 #define ACT(id) gb_exec_act(ex, (id))
 #define GRAD(g) gb_exec_grad(ex, (g))
 
-/* The fused step (ex->fused): inside a block no batch norm is a pass of its
- * own. conv1 and the projection write their output and its per-channel
- * sums; bn1, bn2 finalize from those and are applied (with the ReLU) in the
- * prologue of conv2 and conv3, so u1 and u2 are never stored; bn3 (and the
- * projection's bnd) are applied with the residual and ReLU by bn_apply,
- * which writes the block's output. Backward: bn3 as before (its mask from
- * the stored y); conv3's and conv2's weight gradients recompute their
- * input in the prologue; bn2 and bn1 take the ReLU's mask from bn(t)
- * recomputed (y NULL). The stem and the head are as in the plain step. */
-static int enqueue_fused(gb_net_t *net) {
-    gb_exec_t *ex = net->ex;
+/* With ex->fused (the fused step), inside a block no batch norm is a pass of
+ * its own: conv1 and the projection write their output and its per-channel
+ * sums (conv_stats); bn1, bn2 finalize from those and are applied (with the
+ * ReLU) in the prologue of conv2 and conv3, so u1 and u2 are never stored;
+ * bn3 (and the projection's bnd) are applied with the residual and ReLU by
+ * bn_apply, which writes the block's output (sd is never stored either).
+ * Backward: bn3 as in the plain step (its mask from the stored y); conv3's
+ * and conv2's weight gradients recompute their input in the prologue; bn2,
+ * bn1 and bnd take no stored output (y NULL: the mask recomputed, or none).
+ * The stem and the head are the same in both steps. */
+static int block_fwd(gb_exec_t *ex, const gb_plan_block_t *b) {
     const gb_exec_ops_t *o = ex->ops;
-    const gb_plan_t *p = net->plan;
-
-    RUN(o->conv_fwd(ex, p->stem_conv, ACT(p->x0), ACT(p->c0)));
-    RUN(o->bn_fwd(ex, p->stem_bn, ACT(p->c0), NULL, ACT(p->a0)));
-    RUN(o->maxpool_fwd(ex, ACT(p->a0), ACT(p->p0)));
-    for (int i = 0; i < p->n_blocks; i++) {
-        const gb_plan_block_t *b = &p->blocks[i];
+    if (ex->fused) {
         RUN(o->conv_stats(ex, b->conv1, ACT(b->x), -1, ACT(b->t1), b->bn1));
         RUN(o->bn_finalize(ex, b->bn1));
         RUN(o->conv_stats(ex, b->conv2, ACT(b->t1), b->bn1, ACT(b->t2), b->bn2));
         RUN(o->bn_finalize(ex, b->bn2));
         RUN(o->conv_stats(ex, b->conv3, ACT(b->t2), b->bn2, ACT(b->t3), b->bn3));
         RUN(o->bn_finalize(ex, b->bn3));
-        if (b->down >= 0) {
-            RUN(o->conv_stats(ex, b->down, ACT(b->x), -1, ACT(b->td), b->bnd));
-            RUN(o->bn_finalize(ex, b->bnd));
-            RUN(o->bn_apply(ex, b->bn3, ACT(b->t3), ACT(b->td), b->bnd, ACT(b->y)));
-        } else {
-            RUN(o->bn_apply(ex, b->bn3, ACT(b->t3), ACT(b->x), -1, ACT(b->y)));
-        }
+        if (b->down < 0) return o->bn_apply(ex, b->bn3, ACT(b->t3), ACT(b->x), -1, ACT(b->y));
+        RUN(o->conv_stats(ex, b->down, ACT(b->x), -1, ACT(b->td), b->bnd));
+        RUN(o->bn_finalize(ex, b->bnd));
+        return o->bn_apply(ex, b->bn3, ACT(b->t3), ACT(b->td), b->bnd, ACT(b->y));
     }
-    int last = p->blocks[p->n_blocks - 1].y;
-    RUN(o->avgpool_fwd(ex, ACT(last), ACT(p->feat)));
-    RUN(o->bn_running(ex));
+    RUN(o->conv_fwd(ex, b->conv1, ACT(b->x), ACT(b->t1)));
+    RUN(o->bn_fwd(ex, b->bn1, ACT(b->t1), NULL, ACT(b->u1)));
+    RUN(o->conv_fwd(ex, b->conv2, ACT(b->u1), ACT(b->t2)));
+    RUN(o->bn_fwd(ex, b->bn2, ACT(b->t2), NULL, ACT(b->u2)));
+    RUN(o->conv_fwd(ex, b->conv3, ACT(b->u2), ACT(b->t3)));
+    int z = b->x;
+    if (b->down >= 0) {
+        RUN(o->conv_fwd(ex, b->down, ACT(b->x), ACT(b->td)));
+        RUN(o->bn_fwd(ex, b->bnd, ACT(b->td), NULL, ACT(b->sd)));
+        z = b->sd;
+    }
+    return o->bn_fwd(ex, b->bn3, ACT(b->t3), ACT(z), ACT(b->y));
+}
 
-    int gy = GY, gx = GX;
-    RUN(o->head(ex, ACT(p->feat), GRAD(GA)));
-    DONE(p->m->fc_w);
-    DONE(p->m->fc_b);
-    RUN(o->avgpool_bwd(ex, GRAD(GA), GRAD(gy)));
-    for (int i = p->n_blocks - 1; i >= 0; i--) {
-        const gb_plan_block_t *b = &p->blocks[i];
-        void *dy = GRAD(gy), *dx = GRAD(gx);
-        RUN(o->bn_bwd(ex, b->bn3, ACT(b->t3), ACT(b->y), dy, GRAD(GA),
-                      b->down >= 0 ? GRAD(GD) : dx));
-        BN_DONE(b->bn3);
-        RUN(o->conv_bwd_filter_pre(ex, b->conv3, ACT(b->t2), b->bn2, GRAD(GA)));
-        CONV_DONE(b->conv3);
-        RUN(o->conv_bwd_data(ex, b->conv3, GRAD(GA), GRAD(GB), 0));
-        RUN(o->bn_bwd(ex, b->bn2, ACT(b->t2), NULL, GRAD(GB), GRAD(GA), NULL));
-        BN_DONE(b->bn2);
-        RUN(o->conv_bwd_filter_pre(ex, b->conv2, ACT(b->t1), b->bn1, GRAD(GA)));
-        CONV_DONE(b->conv2);
-        RUN(o->conv_bwd_data(ex, b->conv2, GRAD(GA), GRAD(GB), 0));
-        RUN(o->bn_bwd(ex, b->bn1, ACT(b->t1), NULL, GRAD(GB), GRAD(GA), NULL));
-        BN_DONE(b->bn1);
-        RUN(o->conv_bwd_filter(ex, b->conv1, ACT(b->x), GRAD(GA)));
-        CONV_DONE(b->conv1);
-        if (b->down >= 0) {
-            /* bnd has no ReLU of its own: its gradient is bn3's dz */
-            RUN(o->bn_bwd(ex, b->bnd, ACT(b->td), NULL, GRAD(GD), GRAD(GB), NULL));
-            BN_DONE(b->bnd);
-            RUN(o->conv_bwd_filter(ex, b->down, ACT(b->x), GRAD(GB)));
-            CONV_DONE(b->down);
-            RUN(o->conv_bwd_data(ex, b->down, GRAD(GB), dx, 0));
-        }
-        RUN(o->conv_bwd_data(ex, b->conv1, GRAD(GA), dx, 1));
-        int t = gy;
-        gy = gx;
-        gx = t;
-    }
-    RUN(o->maxpool_bwd(ex, GRAD(gy), GRAD(GA)));
-    RUN(o->bn_bwd(ex, p->stem_bn, ACT(p->c0), ACT(p->a0), GRAD(GA), GRAD(GB), NULL));
-    BN_DONE(p->stem_bn);
-    RUN(o->conv_bwd_filter(ex, p->stem_conv, ACT(p->x0), GRAD(GB)));
-    CONV_DONE(p->stem_conv);
-    RUN(o->update(ex));
-    return 0;
+/* the weight gradient of conv ci, whose input is the output of batch norm
+ * bn (stored as act in the plain step; recomputed from t in the fused one) */
+static int wgrad_after_bn(gb_exec_t *ex, int ci, int bn, int t, int act, void *dy) {
+    if (ex->fused) return ex->ops->conv_bwd_filter_pre(ex, ci, ACT(t), bn, dy);
+    return ex->ops->conv_bwd_filter(ex, ci, ACT(act), dy);
 }
 
 int gb_net_enqueue(gb_net_t *net) {
     gb_exec_t *ex = net->ex;
     const gb_exec_ops_t *o = ex->ops;
     const gb_plan_t *p = net->plan;
-    if (ex->fused) return enqueue_fused(net);
+    int fz = ex->fused;
+#define STORED(id) (fz ? NULL : ACT(id)) /* an output the fused step does not store */
 
     /* forward */
     RUN(o->conv_fwd(ex, p->stem_conv, ACT(p->x0), ACT(p->c0)));
     RUN(o->bn_fwd(ex, p->stem_bn, ACT(p->c0), NULL, ACT(p->a0)));
     RUN(o->maxpool_fwd(ex, ACT(p->a0), ACT(p->p0)));
-    for (int i = 0; i < p->n_blocks; i++) {
-        const gb_plan_block_t *b = &p->blocks[i];
-        RUN(o->conv_fwd(ex, b->conv1, ACT(b->x), ACT(b->t1)));
-        RUN(o->bn_fwd(ex, b->bn1, ACT(b->t1), NULL, ACT(b->u1)));
-        RUN(o->conv_fwd(ex, b->conv2, ACT(b->u1), ACT(b->t2)));
-        RUN(o->bn_fwd(ex, b->bn2, ACT(b->t2), NULL, ACT(b->u2)));
-        RUN(o->conv_fwd(ex, b->conv3, ACT(b->u2), ACT(b->t3)));
-        int z = b->x;
-        if (b->down >= 0) {
-            RUN(o->conv_fwd(ex, b->down, ACT(b->x), ACT(b->td)));
-            RUN(o->bn_fwd(ex, b->bnd, ACT(b->td), NULL, ACT(b->sd)));
-            z = b->sd;
-        }
-        RUN(o->bn_fwd(ex, b->bn3, ACT(b->t3), ACT(z), ACT(b->y)));
-    }
+    for (int i = 0; i < p->n_blocks; i++)
+        RUN(block_fwd(ex, &p->blocks[i]));
     int last = p->blocks[p->n_blocks - 1].y;
     RUN(o->avgpool_fwd(ex, ACT(last), ACT(p->feat)));
     RUN(o->bn_running(ex));
@@ -268,20 +219,21 @@ int gb_net_enqueue(gb_net_t *net) {
         RUN(o->bn_bwd(ex, b->bn3, ACT(b->t3), ACT(b->y), dy, GRAD(GA),
                       b->down >= 0 ? GRAD(GD) : dx));
         BN_DONE(b->bn3);
-        RUN(o->conv_bwd_filter(ex, b->conv3, ACT(b->u2), GRAD(GA)));
+        RUN(wgrad_after_bn(ex, b->conv3, b->bn2, b->t2, b->u2, GRAD(GA)));
         CONV_DONE(b->conv3);
         RUN(o->conv_bwd_data(ex, b->conv3, GRAD(GA), GRAD(GB), 0));
-        RUN(o->bn_bwd(ex, b->bn2, ACT(b->t2), ACT(b->u2), GRAD(GB), GRAD(GA), NULL));
+        RUN(o->bn_bwd(ex, b->bn2, ACT(b->t2), STORED(b->u2), GRAD(GB), GRAD(GA), NULL));
         BN_DONE(b->bn2);
-        RUN(o->conv_bwd_filter(ex, b->conv2, ACT(b->u1), GRAD(GA)));
+        RUN(wgrad_after_bn(ex, b->conv2, b->bn1, b->t1, b->u1, GRAD(GA)));
         CONV_DONE(b->conv2);
         RUN(o->conv_bwd_data(ex, b->conv2, GRAD(GA), GRAD(GB), 0));
-        RUN(o->bn_bwd(ex, b->bn1, ACT(b->t1), ACT(b->u1), GRAD(GB), GRAD(GA), NULL));
+        RUN(o->bn_bwd(ex, b->bn1, ACT(b->t1), STORED(b->u1), GRAD(GB), GRAD(GA), NULL));
         BN_DONE(b->bn1);
         RUN(o->conv_bwd_filter(ex, b->conv1, ACT(b->x), GRAD(GA)));
         CONV_DONE(b->conv1);
         if (b->down >= 0) {
-            RUN(o->bn_bwd(ex, b->bnd, ACT(b->td), ACT(b->sd), GRAD(GD), GRAD(GB), NULL));
+            /* bnd has no ReLU of its own: its gradient is bn3's dz */
+            RUN(o->bn_bwd(ex, b->bnd, ACT(b->td), STORED(b->sd), GRAD(GD), GRAD(GB), NULL));
             BN_DONE(b->bnd);
             RUN(o->conv_bwd_filter(ex, b->down, ACT(b->x), GRAD(GB)));
             CONV_DONE(b->down);
@@ -301,6 +253,7 @@ int gb_net_enqueue(gb_net_t *net) {
 
     /* optimizer */
     RUN(o->update(ex));
+#undef STORED
     return 0;
 }
 #undef ACT
