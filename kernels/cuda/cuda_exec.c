@@ -1297,21 +1297,6 @@ fail:
     return -1;
 }
 
-/* A conv's place in the fused step: 1 conv2/conv3 (a prologue of the
- * batch norm *pre_bn), 0 conv1/projection (none), -1 the stem (unfused). */
-static int fused_role(const gb_plan_t *p, int ci, int *pre_bn) {
-    *pre_bn = -1;
-    for (int i = 0; i < p->n_blocks; i++) {
-        const gb_plan_block_t *b = &p->blocks[i];
-        if (ci == b->conv2 || ci == b->conv3) {
-            *pre_bn = ci == b->conv2 ? b->bn1 : b->bn2;
-            return 1;
-        }
-        if (ci == b->conv1 || ci == b->down) return 0;
-    }
-    return -1;
-}
-
 /* ms of one run of f's chosen plan: 2 untimed, the mean of 3 */
 static float time_fuse(cuda_exec_t *X, gb_fuse_t *f, void *ptr[GB_FUSE_NSLOTS], void *ws) {
     float ms = -1.0f;
@@ -1349,7 +1334,7 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
     }
     size_t need = 0;
     for (int ci = 0; ci < p->n_convs; ci++) {
-        int pre = -1, role = fused_role(p, ci, &pre);
+        int pre = -1, role = gb_plan_fused_role(p, ci, &pre);
         if (role < 0) continue;
         const gb_plan_conv_t *pc = &p->convs[ci];
         cconv_t *c = &X->convs[ci];
@@ -1360,9 +1345,8 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
             gb_fuse_t **slot = wg ? &c->fwg : &c->ffwd;
             float *t = wg ? &c->tfwg : &c->tffwd;
             for (int cj = 0; cj < ci && !*slot; cj++) {
-                int pj = -1;
                 cconv_t *o = &X->convs[cj];
-                if (fused_role(p, cj, &pj) == role && same_shape(&p->convs[cj], pc)) {
+                if (gb_plan_fused_role(p, cj, NULL) == role && same_shape(&p->convs[cj], pc)) {
                     *slot = wg ? o->fwg : o->ffwd;
                     *t = wg ? o->tfwg : o->tffwd;
                 }

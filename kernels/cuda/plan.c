@@ -73,6 +73,19 @@ int gb_plan_fuse(const char *env, char *err, size_t errlen) {
     return -1;
 }
 
+int gb_plan_fused_role(const gb_plan_t *p, int ci, int *pre_bn) {
+    if (pre_bn) *pre_bn = -1;
+    for (int i = 0; i < p->n_blocks; i++) {
+        const gb_plan_block_t *b = &p->blocks[i];
+        if (ci == b->conv2 || ci == b->conv3) {
+            if (pre_bn) *pre_bn = ci == b->conv2 ? b->bn1 : b->bn2;
+            return 1;
+        }
+        if (ci == b->conv1 || ci == b->down) return 0;
+    }
+    return -1;
+}
+
 gb_plan_t *gb_plan_new(const gb_model_t *m, int n, size_t esize, int stem_c, char *err,
                        size_t errlen) {
     if (!m->cfg.bn) {

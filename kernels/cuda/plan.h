@@ -119,6 +119,12 @@ int gb_plan_stem_c(gb_precision_t prec, const char *env, char *err, size_t errle
  * norm in the convs' epilogues and prologues: exec.h, net.c), 0 or unset
  * not; -1 with a reason in err for any other value. */
 int gb_plan_fuse(const char *env, char *err, size_t errlen);
+
+/* Conv ci's place in the fused step: 1 for a block's conv2 or conv3 (its
+ * input is batch norm *pre_bn's output, applied in the conv's prologue), 0
+ * for conv1 or the projection (the block's input: no prologue, *pre_bn -1),
+ * -1 for the stem (never fused). pre_bn may be NULL. */
+int gb_plan_fused_role(const gb_plan_t *p, int ci, int *pre_bn);
 void gb_plan_destroy(gb_plan_t **self_p);
 
 /* Byte offset of group B inside a gradient slab whose group A elements are

@@ -42,18 +42,6 @@ static gb_model_t *resnet50(void) {
     return m;
 }
 
-/* the fusions a conv of the bottleneck takes: its input is a block's input
- * (conv1, the projection): conv + statistics; its input is a batch norm's
- * ReLU output (conv2, conv3): the prologue too, and the prologue's wgrad */
-static int conv_role(const gb_plan_t *p, int ci) {
-    for (int i = 0; i < p->n_blocks; i++) {
-        const gb_plan_block_t *b = &p->blocks[i];
-        if (ci == b->conv2 || ci == b->conv3) return 1;
-        if (ci == b->conv1 || ci == b->down) return 0;
-    }
-    return -1; /* the stem */
-}
-
 static int same_geom(const gb_conv_t *a, const gb_conv_t *b) {
     return a->c == b->c && a->k == b->k && a->kh == b->kh && a->kw == b->kw &&
            a->stride == b->stride && a->pad == b->pad && a->ih == b->ih && a->iw == b->iw;
@@ -82,7 +70,7 @@ static void test_graphs(void) {
     const cudnnDataType_t dts[2] = {CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16};
     for (int d = 0; d < 2; d++)
         for (int ci = 0; ci < p->n_convs; ci++) {
-            if (conv_role(p, ci) < 0) continue;
+            if (gb_plan_fused_role(p, ci, NULL) < 0) continue;
             for (int kind = GB_FUSE_CONV_STATS; kind <= GB_FUSE_SBR_WGRAD; kind++) {
                 gb_fuse_t *f = gb_fuse_new((gb_fuse_kind_t)kind, &p->convs[ci].g, p->n, dts[d],
                                            NULL, p->convs[ci].name, err, sizeof(err));
@@ -380,10 +368,11 @@ static int test_check(int all) {
     CHECK(cudnnCreate(&dnn) == CUDNN_STATUS_SUCCESS);
     int bad = 0, no_engine = 0, no_bf16 = 0, shapes = 0;
     for (int ci = 0; ci < p->n_convs; ci++) {
-        if (conv_role(p, ci) < 0) continue;
+        if (gb_plan_fused_role(p, ci, NULL) < 0) continue;
         int seen = 0;
         for (int cj = 0; cj < ci && !seen; cj++)
-            seen = conv_role(p, cj) >= 0 && same_geom(&p->convs[cj].g, &p->convs[ci].g);
+            seen =
+                gb_plan_fused_role(p, cj, NULL) >= 0 && same_geom(&p->convs[cj].g, &p->convs[ci].g);
         if (seen || !wanted(p->convs[ci].name, all)) continue;
         shapes++;
         /* fp16, what cuDNN documents the patterns for, then bf16, tried: on
@@ -523,11 +512,12 @@ static int test_bench(int n) {
     printf("%-18s %5s %5s %3s %2s %4s | %9s %9s %-8s | %9s %9s %-8s\n", "conv (first of)", "c", "k",
            "rs", "st", "hw", "fwd+BN", "fused", "engine", "wgrad", "fused", "engine");
     for (int ci = 0; ci < p->n_convs; ci++) {
-        int role = conv_role(p, ci);
+        int role = gb_plan_fused_role(p, ci, NULL);
         if (role < 0) continue;
         int count = 0, seen = 0;
         for (int cj = 0; cj < p->n_convs; cj++)
-            if (conv_role(p, cj) == role && same_geom(&p->convs[cj].g, &p->convs[ci].g)) {
+            if (gb_plan_fused_role(p, cj, NULL) == role &&
+                same_geom(&p->convs[cj].g, &p->convs[ci].g)) {
                 if (cj < ci) seen = 1;
                 count++;
             }
