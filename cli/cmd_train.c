@@ -362,7 +362,14 @@ int cmd_train(int argc, char **argv) {
             close(keep);
         }
     }
-    int rc = gb_train_run(&cfg, &res, err, sizeof(err)) != 0;
+    int trc = gb_train_run(&cfg, &res, err, sizeof(err));
+    if (trc == GB_STRANDED) {
+        /* a replica's thread still runs in the engine's memory */
+        fprintf(stderr, "gpubench train: %s\n", err);
+        fflush(NULL);
+        _exit(1);
+    }
+    int rc = trc != 0;
     if (cfg.devices > 1 && res.record_json) {
         /* the engine's split of the threads, as its record states it: the
          * whole (threads) and each CPU replica's (details.threads) */

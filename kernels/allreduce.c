@@ -13,12 +13,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "comm.h"
+#include "crew.h"
 #include "engine.h"
 
 #include <cjson/cJSON.h>
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,24 +72,26 @@ static int check(const gb_allreduce_config_t *c, char *err, size_t errlen) {
 
 typedef struct rep {
     const gb_backend_ops_t *ops;
-    const gb_allreduce_config_t *cfg;
+    gb_allreduce_config_t cfg; /* a copy: a stranded replica outlives the caller's */
     gb_comm_t *comm;
     gb_comm_group_t *grp;
+    gb_crew_t *crew; /* NULL with one replica */
     int d, n;
     gb_allreduce_size_t sizes[MAX_SIZES];
     char *details;
     int rc;
     char err[GB_ERR_LEN];
-    pthread_t th;
-    int started;
 } rep_t;
 
-static void *rep_main(void *arg) {
+static void rep_main(void *arg) {
     rep_t *r = arg;
-    r->rc = r->ops->allreduce(r->d, r->comm, r->cfg, r->sizes, r->n, &r->details, r->err,
+    gb_crew_phase(r->crew, r->d, "the allreduce op");
+    r->rc = r->ops->allreduce(r->d, r->comm, &r->cfg, r->sizes, r->n, &r->details, r->err,
                               sizeof(r->err));
-    if (r->rc) gb_comm_group_abort(r->grp, r->err[0] ? r->err : "allreduce failed");
-    return NULL;
+    if (r->rc) {
+        gb_comm_group_abort(r->grp, r->err[0] ? r->err : "allreduce failed");
+        gb_crew_failed(r->crew);
+    }
 }
 
 static int allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
@@ -149,22 +151,25 @@ static int allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, c
         n++;
         if (b > cfg->max_bytes / 2) break;
     }
-    int tmo;
-    if (gb_comm_timeout_ms(&tmo, err, errlen)) return -1;
+    int tmo, grace;
+    if (gb_comm_timeout_ms(&tmo, err, errlen) || gb_crew_grace_ms(&grace, err, errlen)) return -1;
     rep_t *reps = calloc((size_t)D, sizeof(*reps));
     gb_comm_group_t *grp = gb_comm_group_new(D, cfg->dist, tmo, err, errlen);
+    gb_crew_t *crew = NULL;
     cJSON *o = NULL;
     int rc = -1;
     if (!reps || !grp) {
         if (!reps) snprintf(err, errlen, "out of memory");
         goto done;
     }
+    if (D > 1 && !(crew = gb_crew_new(D, err, errlen))) goto done;
     for (int d = 0; d < D; d++) {
         rep_t *r = &reps[d];
         r->ops = ops;
-        r->cfg = cfg;
+        r->cfg = *cfg;
         r->comm = gb_comm_group_member(grp, d);
         r->grp = grp;
+        r->crew = crew;
         r->d = d;
         r->n = n;
         memcpy(r->sizes, sizes, (size_t)n * sizeof(sizes[0]));
@@ -173,18 +178,25 @@ static int allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, c
         rep_main(&reps[0]);
     } else {
         for (int d = 0; d < D; d++) {
-            if (pthread_create(&reps[d].th, NULL, rep_main, &reps[d]) != 0) {
+            if (gb_crew_start(crew, d, rep_main, &reps[d], reps[d].err, sizeof(reps[d].err))) {
                 for (int k = d; k < D; k++) {
                     reps[k].rc = -1;
-                    snprintf(reps[k].err, sizeof(reps[k].err), "cannot start a replica thread");
+                    snprintf(reps[k].err, sizeof(reps[k].err), "%s", reps[d].err);
                 }
                 gb_comm_group_abort(grp, reps[d].err);
+                gb_crew_failed(crew);
                 break;
             }
-            reps[d].started = 1;
         }
-        for (int d = 0; d < D; d++)
-            if (reps[d].started) pthread_join(reps[d].th, NULL);
+        char why[GB_ERR_LEN];
+        if (gb_crew_join(crew, grace, why, sizeof(why))) {
+            /* their threads still use reps, the group and the backend:
+             * nothing is freed, the caller ends the process */
+            char first[GB_ERR_LEN] = "";
+            gb_comm_aborted(reps[0].comm, first, sizeof(first));
+            snprintf(err, errlen, "%s; %s", first[0] ? first : "a replica failed", why);
+            return GB_STRANDED;
+        }
     }
     /* a failing replica aborted the group with its reason: every failed
      * replica's error carries it */
@@ -293,6 +305,7 @@ done:
     for (int d = 0; reps && d < D; d++)
         free(reps[d].details);
     free(reps);
+    gb_crew_free(&crew);
     gb_comm_group_destroy(&grp);
     return rc;
 }

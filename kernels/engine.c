@@ -22,6 +22,7 @@
 #include "engine.h"
 #include "comm.h"
 #include "cpu_backend.h"
+#include "crew.h"
 #include "engine_stats.h"
 #include "gb_util.h"
 #include "safetensors.h"
@@ -527,8 +528,6 @@ typedef struct replica {
     char *params_fnv, *buffers_fnv; /* hex, malloc'd */
     float loss_last;
     int64_t window[2]; /* CLOCK_REALTIME ms around the timed steps */
-    pthread_t th;
-    int started;
     int rc;
 } replica_t;
 
@@ -542,6 +541,7 @@ typedef struct run {
     int checksums; /* take the replicas' final state checksums */
     int devices;
     gb_barrier_t *bar;
+    gb_crew_t *crew; /* the replicas' threads; NULL with one replica */
     gb_comm_group_t *grp;
     float *grads; /* --save-grads: replica 0's (the average) */
     /* --save: replica 0's final state, written once the result is made */
@@ -564,6 +564,7 @@ static void run_fail(run_t *run, int d, const char *why) {
     pthread_mutex_unlock(&run->mu);
     if (run->bar) gb_barrier_abort(run->bar, why);
     gb_comm_group_abort(run->grp, why);
+    gb_crew_failed(run->crew);
 }
 
 /* Every call a backend gets for one replica, on one thread. */
@@ -575,7 +576,9 @@ static void replica_run(replica_t *r) {
     void *state = NULL;
     float *params = NULL, *buffers = NULL;
     r->rc = -1;
+    gb_crew_phase(run->crew, r->d, "create");
     if (ops->create(m, &run->cfg, r->d, r->comm, &state, err, sizeof(err))) goto fail;
+    gb_crew_phase(run->crew, r->d, "set-up");
     if (ops->set_state(state, run->params, run->buffers, run->nbt, err, sizeof(err))) goto fail;
     /* every replica has its copy: the canonical parameters go back before
      * the backends' memory fills in (set_batch touches it first) */
@@ -587,6 +590,7 @@ static void replica_run(replica_t *r) {
     if (ops->set_batch(state, r->images, r->labels, err, sizeof(err))) goto fail;
     free(r->images);
     r->images = NULL;
+    gb_crew_phase(run->crew, r->d, "warm-up");
     for (int i = 0; i < run->cfg.warmup; i++) {
         gb_step_out_t o;
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
@@ -596,6 +600,7 @@ static void replica_run(replica_t *r) {
      * building its plan would put its setup into the telemetry window) */
     if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
     r->window[0] = gb_engine_wall_ms();
+    gb_crew_phase(run->crew, r->d, "the timed steps");
     for (int i = 0; i < run->cfg.steps; i++) {
         gb_step_out_t o = {0};
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
@@ -607,6 +612,7 @@ static void replica_run(replica_t *r) {
         r->loss_last = o.loss;
     }
     r->window[1] = gb_engine_wall_ms();
+    gb_crew_phase(run->crew, r->d, "the report");
     if (r->d == 0 && run->grads && ops->get_grads(state, run->grads, err, sizeof(err))) goto fail;
     /* the parameters every replica ends with, as checksums (identical
      * across replicas and nodes is the data-parallel invariant) */
@@ -641,12 +647,12 @@ fail:
 done:
     free(params);
     free(buffers);
+    gb_crew_phase(run->crew, r->d, "destroy");
     if (state) ops->destroy(&state);
 }
 
-static void *replica_main(void *arg) {
+static void replica_main(void *arg) {
     replica_run(arg);
-    return NULL;
 }
 
 /* The shortest decimal that reads back as the same float: --lr 0.1 is
@@ -788,7 +794,7 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
 
 /* ----------------------------------------------------------------- run */
 
-static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
+static int train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err,
                      size_t errlen);
 
 /* --backend auto: the CUDA backend when it can run here, else the CPU one;
@@ -826,17 +832,17 @@ int gb_train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *
     char why[GB_ERR_LEN];
     gb_auto_backend(cfg_in->backend, c.backend, sizeof(c.backend), why, sizeof(why));
     int rc = train_run(&c, res, err, errlen);
-    if (rc == -1) gb_auto_backend_note(cfg_in->backend, why, err, errlen);
+    if (rc != 0) gb_auto_backend_note(cfg_in->backend, why, err, errlen);
     return rc;
 }
 
-static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
-                     size_t errlen) {
+/* train_run's work on *run, which the caller frees unless a replica was
+ * left running (GB_STRANDED): such a replica's thread still uses it */
+static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result_t *res, char *err,
+                    size_t errlen) {
     memset(res, 0, sizeof(*res));
-    run_t run;
-    memset(&run, 0, sizeof(run));
-    run.cfg = *cfg_in;
-    gb_train_config_t *cfg = &run.cfg;
+    run->cfg = *cfg_in;
+    gb_train_config_t *cfg = &run->cfg;
     gb_model_t *m = NULL;
     float *buffers = NULL, *images = NULL;
     int32_t *labels = NULL;
@@ -872,36 +878,37 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
                  info.device_model);
         return -1;
     }
-    run.ops = ops;
-    run.devices = D;
+    run->ops = ops;
+    run->devices = D;
     m = gb_model_new(&cfg->model, err, errlen);
     if (!m) return -1;
-    run.m = m;
+    run->m = m;
     int threads = cfg->threads > 0 ? cfg->threads : gb_cpus_usable();
     if (threads < 1) threads = 1;
     /* CPU replicas split the cores */
     cfg->threads = threads / D > 0 ? threads / D : 1;
     size_t npix = (size_t)cfg->batch * 3 * cfg->model.image_h * cfg->model.image_w;
     if (check_memory(m, cfg, ops, D, world, npix, err, errlen)) goto done;
-    run.params = malloc(m->n_params * sizeof(float));
+    run->params = malloc(m->n_params * sizeof(float));
     buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
     ms = calloc((size_t)cfg->steps, sizeof(double));
     loss = calloc((size_t)cfg->steps, sizeof(double));
     reps = calloc((size_t)D, sizeof(*reps));
-    run.checksums = world > 1;
-    if (!run.params || !buffers || !ms || !loss || !reps) {
+    run->checksums = world > 1;
+    if (!run->params || !buffers || !ms || !loss || !reps) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    if (pthread_mutex_init(&run.mu, NULL) != 0) {
+    if (pthread_mutex_init(&run->mu, NULL) != 0) {
         snprintf(err, errlen, "cannot make a mutex");
         goto done;
     }
     mu_ok = 1;
     if (cfg->load_path) {
-        if (load_weights(m, cfg->load_path, run.params, buffers, &run.nbt, err, errlen)) goto done;
+        if (load_weights(m, cfg->load_path, run->params, buffers, &run->nbt, err, errlen))
+            goto done;
     } else {
-        gb_model_init(m, run.params, buffers, cfg->seed);
+        gb_model_init(m, run->params, buffers, cfg->seed);
     }
     if (cfg->data_path) {
         /* the file holds the global batch; each replica takes its slice */
@@ -916,7 +923,7 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
     }
     for (int d = 0; d < D; d++) {
         replica_t *r = &reps[d];
-        r->run = &run;
+        r->run = run;
         r->d = d;
         r->rank = node * D + d;
         r->images = malloc(npix * sizeof(float));
@@ -941,41 +948,51 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
     free(labels);
     labels = NULL;
     if (cfg->save_grads_path) {
-        run.grads = malloc(m->n_params * sizeof(float));
-        if (!run.grads) {
+        run->grads = malloc(m->n_params * sizeof(float));
+        if (!run->grads) {
             snprintf(err, errlen, "out of memory");
             goto done;
         }
     }
-    run.buffers = buffers;
+    run->buffers = buffers;
     if (world > 1) {
         int tmo;
         if (gb_comm_timeout_ms(&tmo, err, errlen)) goto done;
-        run.grp = gb_comm_group_new(D, cfg->dist, tmo, err, errlen);
-        if (!run.grp) goto done;
+        run->grp = gb_comm_group_new(D, cfg->dist, tmo, err, errlen);
+        if (!run->grp) goto done;
         for (int d = 0; d < D; d++)
-            reps[d].comm = gb_comm_group_member(run.grp, d);
+            reps[d].comm = gb_comm_group_member(run->grp, d);
     }
     if (D > 1) {
-        run.bar = gb_barrier_new(D);
-        if (!run.bar) {
+        int grace;
+        if (gb_crew_grace_ms(&grace, err, errlen)) goto done;
+        run->bar = gb_barrier_new(D);
+        if (!run->bar) {
             snprintf(err, errlen, "out of memory");
             goto done;
         }
+        run->crew = gb_crew_new(D, err, errlen);
+        if (!run->crew) goto done;
         for (int d = 0; d < D; d++) {
-            if (pthread_create(&reps[d].th, NULL, replica_main, &reps[d]) != 0) {
-                run_fail(&run, d, "cannot start a replica thread");
+            if (gb_crew_start(run->crew, d, replica_main, &reps[d], why, sizeof(why))) {
+                run_fail(run, d, why);
                 break;
             }
-            reps[d].started = 1;
         }
-        for (int d = 0; d < D; d++)
-            if (reps[d].started) pthread_join(reps[d].th, NULL);
+        if (gb_crew_join(run->crew, grace, why, sizeof(why))) {
+            /* their threads still use run, reps, the model and the
+             * backend: nothing of them is freed, the caller ends the
+             * process */
+            pthread_mutex_lock(&run->mu);
+            snprintf(err, errlen, "%s; %s", run->err, why);
+            pthread_mutex_unlock(&run->mu);
+            return GB_STRANDED;
+        }
     } else {
         replica_run(&reps[0]); /* one replica: on this thread */
     }
-    if (run.failed) {
-        snprintf(err, errlen, "%s", run.err);
+    if (run->failed) {
+        snprintf(err, errlen, "%s", run->err);
         goto done;
     }
     /* the timed window spans every replica's timed steps */
@@ -1020,7 +1037,7 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
     for (int d = 0; d < D; d++)
         res->peak_mem_bytes += reps[d].rep.peak_mem_bytes;
     res->record_json =
-        make_record(&run, ops->name, &info, threads, res, ms, loss, reps, peak_rss_bytes());
+        make_record(run, ops->name, &info, threads, res, ms, loss, reps, peak_rss_bytes());
     if (!res->record_json) {
         snprintf(err, errlen, "out of memory building the result record");
         goto done;
@@ -1032,7 +1049,7 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
     if (cfg->save_path) {
         size_t bad = SIZE_MAX;
         for (size_t k = 0; k < m->n_params && bad == SIZE_MAX; k++)
-            if (!isfinite(run.final_params[k])) bad = k;
+            if (!isfinite(run->final_params[k])) bad = k;
         if (bad != SIZE_MAX) {
             /* --load refuses such a file: not written, the run said why */
             snprintf(err, errlen,
@@ -1040,14 +1057,14 @@ static int train_run(const gb_train_config_t *cfg_in, gb_train_result_t *res, ch
                      "loss diverged; lower --lr)",
                      cfg->save_path);
             rc = -2;
-        } else if (save_tensors(m, cfg->save_path, run.final_params, run.final_buffers,
-                                &run.final_nbt, 0, err, errlen)) {
+        } else if (save_tensors(m, cfg->save_path, run->final_params, run->final_buffers,
+                                &run->final_nbt, 0, err, errlen)) {
             rc = -2;
         }
     }
     if (cfg->save_grads_path) {
         char gerr[GB_ERR_LEN];
-        if (save_tensors(m, cfg->save_grads_path, run.grads, NULL, NULL, 1, gerr, sizeof(gerr))) {
+        if (save_tensors(m, cfg->save_grads_path, run->grads, NULL, NULL, 1, gerr, sizeof(gerr))) {
             if (rc == 0)
                 snprintf(err, errlen, "%s", gerr);
             else
@@ -1067,14 +1084,15 @@ done:
         free(reps[d].buffers_fnv);
     }
     free(reps);
-    gb_barrier_destroy(&run.bar);
-    gb_comm_group_destroy(&run.grp);
-    if (mu_ok) pthread_mutex_destroy(&run.mu);
+    gb_barrier_destroy(&run->bar);
+    gb_crew_free(&run->crew);
+    gb_comm_group_destroy(&run->grp);
+    if (mu_ok) pthread_mutex_destroy(&run->mu);
     gb_model_destroy(&m);
-    free(run.grads);
-    free(run.final_params);
-    free(run.final_buffers);
-    free(run.params);
+    free(run->grads);
+    free(run->final_params);
+    free(run->final_buffers);
+    free(run->params);
     free(buffers);
     free(images);
     free(labels);
@@ -1082,6 +1100,19 @@ done:
     free(loss);
     if (rc == -1) gb_train_result_free(res);
     return rc < 0 ? -1 : 0;
+}
+
+static int train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err,
+                     size_t errlen) {
+    run_t *run = calloc(1, sizeof(*run));
+    if (!run) {
+        memset(res, 0, sizeof(*res));
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = run_with(run, cfg, res, err, errlen);
+    if (rc != GB_STRANDED) free(run);
+    return rc;
 }
 
 void gb_train_result_free(gb_train_result_t *res) {

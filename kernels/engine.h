@@ -261,14 +261,22 @@ uint64_t gb_fnv1a64(const void *data, size_t n);
  * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err.
  * The save paths are checked before the model is built; should a save still
  * fail at the end, -1 comes with the measured result in `res` (record_json
- * set), so callers call gb_train_result_free either way. */
+ * set), so callers call gb_train_result_free either way.
+ * GB_STRANDED: failed, and a replica was still running $GB_REPLICA_GRACE_MS
+ * after the first failure (blocked where nothing wakes it: inside
+ * ncclCommInitRank, say; err names it and its phase). Its thread still
+ * uses the run's memory, which is not freed: the caller reports err and
+ * ends the process with _exit (exit's handlers could wait on that thread's
+ * locks), and must not call gb_train_result_free. */
+#define GB_STRANDED (-2)
 int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
 void gb_train_result_free(gb_train_result_t *res);
 
 /* Run the allreduce kind: one thread per local replica through the
  * backend's allreduce op. Returns 0 with *record_json (malloc'd: the result
  * record of docs/result-record.md, `sizes` per message size; invalid when a
- * check failed), or -1 with a reason in err. */
+ * check failed), or -1 with a reason in err, or GB_STRANDED as
+ * gb_train_run. */
 int gb_allreduce_run(const gb_allreduce_config_t *cfg, char **record_json, char *err,
                      size_t errlen);
 

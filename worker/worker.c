@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef GB_HAVE_ENGINE
 #include "engine.h"
@@ -41,6 +42,12 @@ typedef struct job {
 } job_t;
 
 typedef int (*kind_fn)(const job_t *job, cJSON *rec, char *err, size_t errlen);
+
+/* A kind's return for a failure that left a replica's thread running (the
+ * engine's GB_STRANDED): after the failure's record the process ends at
+ * once, with _exit, since that thread still holds the job's memory and
+ * whatever locks it was blocked under. */
+#define KIND_STRANDED (-2)
 
 static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen);
 static int run_sleep(const job_t *job, cJSON *rec, char *err, size_t errlen);
@@ -315,7 +322,9 @@ static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) 
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
     cfg.dist = job->dist; /* NULL on one node */
     gb_train_result_t res;
-    if (gb_train_run(&cfg, &res, err, errlen) != 0) {
+    int trc = gb_train_run(&cfg, &res, err, errlen);
+    if (trc == GB_STRANDED) return KIND_STRANDED;
+    if (trc != 0) {
         gb_train_result_free(&res);
         return -1;
     }
@@ -346,7 +355,8 @@ static int run_allreduce(const job_t *job, cJSON *rec, char *err, size_t errlen)
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
     cfg.dist = job->dist; /* NULL on one node */
     char *text = NULL;
-    if (gb_allreduce_run(&cfg, &text, err, errlen) != 0) return -1;
+    int arc = gb_allreduce_run(&cfg, &text, err, errlen);
+    if (arc != 0) return arc == GB_STRANDED ? KIND_STRANDED : -1;
     int rc = merge_record(rec, text, err, errlen);
     free(text);
     return rc;
@@ -468,9 +478,16 @@ int gb_worker_run(const char *job_path, const char *out_path) {
     cJSON_AddStringToObject(rec, "backend", job.def.backend);
     add_versions(rec, job.def.kind, job.def.backend);
     err[0] = '\0';
-    if (run(&job, rec, err, sizeof err) != 0) {
+    int krc = run(&job, rec, err, sizeof err);
+    if (krc != 0) {
         cJSON_Delete(rec);
-        return fail_record(out_path, job.def.kind, err[0] ? err : "the job failed");
+        int frc = fail_record(out_path, job.def.kind, err[0] ? err : "the job failed");
+        if (krc == KIND_STRANDED) {
+            fprintf(stderr, "worker: ending the process with the replica still running\n");
+            fflush(NULL);
+            _exit(frc);
+        }
+        return frc;
     }
     if (job.dist) {
         /* a rank that never went through the start barrier did not run with

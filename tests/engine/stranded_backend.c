@@ -1,0 +1,159 @@
+/* stranded_backend.c - a backend library with a planted fault, loaded as
+ * the CUDA backend ($GB_CUDA_LIB) by test_stranded.py: the engine's driver,
+ * the worker and `gpubench train` are the real ones under test.
+ *
+ * It stands for a failure no GPU-less machine can produce: one replica
+ * fails while another is blocked where nothing wakes it (NCCL's blocking
+ * ncclCommInitRank, whose peer will never arrive). Replica 0 fails with a
+ * "(planted)" reason; replica 1 blocks in pause() for good. Where, is
+ * $GB_PLANT_AT: "create" (the default), "step" (the first step), or
+ * "none" (replica 1 fails too, 0.2 s later: the joined path). The
+ * allreduce op does the same. It reports two devices named "planted".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int plant_at(const char *phase) {
+    const char *e = getenv("GB_PLANT_AT");
+    return strcmp(e && e[0] ? e : "create", phase) == 0 ||
+           (e && strcmp(e, "none") == 0 && strcmp(phase, "create") == 0);
+}
+
+/* replica 0 fails; replica 1 never returns (or, at "none", fails later) */
+static int planted(int replica, const char *phase, char *err, size_t errlen) {
+    if (replica == 0) {
+        snprintf(err, errlen, "replica 0's %s failed (planted)", phase);
+        return -1;
+    }
+    const char *e = getenv("GB_PLANT_AT");
+    if (e && strcmp(e, "none") == 0) {
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+        snprintf(err, errlen, "replica 1 gave up after its peer failed (planted)");
+        return -1;
+    }
+    fprintf(stderr, "planted: replica %d blocks in %s for good\n", replica, phase);
+    for (;;)
+        pause();
+}
+
+static int probe(gb_backend_info_t *info, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    snprintf(info->device_model, sizeof(info->device_model), "planted");
+    info->device_count = 2;
+    snprintf(info->versions, sizeof(info->versions), "{\"planted\":\"1\"}");
+    return 0;
+}
+
+typedef struct {
+    int replica;
+} state_t;
+
+static int create(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
+                  void **state, char *err, size_t errlen) {
+    (void)m;
+    (void)cfg;
+    (void)comm;
+    if (plant_at("create")) return planted(replica, "create", err, errlen);
+    state_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->replica = replica;
+    *state = s;
+    return 0;
+}
+
+static int set_state(void *state, const float *params, const float *buffers, int64_t nbt, char *err,
+                     size_t errlen) {
+    (void)state;
+    (void)params;
+    (void)buffers;
+    (void)nbt;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+static int get_state(void *state, float *params, float *buffers, int64_t *nbt, char *err,
+                     size_t errlen) {
+    (void)state;
+    (void)params;
+    (void)buffers;
+    (void)nbt;
+    snprintf(err, errlen, "the planted backend keeps no state");
+    return -1;
+}
+
+static int get_grads(void *state, float *grads, char *err, size_t errlen) {
+    (void)state;
+    (void)grads;
+    snprintf(err, errlen, "the planted backend keeps no gradients");
+    return -1;
+}
+
+static int set_batch(void *state, const float *images, const int32_t *labels, char *err,
+                     size_t errlen) {
+    (void)state;
+    (void)images;
+    (void)labels;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+static int step(void *state, gb_step_out_t *out, char *err, size_t errlen) {
+    (void)out;
+    return planted(((state_t *)state)->replica, "step", err, errlen);
+}
+
+static int report(void *state, gb_replica_report_t *rep, char *err, size_t errlen) {
+    (void)state;
+    (void)rep;
+    snprintf(err, errlen, "the planted backend has no report");
+    return -1;
+}
+
+static void destroy(void **state) {
+    free(*state);
+    *state = NULL;
+}
+
+static int allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
+                     gb_allreduce_size_t *sizes, int n, char **details_json, char *err,
+                     size_t errlen) {
+    (void)comm;
+    (void)cfg;
+    (void)sizes;
+    (void)n;
+    (void)details_json;
+    if (!plant_at("create")) {
+        snprintf(err, errlen, "the planted allreduce plants only at create");
+        return -1;
+    }
+    return planted(replica, "communicator", err, errlen);
+}
+
+const gb_backend_ops_t gb_cuda_backend_ops = {
+    .abi = GB_BACKEND_ABI,
+    .name = "cuda",
+    .probe = probe,
+    .create = create,
+    .set_state = set_state,
+    .get_state = get_state,
+    .get_grads = get_grads,
+    .set_batch = set_batch,
+    .step = step,
+    .report = report,
+    .destroy = destroy,
+    .gemm = NULL,
+    .allreduce = allreduce,
+};
