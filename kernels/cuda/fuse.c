@@ -310,11 +310,36 @@ static void engine_name(cudnnBackendDescriptor_t cfg, char *out, size_t outlen) 
     cudnnBackendDestroyDescriptor(eng);
 }
 
+/* The engine configurations cuDNN's heuristics in `mode` offer for f's
+ * graph, into cfg[0..max) (created here); their count, -1 on error. */
+static int64_t heur_cfgs(gb_fuse_t *f, cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t *cfg,
+                         int max, char *err, size_t errlen) {
+    cudnnBackendDescriptor_t heur = NULL;
+    int64_t n = 0;
+    CK_DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &f->graph);
+    SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    CK_DNN(cudnnBackendFinalize(heur));
+    for (int i = 0; i < max; i++)
+        CK_DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]));
+    CK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, max, &n, cfg));
+    cudnnBackendDestroyDescriptor(heur);
+    return n;
+fail:
+    if (heur) cudnnBackendDestroyDescriptor(heur);
+    return -1;
+}
+
 int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_plans, char *err,
                  size_t errlen) {
     enum { MAX_CFG = 32 };
-    cudnnBackendDescriptor_t heur = NULL, cfg[MAX_CFG] = {0};
-    int64_t n_cfg = 0;
+    /* mode A, the engines cuDNN ranks for the graph; only when none of
+     * them plans, the fallback list (the frontend's order too) */
+    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    static const char *const mode_name[] = {"", "fallback "};
+    cudnnBackendDescriptor_t cfg[MAX_CFG] = {0};
+    int64_t n_cfg[2] = {0, 0};
     char first[GB_ERR_LEN];
     first[0] = 0;
     for (int i = 0; i < f->n_plans; i++)
@@ -322,62 +347,61 @@ int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_pl
     f->n_plans = 0;
     f->chosen = 0;
     if (max_plans > GB_FUSE_MAX_PLANS) max_plans = GB_FUSE_MAX_PLANS;
-    CK_DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &f->graph);
-    SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    CK_DNN(cudnnBackendFinalize(heur));
-    for (int i = 0; i < MAX_CFG; i++)
-        CK_DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]));
-    CK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CFG, &n_cfg, cfg));
-    for (int64_t i = 0; i < n_cfg && f->n_plans < max_plans; i++) {
-        cudnnBackendDescriptor_t plan = NULL;
-        int64_t ws = 0;
-        cudnnStatus_t s =
-            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE,
-                                         1, &handle);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
-        int64_t cnt = 0;
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &cnt, &ws);
-        if (s != CUDNN_STATUS_SUCCESS || ws < 0 || (size_t)ws > ws_limit) {
-            if (!first[0]) {
-                char d[256];
-                cudnnGetLastErrorString(d, sizeof(d));
-                if (s != CUDNN_STATUS_SUCCESS)
-                    snprintf(first, sizeof(first), "%s%s%s", cudnnGetErrorString(s),
-                             d[0] ? ": " : "", d);
-                else
-                    snprintf(first, sizeof(first), "workspace %lld bytes over the limit %zu",
-                             (long long)ws, ws_limit);
+    for (int mi = 0; mi < 2 && f->n_plans == 0; mi++) {
+        n_cfg[mi] = heur_cfgs(f, modes[mi], cfg, MAX_CFG, err, errlen);
+        if (n_cfg[mi] < 0) goto fail;
+        for (int64_t i = 0; i < n_cfg[mi] && f->n_plans < max_plans; i++) {
+            cudnnBackendDescriptor_t plan = NULL;
+            int64_t ws = 0;
+            cudnnStatus_t s =
+                cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                             CUDNN_TYPE_HANDLE, 1, &handle);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]);
+            if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+            int64_t cnt = 0;
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                             CUDNN_TYPE_INT64, 1, &cnt, &ws);
+            if (s != CUDNN_STATUS_SUCCESS || ws < 0 || (size_t)ws > ws_limit) {
+                if (!first[0]) {
+                    char d[256];
+                    cudnnGetLastErrorString(d, sizeof(d));
+                    if (s != CUDNN_STATUS_SUCCESS)
+                        snprintf(first, sizeof(first), "%s%s%s", cudnnGetErrorString(s),
+                                 d[0] ? ": " : "", d);
+                    else
+                        snprintf(first, sizeof(first), "workspace %lld bytes over the limit %zu",
+                                 (long long)ws, ws_limit);
+                }
+                if (plan) cudnnBackendDestroyDescriptor(plan);
+                continue;
             }
-            if (plan) cudnnBackendDestroyDescriptor(plan);
-            continue;
+            f->plans[f->n_plans] = plan;
+            f->ws[f->n_plans] = (size_t)ws;
+            char eng[16];
+            engine_name(cfg[i], eng, sizeof(eng));
+            snprintf(f->engine[f->n_plans], sizeof(f->engine[0]), "%s%s", mode_name[mi], eng);
+            f->n_plans++;
         }
-        f->plans[f->n_plans] = plan;
-        f->ws[f->n_plans] = (size_t)ws;
-        engine_name(cfg[i], f->engine[f->n_plans], sizeof(f->engine[0]));
-        f->n_plans++;
+        for (int i = 0; i < MAX_CFG; i++)
+            if (cfg[i]) cudnnBackendDestroyDescriptor(cfg[i]);
+        memset(cfg, 0, sizeof(cfg));
     }
     if (f->n_plans == 0)
-        snprintf(err, errlen, "%s: no engine (%lld configurations from the heuristics%s%s)",
-                 f->name, (long long)n_cfg, first[0] ? "; the first: " : "", first);
-    for (int i = 0; i < MAX_CFG; i++)
-        if (cfg[i]) cudnnBackendDestroyDescriptor(cfg[i]);
-    cudnnBackendDestroyDescriptor(heur);
+        snprintf(err, errlen,
+                 "%s: no engine (%lld configurations from the heuristics, %lld from the fallback "
+                 "list%s%s)",
+                 f->name, (long long)n_cfg[0], (long long)n_cfg[1], first[0] ? "; the first: " : "",
+                 first);
     return f->n_plans;
 fail:
     name_err(f, err, errlen);
     for (int i = 0; i < MAX_CFG; i++)
         if (cfg[i]) cudnnBackendDestroyDescriptor(cfg[i]);
-    if (heur) cudnnBackendDestroyDescriptor(heur);
     return -1;
 }
 
