@@ -23,4 +23,19 @@ static inline void gb_skip_without_gpu(const char *test) {
     }
 }
 
+/* 1 when cuDNN's graph-API guide documents the fused step's patterns
+ * (ConvBNfprop, ConvBNwgrad) for device 0's architecture, sm_80 and
+ * sm_90: there the fp16 fused step must come on; elsewhere it may not.
+ * The architecture is written into *major, *minor. */
+static inline int gb_fused_documented(int *major, int *minor) {
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        fprintf(stderr, "cudaGetDeviceProperties failed\n");
+        exit(1);
+    }
+    *major = prop.major;
+    *minor = prop.minor;
+    return (prop.major == 8 && prop.minor == 0) || prop.major == 9;
+}
+
 #endif

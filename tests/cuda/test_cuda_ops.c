@@ -392,14 +392,12 @@ static int run_fused(void) {
     CHECKF(P.cu->ops->report(P.cu, &rep) == 0, "%s", P.cu->err);
     const char *note = strstr(rep.details_json, "\"fused_note\"");
     printf("fused fp16: %.200s\n", note ? note : rep.details_json);
-    struct cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
-    int documented = (prop.major == 8 && prop.minor == 0) || prop.major == 9;
+    int major, minor, documented = gb_fused_documented(&major, &minor);
     if (!P.cu->fused) {
-        CHECKF(!documented, "the fused step is off on sm_%d%d, where cuDNN documents it",
-               prop.major, prop.minor);
-        printf("fused fp16: off on sm_%d%d (not a documented target): ops not compared\n",
-               prop.major, prop.minor);
+        CHECKF(!documented, "the fused step is off on sm_%d%d, where cuDNN documents it", major,
+               minor);
+        printf("fused fp16: off on sm_%d%d (not a documented target): ops not compared\n", major,
+               minor);
     } else {
         sync_params(&P, m, 5);
         const gb_plan_t *p = P.pc;
