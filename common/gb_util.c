@@ -448,3 +448,19 @@ void gb_heap_keep(void) {
     (void)mallopt(M_TOP_PAD, 16 << 20);
     (void)mallopt(M_MMAP_THRESHOLD, 64 << 20);
 }
+
+int gb_env_ms(const char *name, int dflt, int max, int *ms, char *err, size_t errlen) {
+    const char *e = getenv(name);
+    *ms = dflt;
+    if (!e || !e[0]) return 0;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (errno || end == e || *end || v < 1 || v > max) {
+        snprintf(err, errlen, "%s=%.40s: a whole number of milliseconds, 1..%d (unset: %d)", name,
+                 e, max, dflt);
+        return -1;
+    }
+    *ms = (int)v;
+    return 0;
+}

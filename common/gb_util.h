@@ -111,5 +111,9 @@ int gb_mkdir_p(const char *path, char *err, size_t errlen);
 /* n random bytes from the kernel (getrandom), written as 2n hex characters
  * into out (2n+1 bytes). */
 int gb_random_hex(char *out, size_t n, char *err, size_t errlen);
+/* $name as a whole number of milliseconds, 1..max; *ms = dflt when it is
+ * unset or empty. -1 with "NAME=value: a whole number of milliseconds,
+ * 1..max (unset: dflt)" otherwise. */
+int gb_env_ms(const char *name, int dflt, int max, int *ms, char *err, size_t errlen);
 
 #endif

@@ -16,6 +16,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "comm.h"
+#include "gb_util.h"
 #include "ring.h"
 
 #include <errno.h>
@@ -353,21 +354,7 @@ oom:
 }
 
 int gb_comm_timeout_ms(int *ms, char *err, size_t errlen) {
-    const char *e = getenv("GB_COMM_TIMEOUT_MS");
-    *ms = 0;
-    if (!e || !e[0]) return 0;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(e, &end, 10);
-    if (errno || end == e || *end || v < 1 || v > 86400000) {
-        snprintf(err, errlen,
-                 "GB_COMM_TIMEOUT_MS=%.40s: a whole number of milliseconds, 1..86400000 (unset: "
-                 "600000)",
-                 e);
-        return -1;
-    }
-    *ms = (int)v;
-    return 0;
+    return gb_env_ms("GB_COMM_TIMEOUT_MS", 600000, 86400000, ms, err, errlen);
 }
 
 gb_comm_t *gb_comm_group_member(gb_comm_group_t *g, int local_rank) {

@@ -134,8 +134,8 @@ typedef struct gb_comm_group gb_comm_group_t;
 gb_comm_group_t *gb_comm_group_new(int local_size, gb_dist_t *dist, int timeout_ms, char *err,
                                    size_t errlen);
 /* How long a node waits on another: $GB_COMM_TIMEOUT_MS, a whole number of
- * 1..86400000 ms, into *ms (0, the group's default of 600 s, when unset or
- * empty). -1 with a reason when it is set to anything else. */
+ * 1..86400000 ms, into *ms (600000 when unset or empty). -1 with a reason
+ * when it is set to anything else. */
 int gb_comm_timeout_ms(int *ms, char *err, size_t errlen);
 /* Replica local_rank's comm (owned by the group). */
 gb_comm_t *gb_comm_group_member(gb_comm_group_t *g, int local_rank);

@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "crew.h"
 
+#include "gb_util.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -163,19 +165,5 @@ void gb_crew_free(gb_crew_t **cp) {
 }
 
 int gb_crew_grace_ms(int *ms, char *err, size_t errlen) {
-    const char *e = getenv("GB_REPLICA_GRACE_MS");
-    *ms = 10000;
-    if (!e || !e[0]) return 0;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(e, &end, 10);
-    if (errno || end == e || *end || v < 1 || v > 3600000) {
-        snprintf(err, errlen,
-                 "GB_REPLICA_GRACE_MS=%.40s: a whole number of milliseconds, 1..3600000 (unset: "
-                 "10000)",
-                 e);
-        return -1;
-    }
-    *ms = (int)v;
-    return 0;
+    return gb_env_ms("GB_REPLICA_GRACE_MS", 10000, 3600000, ms, err, errlen);
 }

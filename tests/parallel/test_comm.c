@@ -214,9 +214,9 @@ static void test_threads(void) {
     /* the wait on other nodes, from the environment */
     int tmo = -1;
     unsetenv("GB_COMM_TIMEOUT_MS");
-    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 0);
+    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 600000);
     setenv("GB_COMM_TIMEOUT_MS", "", 1);
-    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 0);
+    CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 600000);
     setenv("GB_COMM_TIMEOUT_MS", "1500", 1);
     CHECK(gb_comm_timeout_ms(&tmo, err, sizeof(err)) == 0 && tmo == 1500);
     /* a typo is an error, not a silent 600 s */
