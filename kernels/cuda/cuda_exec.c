@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BN_EPS        1e-5
 #define BN_MOMENTUM   0.1f
@@ -1316,10 +1317,19 @@ fail:
  * the fastest on the real buffers kept) with the search workspace; one per
  * shape and kind. Any graph without a plan leaves the plain step, with
  * fuse_note saying why: not an error. */
+static double wall_s(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC); /* C11 (this file is not POSIX-defined) */
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_need) {
     const gb_plan_t *p = X->base.plan;
     char why[GB_ERR_LEN];
     if (!X->fuse_asked) return 0;
+    /* planning may compile each graph (runtime fusion): how long it took
+     * goes into the note, on or off */
+    double t0 = wall_s();
     if (X->prec != GB_PREC_FP16 && X->prec != GB_PREC_BF16) {
         snprintf(X->fuse_note, sizeof(X->fuse_note),
                  "off: GB_CUDA_FUSE=1, but cuDNN's fused patterns take fp16 (bf16 is tried), not "
@@ -1386,11 +1396,12 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
     X->base.fused = 1;
     for (int i = 0; i < p->n_bns; i++)
         if (i != p->stem_bn && !X->bns[i].own) bn_own(&X->bns[i], "the fused step");
-    snprintf(X->fuse_note, sizeof(X->fuse_note), "on: %d cuDNN graphs for %d convs", X->n_fgraphs,
-             p->n_convs - 1);
+    snprintf(X->fuse_note, sizeof(X->fuse_note),
+             "on: %d cuDNN graphs for %d convs, planned in %.1f s", X->n_fgraphs, p->n_convs - 1,
+             wall_s() - t0);
     return 0;
 off:
-    snprintf(X->fuse_note, sizeof(X->fuse_note), "off: %.240s", why);
+    snprintf(X->fuse_note, sizeof(X->fuse_note), "off after %.1f s: %.220s", wall_s() - t0, why);
     for (int i = 0; i < X->n_fgraphs; i++)
         gb_fuse_destroy(&X->fgraphs[i]);
     X->n_fgraphs = 0;
