@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 static const char *const names[GB_NT_COUNT] = {
-    "P2P/IPC", "P2P/CUMEM", "P2P/direct", "SHM", "NET/IB", "NET/Socket", "NET", "NVLS", "CollNet",
+    "P2P/IPC", "P2P/CUMEM",  "P2P/direct", "P2P/MNNVL", "P2P/indirect", "SHM",
+    "NET/IB",  "NET/Socket", "NET",        "NVLS",      "CollNet",
 };
 
 const char *gb_nccl_transport_name(int t) {
@@ -36,6 +37,8 @@ static int classify(const char *v) {
     if (starts(v, "P2P/IPC")) return GB_NT_P2P_IPC;
     if (starts(v, "P2P/CUMEM")) return GB_NT_P2P_CUMEM;
     if (starts(v, "P2P/direct") || starts(v, "direct pointer")) return GB_NT_P2P_DIRECT;
+    if (starts(v, "P2P/MNNVL")) return GB_NT_P2P_MNNVL;
+    if (starts(v, "P2P/indirect")) return GB_NT_P2P_INDIRECT;
     if (starts(v, "P2P")) return GB_NT_P2P_IPC;
     if (starts(v, "SHM") || starts(v, "direct shared memory")) return GB_NT_SHM;
     if (starts(v, "NET/IB")) return GB_NT_NET_IB;
@@ -154,9 +157,12 @@ int gb_nccl_transports_json(const gb_nccl_report_t *r, char *buf, size_t len) {
 
 const char *gb_nccl_interconnect(const gb_nccl_report_t *r, int nvlink_hint) {
     unsigned p2p = (1u << GB_NT_P2P_IPC) | (1u << GB_NT_P2P_CUMEM) | (1u << GB_NT_P2P_DIRECT);
+    /* MNNVL is NVLink between nodes; indirect P2P goes through a GPU it
+     * reaches over NVLink (a two-hop path whose first hop is a GPU) */
+    unsigned nvl = (1u << GB_NT_NVLS) | (1u << GB_NT_P2P_MNNVL) | (1u << GB_NT_P2P_INDIRECT);
     unsigned net = (1u << GB_NT_NET_IB) | (1u << GB_NT_NET_SOCKET) | (1u << GB_NT_NET_OTHER) |
                    (1u << GB_NT_COLLNET);
-    if (r->transports & (1u << GB_NT_NVLS)) return "nvlink";
+    if (r->transports & nvl) return "nvlink";
     if (r->transports & p2p) {
         if (r->nvl_paths > 0) return "nvlink";
         if (r->pci_paths > 0) return "pcie";

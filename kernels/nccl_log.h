@@ -17,8 +17,10 @@
  * communicator also logs "NVLS comm 0x... headRank ..."), and the topology search ("Pattern 4,
  * crossNic 0, nChannels 4, bw 24.000000/24.000000, type NVL/PIX, sameChannels 0": the path type
  * inside the node, then to the network; NVL is NVLink). Transports are named as the log names them:
- * P2P/IPC, P2P/CUMEM, P2P/direct, SHM, NET/IB, NET/Socket, NET (another network plugin), NVLS,
- * CollNet.
+ * P2P/IPC, P2P/CUMEM, P2P/direct, P2P/MNNVL, P2P/indirect, SHM, NET/IB, NET/Socket, NET (another
+ * network plugin), NVLS, CollNet. 2.28.9 also prints (src/transport/p2p.cc:393, :406)
+ *   host:12:34 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] via P2P/MNNVL/read
+ *   host:12:34 [0] NCCL INFO Channel 00/0 : 0[0] -> 3[3] via P2P/indirect/1[1]/read
  */
 #ifndef GB_NCCL_LOG_H
 #define GB_NCCL_LOG_H
@@ -29,6 +31,8 @@ enum {
     GB_NT_P2P_IPC = 0,
     GB_NT_P2P_CUMEM,
     GB_NT_P2P_DIRECT,
+    GB_NT_P2P_MNNVL,    /* cuMem over multi-node NVLink (2.20+) */
+    GB_NT_P2P_INDIRECT, /* through an intermediate GPU, over NVLink */
     GB_NT_SHM,
     GB_NT_NET_IB,
     GB_NT_NET_SOCKET,
@@ -71,7 +75,8 @@ const char *gb_nccl_transport_name(int t);
 int gb_nccl_transports_json(const gb_nccl_report_t *r, char *buf, size_t len);
 
 /* The interconnect the job really used, in the words of the result record:
- *   "nvlink" - NVLS, or P2P with an NVLink path (from the topology search;
+ *   "nvlink" - NVLS, P2P/MNNVL or P2P/indirect (NVLink by what they are),
+ *              or P2P with an NVLink path (from the topology search;
  *              without one, nvlink_hint: the backend saw NVLink between the
  *              GPUs);
  *   "pcie"   - P2P over PCIe, or SHM (through host memory, over PCIe);
