@@ -39,6 +39,9 @@ static void usage(FILE *f) {
             "                      threads; --batch is per device (default %d)\n"
             "  --bucket-mb X       gradient all-reduce bucket, MB (default %g)\n"
             "  --interconnect I    auto, nvlink or pcie between GPUs (default %s)\n"
+            "  --launch L          the replicas as threads of this process or as processes of\n"
+            "                      their own; auto: processes for GPUs (a CUDA graph each),\n"
+            "                      threads for CPU replicas (default %s)\n"
             "  --no-bn             the model without batch norm (as the equivalence tests use)\n"
             "  --no-cuda-graph     GPU: run each step eagerly instead of as one CUDA graph\n"
             "  --lr X              SGD learning rate (default %g)\n"
@@ -53,8 +56,8 @@ static void usage(FILE *f) {
             "  --format F          table or json (default table)\n"
             "  -h, --help          this text\n",
             d.backend, gb_precision_name(d.precision), d.batch, d.model.image_h, d.steps, d.warmup,
-            d.threads, d.devices, d.bucket_mb, d.interconnect, (double)d.lr, (double)d.momentum,
-            (double)d.weight_decay, (unsigned long long)d.seed);
+            d.threads, d.devices, d.bucket_mb, d.interconnect, d.launch, (double)d.lr,
+            (double)d.momentum, (double)d.weight_decay, (unsigned long long)d.seed);
 }
 
 /* An integer option, in the words of every command's (cli_long: "gpubench
@@ -171,6 +174,7 @@ int cmd_train(int argc, char **argv) {
         O_DEVICES,
         O_BUCKET,
         O_ICONN,
+        O_LAUNCH,
         O_NOBN,
         O_NOGRAPH,
         O_LR,
@@ -193,6 +197,7 @@ int cmd_train(int argc, char **argv) {
                                          {"devices", required_argument, 0, O_DEVICES},
                                          {"bucket-mb", required_argument, 0, O_BUCKET},
                                          {"interconnect", required_argument, 0, O_ICONN},
+                                         {"launch", required_argument, 0, O_LAUNCH},
                                          {"no-bn", no_argument, 0, O_NOBN},
                                          {"no-cuda-graph", no_argument, 0, O_NOGRAPH},
                                          {"lr", required_argument, 0, O_LR},
@@ -259,6 +264,12 @@ int cmd_train(int argc, char **argv) {
                 what = "auto, nvlink or pcie";
             else
                 snprintf(cfg.interconnect, sizeof(cfg.interconnect), "%s", a);
+            break;
+        case O_LAUNCH:
+            if (strcmp(a, "auto") && strcmp(a, "threads") && strcmp(a, "processes"))
+                what = "auto, threads or processes";
+            else
+                snprintf(cfg.launch, sizeof(cfg.launch), "%s", a);
             break;
         case O_NOBN:
             nobn = 1;

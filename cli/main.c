@@ -3,6 +3,9 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "gb_util.h"
+#ifdef GB_HAVE_ENGINE
+#include "engine.h"
+#endif
 
 #include <errno.h>
 #include <poll.h>
@@ -75,6 +78,19 @@ int main(int argc, char **argv) {
         cmd_help(0, NULL);
         return 2;
     }
+#ifdef GB_HAVE_ENGINE
+    /* a replica process of a data-parallel run (kernels/launch.h): not a
+     * command, started only by this executable with its socket */
+    gb_train_set_replica_exe("/proc/self/exe");
+    if (strcmp(argv[1], "__replica") == 0) {
+        long fd = -1;
+        if (argc != 3 || cli_long("gpubench __replica", "fd", argv[2], 0, 65535, &fd) != 0) {
+            fprintf(stderr, "gpubench: __replica is started by gpubench itself\n");
+            return 2;
+        }
+        return gb_train_replica_main((int)fd);
+    }
+#endif
     const char *name = argv[1];
     if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) name = "help";
     if (strcmp(name, "--version") == 0) name = "version";

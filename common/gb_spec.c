@@ -26,6 +26,7 @@ static const char *const backends[] = {"auto", "cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "tf32", "fp16", "bf16", NULL};
 static const char *const interconnects[] = {"auto", "nvlink", "pcie", NULL};
 static const char *const fail_ats[] = {"end", "rendezvous", NULL};
+static const char *const launches[] = {"auto", "threads", "processes", NULL};
 
 typedef struct keydef {
     const char *key;
@@ -68,6 +69,7 @@ static const keydef_t keys[] = {
     /* one value each */
     {"timeout_s", T_INT, 0, K_ALL, 1, 7 * 24 * 3600, NULL, F_INT(timeout_s), 0, NULL},
     {"max_attempts", T_INT, 0, K_ALL, 1, 100, NULL, F_INT(max_attempts), 0, NULL},
+    {"launch", T_STR, 0, K_RESNET, 0, 0, launches, F_STR(launch), 0, "auto"},
     {"fail", T_STR, 0, K_SLEEP, 0, 0, NULL, F_STR(fail), 0, ""},
     {"signal", T_INT, 0, K_SLEEP, 0, 64, NULL, F_INT(signal), 0, NULL},
     {"rendezvous_s", T_INT, 0, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 86400, NULL,
@@ -749,6 +751,7 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                 if (!(bit & K_RESNET)) {
                     j->batch = j->steps = j->image_size = j->bucket_mb = 0;
                     j->precision[0] = '\0';
+                    j->launch[0] = '\0';
                 }
                 if (!(bit & (K_RESNET | K_ALLREDUCE))) {
                     j->warmup = 0;
@@ -861,6 +864,8 @@ char *gb_jobdef_to_json(const gb_jobdef_t *j) {
         } else {
             if (strcmp(kd->key, "fail") == 0 && base[0] == '\0') continue;
             if (strcmp(kd->key, "fail_at") == 0 && strcmp(base, "end") == 0) continue;
+            /* the default: jobs keep the parameters they had before it */
+            if (strcmp(kd->key, "launch") == 0 && strcmp(base, "auto") == 0) continue;
             cJSON_AddStringToObject(o, kd->key, base);
         }
     }

@@ -36,6 +36,7 @@ typedef struct gb_jobdef {
     /* resnet50 */
     char precision[8];    /* fp32 | tf32 | fp16 | bf16 */
     char interconnect[8]; /* auto | nvlink | pcie */
+    char launch[16];      /* auto | threads | processes: a node's replicas (kernels/launch.h) */
     int batch;            /* per device */
     int bucket_mb;        /* data parallel: gradient all-reduce bucket, MB */
     int steps, warmup, image_size;

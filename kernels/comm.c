@@ -252,11 +252,14 @@ static int g_exchange_id(gb_comm_t *c, gb_comm_make_id_fn make, void *arg, unsig
                 rc = -1;
             }
             if (rc == 0 && dist) rc = dist->publish_id(dist, g->id, g->id_len, why, sizeof(why));
-        } else {
+        }
+        if (rc == 0 && dist) rc = dist->wait_start(dist, why, sizeof(why));
+        /* read after the start: a replica process is given rank 0's id
+         * with it (launch.c); a worker has it from its job file */
+        if (rc == 0 && dist && dist->rank != 0) {
             memcpy(g->id, dist->unique_id, dist->unique_id_len);
             g->id_len = dist->unique_id_len;
         }
-        if (rc == 0 && dist) rc = dist->wait_start(dist, why, sizeof(why));
         g->exchanged = 1;
         if (rc) return fail_all(g, why[0] ? why : "comm: the id exchange failed", err, errlen);
     }

@@ -16,7 +16,10 @@
  * global rank g trains on its own batch: the synthetic batch of seed
  * replica_seed(seed, g), or images [g*batch, (g+1)*batch) of --data. Any
  * replica's failure aborts the barrier and the comm group: the others stop
- * with it and the first reason is the run's.
+ * with it and the first reason is the run's. With launch "processes" each
+ * replica is a process of its own (launch.h): this process starts them,
+ * relays their rendezvous, gathers their reports into the replicas below
+ * and makes the record from them as from threads.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
@@ -25,6 +28,7 @@
 #include "crew.h"
 #include "engine_stats.h"
 #include "gb_util.h"
+#include "launch.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -62,6 +66,14 @@ void gb_train_config_default(gb_train_config_t *cfg) {
     cfg->bucket_mb = 25.0;
     cfg->cuda_graph = 1;
     snprintf(cfg->interconnect, sizeof(cfg->interconnect), "auto");
+    snprintf(cfg->launch, sizeof(cfg->launch), "auto");
+}
+
+/* A replica process's report goes here (launch.c); -1 in any other process */
+static int g_report_fd = -1;
+
+void gb_engine_report_to(int fd) {
+    g_report_fd = fd;
 }
 
 /* ------------------------------------------------------------- backends */
@@ -428,6 +440,16 @@ static int check_config(const gb_train_config_t *c, char *err, size_t errlen) {
         snprintf(err, errlen, "interconnect '%s' (auto, nvlink, pcie)", c->interconnect);
         return -1;
     }
+    if (c->launch[0] && strcmp(c->launch, "auto") != 0 && strcmp(c->launch, "threads") != 0 &&
+        strcmp(c->launch, "processes") != 0) {
+        snprintf(err, errlen, "launch '%s' (auto, threads, processes)", c->launch);
+        return -1;
+    }
+    if (c->first_device < 0 || c->node_devices < 0 || c->node_devices > 1024) {
+        snprintf(err, errlen, "first device %d, node devices %d out of range", c->first_device,
+                 c->node_devices);
+        return -1;
+    }
     if (c->dist &&
         (c->dist->n_nodes < 2 || c->dist->rank < 0 || c->dist->rank >= c->dist->n_nodes ||
          c->dist->world_size != c->dist->n_nodes * c->devices)) {
@@ -540,6 +562,7 @@ typedef struct run {
     int64_t nbt;
     int checksums; /* take the replicas' final state checksums */
     int devices;
+    int procs; /* 1: the replicas are processes (launch.h) */
     gb_barrier_t *bar;
     gb_crew_t *crew; /* the replicas' threads; NULL with one replica */
     gb_comm_group_t *grp;
@@ -705,7 +728,10 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
     if (cJSON_IsString(bic))
         snprintf(ic, sizeof(ic), "%s", bic->valuestring);
     else
-        snprintf(ic, sizeof(ic), "%s", world == 1 ? "none" : nodes > 1 ? "tcp" : "shm");
+        snprintf(ic, sizeof(ic), "%s",
+                 world == 1                ? "none"
+                 : nodes > 1 || run->procs ? "tcp"
+                                           : "shm");
     cJSON_DeleteItemFromObjectCaseSensitive(det, "interconnect");
     cJSON_AddNumberToObject(det, "peak_rss_bytes", (double)peak_rss);
     if (cfg->model.image_h != cfg->model.image_w) {
@@ -715,6 +741,8 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
     cJSON_AddStringToObject(det, "data", cfg->data_path ? "file" : "synthetic");
     cJSON_AddStringToObject(det, "weights", cfg->load_path ? "file" : "init");
     if (!m->cfg.bn) cJSON_AddBoolToObject(det, "batch_norm", 0);
+    if (run->devices > 1)
+        cJSON_AddStringToObject(det, "launch", run->procs ? "processes" : "threads");
     if (world > 1) {
         cJSON_AddNumberToObject(det, "bucket_mb", cfg->bucket_mb);
         /* replica 0's all-reduce figures go with the other replicas' */
@@ -794,6 +822,104 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
 
 /* ----------------------------------------------------------------- run */
 
+/* ------------------------------------------------ replicas as processes */
+
+/* In a replica process: what the launcher's make_record needs of it. */
+static int send_report(const run_t *run, const replica_t *r, size_t peak_rss) {
+    int steps = run->cfg.steps;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return -1;
+    cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddItemToObject(o, "ms", num_array(r->ms, steps, 1));
+    cJSON_AddItemToObject(o, "loss", num_array(r->loss, steps, 1));
+    cJSON_AddNumberToObject(o, "loss_last", r->loss_last);
+    cJSON *w = cJSON_AddArrayToObject(o, "window");
+    if (w) {
+        cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window[0]));
+        cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window[1]));
+    }
+    cJSON_AddStringToObject(o, "params_fnv", r->params_fnv ? r->params_fnv : "");
+    cJSON_AddStringToObject(o, "buffers_fnv", r->buffers_fnv ? r->buffers_fnv : "");
+    cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->rep.peak_mem_bytes);
+    cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)peak_rss);
+    cJSON *det = r->rep.details_json ? cJSON_Parse(r->rep.details_json) : NULL;
+    if (det) cJSON_AddItemToObject(o, "details", det);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    int rc = text ? gb_launch_send(g_report_fd, "report", text) : -1;
+    free(text);
+    return rc;
+}
+
+static int report_nums(const cJSON *o, const char *key, double *out, int n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n) return -1;
+    int i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e)) return -1;
+        out[i] = e->valuedouble;
+    }
+    return 0;
+}
+
+static const char *report_str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Replica process d's report into reps[d] (as its thread would have left it). */
+static int from_report(replica_t *r, const cJSON *o, int steps, size_t *peak_rss) {
+    double win[2], v[4];
+    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank");
+    const char *pf = report_str(o, "params_fnv"), *bf = report_str(o, "buffers_fnv");
+    r->ms = calloc((size_t)steps, sizeof(double));
+    r->loss = calloc((size_t)steps, sizeof(double));
+    if (!r->ms || !r->loss || !cJSON_IsNumber(rank) || rank->valuedouble != r->rank ||
+        report_nums(o, "ms", r->ms, steps) || report_nums(o, "loss", r->loss, steps) ||
+        report_nums(o, "window", win, 2) || !pf || !bf)
+        return -1;
+    const char *keys[3] = {"loss_last", "peak_mem_bytes", "peak_rss_bytes"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+        if (!cJSON_IsNumber(n)) return -1;
+        v[k] = n->valuedouble;
+    }
+    r->loss_last = (float)v[0];
+    r->rep.peak_mem_bytes = (size_t)v[1];
+    *peak_rss += (size_t)v[2];
+    r->window[0] = (int64_t)win[0];
+    r->window[1] = (int64_t)win[1];
+    r->params_fnv = strdup(pf);
+    r->buffers_fnv = strdup(bf);
+    const cJSON *det = cJSON_GetObjectItemCaseSensitive(o, "details");
+    if (cJSON_IsObject(det)) r->rep.details_json = cJSON_PrintUnformatted(det);
+    return r->params_fnv && r->buffers_fnv ? 0 : -1;
+}
+
+/* The run's replicas as processes (launch.h); reps[d].rank set. */
+static int launch_replicas(run_t *run, replica_t *reps, size_t *peak_rss, char *saveerr,
+                           size_t saveerrlen, char *err, size_t errlen) {
+    const gb_train_config_t *cfg = &run->cfg;
+    int D = run->devices;
+    cJSON **rp = calloc((size_t)D, sizeof(*rp));
+    if (!rp) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = gb_launch_run(cfg, cfg->threads, rp, saveerr, saveerrlen, err, errlen);
+    for (int d = 0; rc == 0 && d < D; d++) {
+        if (from_report(&reps[d], rp[d], cfg->steps, peak_rss)) {
+            snprintf(err, errlen, "replica process %d (rank %d) sent a report that does not fit", d,
+                     reps[d].rank);
+            rc = -1;
+        }
+    }
+    for (int d = 0; d < D; d++)
+        cJSON_Delete(rp[d]);
+    free(rp);
+    return rc;
+}
+
 static int train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err,
                      size_t errlen);
 
@@ -850,7 +976,8 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
     replica_t *reps = NULL;
     const gb_backend_ops_t *ops = NULL;
     int rc = -1, mu_ok = 0;
-    char why[GB_ERR_LEN];
+    char why[GB_ERR_LEN], saveerr[GB_ERR_LEN] = "";
+    size_t procs_rss = 0;
 
     if (check_config(cfg, err, errlen)) return -1;
     const char *bname = cfg->backend;
@@ -880,6 +1007,12 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
     }
     run->ops = ops;
     run->devices = D;
+    /* auto: a process per GPU, as NCCL recommends (and CUDA graphs need);
+     * CPU replicas share memory as threads */
+    run->procs =
+        D > 1 &&
+        (strcmp(cfg->launch, "processes") == 0 ||
+         ((!cfg->launch[0] || strcmp(cfg->launch, "auto") == 0) && strcmp(ops->name, "cuda") == 0));
     m = gb_model_new(&cfg->model, err, errlen);
     if (!m) return -1;
     run->m = m;
@@ -889,13 +1022,11 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
     cfg->threads = threads / D > 0 ? threads / D : 1;
     size_t npix = (size_t)cfg->batch * 3 * cfg->model.image_h * cfg->model.image_w;
     if (check_memory(m, cfg, ops, D, world, npix, err, errlen)) goto done;
-    run->params = malloc(m->n_params * sizeof(float));
-    buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
     ms = calloc((size_t)cfg->steps, sizeof(double));
     loss = calloc((size_t)cfg->steps, sizeof(double));
     reps = calloc((size_t)D, sizeof(*reps));
     run->checksums = world > 1;
-    if (!run->params || !buffers || !ms || !loss || !reps) {
+    if (!ms || !loss || !reps) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
@@ -904,6 +1035,20 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
         goto done;
     }
     mu_ok = 1;
+    if (run->procs) {
+        /* the replicas load or make their weights and batches themselves */
+        for (int d = 0; d < D; d++)
+            reps[d].rank = node * D + d;
+        if (launch_replicas(run, reps, &procs_rss, saveerr, sizeof(saveerr), err, errlen))
+            goto done;
+        goto gathered;
+    }
+    run->params = malloc(m->n_params * sizeof(float));
+    buffers = malloc((m->n_buffers ? m->n_buffers : 1) * sizeof(float));
+    if (!run->params || !buffers) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
     if (cfg->load_path) {
         if (load_weights(m, cfg->load_path, run->params, buffers, &run->nbt, err, errlen))
             goto done;
@@ -995,6 +1140,7 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
         snprintf(err, errlen, "%s", run->err);
         goto done;
     }
+gathered:
     /* the timed window spans every replica's timed steps */
     res->timed_window_ms[0] = reps[0].window[0];
     res->timed_window_ms[1] = reps[0].window[1];
@@ -1036,8 +1182,12 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
                           (size_t)D * (size_t)cfg->batch * sizeof(int32_t);
     for (int d = 0; d < D; d++)
         res->peak_mem_bytes += reps[d].rep.peak_mem_bytes;
-    res->record_json =
-        make_record(run, ops->name, &info, threads, res, ms, loss, reps, peak_rss_bytes());
+    if (g_report_fd >= 0 && send_report(run, &reps[0], peak_rss_bytes())) {
+        snprintf(err, errlen, "cannot send this replica's report to its launcher");
+        goto done;
+    }
+    res->record_json = make_record(run, ops->name, &info, threads, res, ms, loss, reps,
+                                   run->procs ? procs_rss : peak_rss_bytes());
     if (!res->record_json) {
         snprintf(err, errlen, "out of memory building the result record");
         goto done;
@@ -1046,7 +1196,11 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
      * with the caller (record_json stays set) */
     /* both are tried; a failure of either is said, the first one first */
     rc = 0;
-    if (cfg->save_path) {
+    if (run->procs && saveerr[0]) { /* replica process 0 wrote them */
+        snprintf(err, errlen, "%s", saveerr);
+        rc = -2;
+    }
+    if (cfg->save_path && !run->procs) {
         size_t bad = SIZE_MAX;
         for (size_t k = 0; k < m->n_params && bad == SIZE_MAX; k++)
             if (!isfinite(run->final_params[k])) bad = k;
@@ -1062,7 +1216,7 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
             rc = -2;
         }
     }
-    if (cfg->save_grads_path) {
+    if (cfg->save_grads_path && !run->procs) {
         char gerr[GB_ERR_LEN];
         if (save_tensors(m, cfg->save_grads_path, run->grads, NULL, NULL, 1, gerr, sizeof(gerr))) {
             if (rc == 0)
@@ -1072,6 +1226,7 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
             rc = -2;
         }
     }
+    if (rc && g_report_fd >= 0) gb_launch_send(g_report_fd, "savefail", err);
     if (rc) goto done;
 done:
     for (int d = 0; reps && d < D; d++) {

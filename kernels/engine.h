@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #define GB_BACKEND_ABI                                                                             \
-    5 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's;                              \
-       5: gemm's p90 */
+    6 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's;                              \
+       5: gemm's p90; 6: the train config's launch, first_device, node_devices */
 #define GB_ERR_LEN 512
 
 typedef enum {
@@ -69,6 +69,8 @@ uint64_t gb_cgroup_left(const char *proc_cgroup, const char *sysfs);
  *   - on every rank: calls wait_start once, after its setup and before the
  *     first collective (ncclCommInitRank included: it blocks until every
  *     rank joins), and begins the warm-up when it returns;
+ *   - on ranks > 0: reads unique_id only after wait_start returned (a
+ *     replica process is given it with the start: launch.h);
  *   - gives local replica d the global rank rank * devices + d of
  *     world_size, and reports global figures (images/s over the global
  *     batch, n_devices = world_size) in rank 0's record.
@@ -111,6 +113,16 @@ typedef struct gb_train_config {
     const char *save_grads_path; /* safetensors of the last step's gradients, or NULL */
     int cuda_graph;              /* 1: capture the step in a CUDA graph where possible */
     gb_dist_t *dist;             /* NULL: one node; else a rank of a multi-node job (gb_dist_t) */
+    /* How a node's replicas run (devices > 1): "threads" of this process,
+     * "processes" (one process per replica, as NCCL recommends for CUDA
+     * graphs: see gb_train_run), or "auto" (processes for the CUDA backend,
+     * threads for the CPU one) */
+    char launch[16];
+    /* Set by the launcher in a replica process, 0 otherwise: the device
+     * ordinal of this process's replica 0, and the job's devices on this
+     * node (0: devices), over which the interconnect is checked and set */
+    int first_device;
+    int node_devices;
 } gb_train_config_t;
 
 /* Defaults: cpu, fp32, ResNet-50 at 224, batch 32, 1 device, 20 steps, 3
@@ -256,7 +268,10 @@ uint64_t gb_replica_seed(uint64_t seed, int rank);
 uint64_t gb_fnv1a64(const void *data, size_t n);
 
 /* Run warm-up + timed steps as configured. With devices > 1 (or a dist)
- * one thread per replica, each on its own batch (--batch is per device;
+ * one thread per replica (launch "threads") or one process per replica
+ * (launch "processes": the executable named by gb_train_set_replica_exe,
+ * started as `<exe> __replica <fd>`, runs gb_train_replica_main), each on
+ * its own batch (--batch is per device;
  * --data holds the global batch, replica g taking images [g*batch,
  * (g+1)*batch)). Returns 0 and fills `res`, or -1 with a reason in err.
  * The save paths are checked before the model is built; should a save still
@@ -271,6 +286,14 @@ uint64_t gb_fnv1a64(const void *data, size_t n);
 #define GB_STRANDED (-2)
 int gb_train_run(const gb_train_config_t *cfg, gb_train_result_t *res, char *err, size_t errlen);
 void gb_train_result_free(gb_train_result_t *res);
+
+/* Replica processes (launch "processes"): the executable that runs
+ * gb_train_replica_main when given `__replica <fd>` (gpubench's main sets
+ * /proc/self/exe; a program that never sets it cannot launch processes),
+ * and that entry: it reads its part of the job from the socket fd, trains
+ * one replica and reports back; returns the process's exit status. */
+void gb_train_set_replica_exe(const char *path);
+int gb_train_replica_main(int fd);
 
 /* Run the allreduce kind: one thread per local replica through the
  * backend's allreduce op. Returns 0 with *record_json (malloc'd: the result

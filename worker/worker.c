@@ -320,6 +320,7 @@ static int run_resnet50(const job_t *job, cJSON *rec, char *err, size_t errlen) 
     cfg.warmup = d->warmup;
     cfg.bucket_mb = d->bucket_mb;
     gb_copy(cfg.interconnect, sizeof cfg.interconnect, d->interconnect);
+    if (d->launch[0]) gb_copy(cfg.launch, sizeof cfg.launch, d->launch);
     cfg.dist = job->dist; /* NULL on one node */
     gb_train_result_t res;
     int trc = gb_train_run(&cfg, &res, err, errlen);

@@ -117,14 +117,16 @@ static int cuda_create(const gb_model_t *m, const gb_train_config_t *cfg, int re
     if (gb_plan_fuse(getenv("GB_CUDA_FUSE"), err, errlen) < 0) goto fail;
     int n = device_count(err, errlen);
     if (n < 0) goto fail;
-    if (replica < 0 || replica >= n) {
-        snprintf(err, errlen, "GPU %d requested, %d present", replica, n);
+    /* a replica process (kernels/launch.h) drives GPU first_device */
+    int device = cfg->first_device + replica;
+    if (replica < 0 || device >= n) {
+        snprintf(err, errlen, "GPU %d requested, %d present", device, n);
         goto fail;
     }
     size_t esize = (cfg->precision == GB_PREC_FP16 || cfg->precision == GB_PREC_BF16) ? 2 : 4;
     p = gb_plan_new(m, cfg->batch, esize, stem_c, err, errlen);
     if (!p) goto fail;
-    ex = gb_cuda_exec_new(p, cfg, replica, err, errlen);
+    ex = gb_cuda_exec_new(p, cfg, device, err, errlen);
     if (!ex) goto fail;
     /* data parallel: the job's communicator, after every allocation and
      * algorithm search (it includes the job's start barrier); CUDA graphs

@@ -244,21 +244,22 @@ static void nccl_report(int world, int nvlink, const char **ic, char *transports
 
 /* gb_cuda_nccl_setup for the replicas of this process: changed by replica
  * 0 while every replica is parked at the local barrier (setenv is not safe
- * against another thread's getenv, and cuDNN and CUDA read theirs) */
-static int setup_parked(gb_comm_t *comm, const char *interconnect, int *nvlink, char *err,
-                        size_t errlen) {
+ * against another thread's getenv, and cuDNN and CUDA read theirs).
+ * n_node: the job's GPUs on this node, whose links decide it (a replica
+ * process has one of them: kernels/launch.h) */
+static int setup_parked(gb_comm_t *comm, int n_node, const char *interconnect, int *nvlink,
+                        char *err, size_t errlen) {
     int rc = 0;
+    if (n_node < comm->local_size) n_node = comm->local_size;
     if (gb_comm_local_barrier(comm, err, errlen)) return -1;
-    if (comm->local_rank == 0)
-        rc = gb_cuda_nccl_setup(interconnect, comm->local_size, nvlink, err, errlen);
+    if (comm->local_rank == 0) rc = gb_cuda_nccl_setup(interconnect, n_node, nvlink, err, errlen);
     if (rc) {
         gb_comm_abort(comm, err);
         return -1;
     }
     if (gb_comm_local_barrier(comm, err, errlen)) return -1;
-    return comm->local_rank == 0
-               ? 0
-               : gb_cuda_nccl_setup(interconnect, comm->local_size, nvlink, err, errlen);
+    return comm->local_rank == 0 ? 0
+                                 : gb_cuda_nccl_setup(interconnect, n_node, nvlink, err, errlen);
 }
 
 static int make_id(void *arg, unsigned char *id, size_t *len, char *err, size_t errlen) {
@@ -410,7 +411,8 @@ gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_
     dp->p = p;
     dp->bucket_mb = cfg->bucket_mb;
     snprintf(dp->asked, sizeof(dp->asked), "%s", cfg->interconnect);
-    if (setup_parked(comm, cfg->interconnect, &dp->nvlink, err, errlen)) goto fail;
+    if (setup_parked(comm, cfg->node_devices, cfg->interconnect, &dp->nvlink, err, errlen))
+        goto fail;
     if (comm_init(comm, device, &dp->nccl, err, errlen)) goto fail;
     CK_CUDA(cudaStreamCreateWithFlags(&dp->cs, cudaStreamNonBlocking));
     CK_CUDA(cudaEventCreateWithFlags(&dp->done, cudaEventDisableTiming));
@@ -644,7 +646,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         snprintf(err, errlen, "cuda allreduce: replica %d needs its comm member", replica);
         goto fail;
     }
-    if (setup_parked(comm, cfg->interconnect, &nvlink, err, errlen)) goto fail;
+    if (setup_parked(comm, comm->local_size, cfg->interconnect, &nvlink, err, errlen)) goto fail;
     if (comm_init(comm, replica, &nc, err, errlen)) goto fail;
     size_t maxc = 1;
     for (int k = 0; k < n; k++)

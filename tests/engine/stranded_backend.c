@@ -9,6 +9,8 @@
  * $GB_PLANT_AT: "create" (the default), "step" (the first step), or
  * "none" (replica 1 fails too, 0.2 s later: the joined path). The
  * allreduce op does the same. It reports two devices named "planted".
+ * A replica is known by its GPU (first_device + replica), so replica
+ * processes (launch processes) plant the same faults as threads.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "engine.h"
@@ -59,8 +61,10 @@ typedef struct {
 static int create(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
                   void **state, char *err, size_t errlen) {
     (void)m;
-    (void)cfg;
     (void)comm;
+    /* which replica of the node: a replica process has replica 0 of
+     * GPU first_device (kernels/launch.h) */
+    replica += cfg->first_device;
     if (plant_at("create")) return planted(replica, "create", err, errlen);
     state_t *s = calloc(1, sizeof(*s));
     if (!s) {

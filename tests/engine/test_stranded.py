@@ -42,8 +42,9 @@ def timed(args, e):
     return p, time.monotonic() - t0
 
 
+# the replicas as threads of one process (a process each is test_launch.py's)
 TRAIN = [exe, "train", "--backend", "cuda", "--devices", "2", "--batch", "2",
-         "--image-size", "32", "--steps", "2", "--warmup", "1"]
+         "--image-size", "32", "--steps", "2", "--warmup", "1", "--launch", "threads"]
 
 # blocked in create (where ncclCommInitRank is)
 p, took = timed(TRAIN, env("create"))
@@ -74,7 +75,8 @@ check(p.returncode == 1 and "GB_REPLICA_GRACE_MS=ten" in p.stderr, "a bad grace 
 
 # the worker: the failure's record is written, then the process ends
 with tempfile.TemporaryDirectory() as d:
-    for kind, params in [("resnet50", {"batch": 2, "steps": 1, "warmup": 0, "image_size": 32}),
+    for kind, params in [("resnet50", {"batch": 2, "steps": 1, "warmup": 0, "image_size": 32,
+                                       "launch": "threads"}),
                          ("allreduce", {"min_bytes": 8, "max_bytes": 64, "iters": 2,
                                         "warmup": 1})]:
         params = dict(params, kind=kind, backend="cuda", gpus=2)

@@ -13,6 +13,9 @@
 #                   weights on both ranks, figures over the global batch
 #     mn_dead       a rank's worker killed mid all-reduce: the job fails with
 #                   that rank's reason and the other rank stops
+#     mn_procs      ResNet-50 on 2 nodes x 2 replicas, each replica a process
+#                   of its own ("launch": "processes"): 4 ranks, one ring,
+#                   the node's rendezvous relayed by its worker
 source "$(dirname "$0")/../control/lib.sh" "$1" "$2"
 source "$(dirname "$0")/../multinode/mn_lib.sh"
 case=${3:?case}
@@ -93,6 +96,34 @@ mn_resnet)
     # well be too spread out to quote, so the row is checked in v_results)
     eq "the row over 2 nodes" \
         "$(q "SELECT n_nodes || ',' || n_gpus || ',' || interconnect FROM v_results WHERE job_id = 1")" "2,2,tcp"
+    no_workers a1 a2
+    ;;
+mn_procs)
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --spec <(echo '{"kind": "resnet50", "backend": "cpu", "n_nodes": 2, "gpus": 2,
+        "batch": 2, "image_size": 32, "steps": 2, "warmup": 1, "bucket_mb": 10,
+        "launch": "processes"}'))
+    check "wait" "$GB" wait "$sweep" --quiet
+    ended_once 1 done
+    k="FROM ranks WHERE job_id = 1"
+    eq "both ranks ok, their replicas as processes" \
+        "$(q "SELECT count(*) $k AND status = 'ok' AND json_extract(record, '$.details.launch') = 'processes'")" 2
+    eq "every replica of both ranks ended with the same weights" \
+        "$(q "SELECT count(DISTINCT json_extract(e.value, '$.params_fnv')) || ',' || count(*)
+              FROM ranks, json_each(json_extract(record, '$.details.replicas')) AS e WHERE job_id = 1")" "1,4"
+    eq "node r's replica processes have global ranks 2r and 2r+1" \
+        "$(q "SELECT count(*) $k AND json_extract(record, '$.details.replicas[0].rank') = 2 * rank
+              AND json_extract(record, '$.details.replicas[1].rank') = 2 * rank + 1")" 2
+    eq "one ring over the four processes" \
+        "$(q "SELECT count(*) $k AND json_extract(record, '$.details.replicas[1].allreduce.transport') = 'threads+tcp'
+              AND json_extract(record, '$.interconnect') = 'tcp'")" 2
+    eq "the job's figures are global" \
+        "$(q "SELECT n_devices || ',' || json_extract(record, '$.global_batch') FROM results WHERE job_id = 1")" "4,8"
+    eq "each rank went through its node's start barrier" \
+        "$(q "SELECT count(*) $k AND json_extract(record, '$.dist.started_at_ms') >= json_extract(record, '$.dist.start_at_ms')")" 2
     no_workers a1 a2
     ;;
 mn_dead)

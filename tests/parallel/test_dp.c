@@ -589,6 +589,15 @@ static void test_errors(void) {
     small_cfg(&c, 1);
     snprintf(c.interconnect, sizeof(c.interconnect), "infiniband");
     run_fails(&c, "interconnect 'infiniband'");
+    small_cfg(&c, 1);
+    snprintf(c.launch, sizeof(c.launch), "forks");
+    run_fails(&c, "launch 'forks'");
+    /* replica processes from a program that never named its executable
+     * (only gpubench's main does: kernels/launch.h) */
+    small_cfg(&c, 1);
+    snprintf(c.launch, sizeof(c.launch), "processes");
+    c.devices = 2;
+    run_fails(&c, "cannot start replica processes");
     /* --data with one replica's batch for two replicas */
     char data[256];
     path_of(data, sizeof(data), "one.safetensors");
