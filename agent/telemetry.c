@@ -362,6 +362,63 @@ static int read_pid_stat(int pid, uint64_t *ticks) {
     return 0;
 }
 
+/* Adds to *ticks the CPU time of every running child of pid whose pid is
+ * listed in text (space-separated). */
+static void add_children(const char *text, uint64_t *ticks) {
+    for (const char *p = text; *p;) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (end == p) break;
+        uint64_t t;
+        if (c > 0 && read_pid_stat((int)c, &t) == 0) *ticks += t;
+        p = end;
+    }
+}
+
+/* The worker's CPU time with its running children's: the replica processes
+ * of a data-parallel job (kernels/launch.h) are its own work, and their
+ * time reaches its cutime only when it reaps them, after the timed window.
+ * /proc/PID/task/TID/children where the kernel has it, else a scan of
+ * /proc for the processes whose parent is pid. */
+static int read_worker_ticks(int pid, uint64_t *ticks) {
+    if (read_pid_stat(pid, ticks) != 0) return -1;
+    char path[96], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    int listed = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%.20s/children", pid, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        listed = 1;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = '\0';
+        add_children(buf, ticks);
+    }
+    if (d) closedir(d);
+    if (listed) return 0;
+    d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0) continue;
+        buf[n] = '\0';
+        const char *q = strrchr(buf, ')');
+        int ppid = 0;
+        if (q && sscanf(q + 1, " %*c %d", &ppid) == 1 && ppid == pid)
+            add_children(e->d_name, ticks);
+    }
+    if (d) closedir(d);
+    return 0;
+}
+
 /* The mean current clock of the CPUs: cpufreq where the kernel has it,
  * else /proc/cpuinfo's "cpu MHz" (on many VMs a constant). 0: unknown. */
 static double read_cpu_mhz(int cores) {
@@ -414,7 +471,7 @@ static void sample_cpu(gb_sampler_t *s) {
         gb_fmt(s->error, sizeof s->error, "cannot read /proc/stat");
         return;
     }
-    x.have_worker = read_pid_stat(s->job.pid, &x.worker) == 0;
+    x.have_worker = read_worker_ticks(s->job.pid, &x.worker) == 0;
     if (!x.have_worker && atomic_load_explicit(&s->have_final, memory_order_acquire)) {
         x.worker = s->final_ticks;
         x.have_worker = 1;

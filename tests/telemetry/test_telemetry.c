@@ -1055,6 +1055,62 @@ static void t_cpu_competing(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* A worker whose work is done by its children (replica processes of a
+ * data-parallel job, kernels/launch.h): one spinning child per core, the
+ * worker itself asleep. Their time is the worker's, not others': nothing
+ * else runs, so the window is not contention. (Counted from the worker's
+ * own stat alone, as before, others took nearly all of it: invalid.) */
+static void t_cpu_worker_children(void) {
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int nk = cores < 64 ? cores : 64;
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    pid_t worker = fork();
+    CHECK(worker >= 0);
+    if (worker == 0) {
+        close(pfd[1]); /* nor its children: the test's close is the signal */
+        pid_t kids[64];
+        for (int i = 0; i < nk; i++)
+            kids[i] = spin();
+        char b;
+        ssize_t r = read(pfd[0], &b, 1); /* until the test is done */
+        (void)r;
+        for (int i = 0; i < nk; i++)
+            kill(kids[i], SIGKILL);
+        _exit(0);
+    }
+    close(pfd[0]);
+    gb_telemetry_t *t = hub(50, 5000);
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    job.pid = worker;
+    char err[128];
+    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
+    CHECKF(s, "%s", err);
+    sleep_ms(300);
+    int64_t w0 = gb_wall_ms();
+    sleep_ms(1500);
+    int64_t w1 = gb_wall_ms();
+    sleep_ms(200);
+    stop_polling(s);
+    close(pfd[1]);
+    waitpid(worker, NULL, 0);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECK(d.cpu && !d.error);
+    gb_tm_cpu_window_t w;
+    gb_tm_cpu_window(d.cpus, d.n_cpu, w0, w1, &w);
+    CHECK(w.ok && w.covers);
+    /* the worker itself sleeps: without its children it had about 0%; a
+     * busy host (another test, the other core's tenant) may take a share */
+    CHECKF(w.worker_pct >= 25, "the worker's children: %.1f%% of the CPU time (others %.1f%%)",
+           w.worker_pct, w.others_pct);
+    printf("cpu_worker_children: worker %.1f%%, others %.1f%%, steal %.1f%%\n", w.worker_pct,
+           w.others_pct, w.steal_pct);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
 /* A worker that is gone mid-way: later samples lack it, nothing breaks. */
 static void t_cpu_worker_exits(void) {
     pid_t worker = spin();
@@ -1366,6 +1422,7 @@ int main(int argc, char **argv) {
         {"sampler_no_nvml", t_sampler_no_nvml},
         {"cpu_competing", t_cpu_competing},
         {"cpu_worker_exits", t_cpu_worker_exits},
+        {"cpu_worker_children", t_cpu_worker_children},
         {"store", t_store},
         {"runner_env", t_runner_env},
     };
