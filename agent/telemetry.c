@@ -338,16 +338,23 @@ static int read_proc_stat(uint64_t *busy, uint64_t *steal, uint64_t *total) {
     return 0;
 }
 
+/* One read of a small /proc or /sys file into buf, NUL-terminated: the
+ * bytes read, or -1 when it cannot be opened or holds nothing. */
+static ssize_t read_small(const char *path, char *buf, size_t len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    return n;
+}
+
 /* utime + stime + cutime + cstime of pid, in clock ticks. */
 static int read_pid_stat(int pid, uint64_t *ticks) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = '\0';
+    if (read_small(path, buf, sizeof buf) < 0) return -1;
     const char *p = strrchr(buf, ')'); /* the command name may hold anything */
     if (!p) return -1;
     char state;
@@ -389,14 +396,9 @@ static int read_worker_ticks(int pid, uint64_t *ticks) {
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         snprintf(path, sizeof path, "/proc/%d/task/%.20s/children", pid, e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
+        if (access(path, R_OK) != 0) continue;
         listed = 1;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0) continue;
-        buf[n] = '\0';
-        add_children(buf, ticks);
+        if (read_small(path, buf, sizeof buf) > 0) add_children(buf, ticks);
     }
     if (d) closedir(d);
     if (listed) return 0;
@@ -404,12 +406,7 @@ static int read_worker_ticks(int pid, uint64_t *ticks) {
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0) continue;
-        buf[n] = '\0';
+        if (read_small(path, buf, sizeof buf) < 0) continue;
         const char *q = strrchr(buf, ')');
         int ppid = 0;
         if (q && sscanf(q + 1, " %*c %d", &ppid) == 1 && ppid == pid)
@@ -427,12 +424,7 @@ static double read_cpu_mhz(int cores) {
     for (int c = 0; c < cores && c < 4096; c++) {
         char path[96], buf[32];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", c);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) break;
-        ssize_t k = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (k <= 0) break;
-        buf[k] = '\0';
+        if (read_small(path, buf, sizeof buf) < 0) break;
         sum += strtod(buf, NULL) / 1000.0; /* kHz */
         n++;
     }
