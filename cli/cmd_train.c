@@ -132,9 +132,9 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
            cfg->model.image_w, threads, threads == 1 ? "" : "s", cfg->steps,
            cfg->steps == 1 ? "" : "s", cfg->warmup);
     if (cfg->devices > 1) {
-        printf("  %-12s %d replicas (global batch %d), %s, %g buckets of %g MB", "parallel",
-               cfg->devices, cfg->devices * cfg->batch, jstr(rec, "interconnect"),
-               jnum(det, "buckets"), cfg->bucket_mb);
+        printf("  %-12s %d replicas as %s (global batch %d), %s, %g buckets of %g MB", "parallel",
+               cfg->devices, jstr(det, "launch"), cfg->devices * cfg->batch,
+               jstr(rec, "interconnect"), jnum(det, "buckets"), cfg->bucket_mb);
         if (isfinite(jnum(det, "threads")))
             printf(", %d thread%s each", (int)jnum(det, "threads"),
                    (int)jnum(det, "threads") == 1 ? "" : "s");

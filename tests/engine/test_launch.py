@@ -271,6 +271,10 @@ elif case == "refused":
                      "json"])
     check(p.returncode == 0 and "launch" not in json.loads(p.stdout)["details"],
           "one replica runs in the process: " + p.stderr)
+    # the table says how the replicas ran
+    p = run(SMALL + ["--devices", "2", "--steps", "1", "--launch", "processes"])
+    check(p.returncode == 0 and "2 replicas as processes (global batch 4), tcp" in p.stdout,
+          "the table: " + p.stdout + p.stderr)
     print("ok")
 
 elif case == "worker":
