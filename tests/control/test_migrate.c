@@ -44,6 +44,14 @@ static void text(sqlite3 *db, const char *sql, char *out, size_t len) {
     sqlite3_finalize(st);
 }
 
+/* The view's columns now are `before` with `tail` appended (a later
+ * migration's columns). */
+static void appended(const char *got, const char *before, const char *tail) {
+    size_t n = strlen(before);
+    CHECKF(strncmp(got, before, n) == 0 && strcmp(got + n, tail) == 0,
+           "columns %s, want %s then %s", got, before, tail);
+}
+
 static void exec_ok(sqlite3 *db, const char *sql) {
     char *msg = NULL;
     CHECKF(sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK, "%s: %s", sql, msg);
@@ -234,9 +242,9 @@ int main(int argc, char **argv) {
              "COALESCE(step_ms_p90, '-'), '|') FROM (SELECT * FROM results ORDER BY job_id)",
              got, sizeof got);
         CHECKF(strcmp(got, "0.25,0.5|-,-|100.0,110.0|-,-") == 0, "results: %s", got);
-        /* the view's columns: 0013's last, then 0016's */
+        /* the view's columns: 0013's last, then 0016's, then 0020's */
         columns(db, "v_results", got, sizeof got);
-        static const char tail[] = ",bucket_mb,m,n,k";
+        static const char tail[] = ",bucket_mb,m,n,k,launch";
         size_t len = strlen(got);
         CHECKF(len >= sizeof tail - 1 && strcmp(got + len - (sizeof tail - 1), tail) == 0,
                "v_results: %s", got);
@@ -272,7 +280,7 @@ int main(int argc, char **argv) {
         text(db, "SELECT cancel_reason FROM jobs WHERE job_id = 2", got, sizeof got);
         CHECKF(strcmp(got, "cancelled: why") == 0, "%s", got);
         columns(db, "v_results", got, sizeof got);
-        CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
+        appended(got, before, ",launch"); /* as it was, then 0020's */
     } else if (strcmp(c, "upgrade_0017") == 0) {
         /* a store at 0017 with a done gemm (its record's reps), a failed one
          * (no reps in its record: the job's parameter), a resnet50 and a
@@ -344,11 +352,91 @@ int main(int argc, char **argv) {
                            "8:cancelled:none (the sleep kind uses no GPU):cuda") == 0,
                "v_results gpu_model after the upgrade: %s", got);
         columns(db, "v_results", got, sizeof got);
-        CHECKF(strcmp(got, before) == 0, "v_results changed: %s", got);
+        appended(got, before, ",launch"); /* as it was, then 0020's */
         /* 0019's v_models reads the upgraded v_results: job 3, the one
          * ResNet-50 run, stored no images/s, so no row */
         text(db, "SELECT count(*) FROM v_models", got, sizeof got);
         CHECKF(strcmp(got, "0") == 0, "v_models after the upgrade: %s rows", got);
+    } else if (strcmp(c, "upgrade_0019") == 0) {
+        /* a store at 0019 with ResNet-50 runs on one node: one GPU (the
+         * baseline), two GPUs whose record was made before records said how
+         * the replicas ran (as threads, every such run), four GPUs whose
+         * record says processes, two GPUs that failed with a failed record
+         * and none, a two-GPU job cancelled before it ran, and a gemm.
+         * After the upgrade both views end in launch (0020): the record's,
+         * threads for an ok record without one, the job's parameter (the
+         * failed one's processes), else auto; NULL for one GPU and for
+         * other kinds. v_scaling's rows keep their one-GPU baseline; the
+         * other columns are as they were */
+        CHECK(n >= 20 && strcmp(gb_schema_migrations[18].name, "0019_v_models") == 0);
+        CHECK(strcmp(gb_schema_migrations[19].name, "0020_launch") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 19, err, sizeof err) == 0, "%s", err);
+        char before_r[1024], before_s[1024], got[1024];
+        columns(db, "v_results", before_r, sizeof before_r);
+        columns(db, "v_scaling", before_s, sizeof before_s);
+        exec_ok(db,
+                "INSERT INTO nodes (agent_id, name, state, cpu_model, n_gpus, gpu_model, "
+                "first_seen, last_seen) VALUES ('a1', 'n1', 'lost', 'CPU Y', 4, 'GPU X', 't', 't');"
+                "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
+                "VALUES (1, '{}', 6, 'failed', 't');"
+                "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
+                "attempt, max_attempts, created_at) VALUES "
+                "(1, 1, 0, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":1}', 'cuda', 1, "
+                "'done', 1, 3, 't'),"
+                "(2, 1, 1, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":2}', 'cuda', 2, "
+                "'done', 1, 3, 't'),"
+                "(3, 1, 2, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":4}', 'cuda', 4, "
+                "'done', 1, 3, 't'),"
+                "(4, 1, 3, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":2,"
+                "\"launch\":\"processes\"}', 'cuda', 2, 'failed', 1, 3, 't'),"
+                "(5, 1, 4, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":2}', 'cuda', 2, "
+                "'cancelled', 0, 3, 't'),"
+                "(6, 1, 5, 'gemm', '{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72}', "
+                "'cuda', 1, 'done', 1, 3, 't');"
+                "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
+                "VALUES (1, 1, 'a1', 'cuda', 'done', 't'), (2, 1, 'a1', 'cuda', 'done', 't'),"
+                "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'failed', 't'),"
+                "(6, 1, 'a1', 'cuda', 'done', 't');"
+                "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
+                "device_model, n_devices, images_per_sec, valid, gflops, record, committed_at) "
+                "VALUES "
+                "(1, 1, 'a1', 'ok', 'resnet50', 'cuda', 'GPU X', 1, 100, 1, NULL, "
+                "'{\"kind\":\"resnet50\",\"n_devices\":1}', 't'),"
+                "(2, 1, 'a1', 'ok', 'resnet50', 'cuda', 'GPU X', 2, 190, 1, NULL, "
+                "'{\"kind\":\"resnet50\",\"n_devices\":2,\"details\":{\"bucket_mb\":25}}', "
+                "'t'),"
+                "(3, 1, 'a1', 'ok', 'resnet50', 'cuda', 'GPU X', 4, 392, 1, NULL, "
+                "'{\"kind\":\"resnet50\",\"n_devices\":4,\"details\":{\"launch\":"
+                "\"processes\"}}', 't'),"
+                "(4, 1, 'a1', 'failed', 'resnet50', NULL, NULL, NULL, NULL, NULL, NULL, "
+                "'{\"kind\":\"resnet50\",\"error\":\"out of memory\"}', 't'),"
+                "(6, 1, 'a1', 'ok', 'gemm', 'cuda', 'GPU X', 1, NULL, 1, 4.4, "
+                "'{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72}', 't');");
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        CHECK(gb_schema_version(db) == n);
+        columns(db, "v_results", got, sizeof got);
+        appended(got, before_r, ",launch");
+        columns(db, "v_scaling", got, sizeof got);
+        appended(got, before_s, ",launch");
+        text(db,
+             "SELECT group_concat(job_id || ':' || kind || ':' || COALESCE(launch, 'NULL'), '|') "
+             "FROM (SELECT * FROM v_results ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:resnet50:NULL|2:resnet50:threads|3:resnet50:processes|"
+                           "4:resnet50:processes|5:resnet50:auto|6:gemm:NULL") == 0,
+               "v_results launch after the upgrade: %s", got);
+        text(db,
+             "SELECT group_concat(job_id || ':' || COALESCE(launch, 'NULL') || ':' || "
+             "baseline_images_per_sec || ':' || speedup, '|') "
+             "FROM (SELECT * FROM v_scaling ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:NULL:100.0:1.0|2:threads:100.0:1.9|3:processes:100.0:3.92") == 0,
+               "v_scaling after the upgrade: %s", got);
+        /* 0019's v_models reads the upgraded v_results: the one-GPU run */
+        text(db, "SELECT runs || ':' || median_images_per_sec FROM v_models", got, sizeof got);
+        CHECKF(strcmp(got, "1:100.0") == 0, "v_models after the upgrade: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};

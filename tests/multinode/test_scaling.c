@@ -5,8 +5,10 @@
  * and failed runs left out, a missing baseline and a zero one giving NULL
  * rather than a division by zero, multi-node rows counting every GPU),
  * v_allreduce's per-size rows from a record's "sizes", the NCCL transports
- * in v_results and v_scaling, v_ranks, and the NVLink-against-PCIe query of
- * docs/scaling.md. */
+ * in v_results and v_scaling, v_ranks, the NVLink-against-PCIe query of
+ * docs/scaling.md, and how the replicas were launched (0020: threads or
+ * processes, apart in the query; NULL for one replica per node and for
+ * other kinds). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "ranks.h"
@@ -28,6 +30,7 @@ static gb_store_t *st;
 static gb_ranks_t *rk;
 static uint64_t sweep;
 static int seq;
+static const char *xparams = ""; /* more of the job's parameters: ", \"k\": v" */
 
 /* One finished job with its result, as the coordinator stores it. nodes is
  * "a" or "a,b" (rank order); state the job's end; record NULL for none. */
@@ -37,8 +40,8 @@ static uint64_t add_job(const char *kind, const char *nodes, int gpus, const cha
     int n_nodes = strchr(nodes, ',') ? 2 : 1;
     snprintf(params, sizeof params,
              "{\"kind\": \"%s\", \"gpus\": %d, \"precision\": \"%s\", \"batch\": %d,"
-             " \"image_size\": 224%s}",
-             kind, gpus, precision, batch, n_nodes > 1 ? ", \"n_nodes\": 2" : "");
+             " \"image_size\": 224%s%s}",
+             kind, gpus, precision, batch, n_nodes > 1 ? ", \"n_nodes\": 2" : "", xparams);
     gb_store_job_t j = {.sweep_id = sweep,
                         .seq = seq++,
                         .kind = kind,
@@ -128,7 +131,7 @@ static const char side_by_side[] =
     "       round(max(CASE WHEN interconnect = 'nvlink' THEN images_per_sec END)"
     "           / max(CASE WHEN interconnect = 'pcie' THEN images_per_sec END), 3) AS nvlink_gain"
     " FROM v_scaling WHERE n_gpus > 1 AND n_nodes = 1"
-    " GROUP BY node, gpu_model, precision, batch_per_gpu, image_size, n_gpus, bucket_mb"
+    " GROUP BY node, gpu_model, precision, batch_per_gpu, image_size, n_gpus, bucket_mb, launch"
     " HAVING nvlink_img_s IS NOT NULL AND pcie_img_s IS NOT NULL"
     " ORDER BY node, precision, n_gpus";
 
@@ -176,6 +179,24 @@ int main(void) {
      * another configuration, not the 8-GPU NVLink figure beside PCIe's */
     uint64_t nv8_b1 =
         run("a", 8, "bf16", 64, 790, 1, "nvlink", "[\"P2P/CUMEM\"], \"bucket_mb\": 1", "done");
+    /* how the replicas ran (0020): a faster run as processes and one as
+     * threads beside nv8 (stored before records said: threads); two
+     * configurations, never one figure in the query */
+    uint64_t nv8_proc = run("a", 8, "bf16", 64, 800, 1, "nvlink",
+                            "[\"P2P/CUMEM\"], \"launch\": \"processes\"", "done");
+    uint64_t nv8_thr = run("a", 8, "bf16", 64, 770, 1, "nvlink",
+                           "[\"P2P/CUMEM\"], \"launch\": \"threads\"", "done");
+    /* failed runs say no launch: the job's parameter, else auto */
+    xparams = ", \"launch\": \"processes\"";
+    uint64_t failed_proc = run("a", 8, "bf16", 64, 5, 1, "nvlink", NULL, "failed");
+    xparams = "";
+    uint64_t failed_auto = run("a", 8, "bf16", 64, 5, 1, "nvlink", NULL, "failed");
+    /* one GPU on each of two nodes: one replica per node, nothing launched */
+    uint64_t multi1 = run("a,b", 1, "bf16", 64, 190, 1, "tcp", NULL, "done");
+    uint64_t gemm = add_job("gemm", "a", 1, "fp32", 0, "done",
+                            "{\"kind\": \"gemm\", \"backend\": \"cuda\", \"device_model\":"
+                            " \"NVIDIA H100\", \"n_devices\": 1, \"valid\": true, \"m\": 96,"
+                            " \"n\": 80, \"k\": 72, \"ms_median\": 0.25, \"gflops\": 4.4}");
     uint64_t multi =
         run("a,b", 8, "bf16", 64, 1500, 1, "nvlink", "[\"P2P/CUMEM\", \"NET/IB\"]", "done");
     /* fp16 without a one-GPU fp16 run: no baseline */
@@ -209,7 +230,7 @@ int main(void) {
     char sql[512];
 
     /* rows: valid, successful resnet50 results only */
-    EQ("SELECT count(*) FROM v_scaling", "15");
+    EQ("SELECT count(*) FROM v_scaling", "18");
     snprintf(sql, sizeof sql, "SELECT count(*) FROM v_scaling WHERE job_id IN (%llu, %llu, %llu)",
              (unsigned long long)bad1, (unsigned long long)failed1, (unsigned long long)bad8);
     EQ(sql, "0");
@@ -295,6 +316,53 @@ int main(void) {
              (unsigned long long)ar);
     EQ(sql, "NULL");
 
+    /* how the replicas ran: the record's launch, threads for a record of
+     * before (nv8, multi: every such run ran as threads), the job's
+     * parameter or auto for a failed run; NULL for one replica per node
+     * (one GPU; one on each of two nodes) and for other kinds (the 8-GPU
+     * allreduce, a gemm) */
+    {
+        const struct {
+            uint64_t job;
+            const char *want;
+        } lw[] = {{nv8_proc, "processes|processes"},
+                  {nv8_thr, "threads|threads"},
+                  {nv8, "threads|threads"},
+                  {multi, "threads|threads"},
+                  {failed_proc, "processes|-"},
+                  {failed_auto, "auto|-"},
+                  {one_a, "NULL|NULL"},
+                  {multi1, "NULL|NULL"},
+                  {ar, "NULL|-"},
+                  {gemm, "NULL|-"}};
+        for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) {
+            snprintf(sql, sizeof sql,
+                     "SELECT COALESCE(launch, 'NULL') || '|' || COALESCE((SELECT COALESCE(launch, "
+                     "'NULL') FROM v_scaling WHERE job_id = %llu), '-') FROM v_results "
+                     "WHERE job_id = %llu",
+                     (unsigned long long)lw[i].job, (unsigned long long)lw[i].job);
+            EQ(sql, lw[i].want);
+        }
+    }
+    /* a run as processes and one as threads, same node and configuration:
+     * two rows, each its own figure, against the same one-GPU median */
+    near(nv8_proc, "images_per_sec", 800);
+    near(nv8_thr, "images_per_sec", 770);
+    near(nv8_proc, "baseline_images_per_sec", 100);
+    near(nv8_thr, "baseline_images_per_sec", 100);
+    near(nv8_proc, "baseline_runs", 3);
+    near(nv8_thr, "baseline_runs", 3);
+    near(nv8_proc, "speedup", 8.0);
+    near(nv8_thr, "efficiency", 770.0 / 800.0);
+    near(multi1, "speedup", 1.9); /* a NULL launch joins its baseline too */
+    /* grouped by launch (NULL, the one-GPU rows, a group of its own): the
+     * processes run apart from the threads runs, whose mean is 775 */
+    EQ("SELECT group_concat(k, ' ') FROM (SELECT COALESCE(launch, 'NULL') || ':' || count(*) || "
+       "':' || avg(images_per_sec) AS k FROM v_scaling WHERE node = 'node-a' AND n_nodes = 1 "
+       "AND precision = 'bf16' AND batch_per_gpu = 64 AND n_gpus IN (1, 8) "
+       "AND interconnect IN ('none', 'nvlink') AND bucket_mb = 25 GROUP BY launch ORDER BY launch)",
+       "NULL:3:100.0 processes:1:800.0 threads:2:775.0");
+
     /* per-size all-reduce rows */
     EQ("SELECT count(*) FROM allreduce_sizes", "3");
     snprintf(sql, sizeof sql,
@@ -320,7 +388,8 @@ int main(void) {
     EQ(sql, "1,0,3");
 
     /* the documented NVLink-against-PCIe query: one row, node a's 8 GPUs
-     * with 25 MB buckets (790 with 1 MB has no PCIe run beside it) */
+     * with 25 MB buckets as threads (790 with 1 MB and 800 as processes
+     * have no PCIe run beside them: grouped with 780 they read 790 or 800) */
     sqlite3_stmt *s;
     CHECKF(sqlite3_prepare_v2(ro, side_by_side, -1, &s, NULL) == SQLITE_OK, "%s",
            sqlite3_errmsg(ro));
