@@ -122,6 +122,8 @@ mn_procs)
               AND json_extract(record, '$.interconnect') = 'tcp'")" 2
     eq "the job's figures are global" \
         "$(q "SELECT n_devices || ',' || json_extract(record, '$.global_batch') FROM results WHERE job_id = 1")" "4,8"
+    eq "the store's row says how its replicas ran" \
+        "$(q "SELECT n_gpus || ',' || launch FROM v_results WHERE job_id = 1")" "4,processes"
     eq "each rank went through its node's start barrier" \
         "$(q "SELECT count(*) $k AND json_extract(record, '$.dist.started_at_ms') >= json_extract(record, '$.dist.start_at_ms')")" 2
     no_workers a1 a2
