@@ -869,7 +869,7 @@ static const char *report_str(const cJSON *o, const char *key) {
 
 /* Replica process d's report into reps[d] (as its thread would have left it). */
 static int from_report(replica_t *r, const cJSON *o, int steps, size_t *peak_rss) {
-    double win[2], v[4];
+    double win[2], v[3];
     const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank");
     const char *pf = report_str(o, "params_fnv"), *bf = report_str(o, "buffers_fnv");
     r->ms = calloc((size_t)steps, sizeof(double));
