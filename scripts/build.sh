@@ -3,7 +3,9 @@
 # the list is scripts/debian-packages.txt) and build everything into build/.
 # Then: build/bin/gpubench run          (the default benchmark on this machine)
 #       ctest --test-dir build --output-on-failure   (the tests)
-# Extra CMake options can be given in $GB_CMAKE_ARGS (e.g. -DGB_CUDA=OFF).
+# Extra CMake options can be given in $GB_CMAKE_ARGS (e.g. -DGB_CUDA=OFF);
+# $GB_BUILD_TARGETS names CMake targets to build instead of all of them
+# (e.g. gpubench: the program without the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t pkgs < <(grep -v '^\s*\(#\|$\)' scripts/debian-packages.txt)
@@ -20,5 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # shellcheck disable=SC2086
 cmake -S . -B build ${GB_CMAKE_ARGS:-} >/dev/null
-cmake --build build -j"$(nproc)"
+targets=()
+for t in ${GB_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build -j"$(nproc)" "${targets[@]}"
 echo "build.sh: built build/bin/gpubench" >&2
