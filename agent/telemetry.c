@@ -385,13 +385,13 @@ static void add_children(const char *text, uint64_t *ticks) {
 /* The worker's CPU time with its running children's: the replica processes
  * of a data-parallel job (kernels/launch.h) are its own work, and their
  * time reaches its cutime only when it reaps them, after the timed window.
- * /proc/PID/task/TID/children where the kernel has it, else a scan of
- * /proc for the processes whose parent is pid. */
-static int read_worker_ticks(int pid, uint64_t *ticks) {
+ * /proc/PID/task/TID/children where the kernel has it (CONFIG_PROC_CHILDREN)
+ * and scan is 0, else a scan of /proc for the processes whose parent is pid. */
+int gb_tm_worker_ticks(int pid, int scan, uint64_t *ticks) {
     if (read_pid_stat(pid, ticks) != 0) return -1;
     char path[96], buf[4096];
     snprintf(path, sizeof path, "/proc/%d/task", pid);
-    DIR *d = opendir(path);
+    DIR *d = scan ? NULL : opendir(path);
     int listed = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
@@ -463,7 +463,7 @@ static void sample_cpu(gb_sampler_t *s) {
         gb_fmt(s->error, sizeof s->error, "cannot read /proc/stat");
         return;
     }
-    x.have_worker = read_worker_ticks(s->job.pid, &x.worker) == 0;
+    x.have_worker = gb_tm_worker_ticks(s->job.pid, 0, &x.worker) == 0;
     if (!x.have_worker && atomic_load_explicit(&s->have_final, memory_order_acquire)) {
         x.worker = s->final_ticks;
         x.have_worker = 1;

@@ -134,6 +134,13 @@ void gb_tm_reason_names(uint64_t reasons, char *out, size_t len);
 uint64_t gb_tm_throttle_bits(uint64_t reasons, unsigned limit_mw, unsigned default_mw);
 
 /* CPU contention of one window. */
+/* The CPU time of worker pid with its running children's (a data-parallel
+ * job's replica processes), in clock ticks: what the CPU sampler records as
+ * the worker's. The children come from /proc/PID/task/TID/children where the
+ * kernel has it, else (and always with scan = 1) from a scan of /proc for
+ * processes whose parent is pid. 0, or -1 when pid cannot be read. */
+int gb_tm_worker_ticks(int pid, int scan, uint64_t *ticks);
+
 typedef struct gb_tm_cpu_window {
     int ok;          /* 0: fewer than two usable samples */
     int64_t span_ms; /* between the two samples used */

@@ -1111,6 +1111,43 @@ static void t_cpu_worker_children(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* Both ways of finding the worker's children count a spinning child's time
+ * while the worker itself sleeps: the kernel's children list, and the scan
+ * of /proc that kernels without it get. */
+static void t_cpu_worker_ticks(void) {
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    pid_t worker = fork();
+    CHECK(worker >= 0);
+    if (worker == 0) {
+        close(pfd[1]);
+        pid_t kid = spin();
+        char b;
+        ssize_t r = read(pfd[0], &b, 1);
+        (void)r;
+        kill(kid, SIGKILL);
+        _exit(0);
+    }
+    close(pfd[0]);
+    sleep_ms(100);
+    uint64_t a[2], b[2];
+    for (int scan = 0; scan < 2; scan++)
+        CHECK(gb_tm_worker_ticks(worker, scan, &a[scan]) == 0);
+    sleep_ms(1000);
+    for (int scan = 0; scan < 2; scan++)
+        CHECK(gb_tm_worker_ticks(worker, scan, &b[scan]) == 0);
+    close(pfd[1]);
+    waitpid(worker, NULL, 0);
+    long hz = sysconf(_SC_CLK_TCK);
+    /* a second of one spinning child: a busy host may take part of it */
+    for (int scan = 0; scan < 2; scan++)
+        CHECKF(b[scan] - a[scan] >= (uint64_t)(hz / 4), "%s: %llu ticks in 1 s (%ld per s)",
+               scan ? "the /proc scan" : "the children list",
+               (unsigned long long)(b[scan] - a[scan]), hz);
+    uint64_t t;
+    CHECK(gb_tm_worker_ticks(worker, 0, &t) == -1); /* gone */
+}
+
 /* A worker that is gone mid-way: later samples lack it, nothing breaks. */
 static void t_cpu_worker_exits(void) {
     pid_t worker = spin();
@@ -1423,6 +1460,7 @@ int main(int argc, char **argv) {
         {"cpu_competing", t_cpu_competing},
         {"cpu_worker_exits", t_cpu_worker_exits},
         {"cpu_worker_children", t_cpu_worker_children},
+        {"cpu_worker_ticks", t_cpu_worker_ticks},
         {"store", t_store},
         {"runner_env", t_runner_env},
     };
