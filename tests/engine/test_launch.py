@@ -138,15 +138,15 @@ def worst_rel(a, b):
 
 if case == "identical":
     with tempfile.TemporaryDirectory() as d:
-        write_data(os.path.join(d, "data.st"), 12, 64)
+        write_data(os.path.join(d, "data.st"), 6, 32)
         # 2 replicas: a + b is b + a, so the ring's order of summation
         # (processes) and the shared memory's (threads) give the same bits;
         # 3 replicas on a --data file: one step, equal to float rounding
         # (later steps are not compared: the ReLU masks that a difference in
         # the last bit flips make BN's gradients part by a percent)
         for devices, extra in [(2, SMALL[len(BASE):] + ["--steps", "3"]),
-                               (3, ["--steps", "1", "--warmup", "0", "--image-size", "64",
-                                    "--batch", "4", "--lr", "0.01", "--data",
+                               (3, ["--steps", "1", "--warmup", "0", "--image-size", "32",
+                                    "--batch", "2", "--lr", "0.01", "--data",
                                     os.path.join(d, "data.st")])]:
             recs = {}
             for launch in ["threads", "processes"]:
