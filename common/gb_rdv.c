@@ -10,36 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int gb_hex_encode(const unsigned char *in, size_t n, char *out, size_t outlen) {
-    static const char digits[] = "0123456789abcdef";
-    if (outlen < 2 * n + 1) return -1;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-    return 0;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-int gb_hex_decode(const char *in, size_t len, unsigned char *out, size_t max, size_t *n) {
-    *n = 0;
-    if (len % 2 != 0 || len / 2 > max) return -1;
-    for (size_t i = 0; i < len; i += 2) {
-        int hi = hexval(in[i]), lo = hexval(in[i + 1]);
-        if (hi < 0 || lo < 0) return -1;
-        out[i / 2] = (unsigned char)(hi << 4 | lo);
-    }
-    *n = len / 2;
-    return 0;
-}
-
 int gb_rdv_format(const gb_rdv_msg_t *m, char *line, size_t len) {
     char hex[2 * GB_RDV_ID_MAX + 1];
     switch (m->kind) {

@@ -44,11 +44,7 @@ int gb_rdv_format(const gb_rdv_msg_t *m, char *line, size_t len);
  * bytes. */
 int gb_rdv_parse(const char *line, size_t len, gb_rdv_msg_t *m, char *err, size_t errlen);
 
-/* Lowercase hex of n bytes into out (2n + 1 bytes needed); -1 if too small. */
-int gb_hex_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
-/* Decode len hex characters (either case) into out (at most max bytes);
- * -1 on an odd length, a non-hex character or too many bytes. */
-int gb_hex_decode(const char *in, size_t len, unsigned char *out, size_t max, size_t *n);
+/* (gb_hex_encode and gb_hex_decode are gb_util.h's.) */
 
 /* The agent's account of what one rank's worker said so far. */
 typedef struct gb_rdv_rank {

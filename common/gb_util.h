@@ -111,6 +111,12 @@ int gb_mkdir_p(const char *path, char *err, size_t errlen);
 /* n random bytes from the kernel (getrandom), written as 2n hex characters
  * into out (2n+1 bytes). */
 int gb_random_hex(char *out, size_t n, char *err, size_t errlen);
+
+/* Lowercase hex of n bytes into out (2n + 1 bytes needed); -1 if too small. */
+int gb_hex_encode(const unsigned char *in, size_t n, char *out, size_t outlen);
+/* Decode len hex characters (either case) into out (at most max bytes);
+ * -1 on an odd length, a non-hex character or too many bytes. */
+int gb_hex_decode(const char *in, size_t len, unsigned char *out, size_t max, size_t *n);
 /* $name as a whole number of milliseconds, 1..max; *ms = dflt when it is
  * unset or empty. -1 with "NAME=value: a whole number of milliseconds,
  * 1..max (unset: dflt)" otherwise. */

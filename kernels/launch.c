@@ -71,34 +71,6 @@ static char *read_line(lbuf_t *l, int fd) {
     }
 }
 
-static void hex_enc(const void *p, size_t n, char *out) {
-    static const char d[] = "0123456789abcdef";
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int hex_val(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Exactly the bytes of s (2 hex digits each) into out[0..max): their count,
- * or -1. */
-static long hex_dec(const char *s, void *out, size_t max) {
-    size_t n = strlen(s);
-    unsigned char *b = out;
-    if (n % 2 || n / 2 > max) return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) return -1;
-        b[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return (long)(n / 2);
-}
-
 int gb_launch_send(int fd, const char *tag, const char *text) {
     size_t nt = strlen(tag), nx = text ? strlen(text) : 0;
     char *line = malloc(nt + nx + 3);
@@ -131,7 +103,7 @@ int gb_launch_send(int fd, const char *tag, const char *text) {
 static int send_hex(int fd, const char *tag, const void *p, size_t n) {
     char *h = malloc(2 * n + 1);
     if (!h) return -1;
-    hex_enc(p, n, h);
+    gb_hex_encode(p, n, h, 2 * n + 1);
     int rc = gb_launch_send(fd, tag, h);
     free(h);
     return rc;
@@ -254,12 +226,11 @@ static void on_line(launch_t *L, int d, char *line) {
     char *arg = strchr(line, ' ');
     if (arg) *arg++ = '\0';
     if (strcmp(line, "id") == 0 && arg && L->node == 0 && d == 0 && !L->id_len) {
-        long n = hex_dec(arg, L->id, sizeof(L->id));
-        if (n < 1) {
+        if (gb_hex_decode(arg, strlen(arg), L->id, sizeof(L->id), &L->id_len) || !L->id_len) {
+            L->id_len = 0;
             fail(L, d, "sent a unique id that is not 1..128 bytes of hex");
             return;
         }
-        L->id_len = (size_t)n;
         gb_dist_t *dist = L->cfg->dist;
         char why[GB_ERR_LEN];
         if (dist && dist->publish_id(dist, L->id, L->id_len, why, sizeof(why))) fail(L, -1, why);
@@ -305,7 +276,7 @@ static void start_all(launch_t *L) {
         return;
     }
     int n = snprintf(line, 32, "%lld ", (long long)at);
-    hex_enc(id, id_len, line + n);
+    gb_hex_encode(id, id_len, line + n, 2 * id_len + 32 - (size_t)n);
     for (int d = 0; d < L->P; d++)
         if (gb_launch_send(L->ch[d].fd, "start", line)) {
             fail(L, d, "its socket closed before the start");
@@ -443,13 +414,14 @@ static int child_wait(gb_dist_t *d, char *err, size_t errlen) {
         free(line);
         return -1;
     }
-    long n = hex_dec(line + off, d->unique_id, sizeof(d->unique_id));
+    size_t n = 0;
+    int bad = gb_hex_decode(line + off, strlen(line + off), d->unique_id, sizeof(d->unique_id), &n);
     free(line);
-    if (n < 1) {
+    if (bad || n == 0) {
         snprintf(err, errlen, "the launcher's start carries no unique id");
         return -1;
     }
-    d->unique_id_len = (size_t)n;
+    d->unique_id_len = n;
     d->start_at_ms = at;
     struct timespec ts = {(time_t)(at / 1000), (long)(at % 1000) * 1000000L};
     while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR) {
@@ -471,13 +443,18 @@ int gb_train_replica_main(int fd) {
         if (arg) *arg++ = '\0';
         int done = strcmp(line, "go") == 0;
         if (strcmp(line, "cfg") == 0 && arg) {
-            have_cfg = hex_dec(arg, &cfg, sizeof(cfg)) == (long)sizeof(cfg);
+            size_t n = 0;
+            have_cfg =
+                gb_hex_decode(arg, strlen(arg), (unsigned char *)&cfg, sizeof(cfg), &n) == 0 &&
+                n == sizeof(cfg);
         } else if (strncmp(line, "str", 3) == 0 && line[3] >= '0' && line[3] <= '3' && arg) {
             int k = line[3] - '0';
             size_t n = strlen(arg) / 2;
             free(paths[k]);
             paths[k] = calloc(n + 1, 1);
-            if (paths[k] && hex_dec(arg, paths[k], n) != (long)n) {
+            size_t got = 0;
+            if (paths[k] &&
+                (gb_hex_decode(arg, strlen(arg), (unsigned char *)paths[k], n, &got) || got != n)) {
                 free(paths[k]);
                 paths[k] = NULL;
             }
