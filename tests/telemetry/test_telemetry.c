@@ -998,6 +998,26 @@ static pid_t spin(void) {
     return p;
 }
 
+/* The CPU sampler on worker pid every 50 ms, around a window [*w0, *w1] of
+ * 1.5 s with 300 ms before and 200 ms after it; stopped polling, its hub in
+ * *t (both for the caller to destroy). */
+static gb_sampler_t *sample_window(pid_t worker, gb_telemetry_t **t, int64_t *w0, int64_t *w1) {
+    *t = hub(50, 5000);
+    gb_tm_job_t job;
+    memset(&job, 0, sizeof job);
+    job.pid = worker;
+    char err[128];
+    gb_sampler_t *s = gb_sampler_start(*t, &job, err, sizeof err);
+    CHECKF(s, "%s", err);
+    sleep_ms(300);
+    *w0 = gb_wall_ms();
+    sleep_ms(1500);
+    *w1 = gb_wall_ms();
+    sleep_ms(200);
+    stop_polling(s);
+    return s;
+}
+
 /* The worker spins on one thread while competitors spin on every core:
  * the CPUs are never idle and the worker can have at most one core of N,
  * so what others took is at least (N-1)/N of the time; the worker's own
@@ -1008,19 +1028,9 @@ static void t_cpu_competing(void) {
     int nc = cores < 256 ? cores : 256;
     for (int i = 0; i < nc; i++)
         comp[i] = spin();
-    gb_telemetry_t *t = hub(50, 5000);
-    gb_tm_job_t job;
-    memset(&job, 0, sizeof job);
-    job.pid = worker;
-    char err[128];
-    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
-    CHECKF(s, "%s", err);
-    sleep_ms(300);
-    int64_t w0 = gb_wall_ms();
-    sleep_ms(1500);
-    int64_t w1 = gb_wall_ms();
-    sleep_ms(200);
-    stop_polling(s);
+    gb_telemetry_t *t;
+    int64_t w0, w1;
+    gb_sampler_t *s = sample_window(worker, &t, &w0, &w1);
     for (int i = 0; i < nc; i++)
         kill(comp[i], SIGKILL);
     kill(worker, SIGKILL);
@@ -1055,16 +1065,12 @@ static void t_cpu_competing(void) {
     gb_telemetry_destroy(&t);
 }
 
-/* A worker whose work is done by its children (replica processes of a
- * data-parallel job, kernels/launch.h): one spinning child per core, the
- * worker itself asleep. Their time is the worker's, not others': nothing
- * else runs, so the window is not contention. (Counted from the worker's
- * own stat alone, as before, others took nearly all of it: invalid.) */
-static void t_cpu_worker_children(void) {
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    int nk = cores < 64 ? cores : 64;
+/* A worker that sleeps while nk children of its own spin (as a launcher
+ * waits on its replica processes): its pid, and in *release the pipe end
+ * whose close ends it and them (release_worker). */
+static pid_t sleeping_worker(int nk, int *release) {
     int pfd[2];
-    CHECK(pipe(pfd) == 0);
+    CHECK(nk <= 64 && pipe(pfd) == 0);
     pid_t worker = fork();
     CHECK(worker >= 0);
     if (worker == 0) {
@@ -1080,21 +1086,28 @@ static void t_cpu_worker_children(void) {
         _exit(0);
     }
     close(pfd[0]);
-    gb_telemetry_t *t = hub(50, 5000);
-    gb_tm_job_t job;
-    memset(&job, 0, sizeof job);
-    job.pid = worker;
-    char err[128];
-    gb_sampler_t *s = gb_sampler_start(t, &job, err, sizeof err);
-    CHECKF(s, "%s", err);
-    sleep_ms(300);
-    int64_t w0 = gb_wall_ms();
-    sleep_ms(1500);
-    int64_t w1 = gb_wall_ms();
-    sleep_ms(200);
-    stop_polling(s);
-    close(pfd[1]);
+    *release = pfd[1];
+    return worker;
+}
+
+static void release_worker(pid_t worker, int release) {
+    close(release);
     waitpid(worker, NULL, 0);
+}
+
+/* A worker whose work is done by its children (replica processes of a
+ * data-parallel job, kernels/launch.h): one spinning child per core, the
+ * worker itself asleep. Their time is the worker's, not others': nothing
+ * else runs, so the window is not contention. (Counted from the worker's
+ * own stat alone, as before, others took nearly all of it: invalid.) */
+static void t_cpu_worker_children(void) {
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int release;
+    pid_t worker = sleeping_worker(cores < 64 ? cores : 64, &release);
+    gb_telemetry_t *t;
+    int64_t w0, w1;
+    gb_sampler_t *s = sample_window(worker, &t, &w0, &w1);
+    release_worker(worker, release);
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECK(d.cpu && !d.error);
@@ -1115,20 +1128,8 @@ static void t_cpu_worker_children(void) {
  * while the worker itself sleeps: the kernel's children list, and the scan
  * of /proc that kernels without it get. */
 static void t_cpu_worker_ticks(void) {
-    int pfd[2];
-    CHECK(pipe(pfd) == 0);
-    pid_t worker = fork();
-    CHECK(worker >= 0);
-    if (worker == 0) {
-        close(pfd[1]);
-        pid_t kid = spin();
-        char b;
-        ssize_t r = read(pfd[0], &b, 1);
-        (void)r;
-        kill(kid, SIGKILL);
-        _exit(0);
-    }
-    close(pfd[0]);
+    int release;
+    pid_t worker = sleeping_worker(1, &release);
     sleep_ms(100);
     uint64_t a[2], b[2];
     for (int scan = 0; scan < 2; scan++)
@@ -1136,8 +1137,7 @@ static void t_cpu_worker_ticks(void) {
     sleep_ms(1000);
     for (int scan = 0; scan < 2; scan++)
         CHECK(gb_tm_worker_ticks(worker, scan, &b[scan]) == 0);
-    close(pfd[1]);
-    waitpid(worker, NULL, 0);
+    release_worker(worker, release);
     long hz = sysconf(_SC_CLK_TCK);
     /* a second of one spinning child: a busy host may take part of it */
     for (int scan = 0; scan < 2; scan++)
