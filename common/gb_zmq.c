@@ -295,6 +295,7 @@ int gb_endpoint_resolve(const char *endpoint, int timeout_ms, char *out, size_t 
     struct in_addr a4;
     if (inet_pton(AF_INET, host, &a4) == 1) return 0;
     int64_t deadline = gb_mono_ms() + timeout_ms;
+    int answered = 0; /* DNS said EAI_AGAIN at least once (it answers, for now "not now") */
     for (;;) {
         struct sockaddr_storage sa;
         socklen_t salen = 0;
@@ -322,12 +323,15 @@ int gb_endpoint_resolve(const char *endpoint, int timeout_ms, char *out, size_t 
          * is up, as a request waits for a coordinator that is away */
         left = deadline - gb_mono_ms();
         if (late || left <= 0) {
-            if (late)
+            /* a last ask cut short by the deadline (a loaded machine) says
+             * nothing new: what DNS answered before stands */
+            if (late && !answered)
                 gb_fmt(err, errlen, "%s: DNS gave no answer within %d ms", host, timeout_ms);
             else
                 gb_fmt(err, errlen, "%s: %s", host, gai_strerror(gai));
             return -3;
         }
+        answered = 1;
         struct timespec ts = {0, (left < 250 ? left : 250) * 1000000L};
         if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {
             gb_fmt(err, errlen, "interrupted");
