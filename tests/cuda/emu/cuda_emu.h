@@ -6,8 +6,8 @@
  * emu_translate.py turns each `k<<<grid, block, shmem, stream>>>(args)` of
  * kernels.cu into `gb_emu::launch(k, grid, block, shmem, stream)(args)` and
  * includes this header first. A launch runs the grid's blocks one after
- * another; a block's threads are fibers (ucontext) on one OS thread, each
- * run until it exits or waits at a barrier:
+ * another; a block's threads are fibers on one OS thread, each run until it
+ * exits or waits at a barrier (switching, below):
  *   - __syncthreads / __syncthreads_or: released when every live thread of
  *     the block waits there (exited threads count as arrived, as on sm_70+);
  *   - __shfl_sync / __shfl_xor_sync (full mask only): released when all 32
@@ -27,7 +27,16 @@
  * to first with GB_EMU_ORDER=reverse: a race between threads of one barrier
  * phase usually shows as a different result in one of the two orders), so
  * the emulator finds many races but proves none absent (compute-sanitizer's
- * racecheck on a GPU does that). */
+ * racecheck on a GPU does that).
+ *
+ * Switching: fiber i keeps stack i for the whole process and runs thread i
+ * of every block, one body after another. It is entered once through
+ * ucontext (makecontext, swapcontext) and from then on by the compiler's
+ * __builtin_setjmp/__builtin_longjmp, which make no system call: glibc's
+ * swapcontext makes a sigprocmask call at every switch, and that was 90% of
+ * the emulator's time (test_cuda_emu took 21 s, 10 of them in the kernel;
+ * now 2 s). Under ASan each switch is announced
+ * (__sanitizer_start_switch_fiber), so it knows which stack it is on. */
 #ifndef GB_CUDA_EMU_H
 #define GB_CUDA_EMU_H
 
@@ -44,6 +53,17 @@
 #include <ucontext.h>
 #include <unistd.h>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GB_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GB_EMU_ASAN 1
+#endif
+#endif
+#ifdef GB_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #undef __global__
 #undef __device__
@@ -63,15 +83,22 @@ namespace gb_emu {
 enum { READY, WAIT_BLOCK, WAIT_WARP, DONE };
 
 struct fiber {
-    ucontext_t ctx;
+    void *at[5];   /* where it waits, after its first entry (__builtin_setjmp) */
+    ucontext_t uc; /* its first entry only */
+    char *stack;
     uint3 tid;
     int state;
+    bool started;
+    void *fake; /* ASan's fake stack while it is switched out */
 };
 
 struct world {
-    ucontext_t main;
-    std::vector<fiber> f;
-    std::vector<char *> stacks;
+    void *sched[5];      /* the scheduler (run_block) */
+    ucontext_t sched_uc; /* written by a fiber's first entry, never resumed */
+    void *sched_fake = nullptr;
+    const void *sched_bottom = nullptr; /* the OS thread's stack (ASan) */
+    size_t sched_size = 0;
+    std::vector<fiber *> f; /* f[i] runs thread i; never moved or freed */
     fiber *cur = nullptr;
     std::function<void()> body;
     uint3 block;
@@ -81,8 +108,10 @@ struct world {
     cudaError_t last = cudaSuccess;
     const char *kernel = "";
     ~world() {
-        for (char *s : stacks)
-            free(s);
+        for (fiber *x : f) {
+            free(x->stack);
+            delete x;
+        }
     }
 };
 
@@ -127,67 +156,116 @@ inline int reverse_order() {
     return r;
 }
 
-inline void trampoline() {
-    w().body();
-    w().cur->state = DONE;
-    /* returning resumes uc_link, the scheduler */
-}
-
 inline unsigned linear(uint3 t) {
     return (t.z * w().bdim.y + t.y) * w().bdim.x + t.x;
 }
 
+/* ASan's side of a switch: before it (to the stack at bottom, size bytes;
+ * fake: where the leaving side's fake stack is kept) and after it */
+inline void switch_begin(void **fake, const void *bottom, size_t size) {
+#ifdef GB_EMU_ASAN
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
+#endif
+}
+inline void switch_end(void *fake, const void **bottom_old, size_t *size_old) {
+#ifdef GB_EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, bottom_old, size_old);
+#else
+    (void)fake, (void)bottom_old, (void)size_old;
+#endif
+}
+
+/* __builtin_longjmp may not be called in the function that set the buffer.
+ * Not seen as noreturn (it returns when `to` is null, never the case), and
+ * not instrumented: ASan calls __asan_handle_no_return before a noreturn
+ * call, and that makes a sigaltstack system call each time. */
+[[gnu::noinline, gnu::no_sanitize_address]] inline void jump(void **to) {
+    if (to) __builtin_longjmp(to, 1);
+}
+
+/* the running fiber waits in `state` until the scheduler resumes it */
 inline void yield_as(int state) {
-    fiber *f = w().cur;
+    world &W = w();
+    fiber *f = W.cur;
     f->state = state;
-    swapcontext(&f->ctx, &w().main);
+    if (__builtin_setjmp(f->at) == 0) {
+        switch_begin(&f->fake, W.sched_bottom, W.sched_size);
+        jump(W.sched);
+    }
+    switch_end(f->fake, nullptr, nullptr);
+}
+
+/* a fiber's life: the body of each block it is given, then DONE; it never
+ * returns (its stack is kept for the next block) */
+inline void fiber_main() {
+    world &W = w();
+    switch_end(nullptr, &W.sched_bottom, &W.sched_size);
+    for (;;) {
+        W.body();
+        yield_as(DONE);
+    }
+}
+
+/* from the scheduler into fiber f, back when f waits or is done */
+inline void resume(fiber *f) {
+    world &W = w();
+    W.cur = f;
+    if (__builtin_setjmp(W.sched) == 0) {
+        switch_begin(&W.sched_fake, f->stack, kStack);
+        if (!f->started) {
+            f->started = true;
+            swapcontext(&W.sched_uc, &f->uc); /* the only return is the longjmp */
+        } else {
+            jump(f->at);
+        }
+    }
+    switch_end(W.sched_fake, nullptr, nullptr);
 }
 
 inline void run_block() {
     world &W = w();
     unsigned nt = W.bdim.x * W.bdim.y * W.bdim.z;
-    while (W.stacks.size() < nt) {
-        char *s = (char *)malloc(kStack);
-        if (!s) die("out of memory for fiber stacks");
-        W.stacks.push_back(s);
+    while (W.f.size() < nt) {
+        fiber *f = new fiber();
+        f->stack = (char *)malloc(kStack);
+        if (!f->stack) die("out of memory for fiber stacks");
+        getcontext(&f->uc);
+        f->uc.uc_stack.ss_sp = f->stack;
+        f->uc.uc_stack.ss_size = kStack;
+        f->uc.uc_link = nullptr;
+        makecontext(&f->uc, fiber_main, 0);
+        W.f.push_back(f);
     }
-    W.f.assign(nt, fiber());
     for (unsigned i = 0; i < nt; i++) {
-        fiber &f = W.f[i];
+        fiber &f = *W.f[i];
         f.tid = make_uint3(i % W.bdim.x, (i / W.bdim.x) % W.bdim.y, i / (W.bdim.x * W.bdim.y));
         f.state = READY;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = W.stacks[i];
-        f.ctx.uc_stack.ss_size = kStack;
-        f.ctx.uc_link = &W.main;
-        makecontext(&f.ctx, trampoline, 0);
     }
     W.or_acc = 0;
     int rev = reverse_order();
     for (;;) {
         for (unsigned j = 0; j < nt; j++) {
             unsigned i = rev ? nt - 1 - j : j;
-            if (W.f[i].state == READY) {
-                W.cur = &W.f[i];
-                swapcontext(&W.main, &W.f[i].ctx);
-            }
+            if (W.f[i]->state == READY) resume(W.f[i]);
         }
         unsigned live = 0, at_block = 0, released = 0;
         for (unsigned i = 0; i < nt; i++) {
-            live += W.f[i].state != DONE;
-            at_block += W.f[i].state == WAIT_BLOCK;
+            live += W.f[i]->state != DONE;
+            at_block += W.f[i]->state == WAIT_BLOCK;
         }
         if (live == 0) return;
         for (unsigned w0 = 0; w0 < nt; w0 += 32) {
             unsigned lanes = nt - w0 < 32 ? nt - w0 : 32, waiting = 0, done = 0;
             for (unsigned l = 0; l < lanes; l++) {
-                waiting += W.f[w0 + l].state == WAIT_WARP;
-                done += W.f[w0 + l].state == DONE;
+                waiting += W.f[w0 + l]->state == WAIT_WARP;
+                done += W.f[w0 + l]->state == DONE;
             }
             if (waiting && done) die("a full-mask shuffle in a warp where a lane has exited");
             if (waiting && waiting == lanes) {
                 for (unsigned l = 0; l < lanes; l++)
-                    W.f[w0 + l].state = READY;
+                    W.f[w0 + l]->state = READY;
                 released += lanes;
             }
         }
@@ -196,7 +274,7 @@ inline void run_block() {
             W.or_result = W.or_acc;
             W.or_acc = 0;
             for (unsigned i = 0; i < nt; i++)
-                if (W.f[i].state == WAIT_BLOCK) W.f[i].state = READY;
+                if (W.f[i]->state == WAIT_BLOCK) W.f[i]->state = READY;
             continue;
         }
         die("deadlock: threads wait at different barriers");
