@@ -231,6 +231,27 @@ int gb_model_find(const gb_model_t *m, const char *name) {
     return -1;
 }
 
+void gb_rng_fill_normal(gb_rng_t *r, float *dst, size_t n, double scale) {
+    enum { CHUNK = 1 << 16 }; /* pairs of uniforms: 1 MiB */
+    double *u = n > CHUNK ? malloc(2 * CHUNK * sizeof(double)) : NULL;
+    if (!u) {
+        for (size_t j = 0; j < n; j++)
+            dst[j] = (float)(scale * gb_rng_normal(r));
+        return;
+    }
+    for (size_t j0 = 0; j0 < n; j0 += CHUNK) {
+        long k = n - j0 < CHUNK ? (long)(n - j0) : CHUNK;
+        for (long i = 0; i < 2 * k; i++)
+            u[i] = gb_rng_uniform(r);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (long i = 0; i < k; i++)
+            dst[j0 + (size_t)i] = (float)(scale * gb_normal_from(u[2 * i], u[2 * i + 1]));
+    }
+    free(u);
+}
+
 void gb_model_init(const gb_model_t *m, float *params, float *buffers, uint64_t seed) {
     gb_rng_t r;
     gb_rng_seed(&r, seed);
@@ -242,8 +263,7 @@ void gb_model_init(const gb_model_t *m, float *params, float *buffers, uint64_t 
             /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
             double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
             double sd = sqrt(2.0 / fan_out);
-            for (size_t j = 0; j < t->numel; j++)
-                dst[j] = (float)(sd * gb_rng_normal(&r));
+            gb_rng_fill_normal(&r, dst, t->numel, sd);
             break;
         }
         case GB_ROLE_FC_W:
@@ -272,8 +292,7 @@ void gb_model_synth_batch(const gb_model_t *m, int n, uint64_t seed, float *imag
     gb_rng_t r;
     gb_rng_seed(&r, seed ^ 0x5eed0da7aULL);
     size_t count = (size_t)n * 3 * m->cfg.image_h * m->cfg.image_w;
-    for (size_t i = 0; i < count; i++)
-        images[i] = (float)gb_rng_normal(&r);
+    gb_rng_fill_normal(&r, images, count, 1.0);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)(gb_rng_next(&r) % (uint64_t)m->cfg.n_classes);
 }

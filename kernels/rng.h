@@ -49,11 +49,17 @@ static inline double gb_rng_uniform(gb_rng_t *r) {
     return (double)(gb_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Standard normal by Box-Muller (one value per call; simple over fast). */
-static inline double gb_rng_normal(gb_rng_t *r) {
-    double u1 = gb_rng_uniform(r), u2 = gb_rng_uniform(r);
+/* Box-Muller's transform of two uniforms: one standard normal */
+static inline double gb_normal_from(double u1, double u2) {
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Standard normal by Box-Muller (one value per call; simple over fast).
+ * gb_rng_fill_normal (model.c) gives the same values for many at once. */
+static inline double gb_rng_normal(gb_rng_t *r) {
+    double u1 = gb_rng_uniform(r), u2 = gb_rng_uniform(r);
+    return gb_normal_from(u1, u2);
 }
 
 #endif

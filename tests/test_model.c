@@ -2,6 +2,7 @@
  * tensor names and order, parameter count, shapes at 224 and odd sizes. */
 #include "check.h"
 #include "model.h"
+#include "rng.h"
 
 #include <math.h>
 #include <string.h>
@@ -95,9 +96,33 @@ static void test_init_deterministic(void) {
     gb_model_destroy(&m);
 }
 
+/* gb_rng_fill_normal (chunks of uniforms drawn in order, the transform on
+ * every core) gives what a loop over gb_rng_normal gives, bit for bit, and
+ * leaves the stream where the loop leaves it: below, at and across its
+ * chunk of 65536, at odd lengths */
+static void test_fill_normal(void) {
+    const size_t ns[] = {0, 1, 5, 65535, 65536, 65537, 3 * 65536 + 7};
+    size_t nmax = 3 * 65536 + 7;
+    float *a = malloc(nmax * sizeof(float)), *b = malloc(nmax * sizeof(float));
+    CHECK(a && b);
+    for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+        gb_rng_t r1, r2;
+        gb_rng_seed(&r1, 42 + c);
+        gb_rng_seed(&r2, 42 + c);
+        gb_rng_fill_normal(&r1, a, ns[c], 0.37);
+        for (size_t j = 0; j < ns[c]; j++)
+            b[j] = (float)(0.37 * gb_rng_normal(&r2));
+        CHECKF(memcmp(a, b, ns[c] * sizeof(float)) == 0, "n %zu: values differ", ns[c]);
+        CHECKF(gb_rng_next(&r1) == gb_rng_next(&r2), "n %zu: stream left elsewhere", ns[c]);
+    }
+    free(a);
+    free(b);
+}
+
 int main(void) {
     test_resnet50();
     test_odd_sizes();
     test_init_deterministic();
+    test_fill_normal();
     return 0;
 }
