@@ -67,6 +67,8 @@ static void usage(FILE *f) {
                "  --min-bytes B    its smallest message (default 8)\n"
                "  --max-bytes B    its largest message (default 1 GiB)\n"
                "  --iters N        its timed all-reduces per size (default 20)\n"
+               "  --gemm N         the gemm kind instead of training: C = A B, N x N x N in fp32\n"
+               "                   (TF32 off), --steps timed products after 3 warm-up ones\n"
                "  -h, --help       this text\n");
 }
 
@@ -243,6 +245,31 @@ static int run_allreduce(const gb_backend_info_t *info, int devices, const char 
     return rc;
 }
 
+/* the gemm kind through the backend's gemm op, as the worker runs it (its
+ * entries are checked against a double reference after timing) */
+static int run_gemm(const gb_backend_info_t *info, int device, int n, int reps) {
+    char err[GB_ERR_LEN] = "";
+    double ms = 0, p90 = 0, gf = 0;
+    int64_t win[2] = {0, 0};
+    if (gb_cuda_backend_ops.gemm(device, n, n, n, reps, &ms, &p90, &gf, win, err, sizeof(err)) !=
+        0) {
+        fprintf(stderr, "gb_cuda_bench: gemm: %s\n", err);
+        return 1;
+    }
+    printf("{\"framework\":\"gpubench\",\"kind\":\"gemm\",\"impl\":\"cublas sgemm\","
+           "\"precision\":\"fp32\",\"device\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"reps\":%d,",
+           info->device_model, n, n, n, reps);
+    put_num("ms_median", ms);
+    printf(",");
+    put_num("ms_p90", p90);
+    printf(",");
+    put_num("gflops", gf);
+    printf(",\"window_ms\":%lld,\"versions\":%s}\n", (long long)(win[1] - win[0]),
+           info->versions[0] ? info->versions : "{}");
+    fflush(stdout);
+    return 0;
+}
+
 static int parse_size(const char *s, size_t *out) {
     char *end = NULL;
     unsigned long long v = strtoull(s, &end, 10);
@@ -254,7 +281,7 @@ static int parse_size(const char *s, size_t *out) {
 int main(int argc, char **argv) {
     static const char *precs[] = {"fp32", "tf32", "fp16", "bf16"};
     int prec = GB_PREC_FP16, batch = 256, image = 224, steps = 30, warmup = 10, device = 0;
-    int graph = 1, seed = 1, dp = 0, devices = 1, allred = 0, iters = 20;
+    int graph = 1, seed = 1, dp = 0, devices = 1, allred = 0, iters = 20, gemm = 0;
     size_t min_b = 8, max_b = (size_t)1 << 30;
     double bucket_mb = 25.0;
     char ic[16] = "auto";
@@ -274,6 +301,7 @@ int main(int argc, char **argv) {
                                          {"min-bytes", required_argument, 0, 'm'},
                                          {"max-bytes", required_argument, 0, 'M'},
                                          {"iters", required_argument, 0, 'i'},
+                                         {"gemm", required_argument, 0, 'G'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c, bad = 0, li = -1;
@@ -336,6 +364,9 @@ int main(int argc, char **argv) {
         case 'i':
             bad |= parse_int(optarg, 1, &iters);
             break;
+        case 'G':
+            bad |= parse_int(optarg, 1, &gemm) || gemm > 65536;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -369,6 +400,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (allred) return run_allreduce(&info, devices, ic, min_b, max_b, iters, warmup);
+    if (gemm) return run_gemm(&info, device, gemm, steps);
     gb_model_config_t mc;
     gb_model_config_resnet50(&mc, image);
     gb_model_t *m = gb_model_new(&mc, err, sizeof(err));

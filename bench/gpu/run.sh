@@ -15,6 +15,8 @@
 #      (bench/gpu/carry_nccltests.sh): busbw size by size, the ratio
 #   5. PyTorch eager (torchvision resnet50, channels_last), same batch,
 #      warm-up and steps, when PyTorch with CUDA is installed
+#   5b. the gemm kind's fp32 matrix rate (cuBLAS, TF32 off; GEMM_N cubed,
+#      STEPS products) against torch.matmul with TF32 off (torch_gemm.py)
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
 #      default): what ours cost against cuDNN's
 #   6b. ours in bf16 with the image in 4 channels and fp16 in 8
@@ -45,9 +47,10 @@
 # still leaves them).
 # Knobs: BATCH (256; less on a GPU too small for it) STEPS (30) WARMUP (10) BUDGET_S (480) PYTHON (python3)
 #        BUILD_DIR (build-gpu) JOBS (nproc) ARCHS (from nvidia-smi) FULL (0)
-#        AR_MAX_BYTES (1073741824) SKIP (sections to leave out, by name: tests
-#        ours dp torch ownbn stem fuse fp32any sanitizer product compile; e.g. a second
-#        call with SKIP="tests ours dp torch ownbn stem fuse fp32any sanitizer product"
+#        AR_MAX_BYTES (1073741824) GEMM_N (8192) SKIP (sections to leave out, by
+#        name: tests ours dp torch gemm ownbn stem fuse fp32any sanitizer product
+#        compile; e.g. a second call with
+#        SKIP="tests ours dp torch gemm ownbn stem fuse fp32any sanitizer product"
 #        gives torch.compile the time)
 #        BUILD_ONLY (0; 1: build, check the libraries resolve, and stop: no
 #        GPU needed, ARCHS then defaults to sm_80..sm_90 + PTX).
@@ -76,6 +79,7 @@ JOBS=${JOBS:-$(nproc)}
 FULL=${FULL:-0}
 BUILD_ONLY=${BUILD_ONLY:-0}
 AR_MAX_BYTES=${AR_MAX_BYTES:-1073741824}
+GEMM_N=${GEMM_N:-8192}
 RESULT_DIR=${OUT:-} # the device tool's folder of files that come back
 # the sizes are checked before anything runs (a BATCH of 0 would fail every
 # section on the GPU, a BUDGET_S of abc broke the clock): need_int
@@ -89,14 +93,15 @@ need_int WARMUP 0 1000000
 need_int BUDGET_S 1 86400
 need_int JOBS 1 4096
 need_int AR_MAX_BYTES 8 17179869184
+need_int GEMM_N 1 65536
 [ $((AR_MAX_BYTES % 4)) = 0 ] || { echo "run.sh: AR_MAX_BYTES=$AR_MAX_BYTES: must be a multiple of 4 (floats)" >&2; exit 2; }
 for v in FULL BUILD_ONLY; do
   case ${!v} in 0 | 1) ;; *) echo "run.sh: $v='${!v}': 0 or 1" >&2; exit 2 ;; esac
 done
 # a misspelled section in SKIP would run it, on a device budget
 for s in ${SKIP:-}; do
-  case $s in tests | ours | dp | torch | ownbn | stem | fuse | fp32any | sanitizer | product | compile) ;;
-  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch ownbn stem fuse fp32any sanitizer product compile)" >&2; exit 2 ;;
+  case $s in tests | ours | dp | torch | gemm | ownbn | stem | fuse | fp32any | sanitizer | product | compile) ;;
+  *) echo "run.sh: SKIP names '$s', not a section (tests ours dp torch gemm ownbn stem fuse fp32any sanitizer product compile)" >&2; exit 2 ;;
   esac
 done
 LOG=$BUILD/bench
@@ -152,6 +157,7 @@ write_results() {
     echo
     [ -n "${DP_NOTE:-}" ] && { echo "$DP_NOTE."; echo; }
     [ -n "${AR_NOTE:-}" ] && { echo "$AR_NOTE (busbw = algbw x 2(n-1)/n: 0 on one GPU)."; echo; }
+    [ -n "${GEMM_NOTE:-}" ] && { echo "$GEMM_NOTE."; echo; }
     [ -n "${NT_NOTE:-}" ] && [ -f "$LOG/nccl_tests_cmp.txt" ] && { echo "$NT_NOTE:"; echo; grep '^|' "$LOG/nccl_tests_cmp.txt"; echo; }
     echo "Sections:"
     echo
@@ -532,6 +538,37 @@ else
   status SKIPPED "data parallel: gb_cuda_bench not built"
 fi
 
+
+section "gemm: fp32 matrix rate (cuBLAS, TF32 off)"
+# the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number),
+# ours (the backend's gemm op, as the worker runs it) against torch.matmul
+# with TF32 off, same size and repetitions, each checked after timing
+if ! want gemm; then :
+elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+  status SKIPPED "gemm: gb_cuda_bench not built"
+elif [ "$(left)" -lt 60 ]; then
+  status SKIPPED "gemm: out of time"
+else
+  GO=; GT=
+  if timeout -k 10 "$(slot 60 30)" "$BUILD/gb_cuda_bench" --gemm "$GEMM_N" --steps "$STEPS" >"$LOG/gemm_ours.json" 2>"$LOG/gemm_ours.err"; then
+    GO=$(json_field "$LOG/gemm_ours.json" gflops)
+    status PASS "gemm ours ${GEMM_N}^3 fp32: $GO GFLOP/s, median $(json_field "$LOG/gemm_ours.json" ms_median) ms (checked)"
+  else
+    failed $? "gemm ours" "gemm_ours.err"
+  fi
+  if [ "${TORCH_OK:-0}" = 1 ]; then
+    if timeout -k 10 "$(slot 90 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_gemm.py --size "$GEMM_N" --reps "$STEPS" \
+         >"$LOG/gemm_torch.json" 2>"$LOG/gemm_torch.err"; then
+      GT=$(json_field "$LOG/gemm_torch.json" gflops)
+      status PASS "gemm torch.matmul ${GEMM_N}^3 fp32: $GT GFLOP/s (checked)"
+    else
+      failed $? "gemm torch.matmul" "gemm_torch.err"
+    fi
+  else
+    status SKIPPED "gemm torch.matmul: no PyTorch with CUDA"
+  fi
+  [ -n "$GO" ] && GEMM_NOTE="gemm fp32 ${GEMM_N}x${GEMM_N}x${GEMM_N} (TF32 off), median of $STEPS: gpubench $(num "$GO") GFLOP/s, torch.matmul $(num "$GT") GFLOP/s, ratio $(ratio "$GO" "$GT")"
+fi
 
 section "gpubench bf16 with our batch norm"
 # cuDNN's batch norm is the default; this says what our kernels cost beside it
