@@ -31,7 +31,7 @@ static void usage(FILE *out) {
         "  --kind K,...          resnet50 | gemm | allreduce | sleep (required without --spec)\n"
         "  --name TEXT           sweep name (default none)\n"
         "  --backend B,...       auto | cpu | cuda (default auto)\n"
-        "  --precision P,...     fp32 | tf32 | fp16 | bf16 (resnet50; default fp32)\n"
+        "  --precision P,...     fp32 | tf32 | fp16 | bf16 (resnet50, gemm; default fp32)\n"
         "  --gpus N,...          devices per job, per node (default 1)\n"
         "  --batch N,...         batch per device (resnet50; default 32)\n"
         "  --steps N,...         timed steps (resnet50; default 20)\n"

@@ -94,6 +94,14 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
                    node->cpu_cores, job->gpus);
             return 0;
         }
+        if (strcmp(job->kind, "gemm") == 0 && job->precision[0] &&
+            strcmp(job->precision, "fp32") != 0) {
+            gb_fmt(why, whylen,
+                   "gemm in %s needs a GPU (the CPU's gemm is oneDNN's sgemm: fp32) and node %s "
+                   "would run it on the CPU",
+                   job->precision, node->name);
+            return 0;
+        }
         if (strcmp(job->precision, "tf32") == 0 || strcmp(job->precision, "fp16") == 0) {
             gb_fmt(why, whylen, "%s needs a GPU and node %s would run it on the CPU",
                    job->precision, node->name);

@@ -50,7 +50,7 @@ static const keydef_t keys[] = {
     {"labels", T_LABELS, 1, K_ALL, 0, 0, NULL, F_STR(labels), 0, ""},
     {"gpus", T_INT, 1, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 1024, NULL, F_INT(gpus), 1, NULL},
     {"n_nodes", T_INT, 1, K_RESNET | K_SLEEP | K_ALLREDUCE, 1, 1024, NULL, F_INT(n_nodes), 1, NULL},
-    {"precision", T_STR, 1, K_RESNET, 0, 0, precisions, F_STR(precision), 0, "fp32"},
+    {"precision", T_STR, 1, K_RESNET | K_GEMM, 0, 0, precisions, F_STR(precision), 0, "fp32"},
     {"batch", T_INT, 1, K_RESNET, 1, 65536, NULL, F_INT(batch), 32, NULL},
     {"interconnect", T_STR, 1, K_RESNET | K_ALLREDUCE, 0, 0, interconnects, F_STR(interconnect), 0,
      "auto"},
@@ -574,9 +574,9 @@ static const char *kind_list(char *buf, size_t len, unsigned mask) {
 }
 
 /* A key none of the spec's kinds takes: which kinds it does apply to, so
- * that the refusal says what to do ("'precision' does not apply to gemm,
- * the kind of this spec; it applies to resnet50 only (gemm runs in fp32):
- * drop it, or add resnet50 to the kinds"). */
+ * that the refusal says what to do ("'precision' does not apply to
+ * allreduce, the kind of this spec; it applies to resnet50 and gemm only
+ * (allreduce runs in fp32): drop it, or add one of those to the kinds"). */
 static void not_applicable(const keydef_t *kd, unsigned kindmask, char *err, size_t errlen) {
     char have[64], takes[64], fp32[64] = "";
     int n_have = 0, n_takes = 0;
@@ -586,13 +586,9 @@ static void not_applicable(const keydef_t *kd, unsigned kindmask, char *err, siz
     }
     kind_list(have, sizeof have, kindmask);
     kind_list(takes, sizeof takes, kd->kinds);
-    /* the kinds without a precision: their one is fp32 (sgemm; floats) */
-    unsigned f = kindmask & (K_GEMM | K_ALLREDUCE);
-    if (strcmp(kd->key, "precision") == 0 && f) {
-        char which[32];
-        gb_fmt(fp32, sizeof fp32, " (%s run%s in fp32)", kind_list(which, sizeof which, f),
-               f == (K_GEMM | K_ALLREDUCE) ? "" : "s");
-    }
+    /* allreduce has no precision: it sums floats */
+    if (strcmp(kd->key, "precision") == 0 && (kindmask & K_ALLREDUCE))
+        gb_fmt(fp32, sizeof fp32, " (allreduce runs in fp32)");
     gb_fmt(err, errlen,
            "'%s' does not apply to %s, the kind%s of this spec; it applies to %s only%s: drop "
            "it, or add %s to the kinds",
@@ -750,9 +746,9 @@ static int parse_common(const char *json, size_t len, int job_mode, size_t max_j
                 if (!(bit & K_GEMM)) j->m = j->n = j->k = j->reps = 0;
                 if (!(bit & K_RESNET)) {
                     j->batch = j->steps = j->image_size = j->bucket_mb = 0;
-                    j->precision[0] = '\0';
                     j->launch[0] = '\0';
                 }
+                if (!(bit & (K_RESNET | K_GEMM))) j->precision[0] = '\0';
                 if (!(bit & (K_RESNET | K_ALLREDUCE))) {
                     j->warmup = 0;
                     j->interconnect[0] = '\0';

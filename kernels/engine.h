@@ -27,8 +27,9 @@
 #include <stdint.h>
 
 #define GB_BACKEND_ABI                                                                             \
-    6 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's;                              \
-       5: gemm's p90; 6: the train config's launch, first_device, node_devices */
+    7 /* 2: the allreduce op; 3: gemm's timed window; 4: allreduce's;                              \
+       5: gemm's p90; 6: the train config's launch, first_device, node_devices;                    \
+       7: gemm's precision */
 #define GB_ERR_LEN 512
 
 typedef enum {
@@ -213,14 +214,16 @@ typedef struct gb_backend_ops {
     int (*step)(void *state, gb_step_out_t *out, char *err, size_t errlen);
     int (*report)(void *state, gb_replica_report_t *rep, char *err, size_t errlen);
     void (*destroy)(void **state);
-    /* Single-precision GEMM throughput probe C = A*B (m x k times k x n),
-     * median and 90th percentile (nearest rank; may be NULL) of `reps`
-     * timed runs after warm-up; window_ms (may be NULL):
+    /* GEMM throughput probe C = A*B (m x k times k x n) in `prec`: fp32
+     * (TF32 off), tf32 (fp32 data, TF32 math), fp16 or bf16 (16-bit A and B,
+     * fp32 accumulation and C); a precision the backend has not: -1, said
+     * in err. Median and 90th percentile (nearest rank; may be NULL) of
+     * `reps` timed runs after warm-up; window_ms (may be NULL):
      * wall-clock ms (CLOCK_REALTIME) at the start of the first timed run
      * and the end of the last, the window telemetry is judged over (not the
      * set-up, the upload or the warm-up); NULL when unsupported. */
-    int (*gemm)(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
-                double *gflops, int64_t window_ms[2], char *err, size_t errlen);
+    int (*gemm)(int device, gb_precision_t prec, int m, int n, int k, int reps, double *ms_median,
+                double *ms_p90, double *gflops, int64_t window_ms[2], char *err, size_t errlen);
     /* One replica's part of the allreduce kind on device `replica`, called
      * on its own thread with its comm member (never NULL): sizes[0..n)
      * come with bytes and count set; fills time_us (already the maximum

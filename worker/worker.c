@@ -152,9 +152,16 @@ static void add_validity(cJSON *rec, double median, double p90) {
 static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
     const gb_jobdef_t *d = &job->def;
     double median = 0, p90 = 0, gflops = 0;
+    /* a job from a coordinator older than gemm's precision has none: fp32 */
+    const char *prec = d->precision[0] ? d->precision : "fp32";
     cJSON *details = cJSON_AddObjectToObject(rec, "details");
     if (strcmp(d->backend, "cuda") == 0) {
 #ifdef GB_HAVE_ENGINE
+        gb_precision_t p;
+        if (gb_precision_parse(prec, &p) != 0) {
+            gb_fmt(err, errlen, "unknown precision '%s'", prec);
+            return -1;
+        }
         const gb_backend_ops_t *ops = gb_backend_get("cuda", err, errlen);
         if (!ops) return -1;
         gb_backend_info_t info;
@@ -167,12 +174,20 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
          * before them (host inputs, context, upload, warm-up) leaves the GPU
          * idle or changing power state, which would read as throttling */
         int64_t win[2] = {0, 0};
-        if (ops->gemm(0, d->m, d->n, d->k, d->reps, &median, &p90, &gflops, win, err, errlen) != 0)
+        if (ops->gemm(0, p, d->m, d->n, d->k, d->reps, &median, &p90, &gflops, win, err, errlen) !=
+            0)
             return -1;
         add_window(rec, win[0], win[1]);
         cJSON_AddNumberToObject(details, "ms_p90", p90);
         cJSON_AddStringToObject(rec, "device_model", info.device_model);
-        cJSON_AddStringToObject(details, "impl", "cublas sgemm");
+        char impl[64];
+        if (p == GB_PREC_FP32)
+            gb_fmt(impl, sizeof impl, "cublas sgemm");
+        else if (p == GB_PREC_TF32)
+            gb_fmt(impl, sizeof impl, "cublas gemm tf32");
+        else
+            gb_fmt(impl, sizeof impl, "cublas gemm %s in, fp32 accumulate and out", prec);
+        cJSON_AddStringToObject(details, "impl", impl);
 #else
         gb_fmt(err, errlen,
                "cuda backend not available: this gpubench was built without the "
@@ -180,6 +195,13 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
         return -1;
 #endif
     } else {
+        if (strcmp(prec, "fp32") != 0) {
+            gb_fmt(err, errlen,
+                   "gemm in %s: the CPU's gemm is oneDNN's sgemm, fp32 only (run it with "
+                   "backend cuda)",
+                   prec);
+            return -1;
+        }
         gb_gemm_out_t g;
         int warmup = d->reps < 2 ? d->reps : 2;
         if (gb_gemm_cpu(d->m, d->n, d->k, warmup, d->reps, &g, err, errlen) != 0) return -1;
@@ -203,7 +225,7 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
         free(g.ms);
     }
     cJSON_AddNumberToObject(rec, "n_devices", 1);
-    cJSON_AddStringToObject(rec, "precision", "fp32");
+    cJSON_AddStringToObject(rec, "precision", prec);
     add_validity(rec, median, p90);
     cJSON_AddNumberToObject(rec, "m", d->m);
     cJSON_AddNumberToObject(rec, "n", d->n);

@@ -67,8 +67,9 @@ static void usage(FILE *f) {
                "  --min-bytes B    its smallest message (default 8)\n"
                "  --max-bytes B    its largest message (default 1 GiB)\n"
                "  --iters N        its timed all-reduces per size (default 20)\n"
-               "  --gemm N         the gemm kind instead of training: C = A B, N x N x N in fp32\n"
-               "                   (TF32 off), --steps timed products after 3 warm-up ones\n"
+               "  --gemm N         the gemm kind instead of training: C = A B, N x N x N in\n"
+               "                   --precision (fp32: TF32 off; fp16/bf16: 16-bit A and B,\n"
+               "                   fp32 accumulation), --steps timed products after 3 warm-up\n"
                "  -h, --help       this text\n");
 }
 
@@ -247,18 +248,19 @@ static int run_allreduce(const gb_backend_info_t *info, int devices, const char 
 
 /* the gemm kind through the backend's gemm op, as the worker runs it (its
  * entries are checked against a double reference after timing) */
-static int run_gemm(const gb_backend_info_t *info, int device, int n, int reps) {
+static int run_gemm(const gb_backend_info_t *info, int device, gb_precision_t prec, int n,
+                    int reps) {
     char err[GB_ERR_LEN] = "";
     double ms = 0, p90 = 0, gf = 0;
     int64_t win[2] = {0, 0};
-    if (gb_cuda_backend_ops.gemm(device, n, n, n, reps, &ms, &p90, &gf, win, err, sizeof(err)) !=
-        0) {
+    if (gb_cuda_backend_ops.gemm(device, prec, n, n, n, reps, &ms, &p90, &gf, win, err,
+                                 sizeof(err)) != 0) {
         fprintf(stderr, "gb_cuda_bench: gemm: %s\n", err);
         return 1;
     }
-    printf("{\"framework\":\"gpubench\",\"kind\":\"gemm\",\"impl\":\"cublas sgemm\","
-           "\"precision\":\"fp32\",\"device\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"reps\":%d,",
-           info->device_model, n, n, n, reps);
+    printf("{\"framework\":\"gpubench\",\"kind\":\"gemm\",\"impl\":\"cublasGemmEx\","
+           "\"precision\":\"%s\",\"device\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"reps\":%d,",
+           gb_precision_name(prec), info->device_model, n, n, n, reps);
     put_num("ms_median", ms);
     printf(",");
     put_num("ms_p90", p90);
@@ -400,7 +402,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (allred) return run_allreduce(&info, devices, ic, min_b, max_b, iters, warmup);
-    if (gemm) return run_gemm(&info, device, gemm, steps);
+    if (gemm) return run_gemm(&info, device, (gb_precision_t)prec, gemm, steps);
     gb_model_config_t mc;
     gb_model_config_resnet50(&mc, image);
     gb_model_t *m = gb_model_new(&mc, err, sizeof(err));

@@ -15,8 +15,9 @@
 #      (bench/gpu/carry_nccltests.sh): busbw size by size, the ratio
 #   5. PyTorch eager (torchvision resnet50, channels_last), same batch,
 #      warm-up and steps, when PyTorch with CUDA is installed
-#   5b. the gemm kind's fp32 matrix rate (cuBLAS, TF32 off; GEMM_N cubed,
-#      STEPS products) against torch.matmul with TF32 off (torch_gemm.py)
+#   5b. the gemm kind's matrix rate in fp32 (TF32 off), tf32, fp16 and bf16
+#      (cuBLAS; GEMM_N cubed, STEPS products) against torch.matmul set the
+#      same way (torch_gemm.py)
 #   6. ours in bf16 once more with our batch-norm kernels (cuDNN's is the
 #      default): what ours cost against cuDNN's
 #   6b. ours in bf16 with the image in 4 channels and fp16 in 8
@@ -539,35 +540,37 @@ else
 fi
 
 
-section "gemm: fp32 matrix rate (cuBLAS, TF32 off)"
-# the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number),
+section "gemm: matrix rate (cuBLAS) per precision"
+# the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number) in
+# fp32 (TF32 off), tf32, fp16 and bf16 (16-bit inputs, fp32 accumulation):
 # ours (the backend's gemm op, as the worker runs it) against torch.matmul
-# with TF32 off, same size and repetitions, each checked after timing
+# set the same way, same size and repetitions, each checked after timing
 if ! want gemm; then :
 elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
   status SKIPPED "gemm: gb_cuda_bench not built"
-elif [ "$(left)" -lt 60 ]; then
-  status SKIPPED "gemm: out of time"
 else
-  GO=; GT=
-  if timeout -k 10 "$(slot 60 30)" "$BUILD/gb_cuda_bench" --gemm "$GEMM_N" --steps "$STEPS" >"$LOG/gemm_ours.json" 2>"$LOG/gemm_ours.err"; then
-    GO=$(json_field "$LOG/gemm_ours.json" gflops)
-    status PASS "gemm ours ${GEMM_N}^3 fp32: $GO GFLOP/s, median $(json_field "$LOG/gemm_ours.json" ms_median) ms (checked)"
-  else
-    failed $? "gemm ours" "gemm_ours.err"
-  fi
-  if [ "${TORCH_OK:-0}" = 1 ]; then
-    if timeout -k 10 "$(slot 90 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_gemm.py --size "$GEMM_N" --reps "$STEPS" \
-         >"$LOG/gemm_torch.json" 2>"$LOG/gemm_torch.err"; then
-      GT=$(json_field "$LOG/gemm_torch.json" gflops)
-      status PASS "gemm torch.matmul ${GEMM_N}^3 fp32: $GT GFLOP/s (checked)"
+  GEMM_ROWS=
+  for p in fp32 tf32 fp16 bf16; do
+    if [ "$(left)" -lt 45 ]; then status SKIPPED "gemm $p: out of time"; continue; fi
+    GO=; GT=
+    if timeout -k 10 "$(slot 60 30)" "$BUILD/gb_cuda_bench" --gemm "$GEMM_N" --precision "$p" --steps "$STEPS" \
+         >"$LOG/gemm_ours_$p.json" 2>"$LOG/gemm_ours_$p.err"; then
+      GO=$(json_field "$LOG/gemm_ours_$p.json" gflops)
     else
-      failed $? "gemm torch.matmul" "gemm_torch.err"
+      failed $? "gemm ours $p" "gemm_ours_$p.err"
     fi
-  else
-    status SKIPPED "gemm torch.matmul: no PyTorch with CUDA"
-  fi
-  [ -n "$GO" ] && GEMM_NOTE="gemm fp32 ${GEMM_N}x${GEMM_N}x${GEMM_N} (TF32 off), median of $STEPS: gpubench $(num "$GO") GFLOP/s, torch.matmul $(num "$GT") GFLOP/s, ratio $(ratio "$GO" "$GT")"
+    if [ "${TORCH_OK:-0}" = 1 ] && [ "$(left)" -ge 45 ]; then
+      if timeout -k 10 "$(slot 90 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_gemm.py --size "$GEMM_N" \
+           --reps "$STEPS" --precision "$p" >"$LOG/gemm_torch_$p.json" 2>"$LOG/gemm_torch_$p.err"; then
+        GT=$(json_field "$LOG/gemm_torch_$p.json" gflops)
+      else
+        failed $? "gemm torch.matmul $p" "gemm_torch_$p.err"
+      fi
+    fi
+    [ -n "$GO$GT" ] && status PASS "gemm $p ${GEMM_N}^3: ours $(num "$GO") GFLOP/s, torch.matmul $(num "$GT") GFLOP/s, ratio $(ratio "$GO" "$GT") (each checked)"
+    GEMM_ROWS="$GEMM_ROWS $p $(num "$GO")/$(num "$GT")"
+  done
+  GEMM_NOTE="gemm ${GEMM_N}x${GEMM_N}x${GEMM_N}, median of $STEPS, GFLOP/s ours/torch.matmul:$GEMM_ROWS"
 fi
 
 section "gpubench bf16 with our batch norm"

@@ -1071,8 +1071,9 @@ const char *gb_cpu_backend_prim(void *state, int i, const char **impl) {
     return st->ctx->prims[i]->what;
 }
 
-static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
-                    double *gflops, int64_t window_ms[2], char *err, size_t errlen);
+static int cpu_gemm(int device, gb_precision_t prec, int m, int n, int k, int reps,
+                    double *ms_median, double *ms_p90, double *gflops, int64_t window_ms[2],
+                    char *err, size_t errlen);
 static int cpu_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t *cfg,
                          gb_allreduce_size_t *sizes, int n, char **details, char *err,
                          size_t errlen);
@@ -1103,9 +1104,15 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static int cpu_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
-                    double *gflops, int64_t window_ms[2], char *err, size_t errlen) {
+static int cpu_gemm(int device, gb_precision_t prec, int m, int n, int k, int reps,
+                    double *ms_median, double *ms_p90, double *gflops, int64_t window_ms[2],
+                    char *err, size_t errlen) {
     (void)device;
+    if (prec != GB_PREC_FP32) {
+        snprintf(err, errlen, "gemm in %s: the CPU's gemm is oneDNN's sgemm, fp32 only",
+                 gb_precision_name(prec));
+        return -1;
+    }
     if (m < 1 || n < 1 || k < 1 || reps < 1 || reps > 100000) {
         snprintf(err, errlen, "gemm: bad sizes m=%d n=%d k=%d reps=%d", m, n, k, reps);
         return -1;

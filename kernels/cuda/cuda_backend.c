@@ -188,14 +188,24 @@ static int cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_confi
     return gb_cuda_allreduce(replica, comm, cfg, sizes, n, details, err, errlen);
 }
 
-/* SGEMM C = A B (m x k times k x n, column-major), fp32 with TF32 off;
- * inputs drawn with cuda_math.h's generator on the host, median of `reps`
- * event-timed runs after 3 warm-up runs, then a check of 16 elements
- * against double dot products (|err| <= 2 k 2^-24 sum|a b|, the fp32
- * accumulation bound). */
-static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_median, double *ms_p90,
-                     double *gflops, int64_t window_ms[2], char *err, size_t errlen) {
-    float *hA = NULL, *hB = NULL, *dA = NULL, *dB = NULL, *dC = NULL;
+/* GEMM C = A B (m x k times k x n, column-major) in `prec`: fp32 (pedantic
+ * math, TF32 off), tf32 (fp32 data, CUBLAS_COMPUTE_32F_FAST_TF32), fp16 or
+ * bf16 (A and B stored in 16 bits, C in fp32, fp32 accumulation: the tensor
+ * cores' rate the buying guides quote); inputs drawn with cuda_math.h's
+ * generator on the host (rounded to 16 bits there for fp16/bf16, so the
+ * reference sees what the GPU multiplies), median of `reps` event-timed
+ * runs after 3 warm-up runs, then a check of 16 elements against double dot
+ * products. The bound is the fp32 accumulation's, 2 k 2^-24 sum|a b| in
+ * fp32 (pedantic: round to nearest); twice that where tensor cores add (they
+ * may truncate instead of rounding), and for tf32 2^-9 sum|a b| more (its
+ * inputs keep 10 of fp32's 23 mantissa bits; products of 16-bit inputs are
+ * exact in fp32). */
+static int cuda_gemm(int device, gb_precision_t prec, int m, int n, int k, int reps,
+                     double *ms_median, double *ms_p90, double *gflops, int64_t window_ms[2],
+                     char *err, size_t errlen) {
+    float *hA = NULL, *hB = NULL, *dC = NULL;
+    uint16_t *h16 = NULL;
+    void *dA = NULL, *dB = NULL;
     double *times = NULL;
     cublasHandle_t h = NULL;
     cudaStream_t st = NULL;
@@ -204,6 +214,19 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
         snprintf(err, errlen, "gemm sizes %dx%dx%d reps %d out of range", m, n, k, reps);
         return -1;
     }
+    if (prec != GB_PREC_FP32 && prec != GB_PREC_TF32 && prec != GB_PREC_FP16 &&
+        prec != GB_PREC_BF16) {
+        snprintf(err, errlen, "gemm: unknown precision %d", (int)prec);
+        return -1;
+    }
+    int half = prec == GB_PREC_FP16 || prec == GB_PREC_BF16;
+    cudaDataType_t ab_type = prec == GB_PREC_FP16   ? CUDA_R_16F
+                             : prec == GB_PREC_BF16 ? CUDA_R_16BF
+                                                    : CUDA_R_32F;
+    cublasComputeType_t compute = prec == GB_PREC_FP32   ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                  : prec == GB_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                         : CUBLAS_COMPUTE_32F;
+    size_t esz = half ? sizeof(uint16_t) : sizeof(float);
     int cnt = device_count(err, errlen);
     if (cnt < 0) return -1;
     if (device < 0 || device >= cnt) {
@@ -213,8 +236,9 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
     hA = malloc(na * sizeof(float));
     hB = malloc(nb * sizeof(float));
+    h16 = half ? malloc((na > nb ? na : nb) * sizeof(uint16_t)) : NULL;
     times = malloc((size_t)reps * sizeof(double));
-    if (!hA || !hB || !times) {
+    if (!hA || !hB || !times || (half && !h16)) {
         snprintf(err, errlen, "out of host memory");
         goto fail;
     }
@@ -226,26 +250,45 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CK_CUDA(cudaEventCreate(&e0));
     CK_CUDA(cudaEventCreate(&e1));
-    CK_CUDA(cudaMalloc((void **)&dA, na * sizeof(float)));
-    CK_CUDA(cudaMalloc((void **)&dB, nb * sizeof(float)));
+    CK_CUDA(cudaMalloc(&dA, na * esz));
+    CK_CUDA(cudaMalloc(&dB, nb * esz));
     CK_CUDA(cudaMalloc((void **)&dC, nc * sizeof(float)));
     /* on the timing stream and waited for: a plain cudaMemcpy goes through the
      * legacy default stream, which a non-blocking stream does not wait on, and
-     * returns from pageable memory before the DMA has landed */
-    CK_CUDA(cudaMemcpyAsync(dA, hA, na * sizeof(float), cudaMemcpyHostToDevice, st));
-    CK_CUDA(cudaMemcpyAsync(dB, hB, nb * sizeof(float), cudaMemcpyHostToDevice, st));
-    CK_CUDA(cudaStreamSynchronize(st));
+     * returns from pageable memory before the DMA has landed. 16-bit inputs
+     * go through h16, one matrix at a time, and hA/hB keep their rounded
+     * values for the check. */
+    for (int which = 0; which < 2; which++) {
+        float *hx = which ? hB : hA;
+        size_t nx = which ? nb : na;
+        void *dx = which ? dB : dA;
+        if (half) {
+            for (size_t i = 0; i < nx; i++) {
+                if (prec == GB_PREC_FP16) {
+                    h16[i] = gb_float_to_half(hx[i]);
+                    hx[i] = gb_half_to_float(h16[i]);
+                } else {
+                    h16[i] = gb_float_to_bf16(hx[i]);
+                    hx[i] = gb_bf16_to_float(h16[i]);
+                }
+            }
+            CK_CUDA(cudaMemcpyAsync(dx, h16, nx * esz, cudaMemcpyHostToDevice, st));
+        } else {
+            CK_CUDA(cudaMemcpyAsync(dx, hx, nx * esz, cudaMemcpyHostToDevice, st));
+        }
+        CK_CUDA(cudaStreamSynchronize(st));
+    }
     CK_BLAS(cublasCreate(&h));
     CK_BLAS(cublasSetStream(h, st));
-    CK_BLAS(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+    CK_BLAS(
+        cublasSetMathMode(h, prec == GB_PREC_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
     const float one = 1.0f, zero = 0.0f;
     for (int r = -3; r < reps; r++) {
         if (r == 0 && window_ms)
             window_ms[0] = gb_engine_wall_ms(); /* the GPU is warm and busy now */
         CK_CUDA(cudaEventRecord(e0, st));
-        CK_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, CUDA_R_32F, m, dB,
-                             CUDA_R_32F, k, &zero, dC, CUDA_R_32F, m, CUBLAS_COMPUTE_32F_PEDANTIC,
-                             CUBLAS_GEMM_DEFAULT));
+        CK_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, dA, ab_type, m, dB,
+                             ab_type, k, &zero, dC, CUDA_R_32F, m, compute, CUBLAS_GEMM_DEFAULT));
         CK_CUDA(cudaEventRecord(e1, st));
         CK_CUDA(cudaEventSynchronize(e1));
         float ms = 0.0f;
@@ -262,6 +305,9 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     if (ms_p90) *ms_p90 = ss.p90;
     *gflops = 2.0 * m * n * (double)k / (*ms_median * 1e6);
     /* verify after timing */
+    const double u32 = 5.960464477539063e-8; /* 2^-24 */
+    double acc = (prec == GB_PREC_FP32 ? 2.0 : 4.0) * k * u32;
+    double in = prec == GB_PREC_TF32 ? 1.953125e-3 /* 2^-9 */ : 0.0;
     for (int t = 0; t < 16; t++) {
         int i = (int)(gb_synth_uniform(9, 5, (uint64_t)t) * m);
         int j = (int)(gb_synth_uniform(9, 6, (uint64_t)t) * n);
@@ -275,10 +321,10 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
             ref += p;
             mag += p < 0 ? -p : p;
         }
-        double bound = 2.0 * k * 5.960464477539063e-8 * mag + 1e-30;
+        double bound = (acc + in) * mag + 1e-30;
         if (!(got - ref <= bound && ref - got <= bound)) {
-            snprintf(err, errlen, "gemm check failed at C[%d,%d]: %.9g vs %.9g (bound %.3g)", i, j,
-                     (double)got, ref, bound);
+            snprintf(err, errlen, "gemm %s check failed at C[%d,%d]: %.9g vs %.9g (bound %.3g)",
+                     gb_precision_name(prec), i, j, (double)got, ref, bound);
             goto fail;
         }
     }
@@ -291,6 +337,7 @@ static int cuda_gemm(int device, int m, int n, int k, int reps, double *ms_media
     cudaStreamDestroy(st);
     free(hA);
     free(hB);
+    free(h16);
     free(times);
     return 0;
 fail:
@@ -303,6 +350,7 @@ fail:
     if (st) cudaStreamDestroy(st);
     free(hA);
     free(hB);
+    free(h16);
     free(times);
     return -1;
 }

@@ -611,10 +611,10 @@ submit_flags)
 LIST
     "$GB" submit --kind resnet50,resnet50 >/dev/null 2>"$T/f.err" && fail "a kind twice accepted"
     contains "--kind named" "$T/f.err" "gpubench submit: rejected: --kind: 'resnet50' given twice"
-    "$GB" submit --kind gemm --precision fp16 >/dev/null 2>"$T/f.err" && fail "gemm --precision accepted"
-    # and the kinds it does apply to, and what to do (gemm has no precision)
-    contains "--precision named" "$T/f.err" "gpubench submit: rejected: --precision does not apply to gemm, the kind of this spec; it applies to resnet50 only (gemm runs in fp32): drop it, or add resnet50 to the kinds"
-    "$GB" submit --kind gemm,resnet50 --precision fp16 >/dev/null 2>"$T/f.err" && fail "gemm,resnet50 --precision accepted with no node"
+    "$GB" submit --kind allreduce --precision fp16 >/dev/null 2>"$T/f.err" && fail "allreduce --precision accepted"
+    # and the kinds it does apply to, and what to do (allreduce has no precision)
+    contains "--precision named" "$T/f.err" "gpubench submit: rejected: --precision does not apply to allreduce, the kind of this spec; it applies to resnet50 and gemm only (allreduce runs in fp32): drop it, or add one of those to the kinds"
+    "$GB" submit --kind allreduce,resnet50 --precision fp16 >/dev/null 2>"$T/f.err" && fail "allreduce,resnet50 --precision accepted with no node"
     contains "--precision applies with resnet50 among the kinds" "$T/f.err" "gpubench submit: rejected: no known node can run job 1"
     # --name: one string, as given (a tab in it)
     "$GB" submit --kind sleep --name "$(printf 'a\tb')" >/dev/null 2>"$T/f.err" && fail "a name with a tab accepted"

@@ -23,6 +23,17 @@ resnet50)
         args=(--kind resnet50 --backend cpu --batch 2 --steps 2 --warmup 1 --image-size 64); status=failed; rstatus=failed; want="resnet50 engine not built"
     fi ;;
 gemm)     args=(--kind gemm --param m=96 --param n=80 --param k=72 --param reps=5); status=done; rstatus=ok; want="" ;;
+gemm_half_cpu)
+    # a gemm in another precision than fp32 on a CPU node: refused at
+    # submit with the reason (placement), and a worker given one anyway
+    # (a job from elsewhere) fails saying so, before any work
+    "$GB" submit --kind gemm --backend cpu --precision bf16 >/dev/null 2>"$T/sub.err" && fail "gemm bf16 on the CPU accepted"
+    contains "submit says why" "$T/sub.err" "gemm in bf16 needs a GPU (the CPU's gemm is oneDNN's sgemm: fp32) and node a1 would run it on the CPU"
+    printf '{"job_id": 7, "attempt": 1, "params": {"kind": "gemm", "backend": "cpu", "precision": "fp16", "m": 8, "n": 8, "k": 8, "reps": 1}}' >"$T/job.json"
+    "$GB" worker --job "$T/job.json" --out "$T/rec.json" >"$T/worker.log" 2>&1
+    contains "the worker's record says why" "$T/rec.json" "gemm in fp16: the CPU's gemm is oneDNN's sgemm, fp32 only (run it with backend cuda)"
+    echo ok
+    exit 0 ;;
 *) fail "unknown case $case" ;;
 esac
 sweep=$(submit "${args[@]}")

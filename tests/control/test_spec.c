@@ -137,7 +137,9 @@ static void case_kinds(void) {
     gb_sweep_def_t d = parse_ok("{\"kind\": [\"resnet50\", \"gemm\", \"sleep\"],"
                                 " \"precision\": [\"fp32\", \"bf16\"], \"m\": [64, 128],"
                                 " \"duration_ms\": 5, \"backend\": [\"cpu\", \"auto\"]}");
-    CHECKF(d.n_jobs == 2 * 2 + 2 * 2 + 2, "%zu jobs", d.n_jobs);
+    /* resnet50: precision x backend; gemm: precision x m x backend (gemm
+     * takes a precision since 2026-12-05); sleep: backend */
+    CHECKF(d.n_jobs == 2 * 2 + 2 * 2 * 2 + 2, "%zu jobs", d.n_jobs);
     size_t n_res = 0, n_gemm = 0, n_sleep = 0;
     for (size_t i = 0; i < d.n_jobs; i++) {
         const gb_jobdef_t *j = &d.jobs[i];
@@ -146,14 +148,16 @@ static void case_kinds(void) {
             CHECK(j->m == 0 && j->duration_ms == 0);
         } else if (strcmp(j->kind, "gemm") == 0) {
             n_gemm++;
-            CHECK(j->precision[0] == '\0' && j->batch == 0 && j->gpus == 1 && j->n == 2048);
+            CHECK((strcmp(j->precision, "fp32") == 0 || strcmp(j->precision, "bf16") == 0) &&
+                  j->batch == 0 && j->gpus == 1 && j->n == 2048);
             CHECK(j->timeout_s == 600);
         } else {
             n_sleep++;
-            CHECK(j->duration_ms == 5 && j->m == 0 && j->timeout_s == 60);
+            CHECK(j->duration_ms == 5 && j->m == 0 && j->timeout_s == 60 &&
+                  j->precision[0] == '\0');
         }
     }
-    CHECK(n_res == 4 && n_gemm == 4 && n_sleep == 2);
+    CHECK(n_res == 4 && n_gemm == 8 && n_sleep == 2);
     /* kinds in the order given */
     CHECK(strcmp(d.jobs[0].kind, "resnet50") == 0 &&
           strcmp(d.jobs[d.n_jobs - 1].kind, "sleep") == 0);
@@ -165,6 +169,7 @@ static void case_defaults(void) {
     CHECK(d.n_jobs == 1);
     const gb_jobdef_t *j = &d.jobs[0];
     CHECK(j->m == 2048 && j->n == 2048 && j->k == 2048 && j->reps == 10);
+    CHECK(strcmp(j->precision, "fp32") == 0);
     CHECK(strcmp(j->nodes, "*") == 0 && j->labels[0] == '\0' && j->max_attempts == 0);
     CHECK(d.name[0] == '\0');
     gb_sweep_def_free(&d);
@@ -265,11 +270,14 @@ static const struct {
     {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
      "'duration_ms' does not apply"},
     /* which kinds the key applies to, so the refusal says what to do (it
-     * said "does not apply to the kind(s) of this spec" alone); gemm has no
-     * precision key: it runs in fp32 */
-    {"bad_not_applicable_precision", "{\"kind\": \"gemm\", \"precision\": \"fp16\"}", 0,
-     "'precision' does not apply to gemm, the kind of this spec; it applies to resnet50 only "
-     "(gemm runs in fp32): drop it, or add resnet50 to the kinds"},
+     * said "does not apply to the kind(s) of this spec" alone); allreduce
+     * has no precision key: it runs in fp32 */
+    {"bad_not_applicable_precision", "{\"kind\": \"allreduce\", \"precision\": \"fp16\"}", 0,
+     "'precision' does not apply to allreduce, the kind of this spec; it applies to resnet50 and "
+     "gemm only (allreduce runs in fp32): drop it, or add one of those to the kinds"},
+    {"bad_not_applicable_precision_sleep", "{\"kind\": \"sleep\", \"precision\": \"fp16\"}", 0,
+     "'precision' does not apply to sleep, the kind of this spec; it applies to resnet50 and "
+     "gemm only: drop it, or add one of those to the kinds"},
     {"bad_not_applicable_kinds", "{\"kind\": [\"gemm\", \"sleep\"], \"warmup\": 2}", 0,
      "'warmup' does not apply to gemm and sleep, the kinds of this spec; it applies to resnet50 "
      "and allreduce only: drop it, or add one of those to the kinds"},

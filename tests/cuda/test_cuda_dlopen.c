@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
         CHECKF(strstr(err, want), "create said: %s", err);
         double ms = 0, gf = 0;
         err[0] = 0;
-        CHECK(ops->gemm(0, 64, 64, 64, 3, &ms, NULL, &gf, NULL, err, sizeof(err)) == -1);
+        CHECK(ops->gemm(0, GB_PREC_FP16, 64, 64, 64, 3, &ms, NULL, &gf, NULL, err, sizeof(err)) ==
+              -1);
         CHECKF(strstr(err, want), "gemm said: %s", err);
         gb_model_destroy(&m);
     } else {

@@ -216,16 +216,25 @@ int main(void) {
             cu->destroy(&st);
         }
     }
-    /* the matrix-rate probe */
-    {
+    /* the matrix-rate probe in every precision (each checks 16 entries
+     * against double after timing, and fails past its bound) */
+    for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++) {
         double ms = 0, p90 = 0, gf = 0;
         int64_t win[2] = {0, 0};
-        CHECKF(cu->gemm(0, 1024, 1024, 1024, 5, &ms, &p90, &gf, win, err, sizeof(err)) == 0, "%s",
-               err);
+        CHECKF(cu->gemm(0, (gb_precision_t)p, 1024, 1024, 1024, 5, &ms, &p90, &gf, win, err,
+                        sizeof(err)) == 0,
+               "gemm %s: %s", gb_precision_name((gb_precision_t)p), err);
         CHECK(win[0] > 0 && win[1] >= win[0]);
         CHECK(ms > 0 && gf > 0 && p90 >= ms);
-        printf("sgemm 1024^3: %.3f ms, %.0f GFLOP/s\n", ms, gf);
-        CHECK(cu->gemm(0, 0, 1, 1, 1, &ms, NULL, &gf, NULL, err, sizeof(err)) == -1);
+        printf("gemm %s 1024^3: %.3f ms, %.0f GFLOP/s\n", gb_precision_name((gb_precision_t)p), ms,
+               gf);
+    }
+    {
+        double ms = 0, gf = 0;
+        CHECK(cu->gemm(0, GB_PREC_FP32, 0, 1, 1, 1, &ms, NULL, &gf, NULL, err, sizeof(err)) == -1);
+        CHECK(cu->gemm(0, (gb_precision_t)9, 64, 64, 64, 1, &ms, NULL, &gf, NULL, err,
+                       sizeof(err)) == -1 &&
+              strstr(err, "unknown precision"));
     }
     gb_rule_free(&ref);
     gb_rule_free(&ref_half);

@@ -411,7 +411,8 @@ static void test_resnet50_impls(void) {
     /* gemm probe */
     double ms, p90, gf;
     int64_t win[2] = {0, 0}, before = gb_engine_wall_ms();
-    CHECKF(gb_cpu_backend_ops.gemm(0, 256, 256, 256, 5, &ms, &p90, &gf, win, e, sizeof(e)) == 0,
+    CHECKF(gb_cpu_backend_ops.gemm(0, GB_PREC_FP32, 256, 256, 256, 5, &ms, &p90, &gf, win, e,
+                                   sizeof(e)) == 0,
            "%s", e);
     CHECK(ms > 0 && gf > 1 && p90 >= ms);
     /* the timed window: inside the call, after its set-up, at least 5 runs long */
@@ -420,7 +421,12 @@ static void test_resnet50_impls(void) {
                win[1] - win[0] >= (int64_t)(3 * ms) - 1,
            "window %lld..%lld, call from %lld, median %.3f ms", (long long)win[0],
            (long long)win[1], (long long)before, ms);
-    CHECK(gb_cpu_backend_ops.gemm(0, 0, 256, 256, 5, &ms, NULL, &gf, NULL, e, sizeof(e)) == -1);
+    CHECK(gb_cpu_backend_ops.gemm(0, GB_PREC_FP32, 0, 256, 256, 5, &ms, NULL, &gf, NULL, e,
+                                  sizeof(e)) == -1);
+    /* fp32 only: another precision is refused, saying so */
+    CHECK(gb_cpu_backend_ops.gemm(0, GB_PREC_BF16, 64, 64, 64, 1, &ms, NULL, &gf, NULL, e,
+                                  sizeof(e)) == -1);
+    CHECKF(strstr(e, "gemm in bf16: the CPU's gemm is oneDNN's sgemm, fp32 only"), "%s", e);
     gb_backend_info_t info;
     CHECK(gb_cpu_backend_ops.probe(&info, e, sizeof(e)) == 0 && strstr(info.versions, "onednn"));
 }
