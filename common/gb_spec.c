@@ -862,6 +862,10 @@ char *gb_jobdef_to_json(const gb_jobdef_t *j) {
             if (strcmp(kd->key, "fail_at") == 0 && strcmp(base, "end") == 0) continue;
             /* the default: jobs keep the parameters they had before it */
             if (strcmp(kd->key, "launch") == 0 && strcmp(base, "auto") == 0) continue;
+            /* a gemm in fp32 says nothing: its job is what it was before gemm
+             * took a precision, which an older agent's worker still runs */
+            if (strcmp(kd->key, "precision") == 0 && (bit & K_GEMM) && strcmp(base, "fp32") == 0)
+                continue;
             cJSON_AddStringToObject(o, kd->key, base);
         }
     }

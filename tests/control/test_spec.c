@@ -170,6 +170,16 @@ static void case_defaults(void) {
     const gb_jobdef_t *j = &d.jobs[0];
     CHECK(j->m == 2048 && j->n == 2048 && j->k == 2048 && j->reps == 10);
     CHECK(strcmp(j->precision, "fp32") == 0);
+    /* its job says no precision in fp32, as before gemm took one (an
+     * older worker refuses the key), and another one */
+    char *json = gb_jobdef_to_json(j);
+    CHECKF(json && !strstr(json, "precision"), "%s", json);
+    free(json);
+    gb_sweep_def_t h = parse_ok("{\"kind\": \"gemm\", \"precision\": \"fp16\"}");
+    json = gb_jobdef_to_json(&h.jobs[0]);
+    CHECKF(json && strstr(json, "\"precision\":\"fp16\""), "%s", json);
+    free(json);
+    gb_sweep_def_free(&h);
     CHECK(strcmp(j->nodes, "*") == 0 && j->labels[0] == '\0' && j->max_attempts == 0);
     CHECK(d.name[0] == '\0');
     gb_sweep_def_free(&d);
