@@ -4266,6 +4266,18 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
     }
     c->side_failed_ms = 0;
     c->store_logged_ms = 0;
+    /* From our close to our next read the file had no shared lock: a
+     * `sqlite3` that wrote into a WAL of its own meanwhile, closing in that
+     * moment as the last connection, checkpointed it into the file, over
+     * what ours had just put there (seen: the store's schema lost, only the
+     * writer's table left). Held by a child until the store is open again,
+     * such a WAL stays, and is set aside below. */
+    gb_store_hold_t hold;
+    char herr[PATH_MAX + 128];
+    if (gb_store_hold(path, &hold, herr, sizeof herr) != 0)
+        gb_warn("store %s: %s; opening it again without (another process's close may write "
+                "into it meanwhile)",
+                name, herr);
     /* everything committed is in the store's file, synced: what waited for
      * durability goes now */
     if (c->syncer) gb_syncer_destroy(&c->syncer);
@@ -4277,11 +4289,14 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
     sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
     gb_store_close(&c->store);
     if (set_aside_foreign_wal(path, name) != 0) {
+        gb_store_release(&hold);
         c->fatal = 1;
         return;
     }
-    if (!store_reopen(c, path, name, "was checkpointed but")) return;
-    wake_readers(gb_store_db(c->store));
+    int opened = store_reopen(c, path, name, "was checkpointed but");
+    if (opened) wake_readers(gb_store_db(c->store)); /* a read: ours is the shared lock now */
+    gb_store_release(&hold);
+    if (!opened) return;
     gb_warn("store %s: its write-ahead log (%s-wal or -shm) was removed while the coordinator "
             "ran: wrote everything in it into the store and opened it again",
             name, path);

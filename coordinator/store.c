@@ -8,12 +8,18 @@
 #include "gb_util.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 enum {
     S_NODE_UPSERT,
@@ -317,6 +323,114 @@ void gb_store_close(gb_store_t **self_p) {
     sqlite3_close(self->db);
     free(self);
     *self_p = NULL;
+}
+
+/* ---- the file held across a close (see store.h) --------------------------- */
+
+/* SQLite's unix VFS: a shared lock is a read lock on these bytes, the
+ * exclusive lock a write lock on all of them (os_unix.c, PENDING_BYTE
+ * 0x40000000 + 2, SHARED_SIZE 510). */
+#define SQLITE_SHARED_FIRST 0x40000002
+#define SQLITE_SHARED_SIZE  510
+
+/* The child: only calls that are safe after fork in a threaded process.
+ * It tells st_fd 0 or the errno and the step, then waits for go_fd's end. */
+static void hold_child(const char *path, int st_fd, int go_fd) {
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, NULL); /* a ^C to the terminal's group: the parent decides */
+    sigaction(SIGTERM, &ign, NULL);
+    sigaction(SIGHUP, &ign, NULL);
+    int said[2] = {0, 0}; /* errno; 1: open, 2: lock */
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        said[0] = errno;
+        said[1] = 1;
+    } else {
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_RDLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = SQLITE_SHARED_FIRST;
+        fl.l_len = SQLITE_SHARED_SIZE;
+        /* busy only while another process holds the exclusive lock (its
+         * close checkpointing): a moment */
+        for (int i = 0; i < 200; i++) {
+            if (fcntl(fd, F_SETLK, &fl) == 0) {
+                said[0] = 0;
+                break;
+            }
+            said[0] = errno;
+            said[1] = 2;
+            if (errno != EAGAIN && errno != EACCES && errno != EINTR) break;
+            nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        }
+    }
+    if (write(st_fd, said, sizeof said) != (ssize_t)sizeof said || said[0]) _exit(1);
+    close(st_fd);
+    char b;
+    while (read(go_fd, &b, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+}
+
+int gb_store_hold(const char *path, gb_store_hold_t *h, char *err, size_t errlen) {
+    int st[2], go[2];
+    h->pid = 0;
+    h->fd = -1;
+    if (pipe(st) != 0) {
+        gb_fmt(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe(go) != 0) {
+        gb_fmt(err, errlen, "pipe: %s", strerror(errno));
+        close(st[0]);
+        close(st[1]);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) { /* not into what a later exec starts */
+        fcntl(st[i], F_SETFD, FD_CLOEXEC);
+        fcntl(go[i], F_SETFD, FD_CLOEXEC);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(st[0]);
+        close(go[1]); /* its own copy would keep the pipe from ending */
+        hold_child(path, st[1], go[0]);
+    }
+    close(st[1]);
+    close(go[0]);
+    if (pid < 0) {
+        gb_fmt(err, errlen, "fork: %s", strerror(errno));
+        close(st[0]);
+        close(go[1]);
+        return -1;
+    }
+    int said[2] = {0, 0};
+    ssize_t n;
+    while ((n = read(st[0], said, sizeof said)) < 0 && errno == EINTR) {
+    }
+    close(st[0]);
+    h->pid = (int)pid;
+    h->fd = go[1];
+    if (n == (ssize_t)sizeof said && said[0] == 0) return 0;
+    gb_store_release(h);
+    if (n != (ssize_t)sizeof said)
+        gb_fmt(err, errlen, "the process that would hold %s ended at once", path);
+    else
+        gb_fmt(err, errlen, "cannot %s %s: %s", said[1] == 1 ? "open" : "lock", path,
+               strerror(said[0]));
+    return -1;
+}
+
+void gb_store_release(gb_store_hold_t *h) {
+    if (!h || !h->pid) return;
+    close(h->fd);
+    while (waitpid((pid_t)h->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    h->pid = 0;
+    h->fd = -1;
 }
 
 int gb_store_begin(gb_store_t *self) {

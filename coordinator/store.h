@@ -50,6 +50,25 @@ int gb_store_set_synchronous(gb_store_t *self, int full);
  * (SQLite's default 1000); 0: never (someone else checkpoints: syncer.h). */
 int gb_store_set_autocheckpoint(gb_store_t *self, int pages);
 
+/* The store's file held as SQLite's own connections hold it in WAL mode
+ * (a read lock on its shared-lock bytes), by a child process, while this
+ * process closes its connection and opens it again: another process's last
+ * connection to close meanwhile cannot take the exclusive lock, so it does
+ * not checkpoint its WAL into the file (SQLite does that only as the last
+ * connection). Such a WAL may have been written against the file as it was
+ * before (coordinator.c: keep_side_files). The lock belongs to the child
+ * (record locks are per process: a descriptor of ours would lose SQLite's
+ * own locks on that file when closed); it goes with gb_store_release, or
+ * when this process dies. */
+typedef struct gb_store_hold {
+    int pid; /* the child; 0: none */
+    int fd;  /* the pipe whose close lets it go */
+} gb_store_hold_t;
+/* 0 with *h held, or -1 with the reason (nothing held). */
+int gb_store_hold(const char *path, gb_store_hold_t *h, char *err, size_t errlen);
+/* Let it go and reap the child (nothing when none is held). */
+void gb_store_release(gb_store_hold_t *h);
+
 /* ---- nodes -------------------------------------------------------------- */
 
 typedef struct gb_store_gpu {

@@ -94,6 +94,9 @@
 #                store before the repair: its writes, made into a WAL of
 #                its own against the file without what ours held, are set
 #                aside (PATH-wal.aside-TIME), not applied over the store
+#                (a close of the writer's in the repair's own moment, between
+#                the coordinator's close and reopen, once checkpointed it
+#                over the store: control_test_store_hold_* force that one)
 #   wal_removed_disk_full
 #                the same (--sync full) on a full disk: the checkpoint cannot
 #                grow the store's file; said, the coordinator goes on and
