@@ -16,8 +16,40 @@ HB=100
 LOST=5
 export GB_LOG_LEVEL=info
 
+# The watchdog: ctest's timeout kills a script that hangs without a word
+# (seen once in CI: hardening_security_client_no_key at 120 s, nothing
+# said). After GB_WATCHDOG_S seconds (100) it says what runs under the
+# script (each process, and each of its threads with its state and kernel
+# wait channel) and the logs' last lines. It stops nothing: a test still
+# running then goes on.
+watchdog() {
+    local s p t
+    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep "${GB_WATCHDOG_S:-100}" </dev/null >/dev/null 2>&1 &
+    s=$!
+    wait "$s"
+    {
+        echo "---- WATCHDOG: the test still runs after ${GB_WATCHDOG_S:-100} s ($T) ----"
+        for p in $(ps -e -o pid=,ppid= | awk -v root="$$" '{pp[$1] = $2}
+            END { for (p in pp) { q = p; while (q in pp && q != root && q > 1) q = pp[q]
+                  if (q == root) print p } }'); do
+            [ "$p" = "$BASHPID" ] && continue
+            ps -o pid=,ppid=,stat=,etimes=,args= -p "$p" || continue # gone meanwhile
+            for t in /proc/"$p"/task/*; do
+                [ -e "$t" ] || continue
+                echo "    thread ${t##*/} $(cat "$t/comm" 2>/dev/null)" \
+                    "state $(awk '{print $3}' "$t/stat" 2>/dev/null) wchan $(cat "$t/wchan" 2>/dev/null)"
+            done
+        done
+        for p in "$T"/*.log; do [ -f "$p" ] && { echo "== $p"; tail -n 20 "$p"; }; done
+    } >&2
+}
+watchdog &
+WATCHDOG_PID=$!
+
 cleanup() {
     local rc=$?
+    kill -TERM "$WATCHDOG_PID" 2>/dev/null
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${PIDS[@]}"; do
         for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
