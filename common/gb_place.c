@@ -94,10 +94,10 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
                    node->cpu_cores, job->gpus);
             return 0;
         }
-        if (strcmp(job->kind, "gemm") == 0 && job->precision[0] &&
-            strcmp(job->precision, "fp32") != 0) {
+        if (strcmp(job->kind, "gemm") == 0 &&
+            (strcmp(job->precision, "tf32") == 0 || strcmp(job->precision, "fp16") == 0)) {
             gb_fmt(why, whylen,
-                   "gemm in %s needs a GPU (the CPU's gemm is oneDNN's sgemm: fp32) and node %s "
+                   "gemm in %s needs a GPU (the CPU's gemm runs in fp32 and bf16) and node %s "
                    "would run it on the CPU",
                    job->precision, node->name);
             return 0;
@@ -109,8 +109,8 @@ int gb_place_fits(const gb_node_caps_t *node, const gb_jobdef_t *job, char *back
         }
         if (job->precision[0] && node->cpu_precisions && node->cpu_precisions[0] &&
             !in_list(node->cpu_precisions, job->precision)) {
-            gb_fmt(why, whylen, "node %s's CPU trains in %s only%s", node->name,
-                   node->cpu_precisions,
+            gb_fmt(why, whylen, "node %s's CPU %s in %s only%s", node->name,
+                   strcmp(job->kind, "gemm") == 0 ? "multiplies" : "trains", node->cpu_precisions,
                    strcmp(job->precision, "bf16") == 0 ? " (bf16 needs avx512_bf16)" : "");
             return 0;
         }

@@ -195,16 +195,17 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
         return -1;
 #endif
     } else {
-        if (strcmp(prec, "fp32") != 0) {
+        int bf16 = strcmp(prec, "bf16") == 0;
+        if (!bf16 && strcmp(prec, "fp32") != 0) {
             gb_fmt(err, errlen,
-                   "gemm in %s: the CPU's gemm is oneDNN's sgemm, fp32 only (run it with "
-                   "backend cuda)",
+                   "gemm in %s: the CPU's gemm runs in fp32 (oneDNN's sgemm) and bf16 (its "
+                   "matmul) only (run it with backend cuda)",
                    prec);
             return -1;
         }
         gb_gemm_out_t g;
         int warmup = d->reps < 2 ? d->reps : 2;
-        if (gb_gemm_cpu(d->m, d->n, d->k, warmup, d->reps, &g, err, errlen) != 0) return -1;
+        if (gb_gemm_cpu(d->m, d->n, d->k, bf16, warmup, d->reps, &g, err, errlen) != 0) return -1;
         median = g.ms_median;
         p90 = g.ms_p90;
         add_window(rec, g.window_ms[0], g.window_ms[1]);
@@ -212,9 +213,9 @@ static int run_gemm(const job_t *job, cJSON *rec, char *err, size_t errlen) {
         char cpu[256];
         gb_sys_cpu_model(cpu, sizeof cpu);
         cJSON_AddStringToObject(rec, "device_model", cpu);
-        cJSON_AddStringToObject(details, "impl", "dnnl_sgemm");
+        cJSON_AddStringToObject(details, "impl", g.impl);
         cJSON_AddNumberToObject(details, "threads", g.threads);
-        cJSON_AddNumberToObject(details, "warmup", warmup);
+        cJSON_AddNumberToObject(details, "warmup", g.warmup);
         cJSON_AddNumberToObject(details, "verified_entries", g.checked);
         cJSON_AddNumberToObject(details, "ms_min", g.ms_min);
         cJSON_AddNumberToObject(details, "ms_max", g.ms_max);

@@ -24,16 +24,27 @@ resnet50)
     fi ;;
 gemm)     args=(--kind gemm --param m=96 --param n=80 --param k=72 --param reps=5); status=done; rstatus=ok; want="" ;;
 gemm_half_cpu)
-    # a gemm in another precision than fp32 on a CPU node: refused at
-    # submit with the reason (placement), and a worker given one anyway
-    # (a job from elsewhere) fails saying so, before any work
-    "$GB" submit --kind gemm --backend cpu --precision bf16 >/dev/null 2>"$T/sub.err" && fail "gemm bf16 on the CPU accepted"
-    contains "submit says why" "$T/sub.err" "gemm in bf16 needs a GPU (the CPU's gemm is oneDNN's sgemm: fp32) and node a1 would run it on the CPU"
-    printf '{"job_id": 7, "attempt": 1, "params": {"kind": "gemm", "backend": "cpu", "precision": "fp16", "m": 8, "n": 8, "k": 8, "reps": 1}}' >"$T/job.json"
+    # a gemm in fp16 or tf32 on a CPU node: refused at submit with the
+    # reason (placement), and a worker given one anyway (a job from
+    # elsewhere) fails saying so, before any work
+    "$GB" submit --kind gemm --backend cpu --precision fp16 >/dev/null 2>"$T/sub.err" && fail "gemm fp16 on the CPU accepted"
+    contains "submit says why" "$T/sub.err" "gemm in fp16 needs a GPU (the CPU's gemm runs in fp32 and bf16) and node a1 would run it on the CPU"
+    printf '{"job_id": 7, "attempt": 1, "params": {"kind": "gemm", "backend": "cpu", "precision": "tf32", "m": 8, "n": 8, "k": 8, "reps": 1}}' >"$T/job.json"
     "$GB" worker --job "$T/job.json" --out "$T/rec.json" >"$T/worker.log" 2>&1
-    contains "the worker's record says why" "$T/rec.json" "gemm in fp16: the CPU's gemm is oneDNN's sgemm, fp32 only (run it with backend cuda)"
+    contains "the worker's record says why" "$T/rec.json" "gemm in tf32: the CPU's gemm runs in fp32 (oneDNN's sgemm) and bf16 (its matmul) only (run it with backend cuda)"
     echo ok
     exit 0 ;;
+gemm_bf16_cpu)
+    # bf16 on a CPU with avx512_bf16: oneDNN's matmul, checked exactly as
+    # fp32 is; where the CPU lacks it, placement says so
+    precs=$(q "SELECT group_concat(value) FROM nodes, json_each(json_extract(inventory, '$.cpu_precisions'))")
+    if [ "$precs" = fp32 ]; then
+        "$GB" submit --kind gemm --backend cpu --precision bf16 >/dev/null 2>"$T/sub.err" && fail "gemm bf16 accepted without avx512_bf16"
+        contains "submit says why" "$T/sub.err" "node a1's CPU multiplies in fp32 only (bf16 needs avx512_bf16)"
+        echo "no avx512_bf16 here: refused"
+        exit 0
+    fi
+    args=(--kind gemm --backend cpu --precision bf16 --param m=96 --param n=80 --param k=72 --param reps=5); status=done; rstatus=ok; want="" ;;
 *) fail "unknown case $case" ;;
 esac
 sweep=$(submit "${args[@]}")
@@ -74,5 +85,10 @@ gemm)
     # (counted from the end: the CPU model has spaces)
     eq "the table's columns" "$(awk 'NR == 1 {print $(NF-9), $(NF-8), $(NF-7), $(NF-4)}' "$T/table.txt")" "m n k step_ms_median"
     eq "the table's row" "$(awk 'NR == 2 {print $(NF-9), $(NF-8), $(NF-7), ($(NF-4) > 0)}' "$T/table.txt")" "96 80 72 1" ;;
+gemm_bf16_cpu)
+    eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,bf16,1"
+    eq "every checked entry exact" "$(q "SELECT json_extract(record, '$.details.verified_entries') FROM results")" 68
+    impl=$(q "SELECT json_extract(record, '$.details.impl') FROM results")
+    case "$impl" in "dnnl matmul bf16 (ref"*) fail "a reference loop measured: $impl" ;; "dnnl matmul bf16 ("*) ;; *) fail "impl: $impl" ;; esac ;;
 esac
 echo ok

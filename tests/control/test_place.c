@@ -74,13 +74,17 @@ int main(void) {
            "node cpu-1's CPU trains in fp32 only (bf16 needs avx512_bf16)");
     fits(&avx2, "{\"kind\": \"resnet50\", \"precision\": \"fp32\"}", "cpu");
     fits(&bf16cpu, "{\"kind\": \"resnet50\", \"precision\": \"bf16\"}", "cpu");
-    /* gemm: every precision on a GPU, fp32 only on a CPU (oneDNN's sgemm),
-     * whatever precisions the CPU trains in */
+    /* gemm: every precision on a GPU; on a CPU fp32 (oneDNN's sgemm) and
+     * bf16 (its matmul) where the CPU has avx512_bf16 */
     fits(&h100, "{\"kind\": \"gemm\", \"precision\": \"fp16\"}", "cuda");
     fits(&h100, "{\"kind\": \"gemm\", \"precision\": \"tf32\"}", "cuda");
     fits(&bf16cpu, "{\"kind\": \"gemm\", \"precision\": \"fp32\"}", "cpu");
-    no_fit(&bf16cpu, "{\"kind\": \"gemm\", \"precision\": \"bf16\"}",
-           "gemm in bf16 needs a GPU (the CPU's gemm is oneDNN's sgemm: fp32) and node cpu-1 "
+    fits(&bf16cpu, "{\"kind\": \"gemm\", \"precision\": \"bf16\"}", "cpu");
+    fits(&cpu, "{\"kind\": \"gemm\", \"precision\": \"bf16\"}", "cpu"); /* not reported */
+    no_fit(&avx2, "{\"kind\": \"gemm\", \"precision\": \"bf16\"}",
+           "node cpu-1's CPU multiplies in fp32 only (bf16 needs avx512_bf16)");
+    no_fit(&bf16cpu, "{\"kind\": \"gemm\", \"precision\": \"tf32\"}",
+           "gemm in tf32 needs a GPU (the CPU's gemm runs in fp32 and bf16) and node cpu-1 "
            "would run it on the CPU");
     no_fit(&h100, "{\"kind\": \"gemm\", \"precision\": \"fp16\", \"backend\": \"cpu\"}",
            "gemm in fp16 needs a GPU");

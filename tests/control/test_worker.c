@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
                "gflops %.17g vs %.17g from median %.17g ms", gf, want, ms);
         const cJSON *d = cJSON_GetObjectItem(r, "details");
         CHECK(num(d, "verified_entries") == 68);
+        CHECK(num(d, "warmup") == 8); /* small products: all 8 of the settling warm-up */
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(d, "ms_samples")) == 4);
         CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "versions"), "onednn"));
         /* the ISA oneDNN ran for, as in the engine's records */
@@ -108,9 +109,21 @@ int main(int argc, char **argv) {
         /* the exactness argument of gemm_cpu.c at its extreme: k = 4096 */
         gb_gemm_out_t g;
         char err[256];
-        CHECKF(gb_gemm_cpu(2, 3, 4096, 0, 1, &g, err, sizeof err) == 0, "%s", err);
+        CHECKF(gb_gemm_cpu(2, 3, 4096, 0, 0, 1, &g, err, sizeof err) == 0, "%s", err);
         CHECK(g.checked == 68);
+        CHECK(strcmp(g.impl, "dnnl_sgemm") == 0);
         free(g.ms);
+        /* and in bf16 (oneDNN's matmul, fp32 accumulation): exact too, or
+         * refused where oneDNN has only its reference loop for it */
+        if (gb_gemm_cpu(2, 3, 4096, 1, 0, 1, &g, err, sizeof err) == 0) {
+            CHECK(g.checked == 68);
+            CHECKF(strncmp(g.impl, "dnnl matmul bf16 (", 18) == 0 && !strstr(g.impl, "(ref"), "%s",
+                   g.impl);
+            free(g.ms);
+        } else {
+            CHECKF(!gb_worker_cpu_bf16() && strstr(err, "only its reference implementation"), "%s",
+                   err);
+        }
     } else if (strcmp(c, "sleep") == 0) {
         cJSON *r = run("{\"job_id\": 1, \"attempt\": 1, \"params\": {\"kind\": \"sleep\","
                        " \"backend\": \"cpu\", \"duration_ms\": 20, \"gpus\": 3}}",

@@ -423,7 +423,8 @@ static void test_resnet50_impls(void) {
            (long long)win[1], (long long)before, ms);
     CHECK(gb_cpu_backend_ops.gemm(0, GB_PREC_FP32, 0, 256, 256, 5, &ms, NULL, &gf, NULL, e,
                                   sizeof(e)) == -1);
-    /* fp32 only: another precision is refused, saying so */
+    /* fp32 only (the worker's gemm kind runs bf16 on a CPU: worker/gemm_cpu.c):
+     * another precision is refused, saying so */
     CHECK(gb_cpu_backend_ops.gemm(0, GB_PREC_BF16, 64, 64, 64, 1, &ms, NULL, &gf, NULL, e,
                                   sizeof(e)) == -1);
     CHECKF(strstr(e, "gemm in bf16: the CPU's gemm is oneDNN's sgemm, fp32 only"), "%s", e);
