@@ -98,7 +98,7 @@ struct world {
     void *sched_fake = nullptr;
     const void *sched_bottom = nullptr; /* the OS thread's stack (ASan) */
     size_t sched_size = 0;
-    std::vector<fiber *> f; /* f[i] runs thread i; never moved or freed */
+    std::vector<fiber *> f; /* f[i] runs thread i; never moved; freed at exit */
     fiber *cur = nullptr;
     std::function<void()> body;
     uint3 block;
