@@ -508,10 +508,12 @@ for _ in range(4):
     c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
     c.close()
 PY
+    web=$!
+    PIDS+=("$web")
     for _ in $(seq 50); do [ -s "$T/port" ] && break; sleep 0.1; done
     "$GB" status --control "tcp://127.0.0.1:$(cat "$T/port")" >"$T/u.log" 2>&1 && fail "status on a web server"
     contains "not ZeroMQ" "$T/u.log" "it does not speak ZeroMQ (it answered \"HTTP/1.1 400 Bad Request\")"
-    kill %1 2>/dev/null
+    kill "$web" 2>/dev/null # by pid: job %1 is lib.sh's watchdog
         # --param is one key (a list is an axis), repeated for more; a key twice is an error
     "$GB" submit --kind gemm --param m=256,n=256 >"$T/u.log" 2>&1; eq "--param k=v,k=v is a usage error" "$?" 2
     contains "says how" "$T/u.log" "repeat --param for more keys (--param m=256 --param n=256)"

@@ -21,7 +21,8 @@ export GB_LOG_LEVEL=info
 # said). After GB_WATCHDOG_S seconds (100) it says what runs under the
 # script (each process, and each of its threads with its state and kernel
 # wait channel) and the logs' last lines. It stops nothing: a test still
-# running then goes on.
+# running then goes on. It is the script's first background job: stop
+# yours by pid, never as %1.
 watchdog() {
     local s p t
     trap 'kill "$s" 2>/dev/null; exit 0' TERM
@@ -53,6 +54,14 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${PIDS[@]}"; do
         for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+    done
+    # a background job the test did not put in PIDS would hold the wait
+    # below (and ctest's output pipe) until ctest's timeout: named, stopped
+    for p in $(jobs -p); do
+        [ "$p" = "$WATCHDOG_PID" ] && continue
+        kill -0 "$p" 2>/dev/null || continue
+        echo "cleanup: stopping a background job not in PIDS: $(ps -o args= -p "$p")" >&2
         kill -KILL "$p" 2>/dev/null
     done
     wait 2>/dev/null
