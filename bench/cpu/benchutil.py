@@ -1,5 +1,6 @@
-"""benchutil.py - what bench.py and dp.py share: running a child so that
-stopping the script stops it too, and checking paths before a long run."""
+"""benchutil.py - what bench.py, dp.py and gemm.py share: running a child so
+that stopping the script stops it too, checking paths before a long run, and
+writing the results."""
 import os
 import shutil
 import signal
@@ -43,6 +44,14 @@ def program(path):
     if os.sep not in path:
         path = shutil.which(path) or path
     return os.path.abspath(path)
+
+
+def emit(lines, path):
+    """The results, one string per line: printed, and written to PATH."""
+    text = "\n".join(lines)
+    print(text)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def writable_dir_of(path):

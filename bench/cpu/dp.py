@@ -33,7 +33,7 @@ import statistics
 import sys
 import tempfile
 
-from benchutil import program, run, stop_on_sigterm, writable_dir_of
+from benchutil import emit, program, run, stop_on_sigterm, writable_dir_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -162,10 +162,7 @@ def main():
     for b, t, alg, bus, ok in rows:
         out.append("| %d | %.1f | %.3f | %.3f | %s |" % (b, t, alg, bus, "ok" if ok else "WRONG"))
     out.append("")
-    text = "\n".join(out)
-    print(text)
-    with open(a.out, "w") as f:
-        f.write(text)
+    emit(out, a.out)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 
-from benchutil import program, run, stop_on_sigterm, writable_dir_of
+from benchutil import emit, program, run, stop_on_sigterm, writable_dir_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -157,10 +157,7 @@ def main():
             lines.append(row + " %s |" % impl[(n, p)])
     lines += ["", "Load average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "
               "%.2f." % (load0 + load1), ""]
-    text = "\n".join(lines)
-    print(text)
-    with open(a.out, "w") as f:
-        f.write(text)
+    emit(lines, a.out)
 
 
 if __name__ == "__main__":
