@@ -20,9 +20,11 @@ const char *gb_worker_kinds(void);
 /* 1 when the ResNet-50 engine is built in (GB_HAVE_ENGINE). */
 int gb_worker_has_engine(void);
 
-/* 1 when the CPU backend can train in bf16 here (oneDNN sees avx512_bf16). */
+/* 1 when the CPU can train and multiply in bf16 here (oneDNN sees
+ * avx512_bf16). */
 int gb_worker_cpu_bf16(void);
-/* The precisions the CPU backend trains in here: "fp32,bf16" or "fp32". */
+/* The precisions the CPU computes in here (training, gemm): "fp32,bf16" or
+ * "fp32"; the same in a build without the training engine. */
 const char *gb_worker_cpu_precisions(void);
 
 #endif
