@@ -571,6 +571,8 @@ wal_removed_writer)
         fail "the writer failed"
     for _ in $(seq 100); do grep -q "wrote everything in it" "$T/coord.log" && break; sleep 0.05; done
     contains "repaired" "$T/coord.log" "was removed while the coordinator ran: wrote everything in it into the store and opened it again"
+    # the file was held across the repair's close and reopen (gb_store_hold)
+    grep -q "opening it again without" "$T/coord.log" && fail "the repair ran without holding the file"
     eq "the store is whole" "$(sqlite3 "$T/gb.db" "PRAGMA integrity_check")" ok
     eq "the first result is there" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 1
     if grep -q "set aside in" "$T/coord.log"; then
