@@ -4275,9 +4275,10 @@ static void keep_side_files(gb_coord_t *c, const char *path, const char *name, i
     gb_store_hold_t hold;
     char herr[PATH_MAX + 128];
     if (gb_store_hold(path, &hold, herr, sizeof herr) != 0)
-        gb_warn("store %s: %s; opening it again without (another process's close may write "
-                "into it meanwhile)",
-                name, herr);
+        gb_warn(
+            "store %s: %s; opening it again without holding it (another process's close may write "
+            "into it meanwhile)",
+            name, herr);
     /* everything committed is in the store's file, synced: what waited for
      * durability goes now */
     if (c->syncer) gb_syncer_destroy(&c->syncer);

@@ -25,7 +25,7 @@ export GB_LOG_LEVEL=info
 # yours by pid, never as %1.
 watchdog() {
     local s p t
-    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    trap 'kill "${s:-}" 2>/dev/null; exit 0' TERM
     sleep "${GB_WATCHDOG_S:-100}" </dev/null >/dev/null 2>&1 &
     s=$!
     wait "$s"
