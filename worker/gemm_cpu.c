@@ -71,6 +71,13 @@ static int bf16_mm_init(bf16_mm_t *b, int m, int n, int k, void *A, void *B, flo
         st = dnnl_memory_desc_init_by_tag(&md[i], 2, dims[i], dt[i], dnnl_ab);
     if (st == dnnl_success) st = dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]);
     if (st == dnnl_success) st = dnnl_primitive_desc_create(&b->pd, &desc, NULL, b->eng, NULL);
+    if (st == dnnl_unimplemented) { /* an AVX2 CPU: no bf16 matmul at all */
+        gb_fmt(err, errlen,
+               "gemm in bf16: oneDNN has no bf16 matmul for this CPU (it needs avx512_bf16 or "
+               "AMX)");
+        bf16_mm_free(b);
+        return -1;
+    }
     if (st != dnnl_success) {
         gb_fmt(err, errlen, "oneDNN cannot make a bf16 matmul of %dx%dx%d (status %d)", m, n, k,
                (int)st);
@@ -85,7 +92,7 @@ static int bf16_mm_init(bf16_mm_t *b, int m, int n, int k, void *A, void *B, flo
         /* its reference loop: a figure of that loop, not of the CPU */
         gb_fmt(err, errlen,
                "gemm in bf16: oneDNN has only its reference implementation of it on this CPU "
-               "(%s; it needs avx512_bf16 or AMX): not measured",
+               "(%s; a fast one needs avx512_bf16 or AMX): not measured",
                name);
         bf16_mm_free(b);
         return -1;
