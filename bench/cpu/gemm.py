@@ -14,7 +14,7 @@ torch.matmul in bf16 (its one rounding at the end). It prints the median
 GFLOP/s over rounds and ours / PyTorch, and writes GEMM_RESULTS.md next to
 this script.
 
-Usage: gemm.py [--gpubench PATH] [--sizes 2048,4096] [--precisions fp32,bf16]
+Usage: gemm.py [--gpubench PATH] [--sizes 1024,2048] [--precisions fp32,bf16]
                [--rounds 5] [--reps 10] [--threads 2] [--python /usr/bin/python3]
                [--out GEMM_RESULTS.md]
 """
@@ -91,7 +91,7 @@ def torch_gf(py, n, prec, reps, threads, how):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpubench", default="build/bin/gpubench")
-    ap.add_argument("--sizes", default="2048,4096")
+    ap.add_argument("--sizes", default="1024,2048")  # 4096: fp32 torch.matmul (netlib) ~30 s a product
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=10)
