@@ -2,15 +2,18 @@
  * side from the store's v_models view, as GPU buying guides show them: one
  * row per model, per precision its median images/s over one-GPU ResNet-50
  * runs, the runs behind it, and that figure over the baseline model's in
- * the same precision and configuration.
+ * the same precision and configuration. With --kind gemm the same from
+ * v_gemm_models: each model's median GFLOP/s over one-device gemm runs,
+ * the matrix rate beside its ResNet-50 figure.
  *
- * A configuration is (batch per GPU, image size): figures of different
- * batches or image sizes are never put in one cell nor divided by each
- * other; each configuration is its own group of rows, with its own
- * baseline. Every configuration found is shown (--batch/--image-size pick
- * one). A model is one row per backend (a CPU run names the CPU model). The
- * median is the view's (window functions in SQL); the ratios are computed
- * here. Read-only on the SQLite file, as `gpubench results`. */
+ * A configuration is (batch per GPU, image size), or a gemm's shape (m, n,
+ * k): figures of different configurations are never put in one cell nor
+ * divided by each other; each configuration is its own group of rows, with
+ * its own baseline. Every configuration found is shown (--batch,
+ * --image-size, --shape pick one). A model is one row per backend (a CPU
+ * run names the CPU model). The median is the view's (window functions in
+ * SQL); the ratios are computed here. Read-only on the SQLite file, as
+ * `gpubench results`. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
 #include "commands.h"
@@ -30,35 +33,75 @@
 static const char *const known_prec[] = {"fp16", "bf16", "tf32", "fp32"};
 enum { N_PREC = sizeof known_prec / sizeof known_prec[0] };
 
+/* What is compared: a job kind, the view with its medians, the columns
+ * that make a configuration, and the figure. */
+typedef struct cmp_kind {
+    const char *name;    /* --kind */
+    const char *view;    /* the view read */
+    const char *figure;  /* its median column */
+    const char *unit;    /* the figure's columns: fp16_img_s */
+    const char *results; /* in "no ... results in FILE" */
+    const char *counts;  /* what the view counts, said when it is empty */
+    const char *filters; /* the options that filter it */
+    int ncfg;            /* configuration columns (3 at most) */
+    const char *cfg[3];
+} cmp_kind_t;
+
+enum { KIND_RESNET50, KIND_GEMM };
+static const cmp_kind_t kinds[] = {
+    [KIND_RESNET50] = {"resnet50",
+                       "v_models",
+                       "median_images_per_sec",
+                       "img_s",
+                       "one-GPU ResNet-50 results",
+                       "done, valid runs on one GPU of one node",
+                       "--backend, --batch, --image-size or --precision",
+                       2,
+                       {"batch_per_gpu", "image_size"}},
+    [KIND_GEMM] = {"gemm",
+                   "v_gemm_models",
+                   "median_gflops",
+                   "gflops",
+                   "gemm results",
+                   "done, valid runs on one device of one node",
+                   "--backend, --shape or --precision",
+                   3,
+                   {"m", "n", "k"}},
+};
+
 typedef struct cmp_row {
     char *model, *backend; /* NULL: the view's NULL */
-    int64_t batch, image;  /* batch_per_gpu, image_size */
-    int has_batch, has_image;
-    int has[N_PREC]; /* indexed as the shown precisions (sel[]) */
-    double ips[N_PREC];
+    int64_t cfg[3];        /* the configuration: batch_per_gpu, image_size; m, n, k */
+    int has_cfg[3];        /* 0: the view's NULL */
+    int has[N_PREC];       /* indexed as the shown precisions (sel[]) */
+    double fig[N_PREC];    /* the median: images/s, GFLOP/s */
     int64_t runs[N_PREC];
     int base; /* index of its group's baseline row, -1 none */
 } cmp_row_t;
 
 typedef struct cmp {
+    const cmp_kind_t *kind;
     cmp_row_t *rows;
     int n, cap;
     int sel[N_PREC], nsel; /* shown precisions: indexes into known_prec */
 } cmp_t;
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: gpubench compare [--db FILE] [--baseline MODEL] [--precision LIST]\n"
-                 "                        [--batch N] [--image-size N] [--backend cpu|cuda]\n"
-                 "                        [--format F]\n"
+    fprintf(out, "usage: gpubench compare [--db FILE] [--kind resnet50|gemm] [--baseline MODEL]\n"
+                 "                        [--precision LIST] [--batch N] [--image-size N]\n"
+                 "                        [--shape MxNxK] [--backend cpu|cuda] [--format F]\n"
                  "  GPU models (CPU models for CPU runs) side by side, from the v_models view:\n"
                  "  one row per model, and per precision the median images/s of its one-GPU,\n"
                  "  one-node ResNet-50 runs (done, valid), how many runs, and that median over\n"
                  "  the baseline model's in the same precision and configuration (rel).\n"
                  "  Each configuration (batch per GPU, image size) is its own group with its\n"
                  "  own baseline: figures of different batches or image sizes are never mixed.\n"
+                 "  With --kind gemm, the same for the matrix rate: median GFLOP/s of one-device\n"
+                 "  gemm runs, from v_gemm_models, each shape (m, n, k) its own group.\n"
                  "  Rows are sorted by the first precision's figure, fastest first. It reads the\n"
                  "  SQLite file directly, as results does\n"
                  "  --db FILE         the store (default " GB_DEFAULT_DB ")\n"
+                 "  --kind K          resnet50 (images/s; the default) or gemm (GFLOP/s)\n"
                  "  --baseline MODEL  the model every figure is divided by: its exact gpu_model,\n"
                  "                    or a part of it that names one model (any case: \"a100\");\n"
                  "                    default the slowest model of each configuration in the\n"
@@ -67,6 +110,8 @@ static void usage(FILE *out) {
                  "                    (default every one found, in that order)\n"
                  "  --batch N         one batch per GPU (default every one, each its own group)\n"
                  "  --image-size N    one image size (default every one, each its own group)\n"
+                 "  --shape MxNxK     one gemm shape, C(MxN) = A(MxK).B(KxN); N alone is NxNxN\n"
+                 "                    (--kind gemm; default every one, each its own group)\n"
                  "  --backend B       cpu or cuda (default both)\n"
                  "  --format F        table | csv | json (default table; a missing figure is\n"
                  "                    '-', empty, null)\n"
@@ -122,19 +167,30 @@ static char *dup_col(sqlite3_stmt *st, int col) {
     return t ? strdup((const char *)t) : NULL;
 }
 
+/* Same configuration: a NULL batch, image size or m, n, k is a
+ * configuration too (before every value, as SQLite sorts). */
+static int cmp_config(const cmp_row_t *a, const cmp_row_t *b) {
+    for (int i = 0; i < 3; i++) {
+        if (a->has_cfg[i] != b->has_cfg[i]) return a->has_cfg[i] ? 1 : -1;
+        if (a->cfg[i] != b->cfg[i]) return a->cfg[i] < b->cfg[i] ? -1 : 1;
+    }
+    return 0;
+}
+
 /* The row of this model, backend and configuration, made when new; NULL
  * on out-of-memory. */
 static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
-    int has_batch = sqlite3_column_type(st, 3) != SQLITE_NULL;
-    int has_image = sqlite3_column_type(st, 4) != SQLITE_NULL;
-    int64_t batch = sqlite3_column_int64(st, 3), image = sqlite3_column_int64(st, 4);
+    cmp_row_t key = {0};
+    for (int i = 0; i < 3; i++) {
+        key.has_cfg[i] = sqlite3_column_type(st, 3 + i) != SQLITE_NULL;
+        key.cfg[i] = key.has_cfg[i] ? sqlite3_column_int64(st, 3 + i) : 0;
+    }
     const char *model = (const char *)sqlite3_column_text(st, 0);
     const char *backend = (const char *)sqlite3_column_text(st, 1);
     for (int i = 0; i < c->n; i++) {
         cmp_row_t *r = &c->rows[i];
-        if (r->has_batch == has_batch && (!has_batch || r->batch == batch) &&
-            r->has_image == has_image && (!has_image || r->image == image) &&
-            same_text(r->model, model) && same_text(r->backend, backend))
+        if (cmp_config(r, &key) == 0 && same_text(r->model, model) &&
+            same_text(r->backend, backend))
             return r;
     }
     if (c->n == c->cap) {
@@ -153,22 +209,11 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
         free(r->backend);
         return NULL;
     }
-    r->has_batch = has_batch;
-    r->has_image = has_image;
-    r->batch = batch;
-    r->image = image;
+    memcpy(r->cfg, key.cfg, sizeof r->cfg);
+    memcpy(r->has_cfg, key.has_cfg, sizeof r->has_cfg);
     r->base = -1;
     c->n++;
     return r;
-}
-
-/* Same configuration: NULL batch or image sizes are a configuration too. */
-static int cmp_config(const cmp_row_t *a, const cmp_row_t *b) {
-    if (a->has_batch != b->has_batch) return a->has_batch ? 1 : -1;
-    if (a->batch != b->batch) return a->batch < b->batch ? -1 : 1;
-    if (a->has_image != b->has_image) return a->has_image ? 1 : -1;
-    if (a->image != b->image) return a->image < b->image ? -1 : 1;
-    return 0;
 }
 
 static int g_nsel; /* for qsort's comparator, which takes no context: c->nsel */
@@ -181,7 +226,7 @@ static int cmp_rows(const void *pa, const void *pb) {
     if (k) return k;
     for (int p = 0; p < g_nsel; p++) {
         if (a->has[p] != b->has[p]) return a->has[p] ? -1 : 1;
-        if (a->has[p] && a->ips[p] != b->ips[p]) return a->ips[p] > b->ips[p] ? -1 : 1;
+        if (a->has[p] && a->fig[p] != b->fig[p]) return a->fig[p] > b->fig[p] ? -1 : 1;
     }
     k = strcmp(a->model ? a->model : "", b->model ? b->model : "");
     return k ? k : strcmp(a->backend ? a->backend : "", b->backend ? b->backend : "");
@@ -259,7 +304,7 @@ static int pick_baselines(cmp_t *c, const char *model) {
         } else {
             for (int p = 0; p < c->nsel && base < 0; p++)
                 for (int i = g; i < end; i++)
-                    if (c->rows[i].has[p] && (base < 0 || c->rows[i].ips[p] < c->rows[base].ips[p]))
+                    if (c->rows[i].has[p] && (base < 0 || c->rows[i].fig[p] < c->rows[base].fig[p]))
                         base = i;
         }
         for (int i = g; i < end; i++)
@@ -269,37 +314,46 @@ static int pick_baselines(cmp_t *c, const char *model) {
     return 0;
 }
 
-static void print_config(FILE *out, const cmp_row_t *r) {
-    if (r->has_batch)
-        fprintf(out, "batch %lld", (long long)r->batch);
-    else
-        fprintf(out, "batch -");
-    if (r->has_image)
-        fprintf(out, ", image size %lld", (long long)r->image);
-    else
-        fprintf(out, ", image size -");
+/* "batch 64, image size 224"; a gemm's "shape 2048x2048x2048" (m x n x k);
+ * '-' for a NULL. */
+static void print_config(FILE *out, const cmp_kind_t *kind, const cmp_row_t *r) {
+    static const char *const label[2] = {"batch ", ", image size "};
+    for (int i = 0; i < kind->ncfg; i++) {
+        if (kind == &kinds[KIND_GEMM])
+            fprintf(out, "%s", i ? "x" : "shape ");
+        else
+            fprintf(out, "%s", label[i]);
+        if (r->has_cfg[i])
+            fprintf(out, "%lld", (long long)r->cfg[i]);
+        else
+            fprintf(out, "-");
+    }
 }
 
 /* The table (or csv, json) of c's rows, sorted and with their baselines. */
 static int print_compare(const cmp_t *c, gb_format_t fmt) {
-    /* the table names backend, batch and image size only where they differ */
-    int show_backend = fmt != GB_FMT_TABLE, show_batch = show_backend, show_image = show_backend;
+    /* the table names backend and configuration columns (batch, image size;
+     * m, n, k) only where they differ */
+    const cmp_kind_t *kind = c->kind;
+    int show_backend = fmt != GB_FMT_TABLE, show_cfg[3];
+    for (int j = 0; j < 3; j++)
+        show_cfg[j] = show_backend && j < kind->ncfg;
     for (int i = 1; i < c->n; i++) {
         const cmp_row_t *a = &c->rows[0], *b = &c->rows[i];
         if (!same_text(a->backend, b->backend)) show_backend = 1;
-        if (a->has_batch != b->has_batch || a->batch != b->batch) show_batch = 1;
-        if (a->has_image != b->has_image || a->image != b->image) show_image = 1;
+        for (int j = 0; j < kind->ncfg; j++)
+            if (a->has_cfg[j] != b->has_cfg[j] || a->cfg[j] != b->cfg[j]) show_cfg[j] = 1;
     }
-    char names[4 + 3 * N_PREC + 1][32];
-    const char *np[4 + 3 * N_PREC + 1];
-    int nc = 0, c_backend = -1, c_batch = -1, c_image = -1, c_prec = 0, c_base = -1;
+    char names[5 + 3 * N_PREC + 1][32];
+    const char *np[5 + 3 * N_PREC + 1];
+    int nc = 0, c_backend = -1, c_cfg[3] = {-1, -1, -1}, c_prec = 0, c_base = -1;
     gb_fmt(names[nc++], 32, "gpu_model");
     if (show_backend) gb_fmt(names[c_backend = nc++], 32, "backend");
-    if (show_batch) gb_fmt(names[c_batch = nc++], 32, "batch_per_gpu");
-    if (show_image) gb_fmt(names[c_image = nc++], 32, "image_size");
+    for (int j = 0; j < kind->ncfg; j++)
+        if (show_cfg[j]) gb_fmt(names[c_cfg[j] = nc++], 32, "%s", kind->cfg[j]);
     c_prec = nc;
     for (int p = 0; p < c->nsel; p++) {
-        gb_fmt(names[nc++], 32, "%s_img_s", known_prec[c->sel[p]]);
+        gb_fmt(names[nc++], 32, "%s_%s", known_prec[c->sel[p]], kind->unit);
         gb_fmt(names[nc++], 32, "%s_runs", known_prec[c->sel[p]]);
         gb_fmt(names[nc++], 32, "%s_rel", known_prec[c->sel[p]]);
     }
@@ -317,15 +371,15 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
         }
         gb_table_text(t, 0, r->model);
         if (c_backend >= 0) gb_table_text(t, c_backend, r->backend);
-        if (c_batch >= 0 && r->has_batch) gb_table_int(t, c_batch, r->batch);
-        if (c_image >= 0 && r->has_image) gb_table_int(t, c_image, r->image);
+        for (int j = 0; j < kind->ncfg; j++)
+            if (c_cfg[j] >= 0 && r->has_cfg[j]) gb_table_int(t, c_cfg[j], r->cfg[j]);
         for (int p = 0; p < c->nsel; p++) {
             int col = c_prec + 3 * p;
             if (!r->has[p]) continue; /* NULL: '-', empty, null */
-            gb_table_real(t, col, r->ips[p], 1);
+            gb_table_real(t, col, r->fig[p], 1);
             gb_table_int(t, col + 1, r->runs[p]);
-            if (b && b->has[p] && b->ips[p] > 0)
-                gb_table_real(t, col + 2, r->ips[p] / b->ips[p], 2);
+            if (b && b->has[p] && b->fig[p] > 0)
+                gb_table_real(t, col + 2, r->fig[p] / b->fig[p], 2);
         }
         if (c_base >= 0) gb_table_text(t, c_base, b ? b->model : NULL);
     }
@@ -341,7 +395,7 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
         const cmp_row_t *r = &c->rows[i];
         if (i > 0 && cmp_config(&c->rows[i - 1], r) == 0) continue;
         if (groups > 1) {
-            print_config(stdout, r);
+            print_config(stdout, kind, r);
             printf(": ");
         }
         if (r->base >= 0)
@@ -365,28 +419,32 @@ static void free_rows(cmp_t *c) {
     c->n = c->cap = 0;
 }
 
-/* Fill c from v_models under the filters (NULL/0: any), one row per
- * model, backend and configuration; without --precision (given_prec 0)
- * the shown precisions are those found, in known_prec's order. 1 (said)
- * on an error. */
-static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, long batch,
-                long image, int given_prec) {
+/* Fill c from its kind's view under the filters (NULL/0: any; cfg[i]
+ * the kind's i-th configuration column), one row per model, backend and
+ * configuration; without --precision (given_prec 0) the shown precisions
+ * are those found, in known_prec's order. 1 (said) on an error. */
+static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, const long cfg[3],
+                int given_prec) {
+    const cmp_kind_t *kind = c->kind;
+    const char *col[3];
+    for (int i = 0; i < 3; i++)
+        col[i] = i < kind->ncfg ? kind->cfg[i] : "NULL";
+    char sql[768];
+    gb_fmt(sql, sizeof sql,
+           "SELECT gpu_model, backend, precision, %s, %s, %s, runs, %s FROM %s"
+           " WHERE (?1 IS NULL OR backend = ?1) AND (?2 IS NULL OR %s = ?2)"
+           " AND (?3 IS NULL OR %s = ?3) AND (?4 IS NULL OR %s = ?4) AND %s IS NOT NULL"
+           " ORDER BY gpu_model, backend, %s, %s, %s",
+           col[0], col[1], col[2], kind->figure, kind->view, col[0], col[1], col[2], kind->figure,
+           col[0], col[1], col[2]);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT gpu_model, backend, precision, batch_per_gpu, image_size, runs,"
-                           " median_images_per_sec FROM v_models"
-                           " WHERE (?1 IS NULL OR backend = ?1)"
-                           " AND (?2 IS NULL OR batch_per_gpu = ?2)"
-                           " AND (?3 IS NULL OR image_size = ?3)"
-                           " AND median_images_per_sec IS NOT NULL"
-                           " ORDER BY gpu_model, backend, batch_per_gpu, image_size",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         cli_store_not_ours("compare", db, path);
         return 1;
     }
     if (backend) sqlite3_bind_text(st, 1, backend, -1, SQLITE_STATIC);
-    if (batch) sqlite3_bind_int64(st, 2, batch);
-    if (image) sqlite3_bind_int64(st, 3, image);
+    for (int i = 0; i < 3; i++)
+        if (cfg[i]) sqlite3_bind_int64(st, 2 + i, cfg[i]);
     int step, found[N_PREC] = {0};
     /* two passes: without --precision, the shown ones are those found */
     for (int pass = given_prec ? 1 : 0; pass < 2; pass++) {
@@ -410,8 +468,8 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, lo
                 return 1;
             }
             r->has[p] = 1;
-            r->ips[p] = sqlite3_column_double(st, 6);
-            r->runs[p] = sqlite3_column_int64(st, 5);
+            r->fig[p] = sqlite3_column_double(st, 7);
+            r->runs[p] = sqlite3_column_int64(st, 6);
         }
         if (step != SQLITE_DONE) {
             fprintf(stderr, "gpubench compare: %s\n", sqlite3_errmsg(db));
@@ -428,19 +486,49 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, lo
     return 0;
 }
 
-/* How many rows v_models has in all (-1 on an error). */
-static long long view_rows(sqlite3 *db) {
+/* How many rows the kind's view has in all (-1 on an error). */
+static long long view_rows(sqlite3 *db, const cmp_kind_t *kind) {
     sqlite3_stmt *st = NULL;
     long long n = -1;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM v_models", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
+    char sql[96];
+    gb_fmt(sql, sizeof sql, "SELECT count(*) FROM %s", kind->view);
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return n;
 }
 
+/* --shape: "MxNxK", or "N" for NxNxN, each 1..GB_SHAPE_MAX. 2 (said) on
+ * anything else. */
+enum { GB_SHAPE_MAX = 1 << 20 };
+static int parse_shape(const char *s, long out[3]) {
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        if (n == 3 || !isdigit((unsigned char)*p)) break;
+        long v = strtol(p, &end, 10);
+        if (v < 1 || v > GB_SHAPE_MAX) break;
+        out[n++] = v;
+        if (!*end) {
+            if (n == 1) out[1] = out[2] = out[0];
+            if (n == 1 || n == 3) return 0;
+            break;
+        }
+        if (*end != 'x' && *end != 'X') break;
+        p = end + 1;
+    }
+    char msg[160];
+    gb_fmt(msg, sizeof msg,
+           "--shape: '%.40s' is not MxNxK (or N for NxNxN), each a whole number from 1 to %d", s,
+           (int)GB_SHAPE_MAX);
+    return cli_usage_error("compare", msg);
+}
+
 int cmd_compare(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"kind", required_argument, 0, 'K'},
+                                         {"shape", required_argument, 0, 's'},
                                          {"baseline", required_argument, 0, 'B'},
                                          {"precision", required_argument, 0, 'p'},
                                          {"batch", required_argument, 0, 'b'},
@@ -451,8 +539,8 @@ int cmd_compare(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *db_path = GB_DEFAULT_DB, *baseline = NULL, *backend = NULL;
     gb_format_t fmt = GB_FMT_TABLE;
-    long batch = 0, image = 0;
-    cmp_t c = {0};
+    long batch = 0, image = 0, shape[3] = {0, 0, 0};
+    cmp_t c = {.kind = &kinds[KIND_RESNET50]};
     int opt, given_prec = 0;
     optind = 1;
     cli_once_t once = {0};
@@ -461,6 +549,17 @@ int cmd_compare(int argc, char **argv) {
         switch (opt) {
         case 'd':
             db_path = optarg;
+            break;
+        case 'K':
+            if (strcmp(optarg, "resnet50") == 0)
+                c.kind = &kinds[KIND_RESNET50];
+            else if (strcmp(optarg, "gemm") == 0)
+                c.kind = &kinds[KIND_GEMM];
+            else
+                return cli_usage_error("compare", "--kind is resnet50 or gemm");
+            break;
+        case 's':
+            if (parse_shape(optarg, shape)) return 2;
             break;
         case 'B':
             baseline = optarg;
@@ -494,25 +593,31 @@ int cmd_compare(int argc, char **argv) {
     if (optind < argc) return cli_unexpected_arg("compare", argv[optind], NULL);
     if (!db_path[0]) return cli_usage_error("compare", "--db needs a file name");
     if (baseline && !baseline[0]) return cli_usage_error("compare", "--baseline needs a model");
+    if (c.kind == &kinds[KIND_GEMM] && (batch || image))
+        return cli_usage_error("compare", "--batch and --image-size are resnet50's: a gemm's "
+                                          "configuration is its shape (--shape MxNxK)");
+    if (c.kind != &kinds[KIND_GEMM] && shape[0])
+        return cli_usage_error("compare", "--shape is a gemm's (add --kind gemm)");
+    const long cfg[3] = {c.kind == &kinds[KIND_GEMM] ? shape[0] : batch,
+                         c.kind == &kinds[KIND_GEMM] ? shape[1] : image, shape[2]};
 
     sqlite3 *db = cli_store_open("compare", db_path);
     if (!db) return 1;
-    int rc = load(&c, db, db_path, backend, batch, image, given_prec);
+    int rc = load(&c, db, db_path, backend, cfg, given_prec);
     if (rc == 0 && c.n == 0) {
         /* nothing to compare: said plainly; exit 0 as results with an
          * empty store (csv: the header; json: []) */
-        long long in_view = view_rows(db);
+        const cmp_kind_t *k = c.kind;
+        long long in_view = view_rows(db, k);
         FILE *say = fmt == GB_FMT_TABLE ? stdout : stderr;
         if (in_view > 0)
-            fprintf(say,
-                    "%sno one-GPU ResNet-50 results in %s match the --backend, --batch, "
-                    "--image-size or --precision given (v_models has %lld row(s))\n",
-                    say == stderr ? "gpubench compare: " : "", db_path, in_view);
+            fprintf(say, "%sno %s in %s match the %s given (%s has %lld row(s))\n",
+                    say == stderr ? "gpubench compare: " : "", k->results, db_path, k->filters,
+                    k->view, in_view);
         else
-            fprintf(say,
-                    "%sno one-GPU ResNet-50 results in %s yet (v_models is empty: it counts "
-                    "done, valid runs on one GPU of one node)\n",
-                    say == stderr ? "gpubench compare: " : "", db_path);
+            fprintf(say, "%sno %s in %s yet (%s is empty: it counts %s)\n",
+                    say == stderr ? "gpubench compare: " : "", k->results, db_path, k->view,
+                    k->counts);
         if (fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
     } else if (rc == 0) {
         const char *model = NULL;

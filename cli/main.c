@@ -24,7 +24,7 @@ static const gb_command_t commands[] = {
     {"cancel", cmd_cancel, "cancel a sweep or one of its jobs"},
     {"results", cmd_results, "finished jobs from the store (v_results)"},
     {"compare", cmd_compare,
-     "GPU (or CPU) models side by side: median img/s per precision (v_models)"},
+     "GPU (or CPU) models side by side: median img/s per precision (v_models), or gemm GFLOP/s"},
     {"coordinator", cmd_coordinator, "run the coordinator daemon"},
     {"agent", cmd_agent, "run the agent daemon on this node"},
     {"worker", cmd_worker, "run one job (started by the agent)"},

@@ -5,8 +5,12 @@
 # NVL 2600, A100-SXM4 1000/1600/1700/1800 (median 1650) and 600, A100-PCIE 1200,
 # V100 750 and 300, a Xeon's CPU run 50 in fp32, all at batch 64 and
 # 224 px; H100 3500 and A100-SXM4 1750 at batch 128; V100 2000 at 128 px;
-# and invalid, failed, two-GPU, two-node and gemm runs that must not count).
-# Cases: table csv json baseline precision errors empty store.
+# and invalid, failed, two-GPU, two-node and gemm runs that must not count;
+# gemm: H100 650000 (of 600k/700k/650k) fp16 and 51000 (50k/52k) fp32,
+# A100-SXM4 280000 and 19000, the Xeon 380 fp32 and 700 bf16, all 4096^3,
+# A100-SXM4 250000 at 2048^3, H100 620000 at 8192x1024x4096 and 50000 at
+# 64^3, and an invalid and a failed gemm that must not count).
+# Cases: table csv json baseline precision errors empty store gemm.
 # shellcheck source=tests/control/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 MODELS=$2
@@ -101,7 +105,7 @@ EOF
     "$GB" help >"$T/help.txt"
     contains "help lists compare" "$T/help.txt" "  compare      "
     "$GB" help compare >"$T/h.txt"; eq "help compare" "$?" 0
-    contains "its usage" "$T/h.txt" "usage: gpubench compare [--db FILE] [--baseline MODEL]"
+    contains "its usage" "$T/h.txt" "usage: gpubench compare [--db FILE] [--kind resnet50|gemm] [--baseline MODEL]"
     ;;
 json)
     check "compare json" "$GB" compare --db "$DB" --format json --batch 64 --image-size 224 >"$T/out.json"
@@ -216,6 +220,19 @@ errors)
 --batch 0|gpubench compare: --batch
 --batch x|gpubench compare: --batch
 --image-size 5000|gpubench compare: --image-size
+--kind allreduce|gpubench compare: --kind is resnet50 or gemm
+--kind gemm --batch 64|gpubench compare: --batch and --image-size are resnet50's: a gemm's configuration is its shape (--shape MxNxK)
+--image-size 224 --kind gemm|--batch and --image-size are resnet50's
+--shape 4096|gpubench compare: --shape is a gemm's (add --kind gemm)
+--kind gemm --shape 4096x4096|gpubench compare: --shape: '4096x4096' is not MxNxK (or N for NxNxN), each a whole number from 1 to 1048576
+--kind gemm --shape 0|is not MxNxK
+--kind gemm --shape 2048x2048x2048x1|is not MxNxK
+--kind gemm --shape 2048x-1x8|is not MxNxK
+--kind gemm --shape 2048y2048y2048|is not MxNxK
+--kind gemm --shape 2048x2048x|is not MxNxK
+--kind gemm --shape 2097152|is not MxNxK
+--kind gemm --shape 99999999999999999999|is not MxNxK
+--kind gemm --kind resnet50|--kind given twice
 --format xml|gpubench compare: --format is table, csv or json
 --bogus|see 'gpubench compare -h'
 stray|gpubench compare: unexpected argument 'stray'
@@ -238,6 +255,14 @@ empty)
     # rows in the view, none under the filters: that is said
     check "compare --batch 7" "$GB" compare --db "$DB" --batch 7 >"$T/o.txt"
     contains "says the filters" "$T/o.txt" "no one-GPU ResNet-50 results in $DB match the --backend, --batch, --image-size or --precision given (v_models has 12 row(s))"
+    # the same for gemm: a store with a ResNet-50 run, an invalid and a failed gemm
+    check "test_models empty_gemm" "$MODELS" empty_gemm "$T/eg.db"
+    check "compare gemm, nothing" "$GB" compare --db "$T/eg.db" --kind gemm >"$T/o.txt" 2>"$T/e.txt"
+    contains "gemm says so" "$T/o.txt" "no gemm results in $T/eg.db yet (v_gemm_models is empty: it counts done, valid runs on one device of one node)"
+    check "compare gemm csv, nothing" "$GB" compare --db "$T/eg.db" --kind gemm --format csv --precision fp16 >"$T/o.csv" 2>/dev/null
+    eq "gemm csv header" "$(cat "$T/o.csv")" "gpu_model,backend,m,n,k,fp16_gflops,fp16_runs,fp16_rel,baseline"
+    check "compare gemm --shape 7" "$GB" compare --db "$DB" --kind gemm --shape 7 >"$T/o.txt"
+    contains "gemm says the filters" "$T/o.txt" "no gemm results in $DB match the --backend, --shape or --precision given (v_gemm_models has 9 row(s))"
     ;;
 store)
     # as results: no store, a directory, not SQLite, another program's file,
@@ -261,6 +286,67 @@ store)
     check "compare reads" "$GB" compare --db "$DB" >/dev/null
     eq "store unchanged" "$(cksum <"$DB")" "$sum"
     [ -e "$DB-wal" ] && fail "a -wal left behind"
+    ;;
+gemm)
+    # the matrix rate, model by model: each shape its own group with its own
+    # baseline (the slowest in fp16 there), m n k in order (8192x1024x4096 is
+    # not 1024x8192x4096), medians of an odd (650000) and an even (51000)
+    # count, the CPU's bf16 and fp32; no ResNet-50 figure in any cell
+    check "compare gemm csv" "$GB" compare --db "$DB" --kind gemm --format csv >"$T/g.csv" 2>"$T/err.log"
+    same "gemm csv" "$T/g.csv" <<'EOF'
+gpu_model,backend,m,n,k,fp16_gflops,fp16_runs,fp16_rel,bf16_gflops,bf16_runs,bf16_rel,fp32_gflops,fp32_runs,fp32_rel,baseline
+NVIDIA H100,cuda,64,64,64,50000,1,1,,,,,,,NVIDIA H100
+NVIDIA A100-SXM4-80GB,cuda,2048,2048,2048,250000,1,1,,,,,,,NVIDIA A100-SXM4-80GB
+NVIDIA H100,cuda,4096,4096,4096,650000,3,2.3214285714285716,,,,51000,2,2.6842105263157894,NVIDIA A100-SXM4-80GB
+NVIDIA A100-SXM4-80GB,cuda,4096,4096,4096,280000,1,1,,,,19000,1,1,NVIDIA A100-SXM4-80GB
+Intel Xeon Gold 6338,cpu,4096,4096,4096,,,,700,1,,380,1,0.02,NVIDIA A100-SXM4-80GB
+NVIDIA H100,cuda,8192,1024,4096,620000,1,1,,,,,,,NVIDIA H100
+EOF
+    [ -s "$T/err.log" ] && fail "stderr: $(cat "$T/err.log")"
+    # one shape, as a table: no m n k columns (one shape), rel over the CPU
+    # in fp32 when it is named (a part of its name)
+    check "compare gemm table" "$GB" compare --db "$DB" --kind gemm --shape 4096 \
+        --precision fp32,bf16 --baseline xeon >"$T/g.txt"
+    same "gemm table" "$T/g.txt" <<'EOF'
+gpu_model              backend  fp32_gflops  fp32_runs  fp32_rel  bf16_gflops  bf16_runs  bf16_rel
+NVIDIA H100            cuda         51000.0          2    134.21            -          -         -
+NVIDIA A100-SXM4-80GB  cuda         19000.0          1     50.00            -          -         -
+Intel Xeon Gold 6338   cpu            380.0          1      1.00        700.0          1      1.00
+
+rel is over Intel Xeon Gold 6338 on cpu in the same precision
+EOF
+    # a non-square shape, and the same backend filter as resnet50
+    check "compare gemm MxNxK" "$GB" compare --db "$DB" --kind gemm --shape 8192x1024x4096 \
+        --format csv >"$T/s.csv"
+    same "8192x1024x4096" "$T/s.csv" <<'EOF'
+gpu_model,backend,m,n,k,fp16_gflops,fp16_runs,fp16_rel,baseline
+NVIDIA H100,cuda,8192,1024,4096,620000,1,1,NVIDIA H100
+EOF
+    check "compare gemm --backend cpu" "$GB" compare --db "$DB" --kind gemm --backend cpu \
+        --format json >"$T/c.json"
+    python3 - "$T/c.json" <<'EOF' || fail "gemm json"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 1, rows
+r = rows[0]
+assert list(r.keys()) == ["gpu_model", "backend", "m", "n", "k", "bf16_gflops", "bf16_runs",
+                          "bf16_rel", "fp32_gflops", "fp32_runs", "fp32_rel", "baseline"], r.keys()
+assert r["m"] == r["n"] == r["k"] == 4096 and r["bf16_gflops"] == 700 and r["fp32_rel"] == 1, r
+EOF
+    # several shapes in a table: a line each saying what rel is over
+    check "compare gemm, every shape" "$GB" compare --db "$DB" --kind gemm --backend cuda \
+        --precision fp16 >"$T/a.txt"
+    contains "shape line" "$T/a.txt" "shape 8192x1024x4096: rel is over NVIDIA H100 in the same precision"
+    contains "shape line 2" "$T/a.txt" "shape 4096x4096x4096: rel is over NVIDIA A100-SXM4-80GB in the same precision"
+    # --kind resnet50 is the default: the same output
+    check "compare --kind resnet50" "$GB" compare --db "$DB" --kind resnet50 --format csv >"$T/r1.csv"
+    check "compare" "$GB" compare --db "$DB" --format csv >"$T/r2.csv"
+    cmp -s "$T/r1.csv" "$T/r2.csv" || fail "--kind resnet50 differs from the default"
+    # an older store (0020) has no v_gemm_models: said as for v_models
+    cp "$DB" "$T/old.db"
+    sqlite3 "$T/old.db" "DROP VIEW v_gemm_models; PRAGMA user_version = 20"
+    "$GB" compare --db "$T/old.db" --kind gemm >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
+    contains "older store" "$T/e.txt" "has schema version 20, this gpubench reads"
     ;;
 *)
     fail "unknown case $case"

@@ -437,6 +437,14 @@ int main(int argc, char **argv) {
         /* 0019's v_models reads the upgraded v_results: the one-GPU run */
         text(db, "SELECT runs || ':' || median_images_per_sec FROM v_models", got, sizeof got);
         CHECKF(strcmp(got, "1:100.0") == 0, "v_models after the upgrade: %s", got);
+        /* 0021's v_gemm_models: the gemm, stored before gemm had a precision
+         * (job and record without one), is fp32, the only one it ran in */
+        text(db,
+             "SELECT gpu_model || ':' || backend || ':' || precision || ':' || m || 'x' || n || "
+             "'x' || k || ':' || runs || ':' || median_gflops FROM v_gemm_models",
+             got, sizeof got);
+        CHECKF(strcmp(got, "GPU X:cuda:fp32:96x80x72:1:4.4") == 0,
+               "v_gemm_models after the upgrade: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};

@@ -4,11 +4,14 @@
  * one-GPU, one-node ResNet-50 runs, with the median of an odd and of an
  * even count, min, max, runs, nodes and the latest finished_at; invalid,
  * failed, multi-GPU and multi-node runs, gemm results and other batches or
- * image sizes never counted in.
- *   test_models view       fills a store and checks the view
+ * image sizes never counted in. And its gemm twin v_gemm_models (0021):
+ * one row per model, precision and shape (m, n, k) over done, valid gemm
+ * runs, ResNet-50 runs and invalid or failed gemms never counted in.
+ *   test_models view       fills a store and checks the views
  *   test_models make PATH  fills the store at PATH (it_compare.sh runs
  *                          `gpubench compare` on it)
- *   test_models empty PATH a store with jobs but no row v_models counts */
+ *   test_models empty PATH a store with jobs but no row v_models counts
+ *   test_models empty_gemm PATH  ... no row v_gemm_models counts */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "record.h"
@@ -27,19 +30,19 @@ static gb_store_t *st;
 static uint64_t sweep;
 static int seq;
 
-/* One finished job with its result, as the coordinator stores it: on node
- * (a letter), `gpus` devices in the record, n_nodes in the job's params. */
-static uint64_t add(char node, const char *kind, const char *backend, const char *model, int gpus,
-                    int n_nodes, const char *precision, int batch, int image, double ips, int valid,
+/* One finished job with the record rec, as the coordinator stores it: on
+ * node (a letter), n_nodes in the job's params (extra: more of them). */
+static uint64_t job(char node, const char *kind, const char *backend, int gpus, int n_nodes,
+                    const char *precision, int batch, int image, const char *extra, const char *rec,
                     const char *state) {
-    char params[256], rec[1024], now[64], agent[16];
+    char params[256], now[64], agent[16];
     /* every job a second later: last_finished_at is the latest */
     snprintf(now, sizeof now, "2024-05-01T12:%02d:%02d.000Z", seq / 60, seq % 60);
     snprintf(agent, sizeof agent, "agent-%c", node);
     snprintf(params, sizeof params,
              "{\"kind\": \"%s\", \"gpus\": %d, \"precision\": \"%s\", \"batch\": %d,"
-             " \"image_size\": %d%s}",
-             kind, gpus, precision, batch, image, n_nodes > 1 ? ", \"n_nodes\": 2" : "");
+             " \"image_size\": %d%s%s}",
+             kind, gpus, precision, batch, image, n_nodes > 1 ? ", \"n_nodes\": 2" : "", extra);
     gb_store_job_t j = {.sweep_id = sweep,
                         .seq = seq++,
                         .kind = kind,
@@ -54,6 +57,15 @@ static uint64_t add(char node, const char *kind, const char *backend, const char
     CHECK(gb_store_begin(st) == 0);
     CHECK(gb_store_job_insert(st, &j, now, &id) == 0);
     CHECK(gb_store_job_assign(st, id, 1, agent, backend, now) == 0);
+    gb_test_job_end(st, id, agent, kind, state, rec, now);
+    return id;
+}
+
+/* One finished job with its result: `gpus` devices in the record. */
+static uint64_t add(char node, const char *kind, const char *backend, const char *model, int gpus,
+                    int n_nodes, const char *precision, int batch, int image, double ips, int valid,
+                    const char *state) {
+    char rec[1024];
     if (strcmp(kind, "gemm") == 0)
         snprintf(rec, sizeof rec,
                  "{\"kind\": \"gemm\", \"backend\": \"%s\", \"device_model\": \"%s\","
@@ -67,8 +79,21 @@ static uint64_t add(char node, const char *kind, const char *backend, const char
                  " \"images_per_sec\": %.6f, \"step_ms\": {\"median\": 100, \"p90\": 101},"
                  " \"interconnect\": \"none\", \"image_size\": %d, \"batch_per_device\": %d}",
                  backend, model, gpus, precision, valid ? "true" : "false", ips, image, batch);
-    gb_test_job_end(st, id, agent, kind, state, rec, now);
-    return id;
+    return job(node, kind, backend, gpus, n_nodes, precision, batch, image, "", rec, state);
+}
+
+/* A gemm of shape m x n x k on one device at gflops. */
+static void gemm(char node, const char *backend, const char *model, const char *precision, int m,
+                 int n, int k, double gflops, int valid, const char *state) {
+    char rec[1024], extra[96];
+    snprintf(rec, sizeof rec,
+             "{\"kind\": \"gemm\", \"backend\": \"%s\", \"device_model\": \"%s\","
+             " \"n_devices\": 1, \"precision\": \"%s\", \"valid\": %s, \"gflops\": %.6f,"
+             " \"m\": %d, \"n\": %d, \"k\": %d, \"reps\": 10, \"ms_median\": %.6f}",
+             backend, model, precision, valid ? "true" : "false", gflops, m, n, k,
+             2e-6 * m * n * k / gflops);
+    snprintf(extra, sizeof extra, ", \"m\": %d, \"n\": %d, \"k\": %d", m, n, k);
+    job(node, "gemm", backend, 1, 1, precision, 0, 0, extra, rec, state);
 }
 
 /* A one-GPU, one-node ResNet-50 run. */
@@ -84,6 +109,7 @@ static void run(char node, const char *model, const char *precision, int batch, 
 #define V100  "Tesla V100-SXM2-16GB"
 #define XEON  "Intel Xeon Gold 6338"
 
+enum { FILL_EMPTY, FILL_ALL, FILL_EMPTY_GEMM };
 static void open_store(const char *path, int fill) {
     char err[512];
     unlink(path);
@@ -115,11 +141,20 @@ static void open_store(const char *path, int fill) {
     CHECK(gb_store_begin(st) == 0);
     CHECK(gb_store_sweep_insert(st, "models", "{}", 40, NULL, now, &sweep) == 0);
     CHECK(gb_store_commit(st) == 0);
-    if (!fill) {
+    if (fill == FILL_EMPTY) {
         /* jobs, but none v_models counts: an invalid run, a two-GPU one, a gemm */
         add('a', "resnet50", "cuda", H100, 1, 1, "fp16", 64, 224, 9999, 0, "done");
         add('a', "resnet50", "cuda", H100, 2, 1, "fp16", 64, 224, 6000, 1, "done");
         add('a', "gemm", "cuda", H100, 1, 1, "fp32", 64, 224, 50000, 1, "done");
+        gb_store_close(&st);
+        return;
+    }
+    if (fill == FILL_EMPTY_GEMM) {
+        /* jobs, but none v_gemm_models counts: a ResNet-50 run, an invalid
+         * gemm, a failed one */
+        run('a', H100, "fp16", 64, 224, 3000);
+        gemm('a', "cuda", H100, "fp16", 4096, 4096, 4096, 9e5, 0, "done");
+        gemm('a', "cuda", H100, "fp16", 4096, 4096, 4096, 1, 1, "failed");
         gb_store_close(&st);
         return;
     }
@@ -152,6 +187,23 @@ static void open_store(const char *path, int fill) {
     run('a', H100, "fp16", 128, 224, 3500);
     run('c', A100S, "fp16", 128, 224, 1750);
     run('e', V100, "fp16", 64, 128, 2000);
+    /* gemm at 4096^3. H100 fp16 on two nodes: 600k, 700k, 650k -> median
+     * 650k (odd); fp32 50k, 52k -> 51k (even); none of the invalid 999999,
+     * the failed 1 or the ResNet-50 runs counts. And the CPU in fp32, bf16 */
+    gemm('a', "cuda", H100, "fp16", 4096, 4096, 4096, 600000, 1, "done");
+    gemm('b', "cuda", H100, "fp16", 4096, 4096, 4096, 700000, 1, "done");
+    gemm('a', "cuda", H100, "fp16", 4096, 4096, 4096, 650000, 1, "done");
+    gemm('a', "cuda", H100, "fp16", 4096, 4096, 4096, 999999, 0, "done");
+    gemm('b', "cuda", H100, "fp16", 4096, 4096, 4096, 1, 1, "failed");
+    gemm('a', "cuda", H100, "fp32", 4096, 4096, 4096, 50000, 1, "done");
+    gemm('b', "cuda", H100, "fp32", 4096, 4096, 4096, 52000, 1, "done");
+    gemm('c', "cuda", A100S, "fp16", 4096, 4096, 4096, 280000, 1, "done");
+    gemm('c', "cuda", A100S, "fp32", 4096, 4096, 4096, 19000, 1, "done");
+    gemm('f', "cpu", XEON, "fp32", 4096, 4096, 4096, 380, 1, "done");
+    gemm('f', "cpu", XEON, "bf16", 4096, 4096, 4096, 700, 1, "done");
+    /* other shapes: groups of their own (a non-square one: m, n, k in order) */
+    gemm('c', "cuda", A100S, "fp16", 2048, 2048, 2048, 250000, 1, "done");
+    gemm('a', "cuda", H100, "fp16", 8192, 1024, 4096, 620000, 1, "done");
     gb_store_close(&st);
 }
 
@@ -172,6 +224,17 @@ static void row(const char *model, const char *prec, int batch, int image, const
     EQ(sql, want);
 }
 
+/* One v_gemm_models row as "runs|nodes|median|min|max|last_finished_at". */
+static void gemm_row(const char *model, const char *prec, int m, int n, int k, const char *want) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT runs || '|' || nodes || '|' || median_gflops || '|' || min_gflops || '|' ||"
+             " max_gflops || '|' || last_finished_at FROM v_gemm_models WHERE gpu_model = '%s'"
+             " AND precision = '%s' AND m = %d AND n = %d AND k = %d",
+             model, prec, m, n, k);
+    EQ(sql, want);
+}
+
 static void cleanup(const char *path) {
     char side[160];
     unlink(path);
@@ -182,16 +245,19 @@ static void cleanup(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    CHECKF(argc >= 2, "usage: test_models view | make PATH | empty PATH");
-    if (strcmp(argv[1], "make") == 0 || strcmp(argv[1], "empty") == 0) {
-        CHECKF(argc == 3, "test_models %s PATH", argv[1]);
-        open_store(argv[2], strcmp(argv[1], "make") == 0);
-        return 0;
-    }
+    CHECKF(argc >= 2, "usage: test_models view | make PATH | empty PATH | empty_gemm PATH");
+    static const char *const fills[] = {
+        [FILL_EMPTY] = "empty", [FILL_ALL] = "make", [FILL_EMPTY_GEMM] = "empty_gemm"};
+    for (int f = 0; f < 3; f++)
+        if (strcmp(argv[1], fills[f]) == 0) {
+            CHECKF(argc == 3, "test_models %s PATH", argv[1]);
+            open_store(argv[2], f);
+            return 0;
+        }
     CHECKF(strcmp(argv[1], "view") == 0, "unknown case %s", argv[1]);
     char path[128];
     snprintf(path, sizeof path, "/tmp/gb-models-%d.db", (int)getpid());
-    open_store(path, 1);
+    open_store(path, FILL_ALL);
     CHECK(sqlite3_open_v2(path, &ro, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
 
     /* the columns, in the documented order */
@@ -216,6 +282,31 @@ int main(int argc, char **argv) {
        " WHERE backend = 'cpu'",
        XEON "|1|50.0");
     EQ("SELECT count(*) FROM v_models WHERE backend IS NOT 'cuda' AND backend IS NOT 'cpu'", "0");
+
+    /* v_gemm_models: the columns, in the documented order */
+    EQ("SELECT group_concat(name, ',') FROM pragma_table_info('v_gemm_models')",
+       "gpu_model,backend,precision,m,n,k,runs,nodes,median_gflops,min_gflops,max_gflops,"
+       "last_finished_at");
+    /* at 4096^3: H100 and A100 in fp16 and fp32, the CPU in fp32 and bf16;
+     * and the 64^3 H100 gemm of the ResNet-50 fill, 2048^3, 8192x1024x4096 */
+    EQ("SELECT count(*) FROM v_gemm_models", "9");
+    /* odd count over two nodes: the middle one (the invalid 999999 and the
+     * failed 1 would show in max, min and runs) */
+    gemm_row(H100, "fp16", 4096, 4096, 4096,
+             "3|2|650000.0|600000.0|700000.0|2024-05-01T12:00:25.000Z");
+    /* even count: the mean of the two middle ones */
+    gemm_row(H100, "fp32", 4096, 4096, 4096,
+             "2|2|51000.0|50000.0|52000.0|2024-05-01T12:00:29.000Z");
+    gemm_row(A100S, "fp16", 2048, 2048, 2048,
+             "1|1|250000.0|250000.0|250000.0|2024-05-01T12:00:34.000Z");
+    gemm_row(H100, "fp16", 8192, 1024, 4096,
+             "1|1|620000.0|620000.0|620000.0|2024-05-01T12:00:35.000Z");
+    gemm_row(H100, "fp16", 64, 64, 64, "1|1|50000.0|50000.0|50000.0|2024-05-01T12:00:07.000Z");
+    EQ("SELECT group_concat(precision || ':' || median_gflops, ',') FROM (SELECT * FROM"
+       " v_gemm_models WHERE backend = 'cpu' AND gpu_model = '" XEON "' ORDER BY precision)",
+       "bf16:700.0,fp32:380.0");
+    /* no ResNet-50 run is a gemm row */
+    EQ("SELECT count(*) FROM v_gemm_models WHERE m IS NULL OR n IS NULL OR k IS NULL", "0");
     sqlite3_close(ro);
     if (getenv("GB_KEEP_TMP") && strcmp(getenv("GB_KEEP_TMP"), "1") == 0) {
         printf("store kept: %s\n", path);
