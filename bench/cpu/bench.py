@@ -11,13 +11,24 @@ process under /usr/bin/time -v (peak RSS). It prints a table of median
 images/s over rounds, the ratio gpubench / PyTorch and peak memory, and writes
 RESULTS.md next to this script with the date and the machine line.
 
+With --torch-blas DIR it also runs PyTorch's tuned-allocator configurations
+(NCHW and channels_last) with the libblas.so.3 in DIR (an optimized
+BLAS, e.g. /usr/lib/x86_64-linux-gnu/openblas-pthread from Debian's
+libopenblas0-pthread, or that package unpacked with dpkg -x): Debian's
+PyTorch runs its fp32 matrix products outside oneDNN (the classifier's)
+through libblas.so.3, which is netlib's reference BLAS unless an optimized
+one is installed. The BLAS each PyTorch configuration loaded is written
+under the table. --torch-only TEXT keeps, of the PyTorch configurations,
+those whose name holds TEXT (gpubench always runs): --torch-only
+"tuned" with --torch-blas times the BLAS alone.
+
 With --precision bf16 it runs `gpubench train --precision bf16` against
 PyTorch under CPU autocast to bfloat16 (the same four PyTorch configurations)
 and writes BF16_RESULTS.md; both need a CPU with avx512_bf16.
 
 Usage: bench.py [--gpubench PATH] [--precision fp32|bf16] [--rounds 3]
                 [--steps 8] [--warmup 2] [--threads 2] [--batches 8,32]
-                [--out RESULTS.md]
+                [--torch-blas DIR] [--torch-only TEXT] [--out RESULTS.md]
 Relative --gpubench and --out are the current directory's (a bare name is
 looked up in PATH); both, the sizes and PyTorch are checked before the first
 run. Ctrl-C or SIGTERM stops the run under way with everything it started.
@@ -40,7 +51,9 @@ TUNED = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
          "glibc.malloc.trim_threshold=68719476736")
 
 
-def configs(gpubench, precision, batch, steps, warmup, threads):
+def configs(gpubench, precision, batch, steps, warmup, threads, blas=None, only=None):
+    """(name, command, GLIBC_TUNABLES, BLAS directory) of each configuration;
+    only: the PyTorch ones whose name holds it."""
     common = ["--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup),
               "--threads", str(threads)]
     g = [gpubench, "train", "--backend", "cpu", "--precision", precision, "--format",
@@ -48,21 +61,31 @@ def configs(gpubench, precision, batch, steps, warmup, threads):
     t = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py")] + common
     if precision == "bf16":
         t.append("--bf16")
-    return [
-        ("gpubench " + precision, g, None),
-        ("PyTorch NCHW, default malloc", t, None),
-        ("PyTorch NCHW, tuned malloc", t, TUNED),
-        ("PyTorch channels_last, default malloc", t + ["--channels-last"], None),
-        ("PyTorch channels_last, tuned malloc", t + ["--channels-last"], TUNED),
+    c = [
+        ("gpubench " + precision, g, None, None),
+        ("PyTorch NCHW, default malloc", t, None, None),
+        ("PyTorch NCHW, tuned malloc", t, TUNED, None),
+        ("PyTorch channels_last, default malloc", t + ["--channels-last"], None, None),
+        ("PyTorch channels_last, tuned malloc", t + ["--channels-last"], TUNED, None),
     ]
+    if blas:  # the tuned ones again with that BLAS
+        c += [(name + ", --torch-blas", cmd, tun, blas) for name, cmd, tun, _ in c
+              if tun == TUNED]
+    return [x for x in c if not only or x[0].startswith("gpubench") or only in x[0]]
 
 
-def run_one(cmd, tunables, threads):
+def run_one(cmd, tunables, threads, blas=None):
     env = dict(os.environ)
     env.pop("GLIBC_TUNABLES", None)
     if tunables:
         env["GLIBC_TUNABLES"] = tunables
     env["OMP_NUM_THREADS"] = str(threads)
+    if blas:
+        # found before the system's libblas.so.3; an OpenBLAS's own thread
+        # pool sized as PyTorch's
+        env["LD_LIBRARY_PATH"] = blas + (":" + env["LD_LIBRARY_PATH"]
+                                         if env.get("LD_LIBRARY_PATH") else "")
+        env["OPENBLAS_NUM_THREADS"] = str(threads)
     timed = os.path.exists("/usr/bin/time")
     p = run((["/usr/bin/time", "-v"] if timed else []) + cmd, env=env)
     if p.returncode != 0:
@@ -123,6 +146,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", default="8,32")
+    ap.add_argument("--torch-blas", metavar="DIR")
+    ap.add_argument("--torch-only", metavar="TEXT")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.out is None:
@@ -136,6 +161,12 @@ def main():
     a.gpubench = program(a.gpubench)
     if not os.access(a.gpubench, os.X_OK):
         ap.error("no gpubench at %s (build it first: ./scripts/build.sh)" % a.gpubench)
+    if a.torch_blas:
+        a.torch_blas = os.path.abspath(a.torch_blas)
+        if not os.path.exists(os.path.join(a.torch_blas, "libblas.so.3")):
+            ap.error("--torch-blas %s: no libblas.so.3 there" % a.torch_blas)
+    if len(configs("", a.precision, 1, 1, 0, 1, a.torch_blas, a.torch_only)) < 2:
+        ap.error("--torch-only %r: no PyTorch configuration has that in its name" % a.torch_only)
     why = writable_dir_of(a.out)
     if why:
         ap.error("--out %s: %s" % (a.out, why))
@@ -152,15 +183,19 @@ def main():
     load0 = os.getloadavg()
     results = {}  # (batch, name) -> list of (ips, rss)
     versions = {}
+    blas_of = {}  # configuration -> the BLAS its PyTorch loaded
     for batch in batches:
-        cfgs = configs(a.gpubench, a.precision, batch, a.steps, a.warmup, a.threads)
+        cfgs = configs(a.gpubench, a.precision, batch, a.steps, a.warmup, a.threads, a.torch_blas,
+                       a.torch_only)
         for r in range(a.rounds):
             order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
-            for name, cmd, tun in order:
-                ips, rss, rec = run_one(cmd, tun, a.threads)
+            for name, cmd, tun, blas in order:
+                ips, rss, rec = run_one(cmd, tun, a.threads, blas)
                 results.setdefault((batch, name), []).append((ips, rss))
                 if "versions" in rec:
                     versions = rec["versions"]
+                if "blas" in rec:
+                    blas_of[name] = rec["blas"] or "none loaded"
                 print("batch %2d round %d  %-40s %7.2f img/s  peak RSS %6.2f GiB"
                       % (batch, r + 1, name, ips, rss / 2**30), flush=True)
     lines = []
@@ -169,21 +204,27 @@ def main():
     lines.append("| ---: | --- | ---: | ---: | ---: |")
     for batch in batches:
         ours = statistics.median(v[0] for v in results[(batch, "gpubench " + a.precision)])
-        for name, _, _ in configs(a.gpubench, a.precision, batch, a.steps, a.warmup, a.threads):
+        for name, _, _, _ in configs(a.gpubench, a.precision, batch, a.steps, a.warmup,
+                                     a.threads, a.torch_blas, a.torch_only):
             v = results[(batch, name)]
             ips = statistics.median(x[0] for x in v)
             rss = max(x[1] for x in v)
             lines.append("| %d | %s | %.2f | %s | %.2f GiB |" % (
                 batch, name, ips, "—" if name.startswith("gpubench") else "%.2f×" % (ours / ips),
                 rss / 2**30))
+    blas_line = "; ".join("%s: %s" % (name, path) for name, path in sorted(blas_of.items()))
     table = "\n".join(lines)
     print()
     print(table)
+    print("\nPyTorch's BLAS: " + (blas_line or "?"))
     with open(a.out, "w") as f:
-        f.write("# bench/cpu results%s\n\n" % ("" if a.precision == "fp32" else ", bf16"))
+        f.write("# bench/cpu results%s%s\n\n" % ("" if a.precision == "fp32" else ", bf16",
+                                                ", PyTorch's BLAS" if a.torch_blas else ""))
         f.write("Run: %s, `bench/cpu/bench.py --precision %s --rounds %d --steps %d --warmup %d "
-                "--threads %d --batches %s`\n\n" % (started, a.precision, a.rounds, a.steps,
-                                                   a.warmup, a.threads, a.batches))
+                "--threads %d --batches %s%s`\n\n" % (
+                    started, a.precision, a.rounds, a.steps, a.warmup, a.threads, a.batches,
+                    (" --torch-blas " + a.torch_blas if a.torch_blas else "") +
+                    (" --torch-only '%s'" % a.torch_only if a.torch_only else "")))
         f.write("Machine: %s; gpubench oneDNN %s (%s)\n\n" % (
             machine_line(), versions.get("onednn", "?"), versions.get("isa", "?")))
         how = ("fp32" if a.precision == "fp32" else
@@ -196,6 +237,8 @@ def main():
                 "Peak RSS from /usr/bin/time -v (the whole process).\n\n"
                 % (how, a.threads, a.warmup, a.steps))
         f.write(table + "\n")
+        f.write("\nThe BLAS library each PyTorch configuration loaded (its fp32 matrix products "
+                "outside oneDNN, the classifier's): %s.\n" % (blas_line or "?"))
         load1 = os.getloadavg()
         f.write("\nLoad average (1, 5, 15 min) at the start %.2f %.2f %.2f, at the end %.2f %.2f "
                 "%.2f. The benchmark itself keeps about %d runnable threads, so a start above ~0.3 "

@@ -4,9 +4,13 @@ training steps (SGD, momentum 0.9, weight decay 1e-4, lr 0.1) on a synthetic
 batch made before timing, timed per step with a monotonic clock, the same way
 `gpubench train` times its steps; --bf16 runs forward and loss under CPU
 autocast to bfloat16 (PyTorch's mixed precision: fp32 weights, bf16
-convolutions and matrix products). Prints one JSON line."""
+convolutions and matrix products). Prints one JSON line, with the BLAS
+library PyTorch loaded ("blas": Debian's PyTorch runs fp32 matrix products
+outside oneDNN, the classifier's among them, through libblas.so.3, whichever
+library that resolves to)."""
 import argparse
 import json
+import os
 import resource
 import time
 
@@ -53,8 +57,21 @@ for _ in range(a.steps):
     t0 = time.monotonic()
     step()
     ms.append((time.monotonic() - t0) * 1000.0)
+
+
+def blas_library():
+    """The BLAS library mapped into this process (resolved), or None."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "/" in line and "blas" in line.rsplit("/", 1)[-1]}
+    # OpenBLAS's libblas.so.3 is a shim over libopenblas*.so: name that one
+    real = sorted({os.path.realpath(p) for p in paths})
+    named = [p for p in real if "openblas" in p.rsplit("/", 1)[-1]]
+    return (named or real or [None])[0]
+
+
 s = sorted(ms)
 med = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
 print(json.dumps({"median_ms": med, "images_per_sec": a.batch / (med / 1000.0), "step_ms": ms,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "torch": torch.__version__, "mkldnn": torch.backends.mkldnn.is_available()}))
+                  "torch": torch.__version__, "mkldnn": torch.backends.mkldnn.is_available(),
+                  "blas": blas_library()}))
