@@ -47,10 +47,12 @@ static int default_gpu_batch(const gb_inventory_t *inv) {
 /* The default sweep for this machine: ResNet-50 on every GPU alone in the
  * precisions buyers compare (tf32, fp16, bf16; batch 256 where it fits,
  * seconds), or on the CPU at batch 8 in fp32, and bf16 where the CPU has it
- * (about a minute on two cores); without the engine built in, the gemm
- * probe at three shapes. */
+ * (about a minute on two cores); beside each, the matrix rate in the same
+ * precision (the gemm kind: 8192^3 on a GPU, large enough to reach its
+ * peak; 2048^3 on the CPU, 50 ms a product there; a second or two in all).
+ * Without the engine built in, the gemm probe at three shapes. */
 static const char *default_spec(const gb_inventory_t *inv, char *what, size_t whatlen) {
-    static char gpu_spec[256];
+    static char gpu_spec[320];
     if (!gb_worker_has_engine()) {
         gb_fmt(what, whatlen, "gemm, m = 512, 1024, 2048 by n = k = 2048");
         return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
@@ -58,22 +60,31 @@ static const char *default_spec(const gb_inventory_t *inv, char *what, size_t wh
     }
     if (inv->n_gpus > 0) {
         int b = default_gpu_batch(inv);
-        gb_fmt(what, whatlen, "ResNet-50 on one GPU in tf32, fp16 and bf16, batch %d%s", b,
-               b < 256 ? " (256 does not fit in its memory)" : "");
+        gb_fmt(what, whatlen,
+               "ResNet-50 on one GPU in tf32, fp16 and bf16, batch %d%s, and the matrix rate in "
+               "each: gemm 8192x8192x8192",
+               b, b < 256 ? " (256 does not fit in its memory)" : "");
         gb_fmt(gpu_spec, sizeof gpu_spec,
-               "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"tf32\", "
-               "\"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": %d, \"steps\": 30, \"warmup\": 10}",
+               "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
+               "[\"tf32\", \"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": %d, \"steps\": 30, "
+               "\"warmup\": 10, \"m\": 8192, \"n\": 8192, \"k\": 8192, \"reps\": 20}",
                b);
         return gpu_spec;
     }
     if (gb_worker_cpu_bf16()) {
-        gb_fmt(what, whatlen, "ResNet-50 on the CPU in fp32 and bf16, batch 8");
-        return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"fp32\", "
-               "\"bf16\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3}";
+        gb_fmt(what, whatlen,
+               "ResNet-50 on the CPU in fp32 and bf16, batch 8, and the matrix rate in each: "
+               "gemm 2048x2048x2048");
+        return "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
+               "[\"fp32\", \"bf16\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3, \"m\": 2048, "
+               "\"n\": 2048, \"k\": 2048, \"reps\": 20}";
     }
-    gb_fmt(what, whatlen, "ResNet-50 on the CPU in fp32, batch 8 (bf16 needs avx512_bf16)");
-    return "{\"name\": \"gpubench run\", \"kind\": \"resnet50\", \"precision\": [\"fp32\"], "
-           "\"batch\": 8, \"steps\": 10, \"warmup\": 3}";
+    gb_fmt(what, whatlen,
+           "ResNet-50 on the CPU in fp32, batch 8 (bf16 needs avx512_bf16), and the matrix rate: "
+           "gemm 2048x2048x2048");
+    return "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
+           "[\"fp32\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3, \"m\": 2048, \"n\": 2048, "
+           "\"k\": 2048, \"reps\": 20}";
 }
 
 static const gb_inventory_t *local_inventory(void) {
@@ -85,7 +96,7 @@ static const gb_inventory_t *local_inventory(void) {
 }
 
 static void usage(FILE *out) {
-    char what[160];
+    char what[256];
     default_spec(local_inventory(), what, sizeof what);
     fprintf(out,
             "usage: gpubench run [options]\n"
@@ -368,7 +379,7 @@ int cmd_run(int argc, char **argv) {
     }
     uint64_t sweep = 0;
     uint32_t n = 0;
-    char what[160];
+    char what[256];
     const char *text = spec ? spec : default_spec(local_inventory(), what, sizeof what);
     /* "run-": the sweeps of `gpubench run` (an unfinished one is cancelled
      * by the next run on the store, cancel_leftovers) */

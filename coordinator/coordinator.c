@@ -2925,13 +2925,17 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
     for (size_t i = 0; ok && i < def.n_jobs; i++) {
         const gb_jobdef_t *d = &def.jobs[i];
         char *params = gb_jobdef_to_json(d);
-        int resnet = strcmp(d->kind, "resnet50") == 0;
+        int resnet = strcmp(d->kind, "resnet50") == 0, gemm = strcmp(d->kind, "gemm") == 0;
+        /* a gemm's precision too (fp32 unless given, as its worker runs it):
+         * a failed one's row says which it was */
         gb_store_job_t sj = {.sweep_id = sweep_id,
                              .seq = (int)i,
                              .kind = d->kind,
                              .params = params,
                              .backend = d->backend,
-                             .precision = resnet ? d->precision : NULL,
+                             .precision = resnet ? d->precision
+                                          : gemm ? (d->precision[0] ? d->precision : "fp32")
+                                                 : NULL,
                              .interconnect = resnet ? d->interconnect : NULL,
                              .n_gpus = d->gpus,
                              .batch_per_gpu = resnet ? d->batch : -1,

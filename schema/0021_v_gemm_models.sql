@@ -9,18 +9,23 @@
 --   and n_nodes = 1 (a gemm runs on one device; the filter keeps a row that
 --   says otherwise out). Failed, cancelled and invalid runs are left out.
 --   key: gpu_model, backend, precision, m, n, k (a NULL in the key is a
---   group of its own, as GROUP BY has it). A gemm stored without a
---   precision is fp32: until the precision key (2026-12-05) the gemm kind
---   ran in fp32 only.
+--   group of its own, as GROUP BY has it).
 --   runs: how many runs; nodes: on how many distinct nodes;
 --   median_gflops: the middle run, or the mean of the two middle ones for an
 --   even count (window functions, as v_models); min_gflops, max_gflops: the
 --   slowest and fastest run; last_finished_at: the latest run's finished_at.
 -- No column of another view changes.
+-- And jobs.precision for gemm jobs, which the coordinator left NULL (it
+-- kept it for resnet50 only), so that a gemm that failed before its record
+-- said its precision shows it in v_results too: the job's parameter, else
+-- fp32 (until the precision key, 2026-12-05, the gemm kind ran in fp32
+-- only). The coordinator now stores it for new jobs.
+UPDATE jobs SET precision = COALESCE(json_extract(params, '$.precision'), 'fp32')
+WHERE kind = 'gemm' AND precision IS NULL;
+
 CREATE VIEW v_gemm_models AS
 WITH runs AS (
-    SELECT gpu_model, backend, COALESCE(precision, 'fp32') AS precision, m, n, k, node, gflops,
-           finished_at
+    SELECT gpu_model, backend, precision, m, n, k, node, gflops, finished_at
     FROM v_results
     WHERE kind = 'gemm' AND status = 'done' AND valid = 1
       AND gflops IS NOT NULL AND n_gpus = 1 AND n_nodes = 1

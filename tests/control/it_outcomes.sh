@@ -68,6 +68,9 @@ timeout) eq "killed within the limit plus grace" "$(q "SELECT (julianday(finishe
 crash)   eq "exit code is -signal" "$(q "SELECT exit_code FROM results")" -9 ;;
 gemm)
     eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || n_gpus || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,1,fp32,1"
+    # the job's own precision, not the record's alone: a gemm that fails
+    # before its record says it keeps it (fp32, the default, not given here)
+    eq "the job's precision" "$(q "SELECT precision FROM jobs")" fp32
     eq "record shape" "$(q "SELECT json_extract(record, '$.m') || 'x' || json_extract(record, '$.n') || 'x' || json_extract(record, '$.k') || ',' || json_extract(record, '$.details.verified_entries') || ',' || json_array_length(json_extract(record, '$.details.ms_samples'))  FROM results")" "96x80x72,68,5"
     eq "versions recorded" "$(q "SELECT json_extract(record, '$.versions.onednn') IS NOT NULL AND json_extract(record, '$.versions.isa') IS NOT NULL FROM results")" 1
     eq "not synthetic" "$(q "SELECT synthetic FROM v_results")" 0
@@ -87,6 +90,7 @@ gemm)
     eq "the table's row" "$(awk 'NR == 2 {print $(NF-9), $(NF-8), $(NF-7), ($(NF-4) > 0)}' "$T/table.txt")" "96 80 72 1" ;;
 gemm_bf16_cpu)
     eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,bf16,1"
+    eq "the job's precision" "$(q "SELECT precision FROM jobs")" bf16
     eq "every checked entry exact" "$(q "SELECT json_extract(record, '$.details.verified_entries') FROM results")" 68
     impl=$(q "SELECT json_extract(record, '$.details.impl') FROM results")
     case "$impl" in "dnnl matmul bf16 (ref"*) fail "a reference loop measured: $impl" ;; "dnnl matmul bf16 ("*) ;; *) fail "impl: $impl" ;; esac ;;

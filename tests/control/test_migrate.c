@@ -392,11 +392,13 @@ int main(int argc, char **argv) {
                 "(5, 1, 4, 'resnet50', '{\"kind\":\"resnet50\",\"gpus\":2}', 'cuda', 2, "
                 "'cancelled', 0, 3, 't'),"
                 "(6, 1, 5, 'gemm', '{\"kind\":\"gemm\",\"m\":96,\"n\":80,\"k\":72}', "
-                "'cuda', 1, 'done', 1, 3, 't');"
+                "'cuda', 1, 'done', 1, 3, 't'),"
+                "(7, 1, 6, 'gemm', '{\"kind\":\"gemm\",\"precision\":\"bf16\"}', 'cuda', 1, "
+                "'failed', 1, 3, 't');"
                 "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
                 "VALUES (1, 1, 'a1', 'cuda', 'done', 't'), (2, 1, 'a1', 'cuda', 'done', 't'),"
                 "(3, 1, 'a1', 'cuda', 'done', 't'), (4, 1, 'a1', 'cuda', 'failed', 't'),"
-                "(6, 1, 'a1', 'cuda', 'done', 't');"
+                "(6, 1, 'a1', 'cuda', 'done', 't'), (7, 1, 'a1', 'cuda', 'failed', 't');"
                 "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
                 "device_model, n_devices, images_per_sec, valid, gflops, record, committed_at) "
                 "VALUES "
@@ -425,7 +427,7 @@ int main(int argc, char **argv) {
              "FROM (SELECT * FROM v_results ORDER BY job_id)",
              got, sizeof got);
         CHECKF(strcmp(got, "1:resnet50:NULL|2:resnet50:threads|3:resnet50:processes|"
-                           "4:resnet50:processes|5:resnet50:auto|6:gemm:NULL") == 0,
+                           "4:resnet50:processes|5:resnet50:auto|6:gemm:NULL|7:gemm:NULL") == 0,
                "v_results launch after the upgrade: %s", got);
         text(db,
              "SELECT group_concat(job_id || ':' || COALESCE(launch, 'NULL') || ':' || "
@@ -445,6 +447,13 @@ int main(int argc, char **argv) {
              got, sizeof got);
         CHECKF(strcmp(got, "GPU X:cuda:fp32:96x80x72:1:4.4") == 0,
                "v_gemm_models after the upgrade: %s", got);
+        /* ... by 0021's jobs.precision for gemm jobs: the parameter, else
+         * fp32; a failed gemm, with no record, says it too */
+        text(db,
+             "SELECT group_concat(job_id || ':' || COALESCE(precision, 'NULL'), '|') FROM "
+             "(SELECT * FROM v_results WHERE kind = 'gemm' ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "6:fp32|7:bf16") == 0, "gemm precisions after the upgrade: %s", got);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};

@@ -200,7 +200,17 @@ default_batch)
         GB_NVML_LIB=$FAKE GB_FAKE_NVML_MEM_GB=${m%:*} "$GB" run -h >"$T/h.txt" || fail "run -h"
         contains "${m%:*} GiB: batch ${m#*:}" "$T/h.txt" "ResNet-50 on one GPU in tf32, fp16 and bf16, batch ${m#*:}"
     done
-    contains "and says why" "$T/h.txt" "batch 32 (256 does not fit in its memory)"
+    contains "and says why" "$T/h.txt" "batch 32 (256 does not fit in its memory), and the matrix rate in each: gemm 8192x8192x8192"
+    # the default GPU sweep is one the coordinator takes: ResNet-50 and the
+    # gemm beside it in each precision (the jobs fail here, with no CUDA
+    # driver; a build without the engine runs the gemm probe instead)
+    if "$GB" version | grep -q "resnet50 engine built in"; then
+        GB_NVML_LIB=$FAKE GB_FAKE_NVML_MEM_GB=80 timeout 120 "$GB" run --db "$T/run.db" >"$T/run.out" 2>"$T/run.err"
+        eq "run: the jobs fail (no CUDA driver)" "$?" 1
+        contains "six jobs" "$T/run.err" "gpubench run: sweep 1: 6 job(s); store $T/run.db"
+        eq "the default GPU sweep" "$(sqlite3 "$T/run.db" "SELECT group_concat(kind || ':' || backend || ':' || precision || ':' || COALESCE(batch_per_gpu, '-') || ':' || COALESCE(m || 'x' || n || 'x' || k, '-') || ':' || status, ' ') FROM (SELECT * FROM v_results ORDER BY job_id)")" \
+            "resnet50:cuda:tf32:256:-:failed resnet50:cuda:fp16:256:-:failed resnet50:cuda:bf16:256:-:failed gemm:cuda:tf32:-:8192x8192x8192:failed gemm:cuda:fp16:-:8192x8192x8192:failed gemm:cuda:bf16:-:8192x8192x8192:failed"
+    fi
     ;;
 nvlink_place)
     # NVLink bridges join GPUs 0-1 and 2-3 only: an nvlink job of 2 GPUs
