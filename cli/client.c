@@ -369,7 +369,10 @@ int cli_wait_nodes(const char *control, const gb_curve_client_t *curve, int n, i
 /* the table's note on invalid rows: their reasons, this many at most */
 #define MAX_WHY_LINES 10
 
-int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
+int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_filter_t *f,
+                      gb_format_t fmt) {
+    static const cli_results_filter_t all = {0};
+    if (!f) f = &all;
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     gb_table_t *t = NULL;
@@ -378,10 +381,19 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
     size_t why_len = 0;
     FILE *whyf = NULL;
     if (!(db = cli_store_open("results", db_path))) return 1;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT * FROM v_results WHERE ?1 = 0 OR sweep_id = ?1"
-                           " ORDER BY sweep_id, job_id",
-                           -1, &st, NULL) != SQLITE_OK) {
+    /* the filters: a list matched whole entries (",done," in ",done,failed,");
+     * a node by its name or any rank's (a multi-node job's node is rank 0's);
+     * the last N jobs by job id, shown in the usual order */
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT * FROM (SELECT * FROM v_results v WHERE (?1 = 0 OR sweep_id = ?1)"
+            " AND (?2 IS NULL OR instr(',' || ?2 || ',', ',' || kind || ',') > 0)"
+            " AND (?3 IS NULL OR instr(',' || ?3 || ',', ',' || status || ',') > 0)"
+            " AND (?4 IS NULL OR node GLOB ?4 OR EXISTS (SELECT 1 FROM ranks k"
+            " JOIN nodes kn ON kn.agent_id = k.agent_id WHERE k.job_id = v.job_id"
+            " AND k.attempt = v.attempt AND kn.name GLOB ?4))"
+            " ORDER BY job_id DESC LIMIT ?5) ORDER BY sweep_id, job_id",
+            -1, &st, NULL) != SQLITE_OK) {
         cli_store_not_ours("results", db, db_path);
         goto out;
     }
@@ -398,6 +410,10 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, gb_format_t fmt) {
         }
     }
     sqlite3_bind_int64(st, 1, (sqlite3_int64)sweep_id);
+    if (f->kinds) sqlite3_bind_text(st, 2, f->kinds, -1, SQLITE_STATIC);
+    if (f->statuses) sqlite3_bind_text(st, 3, f->statuses, -1, SQLITE_STATIC);
+    if (f->node) sqlite3_bind_text(st, 4, f->node, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, f->last > 0 ? f->last : -1); /* LIMIT -1: none */
     /* the table shows these; csv and json every column */
     /* (interconnect and n_nodes: NVLink against PCIe, one node against
      * several, were two rows that read alike; m, n, k: a gemm's GFLOP/s

@@ -90,10 +90,19 @@ int cli_cancel(const char *control, const gb_curve_client_t *curve, uint64_t swe
                uint64_t job_id, const char *reason, uint32_t *cancelled, uint32_t *stopping,
                char *err, size_t errlen);
 
-/* Print v_results of db (one sweep, or all with sweep_id 0); the table
- * format shows the main columns, csv/json every column. Returns the exit
- * status (1 when the store cannot be read). */
-int cli_print_results(const char *db, uint64_t sweep_id, gb_format_t fmt);
+/* Which rows of v_results to print; zero or NULL: every one. */
+typedef struct cli_results_filter {
+    const char *kinds;    /* "resnet50,gemm": these kinds */
+    const char *statuses; /* "failed,cancelled": these job states */
+    const char *node;     /* a GLOB on a node's name (any rank's) */
+    long last;            /* the last N jobs (by job id), after the rest */
+} cli_results_filter_t;
+
+/* Print v_results of db (one sweep, or all with sweep_id 0; f NULL or
+ * its filters); the table format shows the main columns, csv/json every
+ * column. Returns the exit status (1 when the store cannot be read). */
+int cli_print_results(const char *db, uint64_t sweep_id, const cli_results_filter_t *f,
+                      gb_format_t fmt);
 
 /* Wait until at least n agents are connected (at_most: at most n); 0, or
  * -1 on timeout or stop. */

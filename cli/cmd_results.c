@@ -10,25 +10,67 @@
 #include <string.h>
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: gpubench results [--db FILE] [--sweep N] [--format F]\n"
+    fprintf(out, "usage: gpubench results [--db FILE] [--sweep N] [--kind LIST] [--status LIST]\n"
+                 "                        [--node GLOB] [--last N] [--format F]\n"
                  "  one row per finished job (the v_results view); the table shows the main\n"
                  "  columns, csv and json all of them. It reads the SQLite file directly (it\n"
                  "  never talks to the coordinator, so it takes no keys): who may read results is\n"
                  "  who may read that file\n"
                  "  --db FILE      the store (default " GB_DEFAULT_DB ")\n"
                  "  --sweep N      one sweep (default all)\n"
+                 "  --kind LIST    these kinds: resnet50, gemm, allreduce, sleep, comma-separated\n"
+                 "  --status LIST  these job states: done, failed, cancelled\n"
+                 "  --node GLOB    jobs that ran on a node whose name matches (any rank of a\n"
+                 "                 multi-node job; * ? [..] as in the shell; case-sensitive)\n"
+                 "  --last N       the last N of the jobs left (by job id), in the usual order\n"
                  "  --format F     table | csv | json (default table)\n"
                  "  -h, --help     this help\n");
+}
+
+/* --kind, --status: a comma-separated LIST of names from known (n of
+ * them), none twice, none empty; 2 (said) otherwise. */
+static int check_list(const char *opt, const char *list, const char *const *known, int n) {
+    const char *p = list;
+    char seen[8] = {0};
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < n; i++)
+            if (strlen(known[i]) == len && strncmp(p, known[i], len) == 0) k = i;
+        if (k < 0 || seen[k]) {
+            char names[96] = "", msg[192];
+            for (int i = 0; i < n; i++) {
+                size_t at = strlen(names);
+                gb_fmt(names + at, sizeof names - at, "%s%s", i ? ", " : "", known[i]);
+            }
+            if (k < 0)
+                gb_fmt(msg, sizeof msg, "%s: unknown '%.*s' (%s)", opt, (int)(len > 40 ? 40 : len),
+                       p, names);
+            else
+                gb_fmt(msg, sizeof msg, "%s: %s given twice", opt, known[k]);
+            return cli_usage_error("results", msg);
+        }
+        seen[k] = 1;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
 }
 
 int cmd_results(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
                                          {"sweep", required_argument, 0, 's'},
+                                         {"kind", required_argument, 0, 'k'},
+                                         {"status", required_argument, 0, 't'},
+                                         {"node", required_argument, 0, 'n'},
+                                         {"last", required_argument, 0, 'l'},
                                          {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *db = GB_DEFAULT_DB;
     gb_format_t fmt = GB_FMT_TABLE;
+    static const char *const kinds[] = {"resnet50", "gemm", "allreduce", "sleep"};
+    static const char *const states[] = {"done", "failed", "cancelled"};
+    cli_results_filter_t f = {0};
     long sweep = 0;
     int opt;
     optind = 1;
@@ -41,6 +83,21 @@ int cmd_results(int argc, char **argv) {
             break;
         case 's':
             if (cli_long("results", "--sweep", optarg, 1, 0x7fffffffL, &sweep)) return 2;
+            break;
+        case 'k':
+            if (check_list("--kind", optarg, kinds, 4)) return 2;
+            f.kinds = optarg;
+            break;
+        case 't':
+            if (check_list("--status", optarg, states, 3)) return 2;
+            f.statuses = optarg;
+            break;
+        case 'n':
+            if (!optarg[0]) return cli_usage_error("results", "--node needs a name or a pattern");
+            f.node = optarg;
+            break;
+        case 'l':
+            if (cli_long("results", "--last", optarg, 1, 0x7fffffffL, &f.last)) return 2;
             break;
         case 'f':
             if (gb_format_parse(optarg, &fmt))
@@ -62,5 +119,5 @@ int cmd_results(int argc, char **argv) {
         return cli_unexpected_arg("results", a, hint[0] ? hint : NULL);
     }
     if (!db[0]) return cli_usage_error("results", "--db needs a file name");
-    return cli_print_results(db, (uint64_t)sweep, fmt);
+    return cli_print_results(db, (uint64_t)sweep, &f, fmt);
 }

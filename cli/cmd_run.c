@@ -454,7 +454,7 @@ int cmd_run(int argc, char **argv) {
     have_tc = 0;
     gb_coord_destroy(&rc_coord.coord);
     cli_signals_restart(); /* the table is written whole, whatever comes now */
-    if (cli_print_results(db, sweep, fmt) != 0) rc = 1;
+    if (cli_print_results(db, sweep, NULL, fmt) != 0) rc = 1;
 out:
     atomic_store(&agent_stop, 1);
     atomic_store(&daemons, 1);

@@ -10,7 +10,8 @@
 # A100-SXM4 280000 and 19000, the Xeon 380 fp32 and 700 bf16, all 4096^3,
 # A100-SXM4 250000 at 2048^3, H100 620000 at 8192x1024x4096 and 50000 at
 # 64^3, and an invalid and a failed gemm that must not count).
-# Cases: table csv json baseline precision errors empty store gemm.
+# Cases: table csv json baseline precision errors empty store gemm, and
+# results (`gpubench results`' filters on the same store).
 # shellcheck source=tests/control/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 MODELS=$2
@@ -347,6 +348,53 @@ EOF
     sqlite3 "$T/old.db" "DROP VIEW v_gemm_models; PRAGMA user_version = 20"
     "$GB" compare --db "$T/old.db" --kind gemm >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
     contains "older store" "$T/e.txt" "has schema version 20, this gpubench reads"
+    ;;
+results)
+    # gpubench results' filters on the same store: kinds, job states, a
+    # node's name (any rank's: job 7 ran on node-b and, as rank 1, node-e),
+    # the last N; each against the store read directly, and a count
+    sqlite3 "$DB" "INSERT INTO ranks (job_id, attempt, rank, agent_id, state, placed_at) VALUES
+        (7, 1, 0, 'agent-b', 'done', 't'), (7, 1, 1, 'agent-e', 'done', 't')"
+    ids() { "$GB" results --db "$DB" --format csv "$@" | python3 -c '
+import csv, sys
+print(" ".join(r["job_id"] for r in csv.DictReader(sys.stdin)))'; }
+    sql() { sqlite3 "$DB" "SELECT group_concat(job_id, ' ') FROM (SELECT job_id FROM v_results WHERE $1 ORDER BY job_id)"; }
+    eq "every job" "$(ids | wc -w)" "$(sqlite3 "$DB" "SELECT count(*) FROM v_results")"
+    eq "--kind gemm" "$(ids --kind gemm)" "$(sql "kind = 'gemm'")"
+    eq "gemm jobs" "$(ids --kind gemm | wc -w)" 14
+    eq "--kind gemm,resnet50" "$(ids --kind gemm,resnet50 | wc -w)" "$(ids | wc -w)"
+    eq "--status failed" "$(ids --status failed)" "$(sql "status = 'failed'")"
+    eq "failed jobs" "$(ids --status failed | wc -w)" 2
+    eq "--node 'node-[ab]'" "$(ids --node 'node-[ab]')" "$(sql "node IN ('node-a', 'node-b')")"
+    eq "--node node-e: its own and rank 1 of job 7" "$(ids --node node-e)" "$(sql "node = 'node-e' OR job_id = 7")"
+    eq "--node is case-sensitive" "$(ids --node NODE-E)" ""
+    eq "--last 3" "$(ids --last 3)" "34 35 36"
+    eq "--kind resnet50 --status failed --node node-a" "$(ids --kind resnet50 --status failed --node node-a)" "5"
+    eq "--last 2 of the filtered" "$(ids --kind resnet50 --last 2)" "22 23"  # jobs 24 on are gemms
+    eq "--sweep 1 --kind sleep" "$(ids --sweep 1 --kind sleep)" ""
+    # the table: the same rows, said invalid under it as before
+    check "results table, filtered" "$GB" results --db "$DB" --kind gemm --status done --node node-a >"$T/r.txt"
+    eq "table rows" "$(grep -c ' gemm ' "$T/r.txt")" "$(sqlite3 "$DB" "SELECT count(*) FROM v_results WHERE kind = 'gemm' AND status = 'done' AND node = 'node-a'")"
+    contains "its invalid one said" "$T/r.txt" "invalid: "
+    # usage errors: exit 2, said, nothing on stdout
+    while IFS='|' read -r what want; do
+        # shellcheck disable=SC2086
+        "$GB" results --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
+        eq "results $what" "$?" 2
+        contains "results $what says why" "$T/e.txt" "$want"
+        [ -s "$T/o.txt" ] && fail "results $what: stdout $(cat "$T/o.txt")"
+    done <<'EOF'
+--kind train|gpubench results: --kind: unknown 'train' (resnet50, gemm, allreduce, sleep)
+--kind gemm,,sleep|--kind: unknown ''
+--kind gemm,gemm|gpubench results: --kind: gemm given twice
+--status running|gpubench results: --status: unknown 'running' (done, failed, cancelled)
+--status done --status failed|--status given twice
+--last 0|gpubench results: --last
+--last x|gpubench results: --last
+--node|gpubench results: option '--node' requires an argument
+EOF
+    "$GB" results --db "$DB" --node '' >/dev/null 2>"$T/e.txt"; eq "--node ''" "$?" 2
+    contains "empty node" "$T/e.txt" "--node needs a name or a pattern"
     ;;
 *)
     fail "unknown case $case"
