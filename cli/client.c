@@ -441,6 +441,12 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
                 }
     t = gb_table_new(nshow, names);
     if (!t) goto out;
+    /* decimals per column, decided now: the names are SQLite's, valid only
+     * until the first step, which may prepare the statement again (a bound
+     * GLOB pattern does) */
+    int decimals[64];
+    for (int i = 0; i < nshow; i++)
+        decimals[i] = strstr(names[i], "ms") ? 3 : 1;
     /* the table says valid 0 but not why: the reasons follow it */
     int c_job = -1, c_valid = -1, c_why = -1;
     for (int c = 0; c < ncols; c++) {
@@ -468,7 +474,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
                 gb_table_int(t, i, sqlite3_column_int64(st, c));
                 break;
             case SQLITE_FLOAT:
-                gb_table_real(t, i, sqlite3_column_double(st, c), strstr(names[i], "ms") ? 3 : 1);
+                gb_table_real(t, i, sqlite3_column_double(st, c), decimals[i]);
                 break;
             case SQLITE_NULL:
                 gb_table_text(t, i, NULL);
