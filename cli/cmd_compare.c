@@ -551,12 +551,10 @@ int cmd_compare(int argc, char **argv) {
             db_path = optarg;
             break;
         case 'K':
-            if (strcmp(optarg, "resnet50") == 0)
-                c.kind = &kinds[KIND_RESNET50];
-            else if (strcmp(optarg, "gemm") == 0)
-                c.kind = &kinds[KIND_GEMM];
-            else
-                return cli_usage_error("compare", "--kind is resnet50 or gemm");
+            c.kind = NULL;
+            for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+                if (strcmp(optarg, kinds[i].name) == 0) c.kind = &kinds[i];
+            if (!c.kind) return cli_usage_error("compare", "--kind is resnet50 or gemm");
             break;
         case 's':
             if (parse_shape(optarg, shape)) return 2;

@@ -29,6 +29,19 @@ want
 $want"
 }
 
+# usage_errors CMD: each line on stdin, "ARGS|WANT", is a usage error of
+# `gpubench CMD --db $DB ARGS`: exit 2, WANT on stderr, nothing on stdout
+usage_errors() {
+    local cmd=$1 what want
+    while IFS='|' read -r what want; do
+        # shellcheck disable=SC2086
+        "$GB" "$cmd" --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
+        eq "$cmd $what" "$?" 2
+        contains "$cmd $what says why" "$T/e.txt" "$want"
+        [ -s "$T/o.txt" ] && fail "$cmd $what: stdout $(cat "$T/o.txt")"
+    done
+}
+
 case $case in
 csv)
     # every configuration its own group with its own baseline (the slowest in
@@ -205,13 +218,7 @@ EOF
     ;;
 errors)
     # usage errors: exit 2, said on stderr, nothing on stdout
-    while IFS='|' read -r what want; do
-        # shellcheck disable=SC2086
-        "$GB" compare --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
-        eq "compare $what" "$?" 2
-        contains "compare $what says why" "$T/e.txt" "$want"
-        [ -s "$T/o.txt" ] && fail "compare $what: stdout $(cat "$T/o.txt")"
-    done <<'EOF'
+    usage_errors compare <<'EOF'
 --precision fp8|gpubench compare: --precision: unknown precision 'fp8' (fp16, bf16, tf32, fp32)
 --precision fp16,,fp32|unknown precision ''
 --precision fp16,fp16|gpubench compare: --precision: fp16 given twice
@@ -373,17 +380,11 @@ print(" ".join(r["job_id"] for r in csv.DictReader(sys.stdin)))'; }
     eq "--last 2 of the filtered" "$(ids --kind resnet50 --last 2)" "22 23"  # jobs 24 on are gemms
     eq "--sweep 1 --kind sleep" "$(ids --sweep 1 --kind sleep)" ""
     # the table: the same rows, said invalid under it as before
-    check "results table, filtered" "$GB" results --db "$DB" --kind gemm --status done --node node-a >"$T/r.txt"
+    check "results table, filtered" "$GB" results --db "$DB" --kind gemm --status "done" --node node-a >"$T/r.txt"
     eq "table rows" "$(grep -c ' gemm ' "$T/r.txt")" "$(sqlite3 "$DB" "SELECT count(*) FROM v_results WHERE kind = 'gemm' AND status = 'done' AND node = 'node-a'")"
     contains "its invalid one said" "$T/r.txt" "invalid: "
     # usage errors: exit 2, said, nothing on stdout
-    while IFS='|' read -r what want; do
-        # shellcheck disable=SC2086
-        "$GB" results --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
-        eq "results $what" "$?" 2
-        contains "results $what says why" "$T/e.txt" "$want"
-        [ -s "$T/o.txt" ] && fail "results $what: stdout $(cat "$T/o.txt")"
-    done <<'EOF'
+    usage_errors results <<'EOF'
 --kind train|gpubench results: --kind: unknown 'train' (resnet50, gemm, allreduce, sleep)
 --kind gemm,,sleep|--kind: unknown ''
 --kind gemm,gemm|gpubench results: --kind: gemm given twice
