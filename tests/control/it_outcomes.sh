@@ -87,7 +87,25 @@ gemm)
     "$GB" results --db "$T/gb.db" >"$T/table.txt" || fail "gpubench results"
     # (counted from the end: the CPU model has spaces)
     eq "the table's columns" "$(awk 'NR == 1 {print $(NF-9), $(NF-8), $(NF-7), $(NF-4)}' "$T/table.txt")" "m n k step_ms_median"
-    eq "the table's row" "$(awk 'NR == 2 {print $(NF-9), $(NF-8), $(NF-7), ($(NF-4) > 0)}' "$T/table.txt")" "96 80 72 1" ;;
+    eq "the table's row" "$(awk 'NR == 2 {print $(NF-9), $(NF-8), $(NF-7), ($(NF-4) > 0)}' "$T/table.txt")" "96 80 72 1"
+    # compare --kind gemm on this real record: the CPU model's row at this
+    # shape, its median the result's GFLOP/s (one run); a result judged
+    # invalid (a noisy machine) is left out, and that is said
+    "$GB" compare --db "$T/gb.db" --kind gemm --format csv >"$T/cmp.csv" 2>"$T/cmp.err" || fail "compare --kind gemm: $(cat "$T/cmp.err")"
+    python3 - "$T/cmp.csv" "$(q "SELECT valid || '|' || gflops || '|' || gpu_model FROM v_results")" <<'EOF' || fail "compare --kind gemm: $(cat "$T/cmp.csv" "$T/cmp.err")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+valid, gflops, model = sys.argv[2].split("|", 2)
+if valid != "1":
+    assert rows == [], rows
+    sys.exit(0)
+assert len(rows) == 1, rows
+r = rows[0]
+assert (r["gpu_model"], r["backend"], r["m"], r["n"], r["k"]) == (model, "cpu", "96", "80", "72"), r
+assert abs(float(r["fp32_gflops"]) - float(gflops)) <= 1e-9 * float(gflops), (r, gflops)
+assert r["fp32_runs"] == "1" and r["fp32_rel"] == "1" and r["baseline"] == model, r
+EOF
+    ;;
 gemm_bf16_cpu)
     eq "record columns" "$(q "SELECT kind || ',' || backend || ',' || precision || ',' || (gflops > 0) FROM v_results")" "gemm,cpu,bf16,1"
     eq "the job's precision" "$(q "SELECT precision FROM jobs")" bf16
