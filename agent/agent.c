@@ -1350,11 +1350,12 @@ static void clean_jobs_dir(gb_agent_t *a) {
 }
 
 static void close_socket(gb_agent_t *a) {
+    /* the monitor stopped before its reader is closed (an event sent to a
+     * closed reader blocks libzmq's I/O thread under the lock that stopping
+     * takes: gb_request_ex) */
+    if (a->sock) zmq_socket_monitor(a->sock, NULL, 0);
     if (a->monitor) zmq_close(a->monitor);
-    if (a->sock) {
-        zmq_socket_monitor(a->sock, NULL, 0);
-        zmq_close(a->sock);
-    }
+    if (a->sock) zmq_close(a->sock);
     a->monitor = a->sock = NULL;
 }
 
@@ -1399,10 +1400,13 @@ static int open_socket(gb_agent_t *a, char *err, size_t errlen) {
                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
         a->monitor = zmq_socket(a->ctx, ZMQ_PAIR);
-        if (a->monitor && (zmq_setsockopt(a->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-                           zmq_connect(a->monitor, mon_ep) != 0)) {
-            zmq_close(a->monitor);
+        if (!a->monitor || zmq_setsockopt(a->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+            zmq_connect(a->monitor, mon_ep) != 0) {
+            if (a->monitor) zmq_close(a->monitor);
             a->monitor = NULL;
+            /* no reader: no monitor (libzmq's I/O thread would block on
+             * its first event) */
+            zmq_socket_monitor(a->sock, NULL, 0);
         }
     }
     if (target(a)[0] && zmq_connect(a->sock, target(a)) != 0) {

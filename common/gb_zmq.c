@@ -414,10 +414,13 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED |
                                ZMQ_EVENT_CONNECT_RETRIED) == 0) {
         mon = zmq_socket(ctx, ZMQ_PAIR);
-        if (mon && zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+        if (!mon || zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
             zmq_connect(mon, mon_ep) != 0) {
-            zmq_close(mon);
+            if (mon) zmq_close(mon);
             mon = NULL;
+            /* no reader: no monitor (libzmq's I/O thread would block on
+             * its first event) */
+            zmq_socket_monitor(s, NULL, 0);
         }
     }
     if (zmq_connect(s, target) != 0) {
@@ -547,11 +550,15 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
         break;
     }
 out:
+    /* the monitor stopped before its reader is closed: libzmq's I/O thread
+     * sends each event blocking, holding the socket's monitor lock, so an
+     * event (a reconnect after a refused handshake) sent once the reader
+     * was gone blocked it for ever, and zmq_socket_monitor(s, NULL) then
+     * waited on that lock (a keyless `gpubench submit` hung so, 1 run in
+     * 10 on a loaded machine) */
+    if (s) zmq_socket_monitor(s, NULL, 0);
     if (mon) zmq_close(mon);
-    if (s) {
-        zmq_socket_monitor(s, NULL, 0);
-        zmq_close(s);
-    }
+    if (s) zmq_close(s);
     if (ctx) zmq_ctx_term(ctx);
     return rc;
 }

@@ -4812,16 +4812,15 @@ void gb_coord_destroy(gb_coord_t **self_p) {
     free(c->held);
     gb_ranks_destroy(&c->ranks);
     if (c->store) gb_store_close(&c->store);
+    /* the monitors stopped before their readers are closed (an event sent
+     * to a closed reader blocks libzmq's I/O thread under the lock that
+     * stopping takes: gb_request_ex) */
+    if (c->agents_sock) zmq_socket_monitor(c->agents_sock, NULL, 0);
+    if (c->control_sock) zmq_socket_monitor(c->control_sock, NULL, 0);
     if (c->monitor) zmq_close(c->monitor);
     if (c->control_monitor) zmq_close(c->control_monitor);
-    if (c->agents_sock) {
-        zmq_socket_monitor(c->agents_sock, NULL, 0);
-        zmq_close(c->agents_sock);
-    }
-    if (c->control_sock) {
-        zmq_socket_monitor(c->control_sock, NULL, 0);
-        zmq_close(c->control_sock);
-    }
+    if (c->agents_sock) zmq_close(c->agents_sock);
+    if (c->control_sock) zmq_close(c->control_sock);
     gb_auth_destroy(&c->auth);
     gb_rate_destroy(&c->rate);
     gb_rate_destroy(&c->refusal_log);
@@ -4887,9 +4886,12 @@ static void *open_monitor(gb_coord_t *c, void *sock, const char *name) {
         return NULL;
     void *m = zmq_socket(c->ctx, ZMQ_PAIR);
     int zero = 0;
-    if (m && (zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(m, ep) != 0)) {
-        zmq_close(m);
+    if (!m || zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(m, ep) != 0) {
+        if (m) zmq_close(m);
         m = NULL;
+        /* no reader: no monitor (libzmq's I/O thread would block on its
+         * first event) */
+        zmq_socket_monitor(sock, NULL, 0);
     }
     return m;
 }
