@@ -554,8 +554,8 @@ out:
      * sends each event blocking, holding the socket's monitor lock, so an
      * event (a reconnect after a refused handshake) sent once the reader
      * was gone blocked it for ever, and zmq_socket_monitor(s, NULL) then
-     * waited on that lock (a keyless `gpubench submit` hung so, 1 run in
-     * 10 on a loaded machine) */
+     * waited on that lock (a keyless `gpubench submit` hung so, twice in
+     * 56 runs beside two busy loops) */
     if (s) zmq_socket_monitor(s, NULL, 0);
     if (mon) zmq_close(mon);
     if (s) zmq_close(s);
