@@ -191,6 +191,40 @@ int cli_once(cli_once_t *once, const char *cmd, const struct option *opts, int o
     return 0;
 }
 
+int cli_name_list(const char *cmd, const char *opt, const char *noun, const char *list,
+                  const char *const *known, int n, int *order, int *count) {
+    const char *p = list;
+    char seen[16] = {0};
+    int got = 0;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < n && i < 16; i++)
+            if (strlen(known[i]) == len && strncmp(p, known[i], len) == 0) k = i;
+        if (k < 0) {
+            char names[160] = "", msg[256];
+            for (int i = 0; i < n; i++) {
+                size_t at = strlen(names);
+                gb_fmt(names + at, sizeof names - at, "%s%s", i ? ", " : "", known[i]);
+            }
+            gb_fmt(msg, sizeof msg, "%s: unknown %s%s'%.*s' (%s)", opt, noun ? noun : "",
+                   noun ? " " : "", (int)(len > 40 ? 40 : len), p, names);
+            return cli_usage_error(cmd, msg);
+        }
+        if (seen[k]) {
+            char msg[96];
+            gb_fmt(msg, sizeof msg, "%s: %s given twice", opt, known[k]);
+            return cli_usage_error(cmd, msg);
+        }
+        seen[k] = 1;
+        if (order) order[got] = k;
+        got++;
+        if (count) *count = got;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}
+
 int cli_bad_option(const char *cmd) {
     fprintf(stderr, "gpubench %s: see 'gpubench %s -h' for the options\n", cmd, cmd);
     return 2;

@@ -117,6 +117,13 @@ typedef struct cli_once {
     int n;
 } cli_once_t;
 int cli_once(cli_once_t *once, const char *cmd, const struct option *opts, int opt);
+/* A comma-separated LIST for option OPT of CMD, each name one of known[0..n)
+ * (n at most 16): their indexes, in the order given, into order[] (room for
+ * n; may be NULL) and their count into *count (may be NULL). An unknown name
+ * ("OPT: unknown NOUN 'x' (a, b, c)"; NOUN may be NULL) or a repeated one
+ * ("OPT: a given twice") is a usage error: 2, said. */
+int cli_name_list(const char *cmd, const char *opt, const char *noun, const char *list,
+                  const char *const *known, int n, int *order, int *count);
 /* After getopt's own line about an unknown option or a missing value: one
  * line pointing at -h (the whole usage would push getopt's off the screen);
  * returns 2. */

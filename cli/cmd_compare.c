@@ -118,34 +118,6 @@ static void usage(FILE *out) {
                  "  -h, --help        this help\n");
 }
 
-/* --precision: names into c->sel, in the order given. 2 (said) on an
- * unknown or repeated one. */
-static int parse_precisions(cmp_t *c, const char *list) {
-    const char *p = list;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        int k = -1;
-        for (int i = 0; i < N_PREC; i++)
-            if (strlen(known_prec[i]) == len && strncmp(p, known_prec[i], len) == 0) k = i;
-        if (k < 0) {
-            char msg[160];
-            gb_fmt(msg, sizeof msg,
-                   "--precision: unknown precision '%.*s' (fp16, bf16, tf32, fp32)",
-                   (int)(len > 40 ? 40 : len), p);
-            return cli_usage_error("compare", msg);
-        }
-        for (int i = 0; i < c->nsel; i++)
-            if (c->sel[i] == k) {
-                char msg[96];
-                gb_fmt(msg, sizeof msg, "--precision: %s given twice", known_prec[k]);
-                return cli_usage_error("compare", msg);
-            }
-        c->sel[c->nsel++] = k;
-        if (!p[len]) return 0;
-        p += len + 1;
-    }
-}
-
 static int same_text(const char *a, const char *b) {
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
@@ -563,7 +535,9 @@ int cmd_compare(int argc, char **argv) {
             baseline = optarg;
             break;
         case 'p':
-            if (parse_precisions(&c, optarg)) return 2;
+            if (cli_name_list("compare", "--precision", "precision", optarg, known_prec, N_PREC,
+                              c.sel, &c.nsel))
+                return 2;
             given_prec = 1;
             break;
         case 'b':

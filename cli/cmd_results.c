@@ -27,35 +27,6 @@ static void usage(FILE *out) {
                  "  -h, --help     this help\n");
 }
 
-/* --kind, --status: a comma-separated LIST of names from known (n of
- * them), none twice, none empty; 2 (said) otherwise. */
-static int check_list(const char *opt, const char *list, const char *const *known, int n) {
-    const char *p = list;
-    char seen[8] = {0};
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        int k = -1;
-        for (int i = 0; i < n; i++)
-            if (strlen(known[i]) == len && strncmp(p, known[i], len) == 0) k = i;
-        if (k < 0 || seen[k]) {
-            char names[96] = "", msg[192];
-            for (int i = 0; i < n; i++) {
-                size_t at = strlen(names);
-                gb_fmt(names + at, sizeof names - at, "%s%s", i ? ", " : "", known[i]);
-            }
-            if (k < 0)
-                gb_fmt(msg, sizeof msg, "%s: unknown '%.*s' (%s)", opt, (int)(len > 40 ? 40 : len),
-                       p, names);
-            else
-                gb_fmt(msg, sizeof msg, "%s: %s given twice", opt, known[k]);
-            return cli_usage_error("results", msg);
-        }
-        seen[k] = 1;
-        if (!p[len]) return 0;
-        p += len + 1;
-    }
-}
-
 int cmd_results(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
                                          {"sweep", required_argument, 0, 's'},
@@ -85,11 +56,11 @@ int cmd_results(int argc, char **argv) {
             if (cli_long("results", "--sweep", optarg, 1, 0x7fffffffL, &sweep)) return 2;
             break;
         case 'k':
-            if (check_list("--kind", optarg, kinds, 4)) return 2;
+            if (cli_name_list("results", "--kind", NULL, optarg, kinds, 4, NULL, NULL)) return 2;
             f.kinds = optarg;
             break;
         case 't':
-            if (check_list("--status", optarg, states, 3)) return 2;
+            if (cli_name_list("results", "--status", NULL, optarg, states, 3, NULL, NULL)) return 2;
             f.statuses = optarg;
             break;
         case 'n':

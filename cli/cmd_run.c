@@ -52,39 +52,31 @@ static int default_gpu_batch(const gb_inventory_t *inv) {
  * peak; 2048^3 on the CPU, 50 ms a product there; a second or two in all).
  * Without the engine built in, the gemm probe at three shapes. */
 static const char *default_spec(const gb_inventory_t *inv, char *what, size_t whatlen) {
-    static char gpu_spec[320];
     if (!gb_worker_has_engine()) {
         gb_fmt(what, whatlen, "gemm, m = 512, 1024, 2048 by n = k = 2048");
         return "{\"name\": \"gpubench run\", \"kind\": \"gemm\", \"m\": [512, 1024, 2048],"
                " \"n\": 2048, \"k\": 2048}";
     }
-    if (inv->n_gpus > 0) {
-        int b = default_gpu_batch(inv);
-        gb_fmt(what, whatlen,
-               "ResNet-50 on one GPU in tf32, fp16 and bf16, batch %d%s, and the matrix rate in "
-               "each: gemm 8192x8192x8192",
-               b, b < 256 ? " (256 does not fit in its memory)" : "");
-        gb_fmt(gpu_spec, sizeof gpu_spec,
-               "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
-               "[\"tf32\", \"fp16\", \"bf16\"], \"gpus\": 1, \"batch\": %d, \"steps\": 30, "
-               "\"warmup\": 10, \"m\": 8192, \"n\": 8192, \"k\": 8192, \"reps\": 20}",
-               b);
-        return gpu_spec;
+    /* one GPU in buyers' three precisions; else the CPU, bf16 where it has it */
+    static char spec[320];
+    int gpu = inv->n_gpus > 0, bf16 = gb_worker_cpu_bf16();
+    int b = gpu ? default_gpu_batch(inv) : 8, size = gpu ? 8192 : 2048;
+    const char *names = "tf32, fp16 and bf16", *list = "\"tf32\", \"fp16\", \"bf16\"";
+    const char *note = b < 256 ? " (256 does not fit in its memory)" : "";
+    if (!gpu) {
+        names = bf16 ? "fp32 and bf16" : "fp32";
+        list = bf16 ? "\"fp32\", \"bf16\"" : "\"fp32\"";
+        note = bf16 ? "" : " (bf16 needs avx512_bf16)";
     }
-    if (gb_worker_cpu_bf16()) {
-        gb_fmt(what, whatlen,
-               "ResNet-50 on the CPU in fp32 and bf16, batch 8, and the matrix rate in each: "
-               "gemm 2048x2048x2048");
-        return "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
-               "[\"fp32\", \"bf16\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3, \"m\": 2048, "
-               "\"n\": 2048, \"k\": 2048, \"reps\": 20}";
-    }
-    gb_fmt(what, whatlen,
-           "ResNet-50 on the CPU in fp32, batch 8 (bf16 needs avx512_bf16), and the matrix rate: "
-           "gemm 2048x2048x2048");
-    return "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
-           "[\"fp32\"], \"batch\": 8, \"steps\": 10, \"warmup\": 3, \"m\": 2048, \"n\": 2048, "
-           "\"k\": 2048, \"reps\": 20}";
+    gb_fmt(what, whatlen, "ResNet-50 on %s in %s, batch %d%s, and the matrix rate%s: gemm %dx%dx%d",
+           gpu ? "one GPU" : "the CPU", names, b, note, gpu || bf16 ? " in each" : "", size, size,
+           size);
+    gb_fmt(spec, sizeof spec,
+           "{\"name\": \"gpubench run\", \"kind\": [\"resnet50\", \"gemm\"], \"precision\": "
+           "[%s], %s\"batch\": %d, \"steps\": %d, \"warmup\": %d, \"m\": %d, \"n\": %d, "
+           "\"k\": %d, \"reps\": 20}",
+           list, gpu ? "\"gpus\": 1, " : "", b, gpu ? 30 : 10, gpu ? 10 : 3, size, size, size);
+    return spec;
 }
 
 static const gb_inventory_t *local_inventory(void) {

@@ -14,6 +14,10 @@
 #            default with its count (before a store is made), taken with
 #            --max-jobs raised, end to end (run's own check and its embedded
 #            coordinator's: the sweep stored whole), then cut short
+#   default_cpu the default sweep on a CPU with and without bf16 (oneDNN
+#            held to AVX512_CORE by DNNL_MAX_CPU_ISA): -h says what it is,
+#            and the sweep the coordinator takes holds those jobs (cut
+#            short by --timeout: the full run is it_fresh_clone's)
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
@@ -39,6 +43,38 @@ if [ "$case" = max_jobs ]; then
     grep -q "sweep 1: 10008 job(s); store" "$T/big.log" || contains "stored all the same" "$T/big.log" "sweep 1 was stored before that"
     eq "the sweep holds every job" "$(sqlite3 "$T/big.db" "SELECT n_jobs || ' ' || (SELECT count(*) FROM jobs) FROM sweeps")" "10008 10008"
     eq "and none is left queued or running" "$(sqlite3 "$T/big.db" "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" 0
+    echo ok
+    exit 0
+fi
+if [ "$case" = default_cpu ]; then
+    "$GB" run -h >"$T/h.txt" || fail "run -h"
+    if grep -q "gemm, m = 512, 1024, 2048" "$T/h.txt"; then
+        echo "SKIP: built without the training engine (the gemm probe is the default)" >&2
+        exit 77
+    fi
+    if grep -q "in fp32 and bf16" "$T/h.txt"; then
+        contains "-h: bf16 here" "$T/h.txt" "ResNet-50 on the CPU in fp32 and bf16, batch 8, and the matrix rate in each: gemm 2048x2048x2048"
+        runs="resnet50 fp32 8|resnet50 bf16 8|gemm fp32 2048|gemm bf16 2048"
+        isas="native AVX512_CORE"
+    else
+        isas="native"
+    fi
+    for isa in $isas; do
+        env=()
+        [ "$isa" = native ] || env=(DNNL_MAX_CPU_ISA="$isa")
+        if [ "$isa" != native ] || [ -z "${runs:-}" ]; then
+            env "${env[@]}" "$GB" run -h >"$T/h.txt" || fail "run -h ($isa)"
+            contains "-h: fp32 only ($isa)" "$T/h.txt" "ResNet-50 on the CPU in fp32, batch 8 (bf16 needs avx512_bf16), and the matrix rate: gemm 2048x2048x2048"
+            want="resnet50 fp32 8|gemm fp32 2048"
+        else
+            want=$runs
+        fi
+        env "${env[@]}" "$GB" run --db "$T/$isa.db" --timeout 1 >"$T/$isa.out" 2>"$T/$isa.log"
+        eq "cut short ($isa)" "$?" 1
+        got=$(sqlite3 "$T/$isa.db" "SELECT group_concat(x, '|') FROM (SELECT kind || ' ' || precision || ' ' || COALESCE(json_extract(params, '$.batch'), json_extract(params, '$.m')) AS x FROM jobs ORDER BY job_id)")
+        eq "the default sweep's jobs ($isa)" "$got" "$want"
+        eq "one sweep, named ($isa)" "$(sqlite3 "$T/$isa.db" "SELECT count(*) || ' ' || name FROM sweeps")" "1 gpubench run"
+    done
     echo ok
     exit 0
 fi
