@@ -4,7 +4,9 @@
  * runs, the runs behind it, and that figure over the baseline model's in
  * the same precision and configuration. With --kind gemm the same from
  * v_gemm_models: each model's median GFLOP/s over one-device gemm runs,
- * the matrix rate beside its ResNet-50 figure.
+ * the matrix rate beside its ResNet-50 figure. With --by node, a fleet's
+ * nodes instead: each node's median on its model beside that model's median
+ * over every node (the view's), so that a slow node shows.
  *
  * A configuration is (batch per GPU, image size), or a gemm's shape (m, n,
  * k): figures of different configurations are never put in one cell nor
@@ -39,6 +41,7 @@ typedef struct cmp_kind {
     const char *name;    /* --kind */
     const char *view;    /* the view read */
     const char *figure;  /* its median column */
+    const char *run_fig; /* the figure of one run, in v_results */
     const char *unit;    /* the figure's columns: fp16_img_s */
     const char *results; /* in "no ... results in FILE" */
     const char *counts;  /* what the view counts, said when it is empty */
@@ -52,6 +55,7 @@ static const cmp_kind_t kinds[] = {
     [KIND_RESNET50] = {"resnet50",
                        "v_models",
                        "median_images_per_sec",
+                       "images_per_sec",
                        "img_s",
                        "one-GPU ResNet-50 results",
                        "done, valid runs on one GPU of one node",
@@ -62,6 +66,7 @@ static const cmp_kind_t kinds[] = {
                    "v_gemm_models",
                    "median_gflops",
                    "gflops",
+                   "gflops",
                    "gemm results",
                    "done, valid runs on one device of one node",
                    "--backend, --shape or --precision",
@@ -71,12 +76,14 @@ static const cmp_kind_t kinds[] = {
 
 typedef struct cmp_row {
     char *model, *backend; /* NULL: the view's NULL */
+    char *node;            /* --by node: the node; else NULL */
     int64_t cfg[3];        /* the configuration: batch_per_gpu, image_size; m, n, k */
     int has_cfg[3];        /* 0: the view's NULL */
     int has[N_PREC];       /* indexed as the shown precisions (sel[]) */
     double fig[N_PREC];    /* the median: images/s, GFLOP/s */
     int64_t runs[N_PREC];
-    int base; /* index of its group's baseline row, -1 none */
+    double model_fig[N_PREC]; /* --by node: the model's median over every node */
+    int base;                 /* index of its group's baseline row, -1 none */
 } cmp_row_t;
 
 typedef struct cmp {
@@ -84,12 +91,15 @@ typedef struct cmp {
     cmp_row_t *rows;
     int n, cap;
     int sel[N_PREC], nsel; /* shown precisions: indexes into known_prec */
+    int by_node;           /* --by node */
+    double below;          /* --below; 0: not given */
 } cmp_t;
 
 static void usage(FILE *out) {
     fprintf(out, "usage: gpubench compare [--db FILE] [--kind resnet50|gemm] [--baseline MODEL]\n"
-                 "                        [--precision LIST] [--batch N] [--image-size N]\n"
-                 "                        [--shape MxNxK] [--backend cpu|cuda] [--format F]\n"
+                 "                        [--by model|node] [--below R] [--precision LIST]\n"
+                 "                        [--batch N] [--image-size N] [--shape MxNxK]\n"
+                 "                        [--backend cpu|cuda] [--format F]\n"
                  "  GPU models (CPU models for CPU runs) side by side, from the v_models view:\n"
                  "  one row per model, and per precision the median images/s of its one-GPU,\n"
                  "  one-node ResNet-50 runs (done, valid), how many runs, and that median over\n"
@@ -98,14 +108,20 @@ static void usage(FILE *out) {
                  "  own baseline: figures of different batches or image sizes are never mixed.\n"
                  "  With --kind gemm, the same for the matrix rate: median GFLOP/s of one-device\n"
                  "  gemm runs, from v_gemm_models, each shape (m, n, k) its own group.\n"
-                 "  Rows are sorted by the first precision's figure, fastest first. It reads the\n"
-                 "  SQLite file directly, as results does\n"
+                 "  Rows are sorted by the first precision's figure, fastest first.\n"
+                 "  With --by node, a fleet's nodes: one row per node and model, per precision\n"
+                 "  the node's median, its runs, and that median over the model's median on\n"
+                 "  every node (rel; the view's figure), slowest first: a slow node shows.\n"
+                 "  It reads the SQLite file directly, as results does\n"
                  "  --db FILE         the store (default " GB_DEFAULT_DB ")\n"
                  "  --kind K          resnet50 (images/s; the default) or gemm (GFLOP/s)\n"
                  "  --baseline MODEL  the model every figure is divided by: its exact gpu_model,\n"
                  "                    or a part of it that names one model (any case: \"a100\");\n"
                  "                    default the slowest model of each configuration in the\n"
                  "                    first precision (every rel there is then 1 or more)\n"
+                 "  --by WHAT         model (the default) or node\n"
+                 "  --below R         --by node: only the nodes whose rel is under R in a\n"
+                 "                    shown precision (0.95: 5%% or more below their model)\n"
                  "  --precision LIST  fp16, bf16, tf32, fp32, comma-separated, in the order shown\n"
                  "                    (default every one found, in that order)\n"
                  "  --batch N         one batch per GPU (default every one, each its own group)\n"
@@ -159,10 +175,11 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     }
     const char *model = (const char *)sqlite3_column_text(st, 0);
     const char *backend = (const char *)sqlite3_column_text(st, 1);
+    const char *node = c->by_node ? (const char *)sqlite3_column_text(st, 8) : NULL;
     for (int i = 0; i < c->n; i++) {
         cmp_row_t *r = &c->rows[i];
         if (cmp_config(r, &key) == 0 && same_text(r->model, model) &&
-            same_text(r->backend, backend))
+            same_text(r->backend, backend) && same_text(r->node, node))
             return r;
     }
     if (c->n == c->cap) {
@@ -176,9 +193,11 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     memset(r, 0, sizeof *r);
     r->model = dup_col(st, 0);
     r->backend = dup_col(st, 1);
-    if ((model && !r->model) || (backend && !r->backend)) {
+    r->node = node ? strdup(node) : NULL;
+    if ((model && !r->model) || (backend && !r->backend) || (node && !r->node)) {
         free(r->model);
         free(r->backend);
+        free(r->node);
         return NULL;
     }
     memcpy(r->cfg, key.cfg, sizeof r->cfg);
@@ -188,7 +207,16 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     return r;
 }
 
-static int g_nsel; /* for qsort's comparator, which takes no context: c->nsel */
+/* for qsort's comparator, which takes no context: c->nsel, c->by_node */
+static int g_nsel, g_by_node;
+
+/* --by node: the node's figure over its model's in shown precision p; 0
+ * when there is none (no run, or a model median of 0). */
+static int node_rel(const cmp_row_t *r, int p, double *rel) {
+    if (!r->has[p] || !(r->model_fig[p] > 0)) return 0;
+    *rel = r->fig[p] / r->model_fig[p];
+    return 1;
+}
 
 /* By configuration, then each precision's figure in turn, fastest first
  * (a missing figure after every present one), then model and backend. */
@@ -196,12 +224,19 @@ static int cmp_rows(const void *pa, const void *pb) {
     const cmp_row_t *a = pa, *b = pb;
     int k = cmp_config(a, b);
     if (k) return k;
+    for (int p = 0; g_by_node && p < g_nsel; p++) { /* rel, slowest first */
+        double ra, rb;
+        int ha = node_rel(a, p, &ra), hb = node_rel(b, p, &rb);
+        if (ha != hb) return ha ? -1 : 1;
+        if (ha && ra != rb) return ra < rb ? -1 : 1;
+    }
     for (int p = 0; p < g_nsel; p++) {
         if (a->has[p] != b->has[p]) return a->has[p] ? -1 : 1;
         if (a->has[p] && a->fig[p] != b->fig[p]) return a->fig[p] > b->fig[p] ? -1 : 1;
     }
     k = strcmp(a->model ? a->model : "", b->model ? b->model : "");
-    return k ? k : strcmp(a->backend ? a->backend : "", b->backend ? b->backend : "");
+    if (!k) k = strcmp(a->backend ? a->backend : "", b->backend ? b->backend : "");
+    return k ? k : strcmp(a->node ? a->node : "", b->node ? b->node : "");
 }
 
 /* --baseline: the one model name it means among the rows (exact, else a
@@ -316,9 +351,13 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
         for (int j = 0; j < kind->ncfg; j++)
             if (a->has_cfg[j] != b->has_cfg[j] || a->cfg[j] != b->cfg[j]) show_cfg[j] = 1;
     }
-    char names[5 + 3 * N_PREC + 1][32];
-    const char *np[5 + 3 * N_PREC + 1];
-    int nc = 0, c_backend = -1, c_cfg[3] = {-1, -1, -1}, c_prec = 0, c_base = -1;
+    /* per precision: figure, runs, rel, and --by node's model median (csv, json) */
+    int per = c->by_node && fmt != GB_FMT_TABLE ? 4 : 3;
+    char names[6 + 4 * N_PREC][32];
+    const char *np[6 + 4 * N_PREC];
+    int nc = 0, c_backend = -1, c_cfg[3] = {-1, -1, -1}, c_prec = 0, c_base = -1, c_model = 0;
+    if (c->by_node) gb_fmt(names[nc++], 32, "node");
+    c_model = nc;
     gb_fmt(names[nc++], 32, "gpu_model");
     if (show_backend) gb_fmt(names[c_backend = nc++], 32, "backend");
     for (int j = 0; j < kind->ncfg; j++)
@@ -328,8 +367,9 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
         gb_fmt(names[nc++], 32, "%s_%s", known_prec[c->sel[p]], kind->unit);
         gb_fmt(names[nc++], 32, "%s_runs", known_prec[c->sel[p]]);
         gb_fmt(names[nc++], 32, "%s_rel", known_prec[c->sel[p]]);
+        if (per == 4) gb_fmt(names[nc++], 32, "%s_model_%s", known_prec[c->sel[p]], kind->unit);
     }
-    if (fmt != GB_FMT_TABLE) gb_fmt(names[c_base = nc++], 32, "baseline");
+    if (fmt != GB_FMT_TABLE && !c->by_node) gb_fmt(names[c_base = nc++], 32, "baseline");
     for (int i = 0; i < nc; i++)
         np[i] = names[i];
     gb_table_t *t = gb_table_new(nc, np);
@@ -341,23 +381,34 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
             gb_table_destroy(&t);
             return 1;
         }
-        gb_table_text(t, 0, r->model);
+        if (c->by_node) gb_table_text(t, 0, r->node);
+        gb_table_text(t, c_model, r->model);
         if (c_backend >= 0) gb_table_text(t, c_backend, r->backend);
         for (int j = 0; j < kind->ncfg; j++)
             if (c_cfg[j] >= 0 && r->has_cfg[j]) gb_table_int(t, c_cfg[j], r->cfg[j]);
         for (int p = 0; p < c->nsel; p++) {
-            int col = c_prec + 3 * p;
+            int col = c_prec + per * p;
+            double rel;
             if (!r->has[p]) continue; /* NULL: '-', empty, null */
             gb_table_real(t, col, r->fig[p], 1);
             gb_table_int(t, col + 1, r->runs[p]);
-            if (b && b->has[p] && b->fig[p] > 0)
+            if (c->by_node && node_rel(r, p, &rel)) gb_table_real(t, col + 2, rel, 3);
+            if (!c->by_node && b && b->has[p] && b->fig[p] > 0)
                 gb_table_real(t, col + 2, r->fig[p] / b->fig[p], 2);
+            if (per == 4) gb_table_real(t, col + 3, r->model_fig[p], 1);
         }
         if (c_base >= 0) gb_table_text(t, c_base, b ? b->model : NULL);
     }
     gb_table_print(t, stdout, fmt);
     gb_table_destroy(&t);
     if (fmt != GB_FMT_TABLE) return 0;
+    if (c->by_node) {
+        printf("\nrel is each node's median over its model's median on every node (%s), in the "
+               "same precision and configuration (a model run on one node is its own median)\n",
+               kind->view);
+        if (c->below) printf("only the nodes under %g of it in a precision shown\n", c->below);
+        return 0;
+    }
     /* under the table: what rel is over, per configuration */
     int groups = 0;
     for (int i = 0; i < c->n; i++)
@@ -385,6 +436,7 @@ static void free_rows(cmp_t *c) {
     for (int i = 0; i < c->n; i++) {
         free(c->rows[i].model);
         free(c->rows[i].backend);
+        free(c->rows[i].node);
     }
     free(c->rows);
     c->rows = NULL;
@@ -399,16 +451,42 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, co
                 int given_prec) {
     const cmp_kind_t *kind = c->kind;
     const char *col[3];
-    for (int i = 0; i < 3; i++)
+    char mcol[3][32]; /* the view's, in --by node's join: m.batch_per_gpu */
+    for (int i = 0; i < 3; i++) {
         col[i] = i < kind->ncfg ? kind->cfg[i] : "NULL";
-    char sql[768];
-    gb_fmt(sql, sizeof sql,
-           "SELECT gpu_model, backend, precision, %s, %s, %s, runs, %s FROM %s"
-           " WHERE (?1 IS NULL OR backend = ?1) AND (?2 IS NULL OR %s = ?2)"
-           " AND (?3 IS NULL OR %s = ?3) AND (?4 IS NULL OR %s = ?4) AND %s IS NOT NULL"
-           " ORDER BY gpu_model, backend, %s, %s, %s",
-           col[0], col[1], col[2], kind->figure, kind->view, col[0], col[1], col[2], kind->figure,
-           col[0], col[1], col[2]);
+        gb_fmt(mcol[i], sizeof mcol[i], "%s%s", i < kind->ncfg ? "m." : "", col[i]);
+    }
+    char sql[2048];
+    if (!c->by_node)
+        gb_fmt(sql, sizeof sql,
+               "SELECT gpu_model, backend, precision, %s, %s, %s, runs, %s FROM %s"
+               " WHERE (?1 IS NULL OR backend = ?1) AND (?2 IS NULL OR %s = ?2)"
+               " AND (?3 IS NULL OR %s = ?3) AND (?4 IS NULL OR %s = ?4) AND %s IS NOT NULL"
+               " ORDER BY gpu_model, backend, %s, %s, %s",
+               col[0], col[1], col[2], kind->figure, kind->view, col[0], col[1], col[2],
+               kind->figure, col[0], col[1], col[2]);
+    else /* the view's runs per node, their median as the view takes it; the
+          * model's median beside (the same runs, so every node row has one) */
+        gb_fmt(sql, sizeof sql,
+               "WITH runs AS (SELECT node, gpu_model, backend, precision, %s AS c0, %s AS c1,"
+               " %s AS c2, %s AS x FROM v_results WHERE kind = '%s' AND status = 'done'"
+               " AND valid = 1 AND %s IS NOT NULL AND n_gpus = 1 AND n_nodes = 1),"
+               " ranked AS (SELECT *, row_number() OVER (g ORDER BY x) AS i, count(*) OVER g"
+               " AS cnt FROM runs WINDOW g AS (PARTITION BY node, gpu_model, backend,"
+               " precision, c0, c1, c2)),"
+               " per_node AS (SELECT node, gpu_model, backend, precision, c0, c1, c2,"
+               " count(*) AS runs, avg(CASE WHEN i IN ((cnt + 1) / 2, (cnt + 2) / 2) THEN x END)"
+               " AS fig FROM ranked GROUP BY node, gpu_model, backend, precision, c0, c1, c2)"
+               " SELECT p.gpu_model, p.backend, p.precision, p.c0, p.c1, p.c2, p.runs, p.fig,"
+               " p.node, m.%s FROM per_node p JOIN %s m ON m.gpu_model IS p.gpu_model"
+               " AND m.backend IS p.backend AND m.precision IS p.precision AND %s IS p.c0"
+               " AND %s IS p.c1 AND %s IS p.c2"
+               " WHERE (?1 IS NULL OR p.backend = ?1) AND (?2 IS NULL OR p.c0 = ?2)"
+               " AND (?3 IS NULL OR p.c1 = ?3) AND (?4 IS NULL OR p.c2 = ?4)"
+               " AND p.fig IS NOT NULL AND m.%s IS NOT NULL"
+               " ORDER BY p.gpu_model, p.backend, p.c0, p.c1, p.c2, p.node",
+               col[0], col[1], col[2], kind->run_fig, kind->name, kind->run_fig, kind->figure,
+               kind->view, mcol[0], mcol[1], mcol[2], kind->figure);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         cli_store_not_ours("compare", db, path);
@@ -442,6 +520,7 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, co
             r->has[p] = 1;
             r->fig[p] = sqlite3_column_double(st, 7);
             r->runs[p] = sqlite3_column_int64(st, 6);
+            if (c->by_node) r->model_fig[p] = sqlite3_column_double(st, 9);
         }
         if (step != SQLITE_DONE) {
             fprintf(stderr, "gpubench compare: %s\n", sqlite3_errmsg(db));
@@ -456,6 +535,26 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, co
     }
     sqlite3_finalize(st);
     return 0;
+}
+
+/* --below R: only the rows with a rel under R in a shown precision. */
+static void keep_below(cmp_t *c) {
+    int n = 0;
+    for (int i = 0; i < c->n; i++) {
+        cmp_row_t *r = &c->rows[i];
+        int keep = 0;
+        double rel;
+        for (int p = 0; p < c->nsel; p++)
+            if (node_rel(r, p, &rel) && rel < c->below) keep = 1;
+        if (keep) {
+            c->rows[n++] = *r;
+        } else {
+            free(r->model);
+            free(r->backend);
+            free(r->node);
+        }
+    }
+    c->n = n;
 }
 
 /* How many rows the kind's view has in all (-1 on an error). */
@@ -502,6 +601,8 @@ int cmd_compare(int argc, char **argv) {
                                          {"kind", required_argument, 0, 'K'},
                                          {"shape", required_argument, 0, 's'},
                                          {"baseline", required_argument, 0, 'B'},
+                                         {"by", required_argument, 0, 'y'},
+                                         {"below", required_argument, 0, 'w'},
                                          {"precision", required_argument, 0, 'p'},
                                          {"batch", required_argument, 0, 'b'},
                                          {"image-size", required_argument, 0, 'i'},
@@ -534,6 +635,19 @@ int cmd_compare(int argc, char **argv) {
         case 'B':
             baseline = optarg;
             break;
+        case 'y':
+            if (strcmp(optarg, "model") != 0 && strcmp(optarg, "node") != 0)
+                return cli_usage_error("compare", "--by is model or node");
+            c.by_node = strcmp(optarg, "node") == 0;
+            break;
+        case 'w': {
+            char *end;
+            c.below = strtod(optarg, &end);
+            if (end == optarg || *end || !(c.below > 0 && c.below <= 100))
+                return cli_usage_error("compare", "--below is a ratio above 0, at most 100 "
+                                                  "(0.95: 5% or more below the model)");
+            break;
+        }
         case 'p':
             if (cli_name_list("compare", "--precision", "precision", optarg, known_prec, N_PREC,
                               c.sel, &c.nsel))
@@ -568,6 +682,10 @@ int cmd_compare(int argc, char **argv) {
     if (c.kind == &kinds[KIND_GEMM] && (batch || image))
         return cli_usage_error("compare", "--batch and --image-size are resnet50's: a gemm's "
                                           "configuration is its shape (--shape MxNxK)");
+    if (baseline && c.by_node)
+        return cli_usage_error("compare", "--baseline is --by model's: --by node divides each "
+                                          "node's figure by its own model's median");
+    if (c.below && !c.by_node) return cli_usage_error("compare", "--below is --by node's");
     if (c.kind != &kinds[KIND_GEMM] && shape[0])
         return cli_usage_error("compare", "--shape is a gemm's (add --kind gemm)");
     const long cfg[3] = {c.kind == &kinds[KIND_GEMM] ? shape[0] : batch,
@@ -591,6 +709,18 @@ int cmd_compare(int argc, char **argv) {
                     say == stderr ? "gpubench compare: " : "", k->results, db_path, k->view,
                     k->counts);
         if (fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
+    } else if (rc == 0 && c.by_node) {
+        int had = c.n;
+        if (c.below) keep_below(&c);
+        g_nsel = c.nsel;
+        g_by_node = 1;
+        qsort(c.rows, (size_t)c.n, sizeof *c.rows, cmp_rows);
+        if (c.n == 0) {
+            FILE *say = fmt == GB_FMT_TABLE ? stdout : stderr;
+            fprintf(say, "%severy node is at %g or more of its model's median (%d node row(s))\n",
+                    say == stderr ? "gpubench compare: " : "", c.below, had);
+        }
+        if (c.n || fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
     } else if (rc == 0) {
         const char *model = NULL;
         if (baseline && !(model = find_baseline(&c, baseline, db_path, &rc))) goto out;

@@ -10,7 +10,8 @@
 # A100-SXM4 280000 and 19000, the Xeon 380 fp32 and 700 bf16, all 4096^3,
 # A100-SXM4 250000 at 2048^3, H100 620000 at 8192x1024x4096 and 50000 at
 # 64^3, and an invalid and a failed gemm that must not count).
-# Cases: table csv json baseline precision errors empty store gemm, and
+# Cases: table csv json baseline precision errors empty store gemm by_node
+# (compare --by node: each node against its model's median), and
 # results (`gpubench results`' filters on the same store).
 # shellcheck source=tests/control/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
@@ -214,6 +215,86 @@ EOF
 gpu_model,backend,batch_per_gpu,image_size,tf32_img_s,tf32_runs,tf32_rel,fp16_img_s,fp16_runs,fp16_rel,baseline
 NVIDIA H100,cuda,128,224,,,,3500,1,2,NVIDIA A100-SXM4-80GB
 NVIDIA A100-SXM4-80GB,cuda,128,224,,,,1750,1,1,NVIDIA A100-SXM4-80GB
+EOF
+    ;;
+by_node)
+    # a fleet's nodes: each node's median on its model over the model's median
+    # on every node (v_models'). H100 fp16 at batch 64 / 224: node-a 3000 and
+    # 2300 -> 2650, node-b 3100, the model 3000 (0.883, 1.033); fp32 1000 and
+    # 1100 over 1050. Sorted by rel in the first precision, slowest first, each
+    # configuration its own group; the model's median beside in csv and json;
+    # invalid, failed, two-GPU and two-node runs count for no node
+    check "compare --by node csv" "$GB" compare --db "$DB" --by node --format csv >"$T/n.csv" 2>"$T/err.log"
+    same "by node, csv" "$T/n.csv" <<'EOF'
+node,gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,fp16_model_img_s,fp32_img_s,fp32_runs,fp32_rel,fp32_model_img_s
+node-e,Tesla V100-SXM2-16GB,cuda,64,128,2000,1,1,2000,,,,
+node-a,NVIDIA H100,cuda,64,224,2650,2,0.8833333333333333,3000,1000,1,0.9523809523809523,1050
+node-c,NVIDIA A100-SXM4-80GB,cuda,64,224,1650,4,1,1650,600,1,1,600
+node-e,Tesla V100-SXM2-16GB,cuda,64,224,750,1,1,750,300,1,1,300
+node-g,NVIDIA H100 NVL,cuda,64,224,2600,1,1,2600,,,,
+node-d,NVIDIA A100-PCIE-40GB,cuda,64,224,1200,1,1,1200,,,,
+node-b,NVIDIA H100,cuda,64,224,3100,1,1.0333333333333334,3000,1100,1,1.0476190476190477,1050
+node-f,Intel Xeon Gold 6338,cpu,64,224,,,,,50,1,1,50
+node-a,NVIDIA H100,cuda,128,224,3500,1,1,3500,,,,
+node-c,NVIDIA A100-SXM4-80GB,cuda,128,224,1750,1,1,1750,,,,
+EOF
+    [ -s "$T/err.log" ] && fail "stderr: $(cat "$T/err.log")"
+    # the slow ones: under 0.95 in some precision shown (node-a: 0.883 in fp16)
+    check "compare --by node --below 0.95" "$GB" compare --db "$DB" --by node --below 0.95 >"$T/slow.txt"
+    same "the slow node, as a table" "$T/slow.txt" <<'EOF'
+node    gpu_model    fp16_img_s  fp16_runs  fp16_rel  fp32_img_s  fp32_runs  fp32_rel
+node-a  NVIDIA H100      2650.0          2     0.883      1000.0          1     0.952
+
+rel is each node's median over its model's median on every node (v_models), in the same precision and configuration (a model run on one node is its own median)
+only the nodes under 0.95 of it in a precision shown
+EOF
+    # fp32 alone: 0.952 is not under 0.95; under 0.96 it is
+    check "fp32, under 0.95" "$GB" compare --db "$DB" --by node --below 0.95 --precision fp32 >"$T/o.txt"
+    eq "none under 0.95 in fp32" "$(cat "$T/o.txt")" "every node is at 0.95 or more of its model's median (5 node row(s))"
+    check "fp32, under 0.96" "$GB" compare --db "$DB" --by node --below 0.96 --precision fp32 --format csv >"$T/o.csv"
+    same "node-a under 0.96 in fp32" "$T/o.csv" <<'EOF'
+node,gpu_model,backend,batch_per_gpu,image_size,fp32_img_s,fp32_runs,fp32_rel,fp32_model_img_s
+node-a,NVIDIA H100,cuda,64,224,1000,1,0.9523809523809523,1050
+EOF
+    # none left: csv its header, json [], the reason on stderr; exit 0
+    check "none under 0.5, csv" "$GB" compare --db "$DB" --by node --below 0.5 --format csv --precision fp16 >"$T/o.csv" 2>"$T/e.txt"
+    eq "csv header" "$(cat "$T/o.csv")" "node,gpu_model,backend,batch_per_gpu,image_size,fp16_img_s,fp16_runs,fp16_rel,fp16_model_img_s"
+    contains "stderr says why" "$T/e.txt" "gpubench compare: every node is at 0.5 or more of its model's median (9 node row(s))"
+    check "none under 0.5, json" "$GB" compare --db "$DB" --by node --below 0.5 --format json >"$T/o.json" 2>/dev/null
+    eq "json []" "$(tr -d ' \n' <"$T/o.json")" "[]"
+    # gemm: H100 fp16 at 4096^3, node-a 600k and 650k (the invalid 999999 and
+    # the failed 1 left out) -> 625k over the model's 650k; one backend
+    check "compare --by node gemm" "$GB" compare --db "$DB" --by node --kind gemm --shape 4096 --backend cuda --format csv >"$T/g.csv"
+    same "gemm by node" "$T/g.csv" <<'EOF'
+node,gpu_model,backend,m,n,k,fp16_gflops,fp16_runs,fp16_rel,fp16_model_gflops,fp32_gflops,fp32_runs,fp32_rel,fp32_model_gflops
+node-a,NVIDIA H100,cuda,4096,4096,4096,625000,2,0.9615384615384616,650000,50000,1,0.9803921568627451,51000
+node-c,NVIDIA A100-SXM4-80GB,cuda,4096,4096,4096,280000,1,1,280000,19000,1,1,19000
+node-b,NVIDIA H100,cuda,4096,4096,4096,700000,1,1.0769230769230769,650000,52000,1,1.0196078431372548,51000
+EOF
+    # --by model is the default's output, byte for byte
+    "$GB" compare --db "$DB" --format csv >"$T/def.csv"
+    check "--by model" "$GB" compare --db "$DB" --by model --format csv >"$T/model.csv"
+    cmp -s "$T/def.csv" "$T/model.csv" || fail "--by model differs from the default"
+    # nothing yet: said as without --by node
+    check "test_models empty" "$MODELS" empty "$T/e.db"
+    check "by node, nothing" "$GB" compare --db "$T/e.db" --by node >"$T/o.txt"
+    contains "says so" "$T/o.txt" "no one-GPU ResNet-50 results in $T/e.db yet (v_models is empty"
+    # an older store without v_models: refused, said
+    cp "$DB" "$T/old.db"
+    sqlite3 "$T/old.db" "DROP VIEW v_models; PRAGMA user_version = 18"
+    "$GB" compare --db "$T/old.db" --by node >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
+    contains "older store" "$T/e.txt" "has schema version 18, this gpubench reads"
+    usage_errors compare <<'EOF'
+--by gpu|gpubench compare: --by is model or node
+--by node --by model|--by given twice
+--by node --baseline a100|gpubench compare: --baseline is --by model's: --by node divides each node's figure by its own model's median
+--below 0.9|gpubench compare: --below is --by node's
+--by node --below x|gpubench compare: --below is a ratio above 0, at most 100 (0.95: 5% or more below the model)
+--by node --below 0|--below is a ratio above 0
+--by node --below 101|--below is a ratio above 0
+--by node --below 0.9x|--below is a ratio above 0
+--by node --below nan|--below is a ratio above 0
+--by node --below 0.9 --below 0.8|--below given twice
 EOF
     ;;
 errors)
