@@ -170,6 +170,11 @@ int cli_usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
+int cli_format(const char *cmd, const char *s, gb_format_t *fmt) {
+    if (gb_format_parse(s, fmt) == 0) return 0;
+    return cli_usage_error(cmd, "--format is table, csv, json or md");
+}
+
 int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint) {
     fprintf(stderr, "gpubench %s: unexpected argument '%s'%s%s (see 'gpubench %s -h')\n", cmd, arg,
             hint ? " " : "", hint ? hint : "", cmd);

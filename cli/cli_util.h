@@ -3,6 +3,8 @@
 #ifndef GB_CLI_UTIL_H
 #define GB_CLI_UTIL_H
 
+#include "output.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -101,6 +103,9 @@ void cli_print_versions(FILE *out);
 char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs);
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
+/* --format S into *fmt (gb_format_parse); else a usage error naming the
+ * formats: 2, said. */
+int cli_format(const char *cmd, const char *s, gb_format_t *fmt);
 /* A word on CMD's command line it takes no place for: "unexpected argument
  * 'ARG'" and the hint (may be NULL) as a usage error; returns 2. */
 int cli_unexpected_arg(const char *cmd, const char *arg, const char *hint);

@@ -426,7 +426,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
     int ncols = sqlite3_column_count(st);
     int map[64], nshow = 0;
     const char *names[64];
-    if (fmt != GB_FMT_TABLE) /* every column, in the view's order */
+    if (!gb_format_for_people(fmt)) /* every column, in the view's order */
         for (int c = 0; c < ncols && c < 64; c++) {
             map[nshow] = c;
             names[nshow++] = sqlite3_column_name(st, c);
@@ -455,7 +455,7 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
         if (strcmp(nm, "valid") == 0) c_valid = c;
         if (strcmp(nm, "invalid_reason") == 0) c_why = c;
     }
-    int want_why = fmt == GB_FMT_TABLE && c_job >= 0 && c_valid >= 0 && c_why >= 0;
+    int want_why = gb_format_for_people(fmt) && c_job >= 0 && c_valid >= 0 && c_why >= 0;
     int n_rows = 0, n_invalid = 0;
     if (want_why) whyf = open_memstream(&why, &why_len); /* NULL: the table only */
     int step;

@@ -129,8 +129,8 @@ static void usage(FILE *out) {
                  "  --shape MxNxK     one gemm shape, C(MxN) = A(MxK).B(KxN); N alone is NxNxN\n"
                  "                    (--kind gemm; default every one, each its own group)\n"
                  "  --backend B       cpu or cuda (default both)\n"
-                 "  --format F        table | csv | json (default table; a missing figure is\n"
-                 "                    '-', empty, null)\n"
+                 "  --format F        table | csv | json | md (a Markdown table; default table;\n"
+                 "                    a missing figure is '-', empty, null, '-')\n"
                  "  -h, --help        this help\n");
 }
 
@@ -342,7 +342,7 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
     /* the table names backend and configuration columns (batch, image size;
      * m, n, k) only where they differ */
     const cmp_kind_t *kind = c->kind;
-    int show_backend = fmt != GB_FMT_TABLE, show_cfg[3];
+    int show_backend = !gb_format_for_people(fmt), show_cfg[3];
     for (int j = 0; j < 3; j++)
         show_cfg[j] = show_backend && j < kind->ncfg;
     for (int i = 1; i < c->n; i++) {
@@ -352,7 +352,7 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
             if (a->has_cfg[j] != b->has_cfg[j] || a->cfg[j] != b->cfg[j]) show_cfg[j] = 1;
     }
     /* per precision: figure, runs, rel, and --by node's model median (csv, json) */
-    int per = c->by_node && fmt != GB_FMT_TABLE ? 4 : 3;
+    int per = c->by_node && !gb_format_for_people(fmt) ? 4 : 3;
     char names[6 + 4 * N_PREC][32];
     const char *np[6 + 4 * N_PREC];
     int nc = 0, c_backend = -1, c_cfg[3] = {-1, -1, -1}, c_prec = 0, c_base = -1, c_model = 0;
@@ -369,7 +369,7 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
         gb_fmt(names[nc++], 32, "%s_rel", known_prec[c->sel[p]]);
         if (per == 4) gb_fmt(names[nc++], 32, "%s_model_%s", known_prec[c->sel[p]], kind->unit);
     }
-    if (fmt != GB_FMT_TABLE && !c->by_node) gb_fmt(names[c_base = nc++], 32, "baseline");
+    if (!gb_format_for_people(fmt) && !c->by_node) gb_fmt(names[c_base = nc++], 32, "baseline");
     for (int i = 0; i < nc; i++)
         np[i] = names[i];
     gb_table_t *t = gb_table_new(nc, np);
@@ -401,7 +401,7 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
     }
     gb_table_print(t, stdout, fmt);
     gb_table_destroy(&t);
-    if (fmt != GB_FMT_TABLE) return 0;
+    if (!gb_format_for_people(fmt)) return 0;
     if (c->by_node) {
         printf("\nrel is each node's median over its model's median on every node (%s), in the "
                "same precision and configuration (a model run on one node is its own median)\n",
@@ -666,8 +666,7 @@ int cmd_compare(int argc, char **argv) {
             backend = optarg;
             break;
         case 'f':
-            if (gb_format_parse(optarg, &fmt))
-                return cli_usage_error("compare", "--format is table, csv or json");
+            if (cli_format("compare", optarg, &fmt)) return 2;
             break;
         case 'h':
             usage(stdout);
@@ -699,7 +698,7 @@ int cmd_compare(int argc, char **argv) {
          * empty store (csv: the header; json: []) */
         const cmp_kind_t *k = c.kind;
         long long in_view = view_rows(db, k);
-        FILE *say = fmt == GB_FMT_TABLE ? stdout : stderr;
+        FILE *say = gb_format_for_people(fmt) ? stdout : stderr;
         if (in_view > 0)
             fprintf(say, "%sno %s in %s match the %s given (%s has %lld row(s))\n",
                     say == stderr ? "gpubench compare: " : "", k->results, db_path, k->filters,
@@ -708,7 +707,7 @@ int cmd_compare(int argc, char **argv) {
             fprintf(say, "%sno %s in %s yet (%s is empty: it counts %s)\n",
                     say == stderr ? "gpubench compare: " : "", k->results, db_path, k->view,
                     k->counts);
-        if (fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
+        if (!gb_format_for_people(fmt)) rc = print_compare(&c, fmt);
     } else if (rc == 0 && c.by_node) {
         int had = c.n;
         if (c.below) keep_below(&c);
@@ -716,11 +715,11 @@ int cmd_compare(int argc, char **argv) {
         g_by_node = 1;
         qsort(c.rows, (size_t)c.n, sizeof *c.rows, cmp_rows);
         if (c.n == 0) {
-            FILE *say = fmt == GB_FMT_TABLE ? stdout : stderr;
+            FILE *say = gb_format_for_people(fmt) ? stdout : stderr;
             fprintf(say, "%severy node is at %g or more of its model's median (%d node row(s))\n",
                     say == stderr ? "gpubench compare: " : "", c.below, had);
         }
-        if (c.n || fmt != GB_FMT_TABLE) rc = print_compare(&c, fmt);
+        if (c.n || !gb_format_for_people(fmt)) rc = print_compare(&c, fmt);
     } else if (rc == 0) {
         const char *model = NULL;
         if (baseline && !(model = find_baseline(&c, baseline, db_path, &rc))) goto out;

@@ -29,8 +29,8 @@ static void usage(FILE *out) {
                  "                      is checked; its running jobs are queued again, queued\n"
                  "                      jobs only it could run fail. It is known again if its\n"
                  "                      agent returns\n"
-                 "  --format F          table | csv | json (default table; csv/json: one row\n"
-                 "                      per GPU pair with --topo)\n"
+                 "  --format F          table | csv | json | md (default table; csv, json and\n"
+                 "                      md: one row per GPU pair with --topo)\n"
                  "  -h, --help          this help\n");
 }
 
@@ -68,8 +68,7 @@ int cmd_nodes(int argc, char **argv) {
             forget = optarg;
             break;
         case 'f':
-            if (gb_format_parse(optarg, &fmt))
-                return cli_usage_error("nodes", "--format is table, csv or json");
+            if (cli_format("nodes", optarg, &fmt)) return 2;
             fmt_given = 1;
             break;
         case 'h':

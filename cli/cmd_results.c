@@ -23,7 +23,7 @@ static void usage(FILE *out) {
                  "  --node GLOB    jobs that ran on a node whose name matches (any rank of a\n"
                  "                 multi-node job; * ? [..] as in the shell; case-sensitive)\n"
                  "  --last N       the last N of the jobs left (by job id), in the usual order\n"
-                 "  --format F     table | csv | json (default table)\n"
+                 "  --format F     table | csv | json | md (default table)\n"
                  "  -h, --help     this help\n");
 }
 
@@ -71,8 +71,7 @@ int cmd_results(int argc, char **argv) {
             if (cli_long("results", "--last", optarg, 1, 0x7fffffffL, &f.last)) return 2;
             break;
         case 'f':
-            if (gb_format_parse(optarg, &fmt))
-                return cli_usage_error("results", "--format is table, csv or json");
+            if (cli_format("results", optarg, &fmt)) return 2;
             break;
         case 'h':
             usage(stdout);

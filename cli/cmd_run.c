@@ -97,7 +97,7 @@ static void usage(FILE *out) {
             "  --db FILE        the store (default " GB_DEFAULT_DB ")\n"
             "  --spec FILE      run this sweep instead of the default (- reads stdin)\n"
             "  --state-dir DIR  the local agent's state (default FILE.agent next to the store)\n"
-            "  --format F       table | csv | json (default table)\n"
+            "  --format F       table | csv | json | md (default table)\n"
             "  --timeout S      give up after S seconds, the sweep cancelled (its jobs'\n"
             "                   error: \"cancelled: gpubench run --timeout S s ran out\";\n"
             "                   default 0: never)\n"
@@ -267,8 +267,7 @@ int cmd_run(int argc, char **argv) {
             state_dir = optarg;
             break;
         case 'f':
-            if (gb_format_parse(optarg, &fmt))
-                return cli_usage_error("run", "--format is table, csv or json");
+            if (cli_format("run", optarg, &fmt)) return 2;
             break;
         case 't':
             if (cli_long("run", "--timeout", optarg, 0, 100L * 24 * 3600, &timeout)) return 2;

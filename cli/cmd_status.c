@@ -14,7 +14,7 @@ static void usage(FILE *out) {
                  "  every sweep (or one) with its job counts\n"
                  "  --control EP        coordinator's control endpoint (default $GB_CONTROL "
                  "or " GB_DEFAULT_CONTROL ")\n" CLI_KEY_HELP
-                 "  --format F          table | csv | json (default table)\n"
+                 "  --format F          table | csv | json | md (default table)\n"
                  "  -h, --help          this help\n");
 }
 
@@ -35,8 +35,7 @@ int cmd_status(int argc, char **argv) {
         if (cli_conn_opt(&conn, opt, optarg)) continue;
         switch (opt) {
         case 'f':
-            if (gb_format_parse(optarg, &fmt))
-                return cli_usage_error("status", "--format is table, csv or json");
+            if (cli_format("status", optarg, &fmt)) return 2;
             break;
         case 'h':
             usage(stdout);

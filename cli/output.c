@@ -33,9 +33,15 @@ int gb_format_parse(const char *s, gb_format_t *out) {
         *out = GB_FMT_CSV;
     else if (strcmp(s, "json") == 0)
         *out = GB_FMT_JSON;
+    else if (strcmp(s, "md") == 0 || strcmp(s, "markdown") == 0)
+        *out = GB_FMT_MD;
     else
         return -1;
     return 0;
+}
+
+int gb_format_for_people(gb_format_t fmt) {
+    return fmt == GB_FMT_TABLE || fmt == GB_FMT_MD;
 }
 
 gb_table_t *gb_table_new(int ncols, const char *const *names) {
@@ -173,6 +179,47 @@ static void table_field(FILE *out, const char *s, int width, int right) {
             fputc(' ', out);
 }
 
+/* One Markdown cell: '|' escaped, a newline, tab or CR a space (a cell
+ * is one line), control characters '?', NULL "-". */
+static void md_field(FILE *out, const char *s) {
+    for (const char *p = s; *p;) {
+        if (*p == '\n' || *p == '\t' || *p == '\r') {
+            fputc(' ', out);
+            p++;
+        } else if (*p == '|' || *p == '\\') {
+            fputc('\\', out);
+            fputc(*p++, out);
+        } else {
+            p += put_safe(out, p, 0);
+        }
+    }
+}
+
+static void print_md(const gb_table_t *t, FILE *out) {
+    for (int c = 0; c < t->ncols; c++) {
+        fputs("| ", out);
+        md_field(out, t->names[c]);
+        fputc(' ', out);
+    }
+    fputs("|\n", out);
+    for (int c = 0; c < t->ncols; c++) { /* a column of numbers right-aligned */
+        int num = 0;
+        for (int r = 0; r < t->nrows && !num; r++)
+            num = at(t, r, c)->type == C_INT || at(t, r, c)->type == C_REAL;
+        fputs(num ? "| ---: " : "| --- ", out);
+    }
+    fputs("|\n", out);
+    for (int r = 0; r < t->nrows; r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            const cell_t *x = at(t, r, c);
+            fputs("| ", out);
+            md_field(out, x->type == C_NULL ? "-" : x->text);
+            fputc(' ', out);
+        }
+        fputs("|\n", out);
+    }
+}
+
 /* For machines (csv, json): every digit the value has (the table's
  * rounding is for eyes), the shortest that reads back. cJSON's own printer
  * stops at 15 digits when the 16th is within its epsilon, and prints
@@ -185,6 +232,10 @@ static void real_text(double d, char *buf, size_t len) {
 }
 
 void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt) {
+    if (fmt == GB_FMT_MD) {
+        print_md(t, out);
+        return;
+    }
     if (fmt == GB_FMT_JSON) {
         cJSON *arr = cJSON_CreateArray();
         for (int r = 0; arr && r < t->nrows; r++) {

@@ -1,18 +1,23 @@
 /* output.h - command output for people and for scripts: one table of typed
  * cells printed as a fixed-width table (numbers right-aligned, and a NULL
  * "-" in a column of numbers with them), CSV
- * (RFC 4180) or JSON (an array of objects, numbers as numbers, NULL as
- * null). Output goes to stdout; errors never do. */
+ * (RFC 4180), JSON (an array of objects, numbers as numbers, NULL as
+ * null) or a Markdown table (GitHub's pipe tables: the fixed-width table's
+ * cells, numbers right-aligned, for pasting into a page or an issue).
+ * Output goes to stdout; errors never do. */
 #ifndef GB_CLI_OUTPUT_H
 #define GB_CLI_OUTPUT_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { GB_FMT_TABLE = 0, GB_FMT_CSV, GB_FMT_JSON } gb_format_t;
+typedef enum { GB_FMT_TABLE = 0, GB_FMT_CSV, GB_FMT_JSON, GB_FMT_MD } gb_format_t;
 
-/* "table" "csv" "json"; -1 when unknown. */
+/* "table" "csv" "json" "md" (or "markdown"); -1 when unknown. */
 int gb_format_parse(const char *s, gb_format_t *out);
+/* For people (table, md: the columns and notes a reader wants, rounded),
+ * not for programs (csv, json: every column, every digit). */
+int gb_format_for_people(gb_format_t fmt);
 
 typedef struct gb_table gb_table_t;
 

@@ -116,6 +116,35 @@ batch 64, image size 128: rel is over Tesla V100-SXM2-16GB in the same precision
 batch 64, image size 224: rel is over Tesla V100-SXM2-16GB in the same precision
 batch 128, image size 224: rel is over NVIDIA A100-SXM4-80GB in the same precision
 EOF
+    # --format md: the table's columns and rounding as a Markdown pipe table,
+    # numbers right-aligned, the line under it a paragraph
+    check "compare md" "$GB" compare --db "$DB" --batch 64 --image-size 224 --format md >"$T/t.md"
+    same "markdown" "$T/t.md" <<'EOF'
+| gpu_model | backend | fp16_img_s | fp16_runs | fp16_rel | fp32_img_s | fp32_runs | fp32_rel |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| NVIDIA H100 | cuda | 3000.0 | 3 | 4.00 | 1050.0 | 2 | 3.50 |
+| NVIDIA H100 NVL | cuda | 2600.0 | 1 | 3.47 | - | - | - |
+| NVIDIA A100-SXM4-80GB | cuda | 1650.0 | 4 | 2.20 | 600.0 | 1 | 2.00 |
+| NVIDIA A100-PCIE-40GB | cuda | 1200.0 | 1 | 1.60 | - | - | - |
+| Tesla V100-SXM2-16GB | cuda | 750.0 | 1 | 1.00 | 300.0 | 1 | 1.00 |
+| Intel Xeon Gold 6338 | cpu | - | - | - | 50.0 | 1 | 0.17 |
+
+rel is over Tesla V100-SXM2-16GB on cuda in the same precision
+EOF
+    check "compare --by node markdown" "$GB" compare --db "$DB" --by node --below 0.95 --format markdown >"$T/n.md"
+    same "by node, markdown" "$T/n.md" <<'EOF'
+| node | gpu_model | fp16_img_s | fp16_runs | fp16_rel | fp32_img_s | fp32_runs | fp32_rel |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| node-a | NVIDIA H100 | 2650.0 | 2 | 0.883 | 1000.0 | 1 | 0.952 |
+
+rel is each node's median over its model's median on every node (v_models), in the same precision and configuration (a model run on one node is its own median)
+only the nodes under 0.95 of it in a precision shown
+EOF
+    # results in md: the table's columns (not csv's every one), rounded
+    check "results md" "$GB" results --db "$DB" --kind gemm --node node-c --format md >"$T/r.md"
+    eq "results md header" "$(head -n 2 "$T/r.md")" "| sweep_id | job_id | node | gpu_model | backend | kind | n_gpus | n_nodes | precision | batch_per_gpu | image_size | m | n | k | interconnect | images_per_sec | step_ms_median | gflops | valid | status | error |
+| ---: | ---: | --- | --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | --- | --- |"
+    contains "results md, a row" "$T/r.md" "| node-c | NVIDIA A100-SXM4-80GB | cuda | gemm | 1 | 1 | fp16 |"
     # gpubench help lists it; help compare is compare -h
     "$GB" help >"$T/help.txt"
     contains "help lists compare" "$T/help.txt" "  compare      "
@@ -322,7 +351,7 @@ errors)
 --kind gemm --shape 2097152|is not MxNxK
 --kind gemm --shape 99999999999999999999|is not MxNxK
 --kind gemm --kind resnet50|--kind given twice
---format xml|gpubench compare: --format is table, csv or json
+--format xml|gpubench compare: --format is table, csv, json or md
 --bogus|see 'gpubench compare -h'
 stray|gpubench compare: unexpected argument 'stray'
 EOF

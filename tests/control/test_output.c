@@ -1,7 +1,8 @@
 /* test_output.c - cli/output.c: what the commands print. A peer's string
  * with an escape sequence, a bell, DEL or a C1 control (UTF-8) prints as
  * '?' in the table and CSV (never raw to a terminal), other UTF-8 as it is;
- * JSON escapes it; CSV carries every digit of a number.
+ * JSON escapes it; CSV carries every digit of a number. Markdown: a pipe
+ * table with the table's cells, '|' escaped, one line per row.
  * Usage: test_output CASE */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
@@ -31,8 +32,10 @@ int main(int argc, char **argv) {
                   "2J\x7f r\xc3\xa9seau");
     gb_table_real(t, 1, 7.19960883, 1);
     if (strcmp(c, "control_chars") == 0) {
-        for (int fmt = GB_FMT_TABLE; fmt <= GB_FMT_CSV; fmt++) {
-            char *out = print(t, (gb_format_t)fmt);
+        static const gb_format_t fmts[] = {GB_FMT_TABLE, GB_FMT_CSV, GB_FMT_MD};
+        for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+            gb_format_t fmt = fmts[i];
+            char *out = print(t, fmt);
             for (const unsigned char *p = (const unsigned char *)out; *p; p++) {
                 CHECKF(*p >= 0x20 || *p == '\n', "format %d: control byte 0x%02x in %s", fmt, *p,
                        out);
@@ -104,6 +107,33 @@ int main(int argc, char **argv) {
             col2 += ((unsigned char)*p & 0xc0) != 0x80;
         CHECKF(col1 == col2 && col1 == (int)strlen("smoke uni  "), "%d %d:\n%s", col1, col2, out);
         free(out);
+        gb_table_destroy(&u);
+    } else if (strcmp(c, "markdown") == 0) {
+        /* GitHub's pipe table: a column of numbers right-aligned (---:),
+         * the table's rounding, NULL '-', a '|' or '\\' in a cell escaped, a
+         * newline a space (a row is one line); "md" and "markdown" */
+        static const char *const three[] = {"gpu_model", "fp16_img_s", "note"};
+        gb_table_t *u = gb_table_new(3, three);
+        CHECK(u && gb_table_row(u) == 0);
+        gb_table_text(u, 0, "NVIDIA H100");
+        gb_table_real(u, 1, 3000.04, 1);
+        gb_table_text(u, 2, "a|b\\c\nd");
+        CHECK(gb_table_row(u) == 0);
+        gb_table_text(u, 0, "Tesla V100");
+        char *out = print(u, GB_FMT_MD);
+        CHECKF(strcmp(out, "| gpu_model | fp16_img_s | note |\n"
+                           "| --- | ---: | --- |\n"
+                           "| NVIDIA H100 | 3000.0 | a\\|b\\\\c d |\n"
+                           "| Tesla V100 | - | - |\n") == 0,
+               "\n%s", out);
+        free(out);
+        gb_format_t f = GB_FMT_TABLE;
+        CHECK(gb_format_parse("md", &f) == 0 && f == GB_FMT_MD);
+        f = GB_FMT_TABLE;
+        CHECK(gb_format_parse("markdown", &f) == 0 && f == GB_FMT_MD);
+        CHECK(gb_format_parse("MD", &f) != 0 && gb_format_parse("mdx", &f) != 0);
+        CHECK(gb_format_for_people(GB_FMT_MD) && gb_format_for_people(GB_FMT_TABLE));
+        CHECK(!gb_format_for_people(GB_FMT_CSV) && !gb_format_for_people(GB_FMT_JSON));
         gb_table_destroy(&u);
     } else if (strcmp(c, "null_align") == 0) {
         /* a NULL ("-") in a column of numbers is right-aligned with them,
