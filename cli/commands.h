@@ -26,6 +26,7 @@ int cmd_nodes(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_results(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_scaling(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 

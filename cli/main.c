@@ -25,6 +25,8 @@ static const gb_command_t commands[] = {
     {"results", cmd_results, "finished jobs from the store (v_results)"},
     {"compare", cmd_compare,
      "GPU (or CPU) models side by side: median img/s per precision (v_models), or gemm GFLOP/s"},
+    {"scaling", cmd_scaling,
+     "what more GPUs, and NVLink against PCIe, buy: speedup and efficiency (v_scaling)"},
     {"coordinator", cmd_coordinator, "run the coordinator daemon"},
     {"agent", cmd_agent, "run the agent daemon on this node"},
     {"worker", cmd_worker, "run one job (started by the agent)"},

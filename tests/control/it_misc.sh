@@ -339,6 +339,7 @@ usage)
 results|--db $T/x.db --sweep 1 --sweep 2|--sweep
 results|--sweep=1 --swe 2|--sweep
 compare|--db $T/x.db --batch 1 --batch 2|--batch
+scaling|--db $T/x.db --batch 1 --batch 2|--batch
 run|--db $T/d1.db --db $T/d2.db|--db
 run|--timeout 5 --timeout 9|--timeout
 status|--format csv --format json|--format
@@ -417,7 +418,7 @@ EOF
     contains "says --topo reads the store" "$T/u.log" "--topo reads the store (--db), not the coordinator"
     "$GB" nodes --forget a1 --db "$T/x.db" >"$T/u.log" 2>&1; eq "nodes --forget --db" "$?" 2
     # --db "": SQLite's temporary database (the sweep ran, its results lost)
-    for c in run coordinator results compare; do
+    for c in run coordinator results compare scaling; do
         "$GB" $c --db "" >"$T/u.log" 2>&1; eq "$c --db ''" "$?" 2
         contains "$c says why" "$T/u.log" "--db needs a file name"
     done
@@ -473,18 +474,18 @@ sys.stderr.write(p.stderr.decode()); sys.exit(p.returncode)" "$GB" help 2>"$T/u.
     "$GB" wait 1 --timeout 1 --control tcp://127.0.0.1:9 >"$T/u.log" 2>&1; eq "wait on nothing" "$?" 1
     contains "says it does not know" "$T/u.log" "no answer from the coordinator within 1 s: the state of sweep 1 is not known"
     "$GB" worker -h >"$T/h.log" || fail "worker -h"
-    for c in run submit wait status nodes cancel results compare coordinator agent; do
+    for c in run submit wait status nodes cancel results compare scaling coordinator agent; do
         "$GB" $c -h >"$T/h.log" || fail "$c -h"
         contains "$c -h lists its options with defaults" "$T/h.log" "default"
     done
     # each usage's option descriptions start in one column (a shared block once
     # came out two columns left of its neighbours)
-    for c in run submit wait status nodes cancel results compare coordinator agent worker train keygen; do
+    for c in run submit wait status nodes cancel results compare scaling coordinator agent worker train keygen; do
         cols=$("$GB" $c -h 2>&1 | awk '/^  -/ { s = substr($0, 3); if (match(s, /  +[^ ]/)) print RSTART + RLENGTH }' | sort -u | wc -l)
         eq "$c -h: one column for the descriptions" "$cols" 1
     done
     "$GB" help >"$T/h.log"
-    for c in run submit wait status nodes cancel results compare coordinator agent worker help version; do
+    for c in run submit wait status nodes cancel results compare scaling coordinator agent worker help version; do
         contains "help lists $c" "$T/h.log" "  $c "
     done
     "$GB" version -h >"$T/h.log" || fail "version -h"

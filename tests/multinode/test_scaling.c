@@ -8,7 +8,10 @@
  * in v_results and v_scaling, v_ranks, the NVLink-against-PCIe query of
  * docs/scaling.md, and how the replicas were launched (0020: threads or
  * processes, apart in the query; NULL for one replica per node and for
- * other kinds). */
+ * other kinds).
+ *   test_scaling            fills a store and checks the views
+ *   test_scaling make PATH  fills the store at PATH and stops (it_scaling.sh
+ *                           runs `gpubench scaling` on it) */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "ranks.h"
@@ -135,8 +138,15 @@ static const char side_by_side[] =
     " HAVING nvlink_img_s IS NOT NULL AND pcie_img_s IS NOT NULL"
     " ORDER BY node, precision, n_gpus";
 
-int main(void) {
-    snprintf(path, sizeof path, "/tmp/gb-scaling-%d.db", (int)getpid());
+int main(int argc, char **argv) {
+    int make = argc == 3 && strcmp(argv[1], "make") == 0;
+    CHECKF(argc == 1 || make, "usage: test_scaling [make PATH]");
+    CHECKF(!make || strlen(argv[2]) < sizeof path, "%s: a shorter path, please", argv[2]);
+    if (make)
+        snprintf(path, sizeof path, "%s", argv[2]);
+    else
+        snprintf(path, sizeof path, "/tmp/gb-scaling-%d.db", (int)getpid());
+    if (make) unlink(path);
     char err[512];
     st = gb_store_open(path, err, sizeof err);
     CHECKF(st, "%s", err);
@@ -225,6 +235,7 @@ int main(void) {
         " \"busbw_gbs\": 671.1, \"ok\": false}]}");
     gb_ranks_destroy(&rk);
     gb_store_close(&st);
+    if (make) return 0;
 
     CHECK(sqlite3_open_v2(path, &ro, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
     char sql[512];
