@@ -20,29 +20,6 @@ case=${3:?case}
 DB=$T/m.db
 check "test_models fills the store" "$MODELS" make "$DB"
 
-# cmp NAME FILE: FILE holds exactly the text on stdin
-same() {
-    local want
-    want=$(cat)
-    [ "$(cat "$2")" = "$want" ] || fail "$1: got
-$(cat "$2")
-want
-$want"
-}
-
-# usage_errors CMD: each line on stdin, "ARGS|WANT", is a usage error of
-# `gpubench CMD --db $DB ARGS`: exit 2, WANT on stderr, nothing on stdout
-usage_errors() {
-    local cmd=$1 what want
-    while IFS='|' read -r what want; do
-        # shellcheck disable=SC2086
-        "$GB" "$cmd" --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
-        eq "$cmd $what" "$?" 2
-        contains "$cmd $what says why" "$T/e.txt" "$want"
-        [ -s "$T/o.txt" ] && fail "$cmd $what: stdout $(cat "$T/o.txt")"
-    done
-}
-
 case $case in
 csv)
     # every configuration its own group with its own baseline (the slowest in
@@ -313,7 +290,7 @@ EOF
     sqlite3 "$T/old.db" "DROP VIEW v_models; PRAGMA user_version = 18"
     "$GB" compare --db "$T/old.db" --by node >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
     contains "older store" "$T/e.txt" "has schema version 18, this gpubench reads"
-    usage_errors compare <<'EOF'
+    usage_errors compare --db "$DB" <<'EOF'
 --by gpu|gpubench compare: --by is model or node
 --by node --by model|--by given twice
 --by node --baseline a100|gpubench compare: --baseline is --by model's: --by node divides each node's figure by its own model's median
@@ -328,7 +305,7 @@ EOF
     ;;
 errors)
     # usage errors: exit 2, said on stderr, nothing on stdout
-    usage_errors compare <<'EOF'
+    usage_errors compare --db "$DB" <<'EOF'
 --precision fp8|gpubench compare: --precision: unknown precision 'fp8' (fp16, bf16, tf32, fp32)
 --precision fp16,,fp32|unknown precision ''
 --precision fp16,fp16|gpubench compare: --precision: fp16 given twice
@@ -494,7 +471,7 @@ print(" ".join(r["job_id"] for r in csv.DictReader(sys.stdin)))'; }
     eq "table rows" "$(grep -c ' gemm ' "$T/r.txt")" "$(sqlite3 "$DB" "SELECT count(*) FROM v_results WHERE kind = 'gemm' AND status = 'done' AND node = 'node-a'")"
     contains "its invalid one said" "$T/r.txt" "invalid: "
     # usage errors: exit 2, said, nothing on stdout
-    usage_errors results <<'EOF'
+    usage_errors results --db "$DB" <<'EOF'
 --kind train|gpubench results: --kind: unknown 'train' (resnet50, gemm, allreduce, sleep)
 --kind gemm,,sleep|--kind: unknown ''
 --kind gemm,gemm|gpubench results: --kind: gemm given twice

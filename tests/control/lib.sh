@@ -80,6 +80,29 @@ check() { local what=$1; shift; "$@" || fail "$what"; }
 # eq "what" got want
 eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
 contains() { grep -qF -- "$3" "$2" || fail "$1: '$3' not in $2"; }
+# same NAME FILE: FILE holds exactly the text on stdin
+same() {
+    local want
+    want=$(cat)
+    [ "$(cat "$2")" = "$want" ] || fail "$1: got
+$(cat "$2")
+want
+$want"
+}
+# usage_errors CMD [ARG...]: each line on stdin, "MORE|WANT", is a usage
+# error of `gpubench CMD ARG... MORE` (MORE split at blanks): exit 2, WANT
+# on stderr, nothing on stdout
+usage_errors() {
+    local cmd=$1 what want
+    shift
+    while IFS='|' read -r what want; do
+        # shellcheck disable=SC2086
+        "$GB" "$cmd" "$@" $what >"$T/o.txt" 2>"$T/e.txt"
+        eq "$cmd $what" "$?" 2
+        contains "$cmd $what says why" "$T/e.txt" "$want"
+        [ -s "$T/o.txt" ] && fail "$cmd $what: stdout $(cat "$T/o.txt")"
+    done
+}
 
 # run_for SECS cmd...: run cmd for SECS seconds (or until it ends), then
 # stop it with one SIGTERM; returns its status. Not coreutils' timeout for a

@@ -17,16 +17,6 @@ case=${3:?case}
 DB=$T/s.db
 check "test_scaling fills the store" "$SCALING" make "$DB"
 
-# same NAME FILE: FILE holds exactly the text on stdin
-same() {
-    local want
-    want=$(cat)
-    [ "$(cat "$2")" = "$want" ] || fail "$1: got
-$(cat "$2")
-want
-$want"
-}
-
 case $case in
 table)
     # one precision and batch: the columns every row shares (backend, batch,
@@ -138,13 +128,7 @@ empty)
     "$GB" scaling --db "$T/old.db" >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
     contains "older store" "$T/e.txt" "has schema version 1, this gpubench reads"
     # usage errors: exit 2, said, nothing on stdout
-    while IFS='|' read -r what want; do
-        # shellcheck disable=SC2086
-        "$GB" scaling --db "$DB" $what >"$T/o.txt" 2>"$T/e.txt"
-        eq "scaling $what" "$?" 2
-        contains "scaling $what says why" "$T/e.txt" "$want"
-        [ -s "$T/o.txt" ] && fail "scaling $what: stdout $(cat "$T/o.txt")"
-    done <<'EOF'
+    usage_errors scaling --db "$DB" <<'EOF'
 --precision fp8|gpubench scaling: --precision: unknown precision 'fp8' (fp16, bf16, tf32, fp32)
 --precision bf16,bf16|gpubench scaling: --precision: bf16 given twice
 --batch 0|gpubench scaling: --batch
