@@ -285,11 +285,8 @@ EOF
     check "test_models empty" "$MODELS" empty "$T/e.db"
     check "by node, nothing" "$GB" compare --db "$T/e.db" --by node >"$T/o.txt"
     contains "says so" "$T/o.txt" "no one-GPU ResNet-50 results in $T/e.db yet (v_models is empty"
-    # an older store without v_models: refused, said
-    cp "$DB" "$T/old.db"
-    sqlite3 "$T/old.db" "DROP VIEW v_models; PRAGMA user_version = 18"
-    "$GB" compare --db "$T/old.db" --by node >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
-    contains "older store" "$T/e.txt" "has schema version 18, this gpubench reads"
+    # stores it cannot read: refused, said
+    store_refusals compare v_models 18 --by node
     usage_errors compare --db "$DB" <<'EOF'
 --by gpu|gpubench compare: --by is model or node
 --by node --by model|--by given twice
@@ -362,20 +359,8 @@ empty)
 store)
     # as results: no store, a directory, not SQLite, another program's file,
     # an older store without v_models; exit 1, said
-    "$GB" compare --db "$T/none.db" >/dev/null 2>"$T/e.txt"; eq "no store" "$?" 1
-    contains "no store" "$T/e.txt" "gpubench compare: no store at $T/none.db"
-    "$GB" compare --db "$T" >/dev/null 2>"$T/e.txt"; eq "a directory" "$?" 1
-    contains "a directory" "$T/e.txt" "is a directory"
-    echo "not sqlite" >"$T/text.db"
-    "$GB" compare --db "$T/text.db" >/dev/null 2>"$T/e.txt"; eq "not sqlite" "$?" 1
-    contains "not sqlite" "$T/e.txt" "gpubench compare:"
-    sqlite3 "$T/foo.db" "CREATE TABLE foo(x)"
-    "$GB" compare --db "$T/foo.db" >/dev/null 2>"$T/e.txt"; eq "not ours" "$?" 1
-    contains "not ours" "$T/e.txt" "gpubench compare: $T/foo.db is not a gpubench store"
-    cp "$DB" "$T/old.db"
-    sqlite3 "$T/old.db" "DROP VIEW v_models; PRAGMA user_version = 18"
-    "$GB" compare --db "$T/old.db" >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
-    contains "older store" "$T/e.txt" "has schema version 18, this gpubench reads"
+    store_refusals compare v_models 18
+    store_refusals compare v_gemm_models 20 --kind gemm
     # read-only: the store is not written (no -wal left behind, same bytes)
     sum=$(cksum <"$DB")
     check "compare reads" "$GB" compare --db "$DB" >/dev/null

@@ -89,6 +89,29 @@ $(cat "$2")
 want
 $want"
 }
+# store_refusals CMD VIEW VERSION [ARG...]: `gpubench CMD --db FILE ARG...`
+# where FILE is no store, a directory, not SQLite, another program's, or
+# $DB with VIEW dropped and user_version VERSION (an older store): exit 1,
+# each said
+store_refusals() {
+    local cmd=$1 view=$2 version=$3
+    shift 3
+    "$GB" "$cmd" --db "$T/none.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: no store" "$?" 1
+    contains "$cmd: no store" "$T/e.txt" "gpubench $cmd: no store at $T/none.db"
+    "$GB" "$cmd" --db "$T" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: a directory" "$?" 1
+    contains "$cmd: a directory" "$T/e.txt" "is a directory"
+    echo "not sqlite" >"$T/text.db"
+    "$GB" "$cmd" --db "$T/text.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: not sqlite" "$?" 1
+    contains "$cmd: not sqlite" "$T/e.txt" "gpubench $cmd:"
+    rm -f "$T/foo.db"
+    sqlite3 "$T/foo.db" "CREATE TABLE foo(x)"
+    "$GB" "$cmd" --db "$T/foo.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: not ours" "$?" 1
+    contains "$cmd: not ours" "$T/e.txt" "gpubench $cmd: $T/foo.db is not a gpubench store"
+    cp "$DB" "$T/old.db"
+    sqlite3 "$T/old.db" "DROP VIEW $view; PRAGMA user_version = $version"
+    "$GB" "$cmd" --db "$T/old.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: an older store" "$?" 1
+    contains "$cmd: an older store" "$T/e.txt" "has schema version $version, this gpubench reads"
+}
 # usage_errors CMD [ARG...]: each line on stdin, "MORE|WANT", is a usage
 # error of `gpubench CMD ARG... MORE` (MORE split at blanks): exit 2, WANT
 # on stderr, nothing on stdout

@@ -117,16 +117,9 @@ empty)
     sqlite3 "$DB" "DELETE FROM results WHERE n_devices > 1"
     check "nothing yet" "$GB" scaling --db "$DB" >"$T/o.txt"
     eq "said" "$(cat "$T/o.txt")" "no data-parallel ResNet-50 results in $DB yet (v_scaling has no done, valid run of more than one GPU: submit one with --gpus 2,4,8)"
-    # as results: no store, not ours, an older store; exit 1, said
-    "$GB" scaling --db "$T/none.db" >/dev/null 2>"$T/e.txt"; eq "no store" "$?" 1
-    contains "no store" "$T/e.txt" "gpubench scaling: no store at $T/none.db"
-    sqlite3 "$T/foo.db" "CREATE TABLE foo(x)"
-    "$GB" scaling --db "$T/foo.db" >/dev/null 2>"$T/e.txt"; eq "not ours" "$?" 1
-    contains "not ours" "$T/e.txt" "gpubench scaling: $T/foo.db is not a gpubench store"
-    cp "$DB" "$T/old.db"
-    sqlite3 "$T/old.db" "DROP VIEW v_scaling; PRAGMA user_version = 1"
-    "$GB" scaling --db "$T/old.db" >/dev/null 2>"$T/e.txt"; eq "older store" "$?" 1
-    contains "older store" "$T/e.txt" "has schema version 1, this gpubench reads"
+    # as results: no store, a directory, not SQLite, another program's file, an
+    # older store; exit 1, said
+    store_refusals scaling v_scaling 1
     # usage errors: exit 2, said, nothing on stdout
     usage_errors scaling --db "$DB" <<'EOF'
 --precision fp8|gpubench scaling: --precision: unknown precision 'fp8' (fp16, bf16, tf32, fp32)
