@@ -218,8 +218,9 @@ static int node_rel(const cmp_row_t *r, int p, double *rel) {
     return 1;
 }
 
-/* By configuration, then each precision's figure in turn, fastest first
- * (a missing figure after every present one), then model and backend. */
+/* By configuration; with --by node, each precision's rel in turn, slowest
+ * first; then each precision's figure in turn, fastest first (a missing
+ * rel or figure after every present one); then model, backend and node. */
 static int cmp_rows(const void *pa, const void *pb) {
     const cmp_row_t *a = pa, *b = pb;
     int k = cmp_config(a, b);
