@@ -47,6 +47,10 @@ contains "a csv row" "$T/topo.csv" "dgx,2,3,NV12,12,single_switch"
 "$GB" nodes --topo dgx --db "$T/gb.db" --format json >"$T/topo.json" || fail "json"
 eq "json: the 8 NV6 pairs of dgx" "$(grep -c '"link":[[:space:]]*"NV6"' "$T/topo.json")" 8
 eq "json: 28 pairs" "$(grep -c '"gpu_b":' "$T/topo.json")" 28
+"$GB" nodes --topo pcie --db "$T/gb.db" --format md >"$T/topo.md" || fail "md"
+eq "md: a pipe table of the 6 pairs" "$(head -n 2 "$T/topo.md")" "| node | gpu_a | gpu_b | link | nvlink_lanes | pcie_path |
+| --- | ---: | ---: | --- | ---: | --- |"
+eq "md rows: header, rule + 6" "$(wc -l <"$T/topo.md")" 8
 # failures: no such node, no store, NODE without --topo
 if "$GB" nodes --topo nosuch --db "$T/gb.db" 2>"$T/err.txt"; then fail "--topo nosuch succeeded"; fi
 contains "no such node" "$T/err.txt" "no node named 'nosuch'"
