@@ -165,8 +165,10 @@ static int cmp_config(const cmp_row_t *a, const cmp_row_t *b) {
     return 0;
 }
 
-/* The row of this model, backend and configuration, made when new; NULL
- * on out-of-memory. */
+/* The row of this model, backend and configuration (and node), made when
+ * new; NULL on out-of-memory. The query's ORDER BY puts a key's rows (its
+ * precisions) together, so a row already made is the last one: a fleet of
+ * thousands of nodes is not searched once per row. */
 static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     cmp_row_t key = {0};
     for (int i = 0; i < 3; i++) {
@@ -176,8 +178,8 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     const char *model = (const char *)sqlite3_column_text(st, 0);
     const char *backend = (const char *)sqlite3_column_text(st, 1);
     const char *node = c->by_node ? (const char *)sqlite3_column_text(st, 8) : NULL;
-    for (int i = 0; i < c->n; i++) {
-        cmp_row_t *r = &c->rows[i];
+    if (c->n) {
+        cmp_row_t *r = &c->rows[c->n - 1];
         if (cmp_config(r, &key) == 0 && same_text(r->model, model) &&
             same_text(r->backend, backend) && same_text(r->node, node))
             return r;
