@@ -84,12 +84,14 @@ typedef struct scaling {
     char *ic[MAX_IC]; /* the interconnects found, in the order shown */
     int nic;
     int prec_sel[N_PREC], nprec; /* --precision: indexes into known_prec */
+    long gpus[16];               /* --gpus: the GPU counts shown; none: all */
+    int ngpus;
 } scaling_t;
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: gpubench scaling [--db FILE] [--node GLOB] [--precision LIST] [--batch N]\n"
-            "                        [--backend cpu|cuda] [--format F]\n"
+            "                        [--gpus LIST] [--backend cpu|cuda] [--format F]\n"
             "  What more GPUs, and NVLink against PCIe, buy in ResNet-50 training, from the\n"
             "  v_scaling view: one row per node, configuration and GPU count (more than\n"
             "  one), and per interconnect the run used (the record's word: nvlink, pcie,\n"
@@ -102,6 +104,8 @@ static void usage(FILE *out) {
             "  --node GLOB       nodes whose name matches (a shell pattern; default all)\n"
             "  --precision LIST  fp16, bf16, tf32, fp32, comma-separated (default all)\n"
             "  --batch N         one batch per GPU (default every one)\n"
+            "  --gpus LIST       GPU counts in all (2, 4, 8: comma-separated; default\n"
+            "                    every one above 1)\n"
             "  --backend B       cpu or cuda (default both)\n"
             "  --format F        table | csv | json | md (default table; a missing\n"
             "                    figure is '-', empty, null, '-')\n"
@@ -192,6 +196,38 @@ static void free_all(scaling_t *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* --gpus LIST: GPU counts above 1, comma-separated, none twice; 2 (said)
+ * otherwise. */
+static int parse_gpus(scaling_t *s, const char *list) {
+    const char *p = list;
+    for (;;) {
+        char *end, msg[160];
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || v < 2 || v > 65536 ||
+            s->ngpus == (int)(sizeof s->gpus / sizeof s->gpus[0])) {
+            gb_fmt(msg, sizeof msg,
+                   "--gpus: '%.40s' is not a list of GPU counts from 2 to 65536 (16 at most; one "
+                   "GPU is base_img_s)",
+                   list);
+            return cli_usage_error("scaling", msg);
+        }
+        for (int i = 0; i < s->ngpus; i++)
+            if (s->gpus[i] == v) {
+                gb_fmt(msg, sizeof msg, "--gpus: %ld given twice", v);
+                return cli_usage_error("scaling", msg);
+            }
+        s->gpus[s->ngpus++] = v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
+static int gpus_wanted(const scaling_t *s, sqlite3_int64 n) {
+    for (int i = 0; i < s->ngpus; i++)
+        if (s->gpus[i] == n) return 1;
+    return !s->ngpus;
+}
+
 static int prec_wanted(const scaling_t *s, const char *prec) {
     if (!s->nprec) return 1;
     for (int i = 0; i < s->nprec; i++)
@@ -229,7 +265,9 @@ static int load(scaling_t *s, sqlite3 *db, const char *path, const char *node, l
     if (backend) sqlite3_bind_text(st, 3, backend, -1, SQLITE_STATIC);
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!prec_wanted(s, (const char *)sqlite3_column_text(st, K_PREC))) continue;
+        if (!prec_wanted(s, (const char *)sqlite3_column_text(st, K_PREC)) ||
+            !gpus_wanted(s, sqlite3_column_int64(st, K_GPUS)))
+            continue;
         cell_t key[NK];
         int oom = 0;
         for (int k = 0; k < NK; k++)
@@ -385,6 +423,7 @@ int cmd_scaling(int argc, char **argv) {
                                          {"node", required_argument, 0, 'n'},
                                          {"precision", required_argument, 0, 'p'},
                                          {"batch", required_argument, 0, 'b'},
+                                         {"gpus", required_argument, 0, 'g'},
                                          {"backend", required_argument, 0, 'k'},
                                          {"format", required_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
@@ -410,6 +449,9 @@ int cmd_scaling(int argc, char **argv) {
             if (cli_name_list("scaling", "--precision", "precision", optarg, known_prec, N_PREC,
                               s.prec_sel, &s.nprec))
                 return 2;
+            break;
+        case 'g':
+            if (parse_gpus(&s, optarg)) return 2;
             break;
         case 'b':
             if (cli_long("scaling", "--batch", optarg, 1, 65536, &batch)) return 2;
@@ -443,7 +485,8 @@ int cmd_scaling(int argc, char **argv) {
         if (in_view > 0)
             fprintf(say,
                     "%sno data-parallel ResNet-50 results in %s match the --node, --precision, "
-                    "--batch or --backend given (v_scaling has %lld row(s) of more than one GPU)\n",
+                    "--batch, --gpus or --backend given (v_scaling has %lld row(s) of more than "
+                    "one GPU)\n",
                     pre, db_path, in_view);
         else
             fprintf(say,

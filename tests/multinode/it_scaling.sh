@@ -73,6 +73,16 @@ EOF
     contains "the CPU caveat" "$T/cpu.txt" "CPU replicas split one node's cores: their efficiency tests the data-parallel logic, it says nothing about scaling"
     contains "the backend said" "$T/cpu.txt" "every row: backend cpu, batch 64 per GPU"
     grep -q "CPU replicas" "$T/t.txt" && fail "the CPU caveat under GPU rows"
+    # the 8-GPU line alone (as published tables quote it)
+    check "scaling --gpus 8" "$GB" scaling --db "$DB" --gpus 8 --precision bf16 --format csv >"$T/g8.csv"
+    same "8 GPUs" "$T/g8.csv" <<'EOF'
+node,gpu_model,backend,precision,batch_per_gpu,image_size,n_nodes,bucket_mb,launch,n_gpus,base_img_s,nvlink_img_s,nvlink_runs,nvlink_speedup,nvlink_eff,pcie_img_s,pcie_runs,pcie_speedup,pcie_eff,nvlink_gain
+node-a,NVIDIA H100,cuda,bf16,64,224,1,1,threads,8,100,790,1,7.9,0.9875,,,,,
+node-a,NVIDIA H100,cuda,bf16,64,224,1,25,processes,8,100,800,1,8,1,,,,,
+node-a,NVIDIA H100,cuda,bf16,64,224,1,25,threads,8,100,775,2,7.75,0.96875,700,1,7,0.875,1.1071428571428572
+EOF
+    check "scaling --gpus 2,16" "$GB" scaling --db "$DB" --gpus 16,2 --format csv >"$T/g2.csv"
+    eq "2 and 16 GPUs" "$(cut -d, -f1,7,10 "$T/g2.csv" | tail -n +2 | tr '\n' ' ')" "node-a,1,2 node-a,2,2 node-a,2,16 node-b,2,16 "
     # gpubench help lists it; help scaling is scaling -h
     "$GB" help >"$T/help.txt"
     contains "help lists scaling" "$T/help.txt" "  scaling      "
@@ -107,10 +117,12 @@ EOF
 empty)
     # nothing matching the filters: said, exit 0 (csv: the header; json: [])
     check "no node-z" "$GB" scaling --db "$DB" --node node-z >"$T/o.txt"
-    eq "said" "$(cat "$T/o.txt")" "no data-parallel ResNet-50 results in $DB match the --node, --precision, --batch or --backend given (v_scaling has 12 row(s) of more than one GPU)"
+    eq "said" "$(cat "$T/o.txt")" "no data-parallel ResNet-50 results in $DB match the --node, --precision, --batch, --gpus or --backend given (v_scaling has 12 row(s) of more than one GPU)"
     check "no cpu rows, csv" "$GB" scaling --db "$DB" --backend cpu --format csv >"$T/o.csv" 2>"$T/e.txt"
     eq "csv header" "$(cat "$T/o.csv")" "node,gpu_model,backend,precision,batch_per_gpu,image_size,n_nodes,bucket_mb,launch,n_gpus,base_img_s"
     contains "on stderr" "$T/e.txt" "gpubench scaling: no data-parallel ResNet-50 results in $DB match"
+    check "no 3 GPUs" "$GB" scaling --db "$DB" --gpus 3 >"$T/o.txt"
+    contains "said" "$T/o.txt" "match the --node, --precision, --batch, --gpus or --backend given"
     check "no tf32, json" "$GB" scaling --db "$DB" --precision tf32 --format json >"$T/o.json" 2>/dev/null
     eq "json []" "$(tr -d ' \n' <"$T/o.json")" "[]"
     # a store with no multi-GPU row: said so, with how to make one
@@ -128,6 +140,12 @@ empty)
 --backend rocm|gpubench scaling: --backend is cpu or cuda
 --format xml|gpubench scaling: --format is table, csv, json or md
 --node a --node b|--node given twice
+--gpus 1|gpubench scaling: --gpus: '1' is not a list of GPU counts from 2 to 65536 (16 at most; one GPU is base_img_s)
+--gpus 8,x|--gpus: '8,x' is not a list of GPU counts
+--gpus 8,|is not a list of GPU counts
+--gpus 8,8|gpubench scaling: --gpus: 8 given twice
+--gpus 70000|is not a list of GPU counts
+--gpus 2 --gpus 4|--gpus given twice
 --bogus|see 'gpubench scaling -h'
 stray|gpubench scaling: unexpected argument 'stray'
 EOF
