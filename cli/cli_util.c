@@ -170,6 +170,15 @@ int cli_usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
+long long cli_count(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    long long n = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
 int cli_format(const char *cmd, const char *s, gb_format_t *fmt) {
     if (gb_format_parse(s, fmt) == 0) return 0;
     return cli_usage_error(cmd, "--format is table, csv, json or md");

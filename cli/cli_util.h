@@ -53,6 +53,9 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path);
  * needs: not a gpubench store, or one with no tables yet (a coordinator
  * making it: its migrations run in one transaction). */
 void cli_store_not_ours(const char *cmd, struct sqlite3 *db, const char *path);
+/* The one number a query such as "SELECT count(*) FROM v" gives; -1 on an
+ * error. */
+long long cli_count(struct sqlite3 *db, const char *sql);
 
 /* Parse an integer option value in [min, max]; on error print
  * "gpubench CMD: --OPT: ..." to stderr and return -1. */

@@ -165,6 +165,12 @@ static int cmp_config(const cmp_row_t *a, const cmp_row_t *b) {
     return 0;
 }
 
+static void free_row(cmp_row_t *r) {
+    free(r->model);
+    free(r->backend);
+    free(r->node);
+}
+
 /* The row of this model, backend and configuration (and node), made when
  * new; NULL on out-of-memory. The query's ORDER BY puts a key's rows (its
  * precisions) together, so a row already made is the last one: a fleet of
@@ -197,9 +203,7 @@ static cmp_row_t *row_for(cmp_t *c, sqlite3_stmt *st) {
     r->backend = dup_col(st, 1);
     r->node = node ? strdup(node) : NULL;
     if ((model && !r->model) || (backend && !r->backend) || (node && !r->node)) {
-        free(r->model);
-        free(r->backend);
-        free(r->node);
+        free_row(r);
         return NULL;
     }
     memcpy(r->cfg, key.cfg, sizeof r->cfg);
@@ -436,11 +440,8 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
 }
 
 static void free_rows(cmp_t *c) {
-    for (int i = 0; i < c->n; i++) {
-        free(c->rows[i].model);
-        free(c->rows[i].backend);
-        free(c->rows[i].node);
-    }
+    for (int i = 0; i < c->n; i++)
+        free_row(&c->rows[i]);
     free(c->rows);
     c->rows = NULL;
     c->n = c->cap = 0;
@@ -549,27 +550,19 @@ static void keep_below(cmp_t *c) {
         double rel;
         for (int p = 0; p < c->nsel; p++)
             if (node_rel(r, p, &rel) && rel < c->below) keep = 1;
-        if (keep) {
+        if (keep)
             c->rows[n++] = *r;
-        } else {
-            free(r->model);
-            free(r->backend);
-            free(r->node);
-        }
+        else
+            free_row(r);
     }
     c->n = n;
 }
 
 /* How many rows the kind's view has in all (-1 on an error). */
 static long long view_rows(sqlite3 *db, const cmp_kind_t *kind) {
-    sqlite3_stmt *st = NULL;
-    long long n = -1;
     char sql[96];
     gb_fmt(sql, sizeof sql, "SELECT count(*) FROM %s", kind->view);
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return n;
+    return cli_count(db, sql);
 }
 
 /* --shape: "MxNxK", or "N" for NxNxN, each 1..GB_SHAPE_MAX. 2 (said) on

@@ -406,18 +406,6 @@ static int print_scaling(const scaling_t *s, gb_format_t fmt) {
     return 0;
 }
 
-/* How many rows v_scaling has with more than one GPU (-1 on an error). */
-static long long multi_rows(sqlite3 *db) {
-    sqlite3_stmt *st = NULL;
-    long long n = -1;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM v_scaling WHERE n_gpus > 1", -1, &st, NULL) ==
-            SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return n;
-}
-
 int cmd_scaling(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
                                          {"node", required_argument, 0, 'n'},
@@ -479,7 +467,7 @@ int cmd_scaling(int argc, char **argv) {
     int rc = load(&s, db, db_path, node, batch, backend);
     if (rc == 0 && s.n == 0) {
         /* nothing to show: said plainly, exit 0 (csv: the header; json: []) */
-        long long in_view = multi_rows(db);
+        long long in_view = cli_count(db, "SELECT count(*) FROM v_scaling WHERE n_gpus > 1");
         FILE *say = gb_format_for_people(fmt) ? stdout : stderr;
         const char *pre = say == stderr ? "gpubench scaling: " : "";
         if (in_view > 0)
