@@ -42,6 +42,7 @@ enum {
     S_JOB_REQUEUE,
     S_ATTEMPT_REVIVE,
     S_JOB_FINISH,
+    S_SWEEP_CANCEL_QUEUED,
     S_JOB_CANCEL_REQ,
     S_JOBS_LOAD,
     S_ATTEMPT_GET,
@@ -107,6 +108,8 @@ static const char *const sql[S_COUNT] = {
                          " WHERE job_id = ?1 AND attempt = ?2",
     [S_JOB_FINISH] = "UPDATE jobs SET state = ?2, error = ?3, finished_at = ?4, agent_id = NULL"
                      " WHERE job_id = ?1",
+    [S_SWEEP_CANCEL_QUEUED] = "UPDATE jobs SET state = 'cancelled', error = ?2, finished_at = ?3,"
+                              " agent_id = NULL WHERE sweep_id = ?1 AND state = 'queued'",
     [S_JOB_CANCEL_REQ] =
         "UPDATE jobs SET cancel_requested = 1, cancel_reason = ?2 WHERE job_id = ?1",
     [S_JOBS_LOAD] =
@@ -683,6 +686,16 @@ int gb_store_job_finish(gb_store_t *self, uint64_t job_id, const char *state, co
                         const char *now) {
     if (bind(self, S_JOB_FINISH, "Ittt", job_id, state, error, now) != 0) return -1;
     return exec(self, S_JOB_FINISH);
+}
+
+int gb_store_sweep_cancel_queued(gb_store_t *self, uint64_t sweep_id, const char *error,
+                                 const char *now, int *n) {
+    *n = 0;
+    if (bind(self, S_SWEEP_CANCEL_QUEUED, "Itt", sweep_id, error, now) != 0 ||
+        exec(self, S_SWEEP_CANCEL_QUEUED) != 0)
+        return -1;
+    *n = sqlite3_changes(self->db);
+    return 0;
 }
 
 int gb_store_job_cancel_requested(gb_store_t *self, uint64_t job_id, const char *reason) {

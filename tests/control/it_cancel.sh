@@ -83,6 +83,11 @@ eq "wait exits 1 for a cancelled sweep" "$?" 1
 eq "all cancelled" "$(q "SELECT count(*) FROM v_results WHERE status = 'cancelled'")" 4
 eq "the running one reported" "$(q "SELECT status || ',' || error FROM results")" "cancelled,cancelled by request"
 eq "sweep state" "$(q "SELECT state FROM sweeps WHERE sweep_id = $sweep")" cancelled
+# the queued ones end in one statement: each row its error and end time,
+# the other sweep's rows untouched by it
+eq "the queued ones' rows" "$(q "SELECT group_concat(job_id || ':' || error || ':' || (finished_at IS NOT NULL) || ':' || (agent_id IS NULL)) FROM jobs WHERE sweep_id = $sweep AND attempt = 0")" \
+    "2:cancelled by request:1:1,3:cancelled by request:1:1"
+eq "the other sweep's job, cancelled on its own" "$(q "SELECT state || ':' || error FROM jobs WHERE sweep_id = $other")" "cancelled:cancelled by request"
 # the log: one line for the cancel, not one per queued job (10,000 lines for
 # a big sweep)
 contains "one line for the cancel" "$T/coord.log" "sweep $sweep: cancelled 2 queued job(s), stopping 1 running"

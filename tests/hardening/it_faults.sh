@@ -18,6 +18,10 @@
 #                committed, the agents keep their results and resend, and once
 #                there is room every result lands once (--sync group, the
 #                default; disk_full_sync_full: the same with --sync full)
+#   disk_full_cancel
+#                a sweep's cancel on a full disk: refused with why, nothing of
+#                it stored or forgotten (its 39 queued jobs end in one
+#                statement); with room, the same cancel ends every job once
 #   disk_full_multinode
 #                the disk fills while a two-node job is mid-rendezvous, and
 #                again while it is finishing: each failed commit gives the
@@ -975,6 +979,30 @@ disk_full | disk_full_sync_full)
         eq "the held result of job,attempt $ja landed once" "$(q "SELECT count(*) FROM results WHERE job_id = ${ja%,*} AND attempt = ${ja#*,}")" 1
     done
     assert_exactly_once 16
+    ;;
+disk_full_cancel)
+    mount_dbfs
+    start_coord --db "$T/dbfs/gb.db"
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=20000 --repeat 40 --name big)
+    wait_running "$sweep" 1
+    fill_disk
+    # the queued jobs end in one statement now: its commit fails whole
+    "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 && fail "a cancel on a full disk succeeded: $(cat "$T/cancel.txt")"
+    contains "the cancel says why" "$T/cancel.txt" "database or disk is full"
+    kill -0 "$COORD_PID" || fail "the coordinator died on a full disk"
+    eq "nothing of it stored" "$(q "SELECT group_concat(state || ':' || n) FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state ORDER BY state)")" "queued:39,running:1"
+    eq "the sweep runs on" "$(q "SELECT state FROM sweeps")" running
+    rm -f "$T/dbfs/filler"
+    # the coordinator holds what the store holds: the same cancel, with room
+    check "a cancel with room" "$GB" cancel "$sweep"
+    "$GB" cancel "$sweep" >/dev/null 2>&1 && fail "the sweep had jobs left to cancel"
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "wait exits 1 for a cancelled sweep" "$?" 1
+    eq "every job cancelled once" "$(q "SELECT count(*) || ':' || count(DISTINCT job_id) FROM v_results WHERE status = 'cancelled'")" "40:40"
+    eq "the queued ones' rows" "$(q "SELECT count(*) FROM jobs WHERE attempt = 0 AND state = 'cancelled' AND error = 'cancelled by request' AND finished_at IS NOT NULL")" 39
+    assert_exactly_once 40
     ;;
 disk_full_multinode)
     source "$(dirname "$0")/../multinode/mn_lib.sh"
