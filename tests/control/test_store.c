@@ -255,6 +255,39 @@ int main(void) {
     EQ("SELECT cancel_requested || ',' || cancel_reason FROM jobs WHERE job_id = 2",
        "1,cancelled: gpubench run --timeout 5 s ran out");
 
+    /* a sweep's queued jobs cancelled in one statement: its running one and
+     * another sweep's jobs untouched */
+    gb_store_job_t bj = {.kind = "sleep",
+                         .params = "{\"kind\":\"sleep\"}",
+                         .backend = "cpu",
+                         .n_gpus = 1,
+                         .batch_per_gpu = -1,
+                         .synthetic = 1,
+                         .max_attempts = 1};
+    uint64_t bulk = 0, ids[3] = {0};
+    CHECK(gb_store_begin(s) == 0);
+    CHECK(gb_store_sweep_insert(s, "bulk", "{}", 3, NULL, "t", &bulk) == 0);
+    bj.sweep_id = bulk;
+    for (int i = 0; i < 3; i++) {
+        bj.seq = i;
+        CHECK(gb_store_job_insert(s, &bj, "t1", &ids[i]) == 0);
+    }
+    CHECK(gb_store_commit(s) == 0);
+    char q[512];
+    int n_cancelled = -1;
+    CHECK(gb_store_begin(s) == 0);
+    CHECK(gb_store_job_assign(s, ids[0], 1, "agent1", "cuda", "t") == 0);
+    CHECK(gb_store_sweep_cancel_queued(s, bulk, "cancelled: test", "t3", &n_cancelled) == 0);
+    CHECK(gb_store_commit(s) == 0);
+    CHECKF(n_cancelled == 2, "%d", n_cancelled);
+    snprintf(q, sizeof q,
+             "SELECT group_concat(seq || ',' || state || ',' || ifnull(error, '-') || ',' ||"
+             " ifnull(finished_at, '-') || ',' || ifnull(agent_id, '-'), ' ') FROM (SELECT * FROM"
+             " jobs WHERE sweep_id = %llu ORDER BY seq)",
+             (unsigned long long)bulk);
+    EQ(q, "0,running,-,-,agent1 1,cancelled,cancelled: test,t3,- 2,cancelled,cancelled: test,t3,-");
+    EQ("SELECT count(*) FROM jobs WHERE state = 'cancelled'", "2");
+
     /* the WAL grows while a reader holds a snapshot, and is cut back to
      * journal_size_limit (4 MiB) once it starts over; it kept its peak */
     char walp[160];

@@ -18,10 +18,10 @@
 #                committed, the agents keep their results and resend, and once
 #                there is room every result lands once (--sync group, the
 #                default; disk_full_sync_full: the same with --sync full)
-#   disk_full_cancel
-#                a sweep's cancel on a full disk: refused with why, nothing of
-#                it stored or forgotten (its 39 queued jobs end in one
-#                statement); with room, the same cancel ends every job once
+#   disk_full_requests
+#                a submit and a sweep's cancel (one statement for all its
+#                queued jobs) on a full disk: refused with why, nothing of
+#                them stored or forgotten; with room, the same requests work
 #   disk_full_multinode
 #                the disk fills while a two-node job is mid-rendezvous, and
 #                again while it is finishing: each failed commit gives the
@@ -980,7 +980,7 @@ disk_full | disk_full_sync_full)
     done
     assert_exactly_once 16
     ;;
-disk_full_cancel)
+disk_full_requests)
     mount_dbfs
     start_coord --db "$T/dbfs/gb.db"
     start_agent a1
@@ -988,6 +988,11 @@ disk_full_cancel)
     sweep=$(submit --kind sleep --param duration_ms=20000 --repeat 40 --name big)
     wait_running "$sweep" 1
     fill_disk
+    # a submit's commit fails whole: none of its 500 jobs is stored
+    "$GB" submit --kind sleep --param duration_ms=1 --repeat 500 --name more >"$T/submit.txt" 2>&1 &&
+        fail "a submit on a full disk succeeded: $(cat "$T/submit.txt")"
+    contains "the submit says why" "$T/submit.txt" "database or disk is full"
+    eq "no sweep of it, nor a job" "$(q "SELECT count(*) FROM sweeps") $(q "SELECT count(*) FROM jobs")" "1 40"
     # the queued jobs end in one statement now: its commit fails whole
     "$GB" cancel "$sweep" >"$T/cancel.txt" 2>&1 && fail "a cancel on a full disk succeeded: $(cat "$T/cancel.txt")"
     contains "the cancel says why" "$T/cancel.txt" "database or disk is full"
@@ -995,14 +1000,21 @@ disk_full_cancel)
     eq "nothing of it stored" "$(q "SELECT group_concat(state || ':' || n) FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state ORDER BY state)")" "queued:39,running:1"
     eq "the sweep runs on" "$(q "SELECT state FROM sweeps")" running
     rm -f "$T/dbfs/filler"
-    # the coordinator holds what the store holds: the same cancel, with room
+    # the coordinator holds what the store holds: the same requests, with room
+    more=$(submit --kind sleep --param duration_ms=1 --repeat 500 --name more)
+    eq "the submit with room makes the next sweep" "$more" 2
+    eq "its jobs" "$(q "SELECT count(*) || ',' || min(seq) || ',' || max(seq) FROM jobs WHERE sweep_id = 2")" "500,0,499"
+    check "its cancel" "$GB" cancel "$more"
     check "a cancel with room" "$GB" cancel "$sweep"
     "$GB" cancel "$sweep" >/dev/null 2>&1 && fail "the sweep had jobs left to cancel"
     "$GB" wait "$sweep" --quiet --timeout 20
     eq "wait exits 1 for a cancelled sweep" "$?" 1
-    eq "every job cancelled once" "$(q "SELECT count(*) || ':' || count(DISTINCT job_id) FROM v_results WHERE status = 'cancelled'")" "40:40"
-    eq "the queued ones' rows" "$(q "SELECT count(*) FROM jobs WHERE attempt = 0 AND state = 'cancelled' AND error = 'cancelled by request' AND finished_at IS NOT NULL")" 39
-    assert_exactly_once 40
+    "$GB" wait "$more" --quiet --timeout 20
+    eq "wait exits 1 for the other one" "$?" 1
+    eq "every job ended once" "$(q "SELECT count(*) || ':' || count(DISTINCT job_id) FROM v_results WHERE sweep_id = 1 AND status = 'cancelled'")" "40:40"
+    eq "the queued ones' rows" "$(q "SELECT count(*) FROM jobs WHERE sweep_id = 1 AND attempt = 0 AND state = 'cancelled' AND error = 'cancelled by request' AND finished_at IS NOT NULL")" 39
+    eq "nothing of the second sweep left" "$(q "SELECT count(*) FROM jobs WHERE sweep_id = 2 AND state IN ('queued', 'running')")" 0
+    assert_exactly_once 540
     ;;
 disk_full_multinode)
     source "$(dirname "$0")/../multinode/mn_lib.sh"
