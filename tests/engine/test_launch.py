@@ -232,7 +232,9 @@ elif case == "planted":
         check("replica process 0 (rank 0): replica 0's %s failed (planted)" % phase in p.stderr,
               "the failing replica process named")
         check("still running" not in p.stderr, "nothing stranded: a process can be killed")
-        check(took < 20, "ended %.1f s after start, not after the 600 s grace" % took)
+        # far under the grace, not a tight time: under ASan with four tests
+        # a core one run took 20.2 s
+        check(took < 50, "ended %.1f s after start, not after the 600 s grace" % took)
         none_left("planted " + at)
     # the same with the launch said: the planted library's record of launch
     p = run(train + ["--launch", "threads"],

@@ -48,15 +48,17 @@ TRAIN = [exe, "train", "--backend", "cuda", "--devices", "2", "--batch", "2",
 
 # blocked in create (where ncclCommInitRank is)
 p, took = timed(TRAIN, env("create"))
+base = took  # a run with a 0.3 s grace: what starting and ending take here
 print("train, create: rc %d in %.2f s: %s" % (p.returncode, took, p.stderr.strip()))
 check(p.returncode == 1, "exit status 1")
 check("replica 0: replica 0's create failed (planted); replica 1 (in create) still running "
       "0.3 s after the failure" in p.stderr, "the failure and the stranded replica named")
-check(took < 30, "ended %.1f s after start" % took)
+check(took < 45, "ended %.1f s after start" % took)
 
 # blocked in a step: the phase says warm-up
 p, took = timed(TRAIN, env("step"))
 print("train, step: rc %d in %.2f s: %s" % (p.returncode, took, p.stderr.strip()))
+base = max(base, took)
 check(p.returncode == 1 and "replica 0's step failed (planted)" in p.stderr
       and "replica 1 (in warm-up) still running" in p.stderr, "the step's phase named")
 
@@ -66,7 +68,10 @@ p, took = timed(TRAIN, env("none", grace="20000"))
 print("train, none: rc %d in %.2f s: %s" % (p.returncode, took, p.stderr.strip()))
 check(p.returncode == 1 and "replica 0's create failed (planted)" in p.stderr
       and "still running" not in p.stderr, "a failure whose replicas all end")
-check(took < 15, "joined when the replicas ended, not at the 20 s grace (%.1f s)" % took)
+# against the runs above, not a fixed time: under ASan with four tests a
+# core each of these took 19-20 s, the grace's 20 s come on top
+check(took < base + 10, "joined when the replicas ended, not at the 20 s grace (%.1f s; "
+      "%.1f s with a 0.3 s grace)" % (took, base))
 
 # a grace that is not a number of milliseconds is refused before anything runs
 p, took = timed(TRAIN, env("create", grace="ten"))
