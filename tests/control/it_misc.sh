@@ -121,10 +121,18 @@ store_lock)
 port_held)
     # a port named outright and held a moment (a client's connection that
     # picked it as its own, while a coordinator restarts on it) is tried
-    # again for 5 s: the coordinator binds once it is free
+    # again for 5 s: the coordinator binds once it is free. The holder lets
+    # go once the coordinator said it waits (at most 4 s): a fixed 1.5 s
+    # ran out before the coordinator started, at 3 ASan tests a core.
     port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    /usr/bin/python3 -c 'import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(1.5)' "$port" "$T/held" &
+    /usr/bin/python3 -c 'import os, socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close()
+end = time.monotonic() + 4
+while time.monotonic() < end:
+    if os.path.exists(sys.argv[3]) and b"yet: Address already in use" in open(sys.argv[3], "rb").read():
+        break
+    time.sleep(0.05)
+time.sleep(0.3)' "$port" "$T/held" "$T/coord.log" &
     holder=$!
     for _ in $(seq 200); do [ -e "$T/held" ] && break; sleep 0.05; done
     [ -e "$T/held" ] || fail "the port holder did not start"

@@ -225,7 +225,7 @@ elif case == "planted":
     for at, phase in [("create", "create"), ("step", "step")]:
         t0 = time.monotonic()
         p = run(train, env(GB_CUDA_LIB=lib, GB_PLANT_AT=at, GB_REPLICA_GRACE_MS="600000"),
-                timeout=60)
+                timeout=120)
         took = time.monotonic() - t0
         print("planted %s: rc %d in %.2f s: %s" % (at, p.returncode, took, p.stderr.strip()))
         check(p.returncode == 1, "exit status 1")
@@ -234,7 +234,7 @@ elif case == "planted":
         check("still running" not in p.stderr, "nothing stranded: a process can be killed")
         # far under the grace, not a tight time: under ASan with four tests
         # a core one run took 20.2 s
-        check(took < 50, "ended %.1f s after start, not after the 600 s grace" % took)
+        check(took < 100, "ended %.1f s after start, not after the 600 s grace" % took)
         none_left("planted " + at)
     # the same with the launch said: the planted library's record of launch
     p = run(train + ["--launch", "threads"],
