@@ -659,10 +659,32 @@ int main(int argc, char **argv) {
         }
     } else if (strcmp(c, "flood") == 0) {
         /* junk frames on the agent endpoint, as fast as they go, for 8 s
-         * (the coordinator reads 256 a turn and leaves the rest) */
+         * (the coordinator reads 256 a turn and leaves the rest); with FILE
+         * TEXT MS: connected first ("connected" on stdout), the flood MS
+         * after TEXT shows in FILE (a flooder started then came 10 s late
+         * at three ASan tests a core) */
         s = peer(listen, "flooder00001");
         static const char junk[] = "\xff\xfe flood";
         struct timespec t0, t;
+        if (argc >= 7) {
+            printf("connected\n");
+            fflush(stdout);
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int seen = 0; !seen;) {
+                static char buf[1 << 20];
+                FILE *f = fopen(argv[4], "r");
+                size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+                if (f) fclose(f);
+                buf[n] = '\0';
+                seen = strstr(buf, argv[5]) != NULL;
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                CHECKF(seen || t.tv_sec - t0.tv_sec < 60, "'%s' not in %s after 60 s", argv[5],
+                       argv[4]);
+                if (!seen) nanosleep(&(struct timespec){0, 10000000L}, NULL);
+            }
+            long ms = atol(argv[6]);
+            nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+        }
         clock_gettime(CLOCK_MONOTONIC, &t0);
         long sent = 0;
         do {
