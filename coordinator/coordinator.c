@@ -3051,17 +3051,17 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
          * CI (past the 10 s `gpubench run` asks for). None holds a reason
          * of its own: a job whose cancel was asked never goes back to the
          * queue (attempt_retry ends it). */
+        const char *error = why ? why : CANCEL_DEFAULT;
         char now[32];
         int n = 0;
         now_iso(now, sizeof now);
         if (gb_store_begin(c->store) != 0 ||
-            gb_store_sweep_cancel_queued(c->store, rq->sweep_id, why ? why : CANCEL_DEFAULT, now,
-                                         &n) != 0)
+            gb_store_sweep_cancel_queued(c->store, rq->sweep_id, error, now, &n) != 0)
             store_err(c, "cancelling the queued jobs of sweep %" PRIu64, rq->sweep_id);
         for (size_t i = 0; i < x.n; i++) {
             cjob_t *j = x.hits[i];
             if (j->state != J_QUEUED) continue;
-            gb_debug("job %" PRIu64 " cancelled: %s", j->id, why ? why : CANCEL_DEFAULT);
+            gb_debug("job %" PRIu64 " cancelled: %s", j->id, error);
             job_forget(c, j, "cancelled");
             x.hits[i] = NULL;
             cancelled++;

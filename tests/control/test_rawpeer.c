@@ -669,17 +669,15 @@ int main(int argc, char **argv) {
         if (argc >= 7) {
             printf("connected\n");
             fflush(stdout);
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int64_t until = gb_mono_ms() + 60000;
             for (int seen = 0; !seen;) {
-                static char buf[1 << 20];
-                FILE *f = fopen(argv[4], "r");
-                size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-                if (f) fclose(f);
-                buf[n] = '\0';
-                seen = strstr(buf, argv[5]) != NULL;
-                clock_gettime(CLOCK_MONOTONIC, &t);
-                CHECKF(seen || t.tv_sec - t0.tv_sec < 60, "'%s' not in %s after 60 s", argv[5],
-                       argv[4]);
+                char *buf = NULL, why[64];
+                size_t n;
+                /* not there yet: not seen */
+                seen = gb_read_file(argv[4], 1 << 20, &buf, &n, why, sizeof why) == 0 &&
+                       strstr(buf, argv[5]) != NULL;
+                free(buf);
+                CHECKF(seen || gb_mono_ms() < until, "'%s' not in %s after 60 s", argv[5], argv[4]);
                 if (!seen) nanosleep(&(struct timespec){0, 10000000L}, NULL);
             }
             long ms = atol(argv[6]);
