@@ -156,7 +156,7 @@ static double urand(void) { /* [0, 1) */
 /* the 16-bit type of the graphs under test: fp16, or bf16 (g_bf16) */
 static int g_bf16;
 static float to_f(uint16_t v) {
-    return g_bf16 ? gb_bf16_to_float(v) : to_f(v);
+    return g_bf16 ? gb_bf16_to_float(v) : gb_half_to_float(v);
 }
 static uint16_t from_f(float v) {
     return g_bf16 ? gb_float_to_bf16(v) : gb_float_to_half(v);
