@@ -231,7 +231,10 @@ static int build(gb_fuse_t *f, const gb_conv_t *g, int n, cudnnHandle_t handle, 
             return -1;
         op = ops[n_ops++];
         cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
-        cudnnDataType_t prec = f->dt; /* the FE: Y's data type */
+        /* sums over up to 802,816 values a channel (layer1 at batch 256):
+         * accumulated in fp32, as the frontend's default compute type and
+         * cuDNN's own ConvBN samples do (not in Y's 16-bit type) */
+        cudnnDataType_t prec = CUDNN_DATA_FLOAT;
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
         SET(op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
@@ -311,7 +314,9 @@ static void engine_name(cudnnBackendDescriptor_t cfg, char *out, size_t outlen) 
 }
 
 /* The engine configurations cuDNN's heuristics in `mode` offer for f's
- * graph, into cfg[0..max) (created here); their count, -1 on error. */
+ * graph, into cfg[0..max) (created here); how many of them were written
+ * (cuDNN reports how many it has, which can be more than max), -1 on
+ * error. */
 static int64_t heur_cfgs(gb_fuse_t *f, cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t *cfg,
                          int max, char *err, size_t errlen) {
     cudnnBackendDescriptor_t heur = NULL;
@@ -325,7 +330,7 @@ static int64_t heur_cfgs(gb_fuse_t *f, cudnnBackendHeurMode_t mode, cudnnBackend
     CK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, max, &n, cfg));
     cudnnBackendDestroyDescriptor(heur);
-    return n;
+    return n < max ? n : max;
 fail:
     if (heur) cudnnBackendDestroyDescriptor(heur);
     return -1;
@@ -349,7 +354,13 @@ int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_pl
     if (max_plans > GB_FUSE_MAX_PLANS) max_plans = GB_FUSE_MAX_PLANS;
     for (int mi = 0; mi < 2 && f->n_plans == 0; mi++) {
         n_cfg[mi] = heur_cfgs(f, modes[mi], cfg, MAX_CFG, err, errlen);
-        if (n_cfg[mi] < 0) goto fail;
+        if (n_cfg[mi] < 0) {
+            /* a mode whose query fails offers nothing; the next is still
+             * tried (as the frontend does), and the error is said if no
+             * engine plans at all */
+            if (!first[0]) snprintf(first, sizeof(first), "%sheuristics: %s", mode_name[mi], err);
+            n_cfg[mi] = 0;
+        }
         for (int64_t i = 0; i < n_cfg[mi] && f->n_plans < max_plans; i++) {
             cudnnBackendDescriptor_t plan = NULL;
             int64_t ws = 0;
@@ -398,11 +409,6 @@ int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_pl
                  f->name, (long long)n_cfg[0], (long long)n_cfg[1], first[0] ? "; the first: " : "",
                  first);
     return f->n_plans;
-fail:
-    name_err(f, err, errlen);
-    for (int i = 0; i < MAX_CFG; i++)
-        if (cfg[i]) cudnnBackendDestroyDescriptor(cfg[i]);
-    return -1;
 }
 
 int gb_fuse_n_plans(const gb_fuse_t *f) {

@@ -69,9 +69,10 @@ void gb_fuse_destroy(gb_fuse_t **self_p);
 /* Engine heuristics (mode A), then an execution plan for each engine
  * configuration that cuDNN finalizes and whose workspace fits ws_limit, up
  * to max_plans of them; when none of mode A's does, the same over cuDNN's
- * fallback list (gb_fuse_engine then says "fallback eng<n>"). Returns the
- * number of plans (0: no engine supports the graph here; err gives both
- * lists' lengths and what cuDNN said of the first refused), -1 on error. */
+ * fallback list (gb_fuse_engine then says "fallback eng<n>"); a list whose
+ * query fails counts as empty. Returns the number of plans (0: no engine
+ * supports the graph here; err gives both lists' lengths and what cuDNN
+ * said of the first refused engine or failed query). */
 int gb_fuse_plan(gb_fuse_t *f, cudnnHandle_t handle, size_t ws_limit, int max_plans, char *err,
                  size_t errlen);
 int gb_fuse_n_plans(const gb_fuse_t *f);
