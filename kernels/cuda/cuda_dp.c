@@ -468,6 +468,10 @@ fail:
     return NULL;
 }
 
+int gb_cuda_dp_world(const gb_cuda_dp_t *dp) {
+    return dp->comm->world;
+}
+
 void gb_cuda_dp_begin(gb_cuda_dp_t *dp) {
     for (int gi = 0; gi < 2; gi++) {
         gb_buckets_reset(dp->bk[gi], dp->pend[gi]);
@@ -481,7 +485,12 @@ static int launch(gb_cuda_dp_t *dp, cudaStream_t s, int gi, int b, char *err, si
     dp->queued[gi][b] = 1;
     CK_CUDA(cudaEventRecord(dp->ev[gi][b], s));
     CK_CUDA(cudaStreamWaitEvent(dp->cs, dp->ev[gi][b], 0));
-    CK_NCCL(ncclAllReduce(ptr, ptr, bu->count, dp->dt[gi], ncclAvg, dp->nccl, dp->cs));
+    /* a sum: the step's loss gradient is already divided by the world size
+     * (gb_k_softmax_ce's replicas), as DDP divides before its all-reduce.
+     * Not ncclAvg: NCCL runs an average of float types as a pre-multiplied
+     * sum, which NVLS (NVLink SHARP on NVSwitch nodes) does not take, and
+     * multiplies by 1/world rounded to the 16-bit type */
+    CK_NCCL(ncclAllReduce(ptr, ptr, bu->count, dp->dt[gi], ncclSum, dp->nccl, dp->cs));
     return 0;
 fail:
     return -1;
@@ -647,10 +656,14 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
         goto fail;
     }
     if (setup_parked(comm, comm->local_size, cfg->interconnect, &nvlink, err, errlen)) goto fail;
-    if (comm_init(comm, replica, &nc, err, errlen)) goto fail;
+    /* everything allocated before the communicator, as the training path
+     * does: a replica of this process still inside cudaMalloc (the driver)
+     * while another already waits in its first collective is the hang XLA
+     * found (openxla/xla#12228) */
     size_t maxc = 1;
     for (int k = 0; k < n; k++)
         if (sizes[k].count > maxc) maxc = sizes[k].count;
+    CK_CUDA(cudaSetDevice(replica));
     CK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CK_CUDA(cudaEventCreate(&e0));
     CK_CUDA(cudaEventCreate(&e1));
@@ -658,6 +671,7 @@ int gb_cuda_allreduce(int replica, gb_comm_t *comm, const gb_allreduce_config_t 
     CK_CUDA(cudaMalloc((void **)&dtime, sizeof(float)));
     CK_CUDA(cudaMalloc((void **)&dbad, sizeof(unsigned int)));
     CK_CUDA(cudaMallocHost((void **)&h, sizeof(*h)));
+    if (comm_init(comm, replica, &nc, err, errlen)) goto fail;
     gb_ar_want_t want;
     for (int i = 0; i < 11; i++)
         want.v[i] = gb_allreduce_expected(comm->world, (size_t)i);

@@ -60,6 +60,9 @@ gb_cuda_dp_t *gb_cuda_dp_new(gb_comm_t *comm, int device, const gb_train_config_
                              char *err, size_t errlen);
 /* A step's backward is about to be enqueued. */
 void gb_cuda_dp_begin(gb_cuda_dp_t *dp);
+/* The job's world size: the step divides its loss gradient by it, and the
+ * buckets are summed (ncclSum), so each replica ends with the average. */
+int gb_cuda_dp_world(const gb_cuda_dp_t *dp);
 /* Model tensor `tensor`'s gradient has been enqueued on `s`. */
 int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err, size_t errlen);
 /* Every bucket enqueued, and `s` waits for the all-reduces. */

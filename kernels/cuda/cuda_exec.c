@@ -447,8 +447,10 @@ static int cx_head(gb_exec_t *ex, const void *feat, void *dfeat) {
     CK_BLAS(cublasGemmEx(X->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, N, F, &one, W, X->blas_t, F, feat,
                          X->blas_t, F, &zero, X->logits, CUDA_R_32F, K, X->blas_compute,
                          CUBLAS_GEMM_DEFAULT));
+    /* with replicas, the gradient of the mean over all of them: NCCL sums */
     CK_CUDA(gb_k_softmax_ce(X->stream, X->dt, X->logits, X->master + p->fc_b_off, X->labels, N, K,
-                            loss_scaler(X), X->dlogits, X->dlogits_dt, X->row_loss));
+                            X->dp ? gb_cuda_dp_world(X->dp) : 1, loss_scaler(X), X->dlogits,
+                            X->dlogits_dt, X->row_loss));
     CK_CUDA(gb_k_loss_mean(X->stream, X->row_loss, N, &X->scaler->loss));
     CK_CUDA(gb_k_colsum(X->stream, X->dlogits, N, K, grad_b(X, p->fc_b_off)));
     /* dW (K,F) = dlogits^T (K,N) feat (N,F) */

@@ -190,8 +190,8 @@ template <typename T> __global__ void k_avgpool_bwd(const T *dy, T *dx, int n, i
 /* one warp per row */
 template <typename T>
 __global__ void k_softmax_ce(const float *logits, const float *bias, const int32_t *labels, int n,
-                             int k, const gb_scaler_state_t *scaler, float *dl, T *dl_dt,
-                             float *row_loss) {
+                             int k, int replicas, const gb_scaler_state_t *scaler, float *dl,
+                             T *dl_dt, float *row_loss) {
     int lane = threadIdx.x & 31;
     int row = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (row >= n) return;
@@ -209,7 +209,7 @@ __global__ void k_softmax_ce(const float *logits, const float *bias, const int32
     s = __shfl_sync(0xffffffffu, s, 0);
     int label = labels[row];
     float scale = scaler ? scaler->scale : 1.0f;
-    float f = scale / (float)n;
+    float f = scale / ((float)n * (float)replicas);
     for (int j = lane; j < k; j += 32) {
         float g = gb_ce_grad(z[j] + bias[j], m, s, j == label, f);
         dl[(size_t)row * k + j] = g;
@@ -259,8 +259,10 @@ __global__ void k_sgd(float *w, float *buf, const G *grad, C *wcopy, size_t n, f
                       float wd, const gb_scaler_state_t *scaler) {
     float inv = 1.0f;
     if (scaler) {
-        if (scaler->found_inf) return; /* skip the step, as GradScaler does */
-        inv = 1.0f / scaler->scale;    /* a power of two: exact */
+        /* skip the step, as GradScaler does; a scale halved to 0 (166
+         * overflowing steps in a row) too: GradScaler sees its NaNs */
+        if (scaler->found_inf || !(scaler->scale > 0.0f)) return;
+        inv = 1.0f / scaler->scale; /* a power of two: exact */
     }
     GRID_STRIDE(i, n) {
         float b = buf[i];
@@ -978,12 +980,14 @@ cudaError_t gb_k_avgpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, voi
 }
 
 cudaError_t gb_k_softmax_ce(cudaStream_t s, gb_kdtype_t dt, const float *logits, const float *bias,
-                            const int32_t *labels, int n, int k, const gb_scaler_state_t *scaler,
-                            float *dlogits, void *dlogits_dt, float *row_loss) {
+                            const int32_t *labels, int n, int k, int replicas,
+                            const gb_scaler_state_t *scaler, float *dlogits, void *dlogits_dt,
+                            float *row_loss) {
     unsigned blocks = (unsigned)(((size_t)n * 32 + kThreads - 1) / kThreads);
+    if (replicas < 1) return cudaErrorInvalidValue;
     DISPATCH(dt, T,
-             k_softmax_ce<T><<<blocks, kThreads, 0, s>>>(logits, bias, labels, n, k, scaler,
-                                                         dlogits, (T *)dlogits_dt, row_loss));
+             k_softmax_ce<T><<<blocks, kThreads, 0, s>>>(
+                 logits, bias, labels, n, k, replicas, scaler, dlogits, (T *)dlogits_dt, row_loss));
     return cudaGetLastError();
 }
 

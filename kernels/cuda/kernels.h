@@ -68,11 +68,14 @@ cudaError_t gb_k_avgpool_fwd(cudaStream_t s, gb_kdtype_t dt, const void *x, void
 cudaError_t gb_k_avgpool_bwd(cudaStream_t s, gb_kdtype_t dt, const void *dy, void *dx, int n,
                              int hw, int c);
 /* softmax cross-entropy on logits (n, k) fp32 + bias: row losses and
- * dlogits = (softmax - onehot) * scale / n in fp32 and in dt; scaler NULL
- * means scale 1 */
+ * dlogits = (softmax - onehot) * scale / (n * replicas) in fp32 and in dt;
+ * scaler NULL means scale 1. replicas > 1: the gradient of the mean over
+ * every replica's batch, so that a sum of the replicas' gradients (NCCL's
+ * ncclSum, which NVLS takes; ncclAvg is off NVLS) is their average */
 cudaError_t gb_k_softmax_ce(cudaStream_t s, gb_kdtype_t dt, const float *logits, const float *bias,
-                            const int32_t *labels, int n, int k, const gb_scaler_state_t *scaler,
-                            float *dlogits, void *dlogits_dt, float *row_loss);
+                            const int32_t *labels, int n, int k, int replicas,
+                            const gb_scaler_state_t *scaler, float *dlogits, void *dlogits_dt,
+                            float *row_loss);
 cudaError_t gb_k_loss_mean(cudaStream_t s, const float *row_loss, int n, float *out);
 cudaError_t gb_k_colsum(cudaStream_t s, const float *a, int n, int k, float *out);
 cudaError_t gb_k_bn_running(cudaStream_t s, const gb_bn_run_entry_t *table, int n_entries,

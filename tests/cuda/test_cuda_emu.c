@@ -263,12 +263,14 @@ static void test_softmax_ce(void) {
         gb_scaler_state_t sc = {.scale = 64.0f};
         for (int d = 0; d < 3; d++)
             for (int with_scaler = 0; with_scaler < 2; with_scaler++) {
+                /* 3 replicas with the scaler: the mean over all of them */
+                int replicas = with_scaler ? 3 : 1;
                 float *dl = malloc((size_t)n * k * 4), *loss = malloc((size_t)n * 4);
                 void *dldt = malloc((size_t)n * k * 4);
-                CHECK(gb_k_softmax_ce(NULL, DT[d], z, bias, lab, n, k, with_scaler ? &sc : NULL, dl,
-                                      dldt, loss) == cudaSuccess);
+                CHECK(gb_k_softmax_ce(NULL, DT[d], z, bias, lab, n, k, replicas,
+                                      with_scaler ? &sc : NULL, dl, dldt, loss) == cudaSuccess);
                 float *dlr = from_dt(DT[d], dldt, (size_t)n * k);
-                double f = (with_scaler ? 64.0 : 1.0) / n;
+                double f = (with_scaler ? 64.0 : 1.0) / n / replicas;
                 for (int i = 0; i < n; i++) {
                     double m = -INFINITY, s = 0;
                     for (int j = 0; j < k; j++)
@@ -296,6 +298,10 @@ static void test_softmax_ce(void) {
                 CHECKF(fabs(mean - acc / n) <= 1e-6 * (1 + fabs(acc / n)), "loss mean");
                 free(dl), free(loss), free(dldt), free(dlr);
             }
+        float dl0[1], loss0[1];
+        CHECKF(gb_k_softmax_ce(NULL, DT[0], z, bias, lab, 1, k, 0, NULL, dl0, dl0, loss0) ==
+                   cudaErrorInvalidValue,
+               "softmax ce with 0 replicas not refused");
         free(z), free(bias), free(lab);
     }
     /* a mean over more rows than threads */
@@ -396,6 +402,12 @@ static void test_finite_sgd_scaler(void) {
                     CHECK(gb_k_sgd(NULL, DT[gd], w, bf, gb, wc, cd >= 0 ? DT[cd] : GB_KDT_F32, m,
                                    0.1f, 0.9f, 1e-4f, &sc) == cudaSuccess);
                     CHECK(memcmp(w, w0, m * 4) == 0);
+                    /* a scale halved to 0: skipped too, no NaN weights */
+                    sc.found_inf = 0;
+                    sc.scale = 0.0f;
+                    CHECK(gb_k_sgd(NULL, DT[gd], w, bf, gb, wc, cd >= 0 ? DT[cd] : GB_KDT_F32, m,
+                                   0.1f, 0.9f, 1e-4f, &sc) == cudaSuccess);
+                    CHECKF(memcmp(w, w0, m * 4) == 0, "sgd with scale 0 moved the weights");
                 }
                 free(w), free(bf), free(gb), free(wc), free(wcr);
             }
