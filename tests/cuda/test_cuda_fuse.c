@@ -162,6 +162,19 @@ static uint16_t from_f(float v) {
     return g_bf16 ? gb_float_to_bf16(v) : gb_float_to_half(v);
 }
 
+/* the host side of check, where it needs no GPU: the two conversions, in
+ * both types, round trip values either type holds exactly (to_f once
+ * called itself, an endless loop that only a GPU run would have met) */
+static void test_conversions(void) {
+    static const float v[] = {0.0f, 1.5f, -2.25f, 0.0078125f, 96.0f, -320.0f};
+    for (g_bf16 = 0; g_bf16 < 2; g_bf16++)
+        for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+            CHECKF(to_f(from_f(v[i])) == v[i], "%s round trip of %g: %g", g_bf16 ? "bf16" : "fp16",
+                   (double)v[i], (double)to_f(from_f(v[i])));
+    g_bf16 = 0;
+    printf("graphs: fp16 and bf16 conversions of the check round trip\n");
+}
+
 static uint16_t *half_fill(size_t n, double lo, double hi) {
     uint16_t *h = malloc(n * sizeof(uint16_t));
     CHECK(h);
@@ -633,6 +646,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "graphs";
     setvbuf(stdout, NULL, _IOLBF, 0); /* a run cut short keeps its lines */
     if (!strcmp(mode, "graphs")) {
+        test_conversions();
         test_graphs();
         return 0;
     }
