@@ -557,8 +557,8 @@ __global__ void k_bn_bwd_reduce(const T *x, const T *y, const T *dy, long m, int
         float pa = pre ? ld(pre, ch) : 0.0f, pb = pre ? ld(pre, c + ch) : 0.0f;
         for (long r = r0 + ty; r < r1; r += kBnRows) {
             size_t i = (size_t)r * c + ch;
-            float g =
-                relu_masked(ld(dy, i), ld(x, i), pre ? 0.0f : ld(y, i), relu, pre != NULL, pa, pb);
+            float g = relu_masked(ld(dy, i), ld(x, i), pre || !relu ? 0.0f : ld(y, i), relu,
+                                  pre != NULL, pa, pb);
             sg += g;
             sgx += g * (ld(x, i) - mean);
         }
@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
         size_t step = (size_t)rows * c, i = (size_t)r * c + (size_t)vi * V;
         for (; r < r1; r += rows, i += step) {
-            vec_t<T> xv = vld(x + i), yv = pre ? xv : vld(y + i), gv = vld(dy + i);
+            vec_t<T> xv = vld(x + i), yv = pre || !relu ? xv : vld(y + i), gv = vld(dy + i);
             GB_UNROLL
             for (int j = 0; j < V; j++) {
                 float g = relu_masked(ld(gv.v, j), ld(xv.v, j), ld(yv.v, j), relu, pre != NULL,
@@ -683,7 +683,7 @@ __global__ void k_bn_bwd_apply(const T *x, const T *y, const T *dy, T *dx, T *dz
         int ch = CHANNEL(i, c);
         float g =
             pre ? relu_masked(ld(dy, i), ld(x, i), 0.0f, relu, 1, ld(pre, ch), ld(pre, c + ch))
-                : gb_relu_grad(ld(dy, i), ld(y, i), relu);
+                : gb_relu_grad(ld(dy, i), relu ? ld(y, i) : 0.0f, relu);
         if (dz) st(dz, i, g);
         st(dx, i, gb_bn_dx(g, ld(x, i), save_mean[ch], coef[ch], coef[c + ch], coef[2 * c + ch]));
     }
@@ -713,7 +713,7 @@ __global__ void k_bn_bwd_apply_v(const T *__restrict__ x, const T *__restrict__ 
     long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
     size_t i = (size_t)r * c + ch0;
     for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
-        vec_t<T> xv = vld(x + i), yv = pre ? xv : vld(y + i), gv = vld(dy + i), dxv, gz;
+        vec_t<T> xv = vld(x + i), yv = pre || !relu ? xv : vld(y + i), gv = vld(dy + i), dxv, gz;
         GB_UNROLL
         for (int j = 0; j < V; j++) {
             float g =

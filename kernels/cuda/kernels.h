@@ -110,7 +110,8 @@ cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
                               long m, int c, const float *coef, int relu);
 /* Backward: the ReLU's mask from y, or, with pre (the fused step's prologue
  * coefficients in dt: a[c] then b[c]; y may then be NULL), from x
- * recomputed as the next conv's prologue computed it. */
+ * recomputed as the next conv's prologue computed it. Without relu y is
+ * not read. */
 cudaError_t gb_k_bn_bwd_reduce(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *y,
                                const void *dy, long m, int c, int relu, const void *pre,
                                const float *save_mean, int rchunks, float *partials);

@@ -471,12 +471,14 @@ static void bn_case(long m, int c, int rc_in, int off, int modes) {
                   cudaSuccess);
             CHECK(gb_k_bn_fwd_apply(NULL, DT[d], xb, with_z ? zb : NULL, yb, m, c, coef, relu) ==
                   cudaSuccess);
-            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, yb, dyb, m, c, relu, NULL, smean, rc, part) ==
-                  cudaSuccess);
+            /* without the ReLU the backward reads no y (NULL here) */
+            CHECK(gb_k_bn_bwd_reduce(NULL, DT[d], xb, relu ? yb : NULL, dyb, m, c, relu, NULL,
+                                     smean, rc, part) == cudaSuccess);
             CHECK(gb_k_bn_bwd_finalize(NULL, part, rc, c, m, gamma, sinv, dg, db, coef) ==
                   cudaSuccess);
-            CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, yb, dyb, dxb, with_z ? dzb : NULL, m, c, relu,
-                                    NULL, smean, coef) == cudaSuccess);
+            CHECK(gb_k_bn_bwd_apply(NULL, DT[d], xb, relu ? yb : NULL, dyb, dxb,
+                                    with_z ? dzb : NULL, m, c, relu, NULL, smean,
+                                    coef) == cudaSuccess);
             float *y = from_dt(DT[d], yb, nn), *dx = from_dt(DT[d], dxb, nn);
             float *dz = with_z ? from_dt(DT[d], dzb, nn) : NULL;
             double rt = d == 0 ? 2e-5 : d == 1 ? 4e-3 : 3e-2;
