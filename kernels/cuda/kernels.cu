@@ -776,19 +776,34 @@ __global__ void k_bn_apply2(const T *x, const T *z, T *y, size_t total, int c, c
     }
 }
 
+/* laid out as k_bn_fwd_apply_v: a thread's V channels fixed, its
+ * coefficients loaded once into registers, rows strided over grid.y (the
+ * per-element loads of four coefficients cost more than the data did) */
 template <typename T>
-__global__ void k_bn_apply2_v(const T *x, const T *z, T *y, size_t total, int c, const float *fc,
-                              const float *zc, int relu) {
+__global__ void k_bn_apply2_v(const T *__restrict__ x, const T *__restrict__ z, T *__restrict__ y,
+                              long m, int c, const float *__restrict__ fc,
+                              const float *__restrict__ zc, int relu) {
     constexpr int V = vec_t<T>::n;
-    GRID_STRIDE(v, total / V) {
-        int ch0 = CHANNEL(v * V, c);
-        vec_t<T> xv = vld(x + v * V), zv = vld(z + v * V), yv;
-        for (int k = 0; k < V; k++) {
-            int ch = ch0 + k;
-            float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;
-            st(yv.v, k, gb_bn_apply2(ld(xv.v, k), fc[ch], fc[c + ch], ld(zv.v, k), za, zb, relu));
-        }
-        vst(y + v * V, yv);
+    int vi = blockIdx.x * blockDim.x + threadIdx.x;
+    if (vi * V >= c) return;
+    int ch0 = vi * V;
+    float a[V], b[V], za[V], zb[V];
+    GB_UNROLL
+    for (int j = 0; j < V; j++) {
+        a[j] = fc[ch0 + j];
+        b[j] = fc[c + ch0 + j];
+        za[j] = zc ? zc[ch0 + j] : 1.0f;
+        zb[j] = zc ? zc[c + ch0 + j] : 0.0f;
+    }
+    size_t step = (size_t)gridDim.y * blockDim.y * c;
+    long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
+    size_t i = (size_t)r * c + ch0;
+    for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
+        vec_t<T> xv = vld(x + i), zv = vld(z + i), yv;
+        GB_UNROLL
+        for (int j = 0; j < V; j++)
+            st(yv.v, j, gb_bn_apply2(ld(xv.v, j), a[j], b[j], ld(zv.v, j), za[j], zb[j], relu));
+        vst(y + i, yv);
     }
 }
 
@@ -1140,17 +1155,16 @@ cudaError_t gb_k_bn_fin_sums(cudaStream_t s, gb_kdtype_t dt, const float *sums, 
 
 cudaError_t gb_k_bn_apply2(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
                            long m, int c, const float *fcoef, const float *zcoef, int relu) {
-    size_t total = (size_t)m * c, esz = dt == GB_KDT_F32 ? 4 : 2, vec = 16 / esz;
-    int aligned = (((uintptr_t)x | (uintptr_t)z | (uintptr_t)y) & 15u) == 0;
-    if (aligned && c % (int)vec == 0) {
-        DISPATCH(dt, T,
-                 k_bn_apply2_v<T><<<grid_for(total / vec), kThreads, 0, s>>>(
-                     (const T *)x, (const T *)z, (T *)y, total, c, fcoef, zcoef, relu));
-    } else {
-        DISPATCH(dt, T,
-                 k_bn_apply2<T><<<grid_for(total), kThreads, 0, s>>>(
-                     (const T *)x, (const T *)z, (T *)y, total, c, fcoef, zcoef, relu));
-    }
+    size_t total = (size_t)m * c;
+    DISPATCH(dt, T, {
+        bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, z, y));
+        if (sh.vec)
+            k_bn_apply2_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
+                (const T *)x, (const T *)z, (T *)y, m, c, fcoef, zcoef, relu);
+        else
+            k_bn_apply2<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z, (T *)y,
+                                                                total, c, fcoef, zcoef, relu);
+    });
     return cudaGetLastError();
 }
 

@@ -65,15 +65,17 @@ MUTANTS = [
     # the fused step's kernels
     (20, "fused finalize: the prologue's bias written over its scale", "expr",
      "st(pre, c + ch, f.b);", "c + ch", "ch"),
-    (21, "block end 16-byte: every lane takes the first lane's channel", "expr",
-     "int ch = ch0 + k;", "ch0 + k", "ch0"),
+    (21, "block end 16-byte: every channel of a vector takes the first one's scale", "expr",
+     "a[j] = fc[ch0 + j];\n        b[j] = fc[c + ch0 + j];\n        za[j]", "fc[ch0 + j]",
+     "fc[ch0]"),
     (22, "block end one element: the projection's shift left out", "expr",
      "float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;\n        st(y, i,",
      "zc[c + ch]", "0.0f"),
     (23, "backward's recomputed mask without the prologue's bias", "expr",
      "if (recompute) return gb_prologue_passes(x, pa, pb) ? dy : 0.0f;", "pb", "0.0f"),
     (24, "block end launcher takes 16 bytes on misaligned tensors", "expr",
-     "if (aligned && c % (int)vec == 0) {", "aligned && c % (int)vec == 0", "c % (int)vec == 0"),
+     "bn_vec_ok<T>(c, x, z, y));\n        if (sh.vec)\n            k_bn_apply2_v",
+     "bn_vec_ok<T>(c, x, z, y)", "c % vec_t<T>::n == 0"),
 ]
 
 
