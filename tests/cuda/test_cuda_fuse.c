@@ -273,6 +273,11 @@ static int check_one(const gb_conv_t *g, const char *name, cudnnDataType_t dt, c
         ptr[GB_FUSE_BIAS] = db;
         ptr[GB_FUSE_DY] = ddy;
         ptr[GB_FUSE_DW] = ddw;
+        /* zeroed before each kind's first run: the previous kind's sums are
+         * still there, and a GenStats that adds to them would then look
+         * like neither "overwrites" nor "adds to" below */
+        CHECK(cudaMemset(dsum, 0, g->k * 4) == cudaSuccess);
+        CHECK(cudaMemset(dsq, 0, g->k * 4) == cudaSuccess);
         CHECKF(gb_fuse_run(f, dnn, ptr, ws, err, errlen) == 0, "%s", err);
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         if (kind != GB_FUSE_SBR_WGRAD) {
