@@ -7,7 +7,8 @@
 #   2. the `gpu` tests (CUDA ops and whole steps against the double host twin)
 #   3. gpubench's CUDA engine (gb_cuda_bench), ResNet-50, batch 256,
 #      synthetic data on the device, per precision; then the fused step
-#      (GB_CUDA_FUSE=1, fp16 and bf16; section fuse) beside the defaults
+#      (GB_CUDA_FUSE=1, fp16 and bf16; section fuse) beside the defaults (on
+#      a GPU model RESULTS.md has PyTorch's figures for; elsewhere after 5)
 #   4. data parallelism: the same job through NCCL (--dp: a one-rank
 #      communicator on one GPU, every GPU with more), and the allreduce
 #      kind (nccl-tests style, 8 B .. AR_MAX_BYTES, busbw) on every GPU,
@@ -445,18 +446,25 @@ variant_run() {
   return 1
 }
 
-section "the fused step (GB_CUDA_FUSE=1)"
 # the fused step (GB_CUDA_FUSE=1: fp16, then bf16, which cuDNN may or may
-# not take; not yet the default), before PyTorch
-# (whose figures the H200 gave on 2026-12-04 already),
-# beside fp16's default; its set-up plans about 35 cuDNN graphs, which cuDNN
-# may compile (not yet timed: setup_s says); its correctness: test_cuda_ops
-# and test_cuda_step's fused lines in the gpu tests
-for p in fp16 bf16; do
-  if want fuse && variant_run "${p}_fused" "$p" GB_CUDA_FUSE=1 150 240; then
-    status PASS "ours $p with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[$p]:-?}), fused step $(json_field "$LOG/ours_${p}_fused.json" details.fused_step): $(json_field "$LOG/ours_${p}_fused.json" details.fused_note), graph $(json_field "$LOG/ours_${p}_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_${p}_fused.json" setup_s) s"
-  fi
-done
+# not take; not yet the default) beside fp16's default; its set-up plans
+# about 35 cuDNN graphs, which cuDNN may compile (not yet timed: setup_s
+# says); its correctness: test_cuda_ops and test_cuda_step's fused lines in
+# the gpu tests
+fused_section() {
+  section "the fused step (GB_CUDA_FUSE=1)"
+  for p in fp16 bf16; do
+    if want fuse && variant_run "${p}_fused" "$p" GB_CUDA_FUSE=1 150 240; then
+      status PASS "ours $p with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[$p]:-?}), fused step $(json_field "$LOG/ours_${p}_fused.json" details.fused_step): $(json_field "$LOG/ours_${p}_fused.json" details.fused_note), graph $(json_field "$LOG/ours_${p}_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_${p}_fused.json" setup_s) s"
+    fi
+  done
+}
+# Before PyTorch only on a GPU model whose PyTorch figures RESULTS.md holds
+# already (an H200's, 2026-12-04): elsewhere the side-by-side ratios come
+# first, since a tight budget cuts the later sections
+FUSED_FIRST=0
+if [ -n "$GPU" ] && grep -qF -- " - $GPU x" "$ROOT/bench/gpu/RESULTS.md" 2>/dev/null; then FUSED_FIRST=1; fi
+[ "$FUSED_FIRST" = 1 ] && fused_section
 
 section "PyTorch eager"
 TORCH_OK=0
@@ -470,6 +478,8 @@ else
     torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
   done
 fi
+
+[ "$FUSED_FIRST" = 1 ] || fused_section
 
 # after PyTorch eager: on one GPU a one-rank communicator (test_cuda_dp
 # already ran that path) is worth less than the side-by-side figures

@@ -348,6 +348,7 @@ static void one_leaves(int step, int how, const char *why) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a run cut short keeps its lines */
     /* fp16 starts at a scale this tiny model does not overflow (the default
      * 65536 skips the first steps, and a skipped last step leaves no
      * gradient to compare) */
