@@ -491,7 +491,9 @@ static int run_fused(void *ctx, char *err, size_t errlen) {
     return gb_fuse_run(L->f, L->B->dnn, ptr, L->B->ws, err, errlen);
 }
 
-/* the fastest of f's plans (up to 2: each may be compiled) over 5 runs each */
+/* the fastest of f's plans (up to 2: each may be compiled) over 5 runs
+ * each; a plan that fails to run is passed over, as the executor does (0
+ * with err when none runs) */
 static int fuse_pick(bench_t *B, layer_t *L, gb_fuse_kind_t kind, double *ms, char *err,
                      size_t errlen) {
     L->f = gb_fuse_new(kind, L->g, L->n, CUDNN_DATA_HALF, B->dnn, "bench", err, errlen);
@@ -503,9 +505,9 @@ static int fuse_pick(bench_t *B, layer_t *L, gb_fuse_kind_t kind, double *ms, ch
     for (int i = 0; i < np; i++) {
         gb_fuse_choose(L->f, i);
         double t = time_it(B, run_fused, L, 5, err, errlen);
-        if (t < 0) return -1;
-        if (best < 0 || t < best) best = t, at = i;
+        if (t >= 0 && (best < 0 || t < best)) best = t, at = i;
     }
+    if (best < 0) return 0; /* err: the last plan's failure */
     gb_fuse_choose(L->f, at);
     *ms = time_it(B, run_fused, L, 20, err, errlen);
     return *ms < 0 ? -1 : 1;
