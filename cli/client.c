@@ -217,7 +217,7 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
     const int timeout_s = o->timeout_s, interval_ms = o->interval_ms;
     atomic_int *stop = o->stop;
     int tty = o->progress > 0 || (o->progress == 0 && isatty(2));
-    int64_t deadline = timeout_s > 0 ? gb_mono_ms() + (int64_t)timeout_s * 1000 : 0;
+    int64_t deadline = 0; /* set at the first request, from the clock it reads */
     int warned = 0, refused = 0, heard = 0;
     /* the progress last drawn (its numbers only), drawn again under a
      * warning: the warning starts a line of its own */
@@ -240,8 +240,13 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
         Gb__Envelope *rep = NULL;
         char err[512];
         int req_ms = GB_REQUEST_MS; /* --timeout holds while the coordinator is away too */
-        if (deadline && deadline - gb_mono_ms() < req_ms)
-            req_ms = deadline - gb_mono_ms() > 100 ? (int)(deadline - gb_mono_ms()) : 100;
+        int64_t now = gb_mono_ms();
+        /* one reading of the clock: the first request of a --timeout under 5 s
+         * waits (and says it waited) exactly that long, not a millisecond
+         * less when the clock ticked between two readings */
+        if (timeout_s > 0 && !deadline) deadline = now + (int64_t)timeout_s * 1000;
+        if (deadline && deadline - now < req_ms)
+            req_ms = deadline - now > 100 ? (int)(deadline - now) : 100;
         int rc = gb_request_ex(control, curve, &env, req_ms, &rep, err, sizeof err);
         if (stop && atomic_load(stop)) { /* the request cut short by it ("interrupted"): */
             gb_wire_free(&rep);          /* said once, at the top */

@@ -79,7 +79,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 check() { local what=$1; shift; "$@" || fail "$what"; }
 # eq "what" got want
 eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
-contains() { grep -qF -- "$3" "$2" || fail "$1: '$3' not in $2"; }
+contains() { grep -qF -- "$3" "$2" || fail "$1: '$3' not in $2, which ends:
+$(tail -n 5 "$2" 2>&1)"; }
 # same NAME FILE: FILE holds exactly the text on stdin
 same() {
     local want
