@@ -500,19 +500,28 @@ __global__ void k_bn_fwd_apply(const T *x, const T *z, T *y, long m, int c, cons
     }
 }
 
-template <typename T>
+/* 16 bytes per thread: a thread's V channels fixed, their coefficients
+ * loaded once into registers, rows strided over grid.y. BLOCK_END: the
+ * fused step's block end (gb_bn_apply2), the residual z scaled and shifted
+ * by zc first (zc NULL: 1 and 0); otherwise the batch norm's apply, z added
+ * as it is (z NULL: none) */
+template <typename T, bool BLOCK_END>
 __global__ void k_bn_fwd_apply_v(const T *__restrict__ x, const T *__restrict__ z,
                                  T *__restrict__ y, long m, int c, const float *__restrict__ coef,
-                                 int relu) {
+                                 const float *__restrict__ zc, int relu) {
     constexpr int V = vec_t<T>::n;
     int vi = blockIdx.x * blockDim.x + threadIdx.x;
     if (vi * V >= c) return;
     int ch0 = vi * V;
-    float a[V], b[V];
+    float a[V], b[V], za[V], zb[V];
     GB_UNROLL
     for (int j = 0; j < V; j++) {
         a[j] = coef[ch0 + j];
         b[j] = coef[c + ch0 + j];
+        if (BLOCK_END) {
+            za[j] = zc ? zc[ch0 + j] : 1.0f;
+            zb[j] = zc ? zc[c + ch0 + j] : 0.0f;
+        }
     }
     size_t step = (size_t)gridDim.y * blockDim.y * c;
     long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
@@ -523,7 +532,10 @@ __global__ void k_bn_fwd_apply_v(const T *__restrict__ x, const T *__restrict__ 
             vec_t<T> zv = vld(z + i);
             GB_UNROLL
             for (int j = 0; j < V; j++)
-                st(o.v, j, gb_bn_apply(ld(xv.v, j), a[j], b[j], ld(zv.v, j), relu));
+                st(o.v, j,
+                   BLOCK_END
+                       ? gb_bn_apply2(ld(xv.v, j), a[j], b[j], ld(zv.v, j), za[j], zb[j], relu)
+                       : gb_bn_apply(ld(xv.v, j), a[j], b[j], ld(zv.v, j), relu));
         } else {
             GB_UNROLL
             for (int j = 0; j < V; j++)
@@ -764,8 +776,8 @@ __global__ void k_bn_fin_sums(const float *sums, double count, int c, const floa
 }
 
 /* y = relu?(bn(x) + bn_z(z)): zc NULL: the residual as it is. One element
- * per thread (any c) or, in k_bn_apply2_v, 16 bytes per thread (c a
- * multiple of the vector, 16-byte aligned tensors). */
+ * per thread (any c) or, in k_bn_fwd_apply_v<T, true>, 16 bytes per thread
+ * (c a multiple of the vector, 16-byte aligned tensors). */
 template <typename T>
 __global__ void k_bn_apply2(const T *x, const T *z, T *y, size_t total, int c, const float *fc,
                             const float *zc, int relu) {
@@ -773,37 +785,6 @@ __global__ void k_bn_apply2(const T *x, const T *z, T *y, size_t total, int c, c
         int ch = CHANNEL(i, c);
         float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;
         st(y, i, gb_bn_apply2(ld(x, i), fc[ch], fc[c + ch], ld(z, i), za, zb, relu));
-    }
-}
-
-/* laid out as k_bn_fwd_apply_v: a thread's V channels fixed, its
- * coefficients loaded once into registers, rows strided over grid.y (the
- * per-element loads of four coefficients cost more than the data did) */
-template <typename T>
-__global__ void k_bn_apply2_v(const T *__restrict__ x, const T *__restrict__ z, T *__restrict__ y,
-                              long m, int c, const float *__restrict__ fc,
-                              const float *__restrict__ zc, int relu) {
-    constexpr int V = vec_t<T>::n;
-    int vi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (vi * V >= c) return;
-    int ch0 = vi * V;
-    float a[V], b[V], za[V], zb[V];
-    GB_UNROLL
-    for (int j = 0; j < V; j++) {
-        a[j] = fc[ch0 + j];
-        b[j] = fc[c + ch0 + j];
-        za[j] = zc ? zc[ch0 + j] : 1.0f;
-        zb[j] = zc ? zc[c + ch0 + j] : 0.0f;
-    }
-    size_t step = (size_t)gridDim.y * blockDim.y * c;
-    long r = (long)blockIdx.y * blockDim.y + threadIdx.y;
-    size_t i = (size_t)r * c + ch0;
-    for (; r < m; r += (long)gridDim.y * blockDim.y, i += step) {
-        vec_t<T> xv = vld(x + i), zv = vld(z + i), yv;
-        GB_UNROLL
-        for (int j = 0; j < V; j++)
-            st(yv.v, j, gb_bn_apply2(ld(xv.v, j), a[j], b[j], ld(zv.v, j), za[j], zb[j], relu));
-        vst(y + i, yv);
     }
 }
 
@@ -868,18 +849,19 @@ static dim3 apply_grid(const bn_shape &sh, long m) {
  * for its own kernels. Not in the CPU emulator (no driver there). */
 #ifndef GB_CUDA_EMU_H
 template <typename T> static cudaError_t preload_typed() {
-    const void *fns[] = {(const void *)k_image_to_nhwc<T>,      (const void *)k_fill_normal<T>,
-                         (const void *)k_cast_from_f32<T>,      (const void *)k_cast_to_f32<T>,
-                         (const void *)k_maxpool_fwd<T>,        (const void *)k_maxpool_bwd<T>,
-                         (const void *)k_avgpool_fwd<T>,        (const void *)k_avgpool_bwd<T>,
-                         (const void *)k_softmax_ce<T>,         (const void *)k_finite_check<T>,
-                         (const void *)k_bn_fwd_stats<T>,       (const void *)k_bn_fwd_apply<T>,
-                         (const void *)k_bn_bwd_reduce<T>,      (const void *)k_bn_bwd_apply<T>,
-                         (const void *)k_bn_fwd_stats_v<T>,     (const void *)k_bn_fwd_apply_v<T>,
-                         (const void *)k_bn_bwd_reduce_v<T>,    (const void *)k_bn_bwd_apply_v<T>,
-                         (const void *)k_sgd<T, float>,         (const void *)k_sgd<T, __half>,
-                         (const void *)k_sgd<T, __nv_bfloat16>, (const void *)k_bn_fin_sums<T>,
-                         (const void *)k_bn_apply2<T>,          (const void *)k_bn_apply2_v<T>};
+    const void *fns[] = {
+        (const void *)k_image_to_nhwc<T>,      (const void *)k_fill_normal<T>,
+        (const void *)k_cast_from_f32<T>,      (const void *)k_cast_to_f32<T>,
+        (const void *)k_maxpool_fwd<T>,        (const void *)k_maxpool_bwd<T>,
+        (const void *)k_avgpool_fwd<T>,        (const void *)k_avgpool_bwd<T>,
+        (const void *)k_softmax_ce<T>,         (const void *)k_finite_check<T>,
+        (const void *)k_bn_fwd_stats<T>,       (const void *)k_bn_fwd_apply<T>,
+        (const void *)k_bn_bwd_reduce<T>,      (const void *)k_bn_bwd_apply<T>,
+        (const void *)k_bn_fwd_stats_v<T>,     (const void *)k_bn_fwd_apply_v<T, false>,
+        (const void *)k_bn_bwd_reduce_v<T>,    (const void *)k_bn_bwd_apply_v<T>,
+        (const void *)k_sgd<T, float>,         (const void *)k_sgd<T, __half>,
+        (const void *)k_sgd<T, __nv_bfloat16>, (const void *)k_bn_fin_sums<T>,
+        (const void *)k_bn_apply2<T>,          (const void *)k_bn_fwd_apply_v<T, true>};
     cudaFuncAttributes a;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         cudaError_t e = cudaFuncGetAttributes(&a, fns[i]);
@@ -1090,8 +1072,8 @@ cudaError_t gb_k_bn_fwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
     DISPATCH(dt, T, {
         bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, z, y));
         if (sh.vec)
-            k_bn_fwd_apply_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
-                (const T *)x, (const T *)z, (T *)y, m, c, coef, relu);
+            k_bn_fwd_apply_v<T, false><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
+                (const T *)x, (const T *)z, (T *)y, m, c, coef, NULL, relu);
         else
             k_bn_fwd_apply<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z,
                                                                    (T *)y, m, c, coef, relu);
@@ -1159,7 +1141,7 @@ cudaError_t gb_k_bn_apply2(cudaStream_t s, gb_kdtype_t dt, const void *x, const 
     DISPATCH(dt, T, {
         bn_shape sh = bn_shape_for(vec_t<T>::n, c, bn_vec_ok<T>(c, x, z, y));
         if (sh.vec)
-            k_bn_apply2_v<T><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
+            k_bn_fwd_apply_v<T, true><<<apply_grid(sh, m), dim3(sh.tw, sh.rows), 0, s>>>(
                 (const T *)x, (const T *)z, (T *)y, m, c, fcoef, zcoef, relu);
         else
             k_bn_apply2<T><<<grid_for(total), kThreads, 0, s>>>((const T *)x, (const T *)z, (T *)y,

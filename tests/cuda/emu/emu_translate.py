@@ -65,16 +65,15 @@ MUTANTS = [
     # the fused step's kernels
     (20, "fused finalize: the prologue's bias written over its scale", "expr",
      "st(pre, c + ch, f.b);", "c + ch", "ch"),
-    (21, "block end 16-byte: every channel of a vector takes the first one's scale", "expr",
-     "a[j] = fc[ch0 + j];\n        b[j] = fc[c + ch0 + j];\n        za[j]", "fc[ch0 + j]",
-     "fc[ch0]"),
+    (21, "block end 16-byte: every channel of a vector takes the first one's residual scale",
+     "expr", "za[j] = zc ? zc[ch0 + j] : 1.0f;", "zc[ch0 + j]", "zc[ch0]"),
     (22, "block end one element: the projection's shift left out", "expr",
      "float za = zc ? zc[ch] : 1.0f, zb = zc ? zc[c + ch] : 0.0f;\n        st(y, i,",
      "zc[c + ch]", "0.0f"),
     (23, "backward's recomputed mask without the prologue's bias", "expr",
      "if (recompute) return gb_prologue_passes(x, pa, pb) ? dy : 0.0f;", "pb", "0.0f"),
     (24, "block end launcher takes 16 bytes on misaligned tensors", "expr",
-     "bn_vec_ok<T>(c, x, z, y));\n        if (sh.vec)\n            k_bn_apply2_v",
+     "bn_vec_ok<T>(c, x, z, y));\n        if (sh.vec)\n            k_bn_fwd_apply_v<T, true>",
      "bn_vec_ok<T>(c, x, z, y)", "c % vec_t<T>::n == 0"),
 ]
 
