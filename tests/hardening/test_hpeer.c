@@ -7,7 +7,13 @@
  * commands). Cases:
  *   plaintext          a plaintext DEALER sends a valid Hello to the agent
  *                      endpoint and a status request to the control one:
- *                      nothing may come back
+ *                      nothing may come back. Then a raw TCP peer sends a
+ *                      whole ZMTP 3.0 greeting naming the NULL mechanism
+ *                      and waits for the coordinator to close: the
+ *                      coordinator has read the mechanism, so its log can
+ *                      say why (a ZeroMQ client that sees the CURVE greeting
+ *                      first closes before it sends its mechanism, and the
+ *                      coordinator then knows only that the peer went away)
  *   rate N             N status requests back to back on one connection:
  *                      some are answered, the rest refused as `rate` with a
  *                      retry hint; after a pause one is answered again
@@ -32,9 +38,12 @@
 #include "gb_wire.h"
 #include "gb_zmq.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -127,6 +136,44 @@ static void expect_reject(void *s, int code, const char *word) {
     expect_reject_skip(s, code, word, 0);
 }
 
+/* A ZMTP 3.0 greeting for the NULL mechanism, whole, on a plain TCP
+ * connection to ENDPOINT (tcp://HOST:PORT); then read until the peer closes
+ * (it must, within 5 s, having answered no more than its own greeting). */
+static void raw_null_greeting(const char *endpoint) {
+    char host[256];
+    CHECKF(strncmp(endpoint, "tcp://", 6) == 0, "not a tcp endpoint: %s", endpoint);
+    gb_copy(host, sizeof host, endpoint + 6);
+    char *colon = strrchr(host, ':');
+    CHECKF(colon, "no port in %s", endpoint);
+    *colon = '\0';
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    CHECKF(getaddrinfo(host, colon + 1, &hints, &ai) == 0 && ai, "resolve %s", endpoint);
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    CHECK(fd >= 0);
+    CHECKF(connect(fd, ai->ai_addr, ai->ai_addrlen) == 0, "connect %s", endpoint);
+    freeaddrinfo(ai);
+    unsigned char g[64] = {0};
+    g[0] = 0xff; /* signature: 0xff, 8 bytes of padding, 0x7f */
+    g[9] = 0x7f;
+    g[10] = 3; /* version 3.0 */
+    g[11] = 0;
+    memcpy(g + 12, "NULL", 4); /* mechanism, 20 bytes, zero padded */
+    g[32] = 0;                 /* as-server: no; the rest is filler */
+    CHECK(send(fd, g, sizeof g, MSG_NOSIGNAL) == (ssize_t)sizeof g);
+    unsigned char buf[256];
+    size_t got = 0;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        CHECKF(poll(&p, 1, 5000) == 1, "the coordinator kept a NULL-mechanism peer open 5 s");
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break; /* closed (or reset) */
+        got += (size_t)n;
+        CHECKF(got <= 64, "the coordinator sent %zu bytes to a NULL-mechanism peer", got);
+    }
+    close(fd);
+}
+
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -155,6 +202,9 @@ int main(int argc, char **argv) {
         printf("plaintext peer: no answer on either endpoint\n");
         zmq_close(a);
         zmq_close(q);
+        raw_null_greeting(listen);
+        raw_null_greeting(control);
+        printf("raw NULL-mechanism greeting: closed on both endpoints\n");
     } else if (strcmp(c, "rate") == 0) {
         CHECK(argc == 5);
         int n = atoi(argv[4]), answered = 0, limited = 0;
