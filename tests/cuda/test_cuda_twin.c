@@ -78,6 +78,23 @@ static void twin_train(const gb_model_t *m, const gb_train_config_t *cfg, const 
         CHECKF(ops->step(st, &so, err, sizeof(err)) == 0, "%s", err);
     }
     CHECKF(ops->set_state(st, params, buffers, 0, err, sizeof(err)) == 0, "%s", err);
+    {
+        /* a label outside [0, classes) is refused before it reaches a
+         * device (the loss kernel indexes the logits with it); net.c's
+         * check, shared with the CUDA backend */
+        int n = cfg->batch, bad[2] = {-1, m->cfg.n_classes};
+        int32_t *lb = malloc((size_t)n * sizeof(int32_t));
+        CHECK(lb);
+        for (int b = 0; b < 2; b++) {
+            memcpy(lb, labels, (size_t)n * sizeof(int32_t));
+            lb[n - 1] = bad[b];
+            err[0] = '\0';
+            CHECK(ops->set_batch(st, images, lb, err, sizeof(err)) == -1);
+            CHECKF(strstr(err, "outside [0,"), "label %d: '%s'", bad[b], err);
+        }
+        free(lb);
+        CHECK(ops->set_batch(st, images, NULL, err, sizeof(err)) == -1);
+    }
     CHECKF(ops->set_batch(st, images, labels, err, sizeof(err)) == 0, "%s", err);
     for (int s = 0; s < out->steps; s++) {
         gb_step_out_t so;
