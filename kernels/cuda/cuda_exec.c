@@ -355,7 +355,7 @@ static int cx_bn_finalize(gb_exec_t *ex, int bi) {
     CK_CUDA(gb_k_bn_fin_sums(X->stream, X->dt, X->sums, pb->count, pb->g.c,
                              X->master + pb->gamma_off, X->master + pb->beta_off, (float)BN_EPS,
                              save_mean(X, pb), save_invstd(X, pb), X->fcoef + pb->stat_off,
-                             pre_of(X, pb, 0)));
+                             pre_of(X, pb, 0), &X->scaler->coef_range));
     return 0;
 fail:
     return -1;
@@ -545,6 +545,16 @@ static int finish_step(cuda_exec_t *X, gb_step_out_t *out) {
     out->ms = ms;
     out->loss = X->host_out->loss;
     out->skipped = X->prec == GB_PREC_FP16 ? X->host_out->found_inf != 0 : 0;
+    if (X->host_out->coef_range) {
+        /* the fused forward fed inf to a conv: every number after it is
+         * wrong, and the unfused step (fp32 coefficients) is not */
+        snprintf(ERR, ERRLEN,
+                 "step %ld: a batch norm's coefficient for the fused step's conv prologue is "
+                 "past fp16's range (a channel whose mean is over 65504 times its standard "
+                 "deviation); the unfused step (without GB_CUDA_FUSE=1) keeps it in fp32",
+                 X->steps_done + 1);
+        return -1;
+    }
     X->steps_done++;
     check_bn_runtime(X);
     sample_device_use(X);

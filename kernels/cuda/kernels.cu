@@ -763,7 +763,7 @@ __global__ void k_ar_check(const float *buf, size_t n, gb_ar_want_t want, unsign
 template <typename T>
 __global__ void k_bn_fin_sums(const float *sums, double count, int c, const float *gamma,
                               const float *beta, float eps, float *save_mean, float *save_invstd,
-                              float *fcoef, T *pre) {
+                              float *fcoef, T *pre, int *range) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
     gb_bn_fin_t f = gb_bn_from_sums(sums[ch], sums[c + ch], count, gamma[ch], beta[ch], eps);
@@ -773,6 +773,11 @@ __global__ void k_bn_fin_sums(const float *sums, double count, int c, const floa
     fcoef[c + ch] = f.b;
     st(pre, ch, f.a);
     st(pre, c + ch, f.b);
+    /* an fp16 coefficient that overflowed: the prologue would feed inf to
+     * the conv (a NaN from NaN sums is the loss scaler's to see) */
+    if (range && gb_is_finite(f.a) && gb_is_finite(f.b) &&
+        !(gb_is_finite(ld(pre, ch)) && gb_is_finite(ld(pre, c + ch))))
+        *range = 1;
 }
 
 /* y = relu?(bn(x) + bn_z(z)): zc NULL: the residual as it is. One element
@@ -1128,10 +1133,11 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
 
 cudaError_t gb_k_bn_fin_sums(cudaStream_t s, gb_kdtype_t dt, const float *sums, long m, int c,
                              const float *gamma, const float *beta, float eps, float *save_mean,
-                             float *save_invstd, float *fcoef, void *pre) {
+                             float *save_invstd, float *fcoef, void *pre, int *range) {
     DISPATCH(dt, T,
-             k_bn_fin_sums<T><<<(c + 127) / 128, 128, 0, s>>>(
-                 sums, (double)m, c, gamma, beta, eps, save_mean, save_invstd, fcoef, (T *)pre));
+             k_bn_fin_sums<T>
+             <<<(c + 127) / 128, 128, 0, s>>>(sums, (double)m, c, gamma, beta, eps, save_mean,
+                                              save_invstd, fcoef, (T *)pre, range));
     return cudaGetLastError();
 }
 

@@ -25,7 +25,12 @@ typedef struct gb_scaler_state {
     int found_inf;    /* this step's gradients had an inf/NaN */
     float used_scale; /* the scale this step's gradients carry */
     float loss;       /* this step's mean loss (unscaled) */
-    int pad[3];
+    /* sticky: the fused step's prologue coefficients of some batch norm
+     * (a, b of bn(x) = a x + b, in the compute type) were finite in fp32 and
+     * not in fp16 (|b| = |beta - mean gamma / std| > 65504: a channel whose
+     * std is 65504 times smaller than its mean) */
+    int coef_range;
+    int pad[2];
 } gb_scaler_state_t;
 
 /* One batch norm's running-statistics update (all pointers device). */
@@ -125,11 +130,12 @@ cudaError_t gb_k_bn_bwd_apply(cudaStream_t s, gb_kdtype_t dt, const void *x, con
 /* The fused step (exec.h). gb_k_bn_fin_sums: a batch norm over m values
  * per channel finalized from sums (sum[c] then sum of squares[c], fp32):
  * save_mean, save_invstd, fcoef (a[c] then b[c] of bn(x) = a x + b, fp32)
- * and pre (the same in the compute type, for the next conv's prologue).
- * gb_k_bn_apply2: y = relu?(a x + b + (zcoef ? za z + zb : z)). */
+ * and pre (the same in the compute type, for the next conv's prologue);
+ * *range (when not NULL) set to 1 where a coefficient finite in fp32 is not
+ * in the compute type. gb_k_bn_apply2: y = relu?(a x + b + (zcoef ? za z + zb : z)). */
 cudaError_t gb_k_bn_fin_sums(cudaStream_t s, gb_kdtype_t dt, const float *sums, long m, int c,
                              const float *gamma, const float *beta, float eps, float *save_mean,
-                             float *save_invstd, float *fcoef, void *pre);
+                             float *save_invstd, float *fcoef, void *pre, int *range);
 cudaError_t gb_k_bn_apply2(cudaStream_t s, gb_kdtype_t dt, const void *x, const void *z, void *y,
                            long m, int c, const float *fcoef, const float *zcoef, int relu);
 

@@ -592,6 +592,33 @@ static void test_bn_rchunks(void) {
 
 /* the fused step's kernels: a batch norm finalized from sums, the block's
  * end (identity or projection residual), 16-byte and one-element paths */
+/* a channel whose mean is far above its spread: b = beta - mean gamma / std
+ * past fp16's 65504 (fine in fp32 and bf16) is flagged, only there; NaN
+ * sums are not (the loss scaler sees those) */
+static void test_fin_range(void) {
+    const int c = 3;
+    const long m = 1000;
+    /* ch 0: mean 1, var 1; ch 1: mean 300, var 0 (b = -300/sqrt(1e-5)
+     * = -94868); ch 2: mean 300 var 4 (b = -150) */
+    float sums[6] = {1000.0f, 300000.0f, 300000.0f, 2000.0f, 90000000.0f, 90004000.0f};
+    float gamma[3] = {1, 1, 1}, beta[3] = {0, 0, 0}, mean[3], inv[3], fc[6], pre[6];
+    for (int d = 0; d < 3; d++) {
+        int range = 0;
+        CHECK(gb_k_bn_fin_sums(NULL, DT[d], sums, m, c, gamma, beta, 1e-5f, mean, inv, fc, pre,
+                               &range) == cudaSuccess);
+        CHECKF(fc[c + 1] < -9.0e4f && fc[c + 1] > -9.9e4f, "b %g", (double)fc[c + 1]);
+        CHECKF(range == (DT[d] == GB_KDT_F16), "%s: range flag %d", DTN[d], range);
+        /* NULL: not asked */
+        CHECK(gb_k_bn_fin_sums(NULL, DT[d], sums, m, c, gamma, beta, 1e-5f, mean, inv, fc, pre,
+                               NULL) == cudaSuccess);
+    }
+    float nan_sums[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    int range = 0;
+    CHECK(gb_k_bn_fin_sums(NULL, GB_KDT_F16, nan_sums, m, c, gamma, beta, 1e-5f, mean, inv, fc, pre,
+                           &range) == cudaSuccess);
+    CHECKF(range == 0, "NaN sums flagged as out of range");
+}
+
 static void test_fused(void) {
     struct {
         long m;
@@ -620,8 +647,10 @@ static void test_fused(void) {
             float *zc = malloc(2 * (size_t)c * 4);
             void *pre = malloc(2 * (size_t)c * 4);
             CHECK(mean && inv && fc && zc && pre);
-            CHECK(gb_k_bn_fin_sums(NULL, DT[d], sums, m, c, gamma, beta, 1e-5f, mean, inv, fc,
-                                   pre) == cudaSuccess);
+            int range = 0;
+            CHECK(gb_k_bn_fin_sums(NULL, DT[d], sums, m, c, gamma, beta, 1e-5f, mean, inv, fc, pre,
+                                   &range) == cudaSuccess);
+            CHECKF(range == 0, "fin_sums %s case %zu: in range, flagged", DTN[d], t);
             float *pf = from_dt(DT[d], pre, 2 * (size_t)c);
             for (int ch = 0; ch < c; ch++) {
                 gb_bn_fin_t f =
@@ -790,6 +819,7 @@ int main(void) {
     test_finite_sgd_scaler();
     /* the fused step's kernels before our batch norm's (the longest: a
      * planted fault in them fails early) */
+    test_fin_range();
     test_fused();
     test_bwd_recompute();
     test_bn_rchunks();
