@@ -85,6 +85,24 @@ void gb_buckets_destroy(gb_buckets_t **self_p) {
     *self_p = NULL;
 }
 
+uint32_t gb_buckets_digest(const gb_buckets_t *bk, uint32_t h) {
+    for (int b = -1; b < bk->n; b++) {
+        /* b = -1: the count and the slab's size first */
+        uint64_t v[3] = {(uint64_t)bk->n, bk->total, 0};
+        if (b >= 0) {
+            v[0] = bk->b[b].off;
+            v[1] = bk->b[b].count;
+            v[2] = (uint64_t)bk->b[b].n_tensors;
+        }
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 8; i++) {
+                h ^= (uint32_t)(v[k] >> (8 * i)) & 0xffu;
+                h *= 16777619u;
+            }
+    }
+    return h;
+}
+
 size_t gb_buckets_pending_len(const gb_buckets_t *bk) {
     return (size_t)bk->n + (size_t)bk->n_tensors;
 }

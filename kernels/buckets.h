@@ -19,6 +19,7 @@
 #define GB_BUCKETS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gb_bucket {
     size_t off, count; /* elements of the slab */
@@ -49,6 +50,10 @@ size_t gb_buckets_elems(double mb, size_t elem_bytes);
  * off its bucket and returns the bucket when that made it ready, else -1
  * (also for a tensor not in the slab or already reported this step). */
 size_t gb_buckets_pending_len(const gb_buckets_t *bk);
+/* The layout (each bucket's offset, count and tensor count) folded into an
+ * FNV-1a hash h: replicas whose all-reduces differ in size get different
+ * values (data parallel set-up compares them across ranks). */
+uint32_t gb_buckets_digest(const gb_buckets_t *bk, uint32_t h);
 void gb_buckets_reset(const gb_buckets_t *bk, int *pending);
 int gb_buckets_done(const gb_buckets_t *bk, int *pending, int t);
 

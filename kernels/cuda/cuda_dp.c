@@ -472,6 +472,10 @@ int gb_cuda_dp_world(const gb_cuda_dp_t *dp) {
     return dp->comm->world;
 }
 
+uint32_t gb_cuda_dp_layout(const gb_cuda_dp_t *dp, uint32_t h) {
+    return gb_buckets_digest(dp->bk[1], gb_buckets_digest(dp->bk[0], h));
+}
+
 void gb_cuda_dp_begin(gb_cuda_dp_t *dp) {
     for (int gi = 0; gi < 2; gi++) {
         gb_buckets_reset(dp->bk[gi], dp->pend[gi]);

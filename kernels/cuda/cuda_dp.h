@@ -63,6 +63,8 @@ void gb_cuda_dp_begin(gb_cuda_dp_t *dp);
 /* The job's world size: the step divides its loss gradient by it, and the
  * buckets are summed (ncclSum), so each replica ends with the average. */
 int gb_cuda_dp_world(const gb_cuda_dp_t *dp);
+/* Both gradient slabs' bucket layouts folded into h (gb_buckets_digest). */
+uint32_t gb_cuda_dp_layout(const gb_cuda_dp_t *dp, uint32_t h);
 /* Model tensor `tensor`'s gradient has been enqueued on `s`. */
 int gb_cuda_dp_grad_done(gb_cuda_dp_t *dp, cudaStream_t s, int tensor, char *err, size_t errlen);
 /* Every bucket enqueued, and `s` waits for the all-reduces. */

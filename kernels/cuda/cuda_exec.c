@@ -1693,15 +1693,19 @@ int gb_cuda_exec_attach_comm(gb_exec_t *ex, gb_comm_t *comm, const gb_train_conf
     memcpy(&scale_bits, &X->host_out->scale, sizeof(scale_bits));
     /* the scale is positive: its sign bit carries whether the step is fused */
     if (ex->fused) scale_bits ^= 0x80000000u;
-    int same = gb_cuda_dp_same(X->dp, gb_plan_fingerprint(ex->plan, scale_bits), err, errlen);
+    /* and the buckets: ranks whose all-reduces differ in size would hang
+     * in NCCL or sum the wrong spans */
+    uint32_t fp = gb_cuda_dp_layout(X->dp, gb_plan_fingerprint(ex->plan, scale_bits));
+    int same = gb_cuda_dp_same(X->dp, fp & 0x3fffffffu, err, errlen);
     if (same < 0) return -1;
     if (!same) {
         snprintf(err, errlen,
-                 "the job's ranks differ in their gradient layout, initial loss scale or step "
-                 "(stem channels %d, loss scale %g, fused step %s here): GB_CUDA_STEM_C, "
-                 "GB_CUDA_LOSS_SCALE, GB_CUDA_FUSE or the gpubench build differ between its "
-                 "nodes",
-                 ex->plan->stem_c, (double)X->host_out->scale, ex->fused ? "on" : "off");
+                 "the job's ranks differ in their gradient layout, all-reduce buckets, initial "
+                 "loss scale or step (stem channels %d, buckets of %g MB, loss scale %g, fused "
+                 "step %s here): GB_CUDA_STEM_C, GB_CUDA_LOSS_SCALE, GB_CUDA_FUSE or the "
+                 "gpubench build differ between its nodes",
+                 ex->plan->stem_c, cfg->bucket_mb, (double)X->host_out->scale,
+                 ex->fused ? "on" : "off");
         return -1; /* the caller aborts the group, on every rank alike */
     }
     if (comm->local_size > 1 && cfg->cuda_graph)

@@ -101,6 +101,24 @@ static void test_buckets(void) {
     gb_buckets_reset(bk, pend);
     CHECK(gb_buckets_done(bk, pend, 0) == 2);
     free(pend);
+    /* the layout's digest (what data parallel ranks compare): the same for
+     * the same layout built again, not for another bucket size, another
+     * tensor split or a seed */
+    uint32_t d40 = gb_buckets_digest(bk, 2166136261u);
+    gb_buckets_t *same = gb_buckets_new(off, cnt, 5, 144, 40, err, sizeof(err));
+    gb_buckets_t *b50 = gb_buckets_new(off, cnt, 5, 144, 50, err, sizeof(err));
+    CHECK(same && b50 && b50->n == 2);
+    CHECK(gb_buckets_digest(same, 2166136261u) == d40);
+    CHECK(gb_buckets_digest(b50, 2166136261u) != d40);
+    CHECK(gb_buckets_digest(bk, 1u) != d40);
+    /* tensor 3 at 100: the first bucket is [100, 144), not [64, 144) */
+    size_t off3[] = {0, 16, 48, 100, 128}, cnt3[] = {10, 30, 5, 28, 7};
+    gb_buckets_t *t3 = gb_buckets_new(off3, cnt3, 5, 144, 40, err, sizeof(err));
+    CHECK(t3 && t3->n == 3 && t3->b[0].off == 100);
+    CHECK(gb_buckets_digest(t3, 2166136261u) != d40);
+    gb_buckets_destroy(&same);
+    gb_buckets_destroy(&b50);
+    gb_buckets_destroy(&t3);
     gb_buckets_destroy(&bk);
     CHECK(bk == NULL);
     gb_buckets_destroy(&bk);
