@@ -1075,7 +1075,9 @@ refused_at_once)
             # shellcheck disable=SC2086
             "$GB" $cmd --control "$ep" >/dev/null 2>"$T/r.err" && fail "$cmd with nothing at $ep succeeded"
             dt=$(($(ms) - t0))
-            [ "$dt" -lt 2000 ] || fail "$cmd --control $ep took $dt ms to say nothing listens there"
+            # under 4 s, not its 5 s: a process's start alone took 2.2 s
+            # under ASan with six tests on two cores
+            [ "$dt" -lt 4000 ] || fail "$cmd --control $ep took $dt ms to say nothing listens there"
             want="No such file or directory"
             [[ $ep == tcp* ]] && want="Connection refused"
             contains "$cmd says why" "$T/r.err" "gpubench ${cmd%% *}: $ep: nothing listens there ($want): is the coordinator running, and is this its address?"
@@ -1092,7 +1094,7 @@ refused_at_once)
         # shellcheck disable=SC2086
         "$GB" $cmd --control "tcp://$bad:5" >/dev/null 2>"$T/r.err" && fail "$cmd at $bad succeeded"
         dt=$(($(ms) - t0))
-        [ "$dt" -lt 2000 ] || fail "$cmd --control tcp://$bad:5 took $dt ms to say the name does not resolve"
+        [ "$dt" -lt 4000 ] || fail "$cmd --control tcp://$bad:5 took $dt ms to say the name does not resolve"
         contains "$cmd names the host" "$T/r.err" "gpubench ${cmd%% *}: tcp://$bad:5: the host name does not resolve ($bad: "
         contains "$cmd says what to check" "$T/r.err" "): is the name right, and DNS or /etc/hosts up to date?"
     done
