@@ -1,5 +1,6 @@
 /* buckets.c - see buckets.h. */
 #include "buckets.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,10 +96,7 @@ uint32_t gb_buckets_digest(const gb_buckets_t *bk, uint32_t h) {
             v[2] = (uint64_t)bk->b[b].n_tensors;
         }
         for (int k = 0; k < 3; k++)
-            for (int i = 0; i < 8; i++) {
-                h ^= (uint32_t)(v[k] >> (8 * i)) & 0xffu;
-                h *= 16777619u;
-            }
+            h = gb_fnv1a32_u64(h, v[k]);
     }
     return h;
 }

@@ -269,6 +269,16 @@ typedef struct gb_train_result {
 uint64_t gb_replica_seed(uint64_t seed, int rank);
 /* FNV-1a 64 of n bytes: the replicas' parameter checksums in the record. */
 uint64_t gb_fnv1a64(const void *data, size_t n);
+/* FNV-1a 32 continued from h over v's 8 bytes, low first: the layouts that
+ * data-parallel ranks compare at set-up (gb_plan_fingerprint,
+ * gb_buckets_digest). Start from 2166136261. */
+static inline uint32_t gb_fnv1a32_u64(uint32_t h, uint64_t v) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint32_t)(v >> (8 * i)) & 0xffu;
+        h *= 16777619u;
+    }
+    return h;
+}
 
 /* Run warm-up + timed steps as configured. With devices > 1 (or a dist)
  * one thread per replica (launch "threads") or one process per replica

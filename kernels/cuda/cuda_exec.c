@@ -1696,7 +1696,7 @@ int gb_cuda_exec_attach_comm(gb_exec_t *ex, gb_comm_t *comm, const gb_train_conf
     /* and the buckets: ranks whose all-reduces differ in size would hang
      * in NCCL or sum the wrong spans */
     uint32_t fp = gb_cuda_dp_layout(X->dp, gb_plan_fingerprint(ex->plan, scale_bits));
-    int same = gb_cuda_dp_same(X->dp, fp & 0x3fffffffu, err, errlen);
+    int same = gb_cuda_dp_same(X->dp, fp, err, errlen);
     if (same < 0) return -1;
     if (!same) {
         snprintf(err, errlen,

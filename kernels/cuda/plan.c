@@ -338,15 +338,6 @@ void gb_plan_grad_spans(const gb_plan_t *p, int group, size_t *off, size_t *cnt)
     cnt[m->fc_b] = (size_t)m->cfg.n_classes;
 }
 
-/* FNV-1a, 32 bits, over one value at a time */
-static uint32_t fnv(uint32_t h, uint64_t v) {
-    for (int i = 0; i < 8; i++) {
-        h ^= (uint32_t)(v >> (8 * i)) & 0xffu;
-        h *= 16777619u;
-    }
-    return h;
-}
-
 uint32_t gb_plan_fingerprint(const gb_plan_t *p, uint32_t extra) {
     uint32_t h = 2166136261u;
     const uint64_t v[] = {p->n_a,
@@ -358,11 +349,11 @@ uint32_t gb_plan_fingerprint(const gb_plan_t *p, uint32_t extra) {
                           (uint64_t)p->n_bns,
                           extra};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-        h = fnv(h, v[i]);
+        h = gb_fnv1a32_u64(h, v[i]);
     for (int t = 0; t < p->m->n_tensors; t++)
         if (p->m->tensors[t].is_param) {
-            h = fnv(h, p->params[t].off);
-            h = fnv(h, (uint64_t)p->params[t].group);
+            h = gb_fnv1a32_u64(h, p->params[t].off);
+            h = gb_fnv1a32_u64(h, (uint64_t)p->params[t].group);
         }
     return h & 0x3fffffffu;
 }
