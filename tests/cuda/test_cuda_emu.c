@@ -590,8 +590,6 @@ static void test_bn_rchunks(void) {
     CHECK(gb_k_bn_rchunks(GB_KDT_F16, 1L << 20, 12, 132) == 528);
 }
 
-/* the fused step's kernels: a batch norm finalized from sums, the block's
- * end (identity or projection residual), 16-byte and one-element paths */
 /* a channel whose mean is far above its spread: b = beta - mean gamma / std
  * past fp16's 65504 (fine in fp32 and bf16) is flagged, only there; NaN
  * sums are not (the loss scaler sees those) */
@@ -619,6 +617,8 @@ static void test_fin_range(void) {
     CHECKF(range == 0, "NaN sums flagged as out of range");
 }
 
+/* the fused step's kernels: a batch norm finalized from sums, the block's
+ * end (identity or projection residual), 16-byte and one-element paths */
 static void test_fused(void) {
     struct {
         long m;
