@@ -1823,6 +1823,10 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *for
     gb_record_t rec;
     int have_rec = 0, out = 0;
     char rwhy[300];
+    /* a rank that ended "ok" in an attempt that failed (it finished before
+     * the start barrier, so without the others): its row says failed, and
+     * its figures, not measured with the job's other ranks, stay out */
+    if (!force_status && error && strcmp(sv.status, "ok") == 0) force_status = "failed";
     const char *status = force_status ? force_status : sv.status;
     if (sv.record && !force_status) {
         if (gb_record_parse(sv.record, strlen(sv.record), j->def.kind, &rec, rwhy, sizeof rwhy) ==
@@ -1831,9 +1835,9 @@ static int gang_store_result(gb_coord_t *c, cjob_t *j, int rank, const char *for
         if (have_rec && strcmp(status, "ok") == 0 && rec.n_devices >= 0 &&
             rec.n_devices != j->def.n_nodes * j->def.gpus) {
             gb_fmt(why, whylen,
-                   "invalid result record: rank 0 reports %d device(s), the job has %d (%d node(s) "
-                   "x %d)",
-                   rec.n_devices, j->def.n_nodes * j->def.gpus, j->def.n_nodes, j->def.gpus);
+                   "invalid result record: rank %d reports %d device(s), the job has %d (%d "
+                   "node(s) x %d)",
+                   rank, rec.n_devices, j->def.n_nodes * j->def.gpus, j->def.n_nodes, j->def.gpus);
             status = "failed";
             error = why;
             out = -1;
@@ -2306,8 +2310,11 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
                           : strcmp(status, "cancelled") == 0 ? GB_GANG_ERR_CANCELLED
                                                              : GB_GANG_ERR_FAILED;
     char reason[GB_GANG_REASON_MAX];
-    gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
-           error[0] ? error : "the worker ended before the start barrier");
+    if (gs == GB_GANG_OK) /* "ok" matters only before the barrier: gang.c says why */
+        gb_fmt(reason, sizeof reason, "rank %d on %s", rank, a->name);
+    else
+        gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name,
+               error[0] ? error : status);
     if (gs == GB_GANG_ERR_FAILED && gb_peer_gone(error) &&
         gb_gang_outcome(j->gang->g) == GB_GANG_RUNNING) {
         cgang_t *G = j->gang;

@@ -97,8 +97,17 @@ int gb_gang_cancel_requested(const gb_gang_t *g) {
     return g->cancel_requested;
 }
 
+static int all_done(const gb_gang_t *g) {
+    for (int r = 0; r < g->n; r++)
+        if (g->state[r] != GB_RANK_DONE) return 0;
+    return 1;
+}
+
 /* The attempt ended for everyone once one rank's end is known: DONE when
- * every rank succeeded, END when nothing runs any more. */
+ * every rank succeeded, END when nothing runs any more. A cancel that came
+ * after the last rank's worker had already finished (each rank ended "ok",
+ * the stops too late) leaves a whole measurement: DONE, as a one-node job
+ * whose worker finished first. */
 static int settle(gb_gang_t *g) {
     int actions = 0;
     if (g->outcome != GB_GANG_RUNNING) {
@@ -108,7 +117,8 @@ static int settle(gb_gang_t *g) {
         }
     }
     if (gb_gang_all_ended(g)) {
-        if (g->outcome == GB_GANG_RUNNING) g->outcome = GB_GANG_DONE;
+        if (g->outcome == GB_GANG_RUNNING || (g->outcome == GB_GANG_CANCELLED && all_done(g)))
+            g->outcome = GB_GANG_DONE;
         actions |= GB_GANG_END;
     }
     return actions;
@@ -159,8 +169,9 @@ int gb_gang_on_result(gb_gang_t *g, int rank, gb_gang_status_t status, const cha
         }
         g->state[rank] = GB_RANK_FAILED;
         snprintf(why, sizeof why,
-                 "finished before the start barrier (a worker that does not "
-                 "take part in the rendezvous)");
+                 "%s%sfinished before the start barrier (a worker that does not "
+                 "take part in the rendezvous)",
+                 reason && *reason ? reason : "", reason && *reason ? ": " : "");
         set_cause(g, GB_GANG_FAILED, rank, why, 1);
         break;
     case GB_GANG_ERR_CANCELLED:

@@ -318,6 +318,31 @@ deadline)
         "rank 0 on a1: stopped: the multi-node attempt ended (rank 1 (node fake) was not ready within 2 s)"
     no_workers a1
     ;;
+early_ok)
+    # a rank whose worker ends "ok" before it ever said ready (it ran
+    # without the others): the job fails naming that rank and its node, and
+    # its row says failed, without the figures it measured alone
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$FAKE" rank_early "$LISTEN" >"$T/fake.log" 2>&1 &
+    fake=$!
+    PIDS+=("$fake")
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    ended_once 1 failed
+    eq "the job's error names the rank and its node" "$(q "SELECT error FROM jobs WHERE job_id = 1")" \
+        "rank 1 on fake: finished before the start barrier (a worker that does not take part in the rendezvous)"
+    eq "its row: failed, no record, no figures" \
+        "$(q "SELECT r.status || ',' || (r.record IS NULL) || ',' || quote(r.images_per_sec) || ',' || n.name
+              FROM results r JOIN nodes n ON n.agent_id = r.agent_id WHERE r.job_id = 1")" "failed,1,NULL,fake"
+    eq "ranks: 0 stopped, 1 failed" \
+        "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "cancelled,failed"
+    no_workers a1
+    ;;
 rank0_dies)
     # rank 0's worker dies before it makes the id: the other rank was never
     # assigned (no worker ever ran there) and the job fails with the reason

@@ -15,6 +15,9 @@
  *   rank_mute   the same, but keeps heartbeating (listing the rank as
  *               running) and never says ready; when the coordinator cancels
  *               the rank, it reports it cancelled and waits for the ack.
+ *   rank_early  the same, but reports its rank ended "ok" (with a record)
+ *               before it ever said ready: a worker that did not take part
+ *               in the rendezvous; waits for the ack.
  * Each prints what it saw and "ok" at the end; CHECK failures exit 1. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
@@ -279,6 +282,25 @@ int main(int argc, char **argv) {
         Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000, 0, 0);
         CHECK(ack->result_ack->job_id == job && ack->result_ack->attempt == att);
         gb_wire_free(&ack);
+        zmq_close(s);
+    } else if (strcmp(c, "rank_early") == 0) {
+        uint64_t job;
+        uint32_t att;
+        void *s = fake_rank(listen, &job, &att);
+        Gb__Result r = GB__RESULT__INIT;
+        r.job_id = job;
+        r.attempt = att;
+        r.status = GB__RESULT_STATUS__RESULT_OK;
+        r.exit_code = 0;
+        r.record_json = "{\"kind\": \"sleep\", \"n_devices\": 2, \"valid\": true}";
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_RESULT;
+        env.result = &r;
+        send_body(s, &env);
+        Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000, 0, 0);
+        CHECK(ack->result_ack->job_id == job && ack->result_ack->attempt == att);
+        gb_wire_free(&ack);
+        printf("reported ok before the barrier\n");
         zmq_close(s);
     } else {
         CHECKF(0, "unknown case %s", c);

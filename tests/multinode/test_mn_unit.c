@@ -155,6 +155,24 @@ static void case_gang_deadline_cancel(void) {
     CHECK(gb_gang_outcome(g) == GB_GANG_CANCELLED && gb_gang_cause_rank(g) == -1);
     CHECK(gb_gang_end(g, GB_GANG_RUNNING, -1, NULL, 0) == 0 &&
           gb_gang_end(g, GB_GANG_DONE, 0, NULL, 0) == 0);
+    /* one rank stopped in time: the attempt stays cancelled */
+    CHECK(gb_gang_take_cancel(g, 0) && gb_gang_take_cancel(g, 1) && gb_gang_take_cancel(g, 2));
+    CHECK(gb_gang_on_result(g, 0, GB_GANG_OK, NULL) == 0);
+    CHECK(gb_gang_on_result(g, 1, GB_GANG_ERR_CANCELLED, "cancelled by request") == 0);
+    CHECK(gb_gang_on_result(g, 2, GB_GANG_OK, NULL) == GB_GANG_END);
+    CHECK(gb_gang_outcome(g) == GB_GANG_CANCELLED);
+    gb_gang_destroy(&g);
+    /* a cancel that came too late for every rank (rank 1 had already
+     * finished, the others finished before their stop arrived): the whole
+     * measurement stands, as a one-node job's that finished first */
+    g = started3();
+    CHECK(gb_gang_on_result(g, 1, GB_GANG_OK, NULL) == 0);
+    CHECK(gb_gang_end(g, GB_GANG_CANCELLED, -1, "cancelled by request", 1) == GB_GANG_CANCEL);
+    CHECK(gb_gang_take_cancel(g, 0) && !gb_gang_take_cancel(g, 1) && gb_gang_take_cancel(g, 2));
+    CHECK(gb_gang_on_result(g, 0, GB_GANG_OK, NULL) == 0);
+    CHECK(gb_gang_outcome(g) == GB_GANG_CANCELLED); /* rank 2 may still be stopped */
+    CHECK(gb_gang_on_result(g, 2, GB_GANG_OK, NULL) == GB_GANG_END);
+    CHECK(gb_gang_outcome(g) == GB_GANG_DONE && gb_gang_cancel_requested(g));
     gb_gang_destroy(&g);
 }
 
@@ -166,6 +184,14 @@ static void case_gang_early_ok(void) {
     CHECK(gb_gang_on_result(g, 0, GB_GANG_OK, NULL) == GB_GANG_CANCEL);
     CHECK(gb_gang_outcome(g) == GB_GANG_FAILED && gb_gang_state(g, 0) == GB_RANK_FAILED);
     CHECK(strstr(gb_gang_reason(g), "before the start barrier"));
+    gb_gang_destroy(&g);
+    /* the caller's words (the rank and its node) lead the reason */
+    g = gb_gang_new(2);
+    CHECK(gb_gang_on_id(g, 0, ID, sizeof ID) == GB_GANG_ASSIGN);
+    CHECK(gb_gang_on_result(g, 1, GB_GANG_OK, "rank 1 on b") == GB_GANG_CANCEL);
+    CHECK(gb_gang_cause_rank(g) == 1);
+    CHECKF(strncmp(gb_gang_reason(g), "rank 1 on b: finished before the start barrier", 46) == 0,
+           "reason: %s", gb_gang_reason(g));
     gb_gang_destroy(&g);
     /* a stop nobody asked for is a failure */
     g = started3();
