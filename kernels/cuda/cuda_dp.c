@@ -317,7 +317,9 @@ fail:
  * nothing would wake a thread blocked in cudaEventSynchronize. So poll the
  * work, NCCL's asynchronous error on nc, and comm's group (another replica
  * of this process failed). 0 when the work is done; -1 with the reason
- * otherwise (the caller aborts nc: ncclCommAbort ends its kernels). */
+ * otherwise (the caller sees that nc is aborted, which ends its kernels:
+ * the allreduce kind at once; a training step in the executor's destroy,
+ * once its CUDA graph is gone: gb_cuda_dp_wait). */
 static int nccl_poll(gb_comm_t *comm, ncclComm_t nc, cudaStream_t s, cudaEvent_t ev, char *err,
                      size_t errlen) {
     for (long spin = 0;; spin++) {
@@ -382,10 +384,15 @@ static void dp_abort(gb_cuda_dp_t *dp) {
     dp->nccl = NULL;
 }
 
+/* A failure here aborts the group (the process's other replicas stop too),
+ * not yet the communicator: ncclCommAbort waits for every CUDA graph that
+ * captured its collectives to be destroyed, and the step's graph may be
+ * alive; the executor's destroy does it, graphs first, before it waits on
+ * any stream (gb_cuda_dp_stop_if_failed). Nothing waits on the streams
+ * between. */
 int gb_cuda_dp_wait(gb_cuda_dp_t *dp, cudaEvent_t ev, char *err, size_t errlen) {
     if (nccl_poll(dp->comm, dp->nccl, NULL, ev, err, errlen) == 0) return 0;
-    gb_comm_abort(dp->comm, err); /* the process's other replicas stop too */
-    dp_abort(dp);
+    gb_comm_abort(dp->comm, err);
     return -1;
 }
 
@@ -550,8 +557,7 @@ int gb_cuda_dp_same(gb_cuda_dp_t *dp, uint32_t v, char *err, size_t errlen) {
     if (gb_cuda_dp_wait(dp, dp->done, err, errlen)) return -1;
     return dp->hflag[2] == -dp->hflag[3];
 fail:
-    gb_comm_abort(dp->comm, err);
-    dp_abort(dp);
+    gb_comm_abort(dp->comm, err); /* the communicator: as gb_cuda_dp_wait */
     return -1;
 }
 
@@ -565,8 +571,7 @@ int gb_cuda_dp_agree(gb_cuda_dp_t *dp, int ok, char *err, size_t errlen) {
     if (gb_cuda_dp_wait(dp, dp->done, err, errlen)) return -1;
     return dp->hflag[1] != 0;
 fail:
-    gb_comm_abort(dp->comm, err);
-    dp_abort(dp);
+    gb_comm_abort(dp->comm, err); /* the communicator: as gb_cuda_dp_wait */
     return -1;
 }
 

@@ -72,12 +72,16 @@ int gb_cuda_dp_finish(gb_cuda_dp_t *dp, cudaStream_t s, char *err, size_t errlen
 /* Wait for `ev` (recorded after a step's collectives) by polling, so that a
  * collective that cannot end (a peer died, NCCL failed, another replica of
  * this process failed and aborted the group) ends the wait: then the group
- * is aborted with the reason and this communicator too (its kernels end),
- * and -1. 0 once ev has completed. */
+ * is aborted with the reason, and -1. 0 once ev has completed. The
+ * communicator itself is aborted (its kernels end) by the caller's
+ * teardown, after it has destroyed any CUDA graph that captured its
+ * collectives (gb_cuda_dp_stop_if_failed): NCCL's abort waits for those. */
 int gb_cuda_dp_wait(gb_cuda_dp_t *dp, cudaEvent_t ev, char *err, size_t errlen);
 /* When the group has been aborted (a replica failed), ncclCommAbort on this
  * replica's communicator, so that no collective is left that never ends
- * (before anything waits on the streams); a no-op otherwise. */
+ * (before anything waits on the streams; after every CUDA graph that
+ * captured its collectives is destroyed, or it never returns); a no-op
+ * otherwise. */
 void gb_cuda_dp_stop_if_failed(gb_cuda_dp_t *dp);
 /* A capture that failed part-way may have forked the communication stream
  * into the capture and not joined it back: join it to `s` (the capturing

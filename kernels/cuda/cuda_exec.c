@@ -948,14 +948,21 @@ static void cx_destroy(gb_exec_t **self_p) {
     if (!self_p || !*self_p) return;
     cuda_exec_t *X = (cuda_exec_t *)*self_p;
     cudaSetDevice(X->device);
-    /* a group that failed may have left collectives that never end on this
-     * stream: abort the communicator first (no-op otherwise) */
-    if (X->dp) gb_cuda_dp_stop_if_failed(X->dp);
-    if (X->stream) cudaStreamSynchronize(X->stream);
-    /* graphs before the communicator: NCCL waits, when its last communicator
-     * goes, for every graph that captured its collectives to be destroyed */
+    /* The graphs first: ncclCommAbort and ncclCommDestroy both wait until
+     * every CUDA graph that captured the communicator's collectives is gone
+     * (NCCL 2.28 commDestroySync: "keep polling until all graphs referencing
+     * us die"), so an abort with the step's graph alive never returned: a
+     * replica that failed after its step was captured hung in its teardown.
+     * A launch still in flight is freed when it ends (CUDA defers it), which
+     * the abort's flag brings about when a collective cannot end. */
     if (X->gexec) cudaGraphExecDestroy(X->gexec);
     if (X->graph) cudaGraphDestroy(X->graph);
+    X->gexec = NULL;
+    X->graph = NULL;
+    /* a group that failed may have left collectives that never end on this
+     * stream: abort the communicator before waiting on it (no-op otherwise) */
+    if (X->dp) gb_cuda_dp_stop_if_failed(X->dp);
+    if (X->stream) cudaStreamSynchronize(X->stream);
     gb_cuda_dp_destroy(&X->dp);
     if (X->convs) {
         for (int i = 0; i < X->base.plan->n_convs; i++) {
