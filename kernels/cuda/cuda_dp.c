@@ -39,9 +39,28 @@ typedef struct nvml_pci {
 #define NVML_LINK_GPU    0  /* nvmlIntNvLinkDeviceType_t: a GPU */
 #define NVML_LINK_SWITCH 2  /* nvmlIntNvLinkDeviceType_t: an NVSwitch */
 
+int gb_nvlink_verdict(int n, const unsigned char *adj, const unsigned char *sw, int *any, char *why,
+                      size_t whylen) {
+    int all = 1;
+    *any = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            if (adj[i * n + j] || (sw[i] && sw[j])) {
+                *any = 1;
+            } else if (all) {
+                snprintf(why, whylen, "GPUs %d and %d have no NVLink between them", i, j);
+                all = 0;
+            }
+        }
+    return all;
+}
+
 /* 1: NVLink joins every pair of GPUs 0..n-1 (a direct link, or both on
- * NVSwitches); 0: some pair has none (why names it); -1: NVML cannot tell. */
-static int nvlink_all_pairs(int n, char *why, size_t whylen) {
+ * NVSwitches); 0: some pair has none (why names it); -1: NVML cannot tell.
+ * *any: 1 when some pair has NVLink (bridged pairs), 0 when none, -1 when
+ * NVML cannot tell. */
+static int nvlink_all_pairs(int n, int *any, char *why, size_t whylen) {
+    *any = -1;
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
@@ -72,7 +91,7 @@ static int nvlink_all_pairs(int n, char *why, size_t whylen) {
     }
     nvml_dev_t h[MAX_LOCAL];
     unsigned dom[MAX_LOCAL], bus[MAX_LOCAL], dv[MAX_LOCAL];
-    static unsigned char adj[MAX_LOCAL][MAX_LOCAL];
+    static unsigned char adj[MAX_LOCAL * MAX_LOCAL];
     unsigned char sw[MAX_LOCAL] = {0};
     memset(adj, 0, sizeof(adj));
     for (int i = 0; i < n; i++) {
@@ -106,18 +125,12 @@ static int nvlink_all_pairs(int n, char *why, size_t whylen) {
                 if (k != i && pci.domain == dom[k] && pci.bus == bus[k] && pci.device == dv[k])
                     j = k;
             if (j >= 0)
-                adj[i][j] = adj[j][i] = 1;
+                adj[i * n + j] = adj[j * n + i] = 1;
             else if (!typed)
                 sw[i] = 1; /* without the type, a far end not ours is taken for a switch */
         }
     }
-    rc = 1;
-    for (int i = 0; i < n && rc == 1; i++)
-        for (int j = i + 1; j < n && rc == 1; j++)
-            if (!adj[i][j] && !(sw[i] && sw[j])) {
-                snprintf(why, whylen, "GPUs %d and %d have no NVLink between them", i, j);
-                rc = 0;
-            }
+    rc = gb_nvlink_verdict(n, adj, sw, any, why, whylen);
 done:
     shut();
     dlclose(lib);
@@ -163,24 +176,28 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
         }
         if (n_local != g.n_local) { /* auto: nothing was set; what NVML says, for the report */
             char why[256];
-            *nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, why, sizeof(why)) : 0;
+            int any;
+            *nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, &any, why, sizeof(why)) : 0;
         } else {
             *nvlink = g.nvlink;
         }
         rc = 0;
         goto out;
     }
-    g.nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, g.why, sizeof(g.why)) : 0;
+    int any = 0;
+    g.nvlink = n_local >= 2 ? nvlink_all_pairs(n_local, &any, g.why, sizeof(g.why)) : 0;
     if (n_local < 2) snprintf(g.why, sizeof(g.why), "one GPU in this process");
     if (strcmp(interconnect, "nvlink") == 0 && n_local >= 2 && g.nvlink != 1) {
         snprintf(err, errlen, "interconnect nvlink asked for, but %s%s",
                  g.nvlink < 0 ? "whether NVLink joins the GPUs cannot be told: " : "", g.why);
         goto out;
     }
-    if (strcmp(interconnect, "pcie") == 0 && g.nvlink != 0) {
+    if (strcmp(interconnect, "pcie") == 0 && any != 0) {
         /* NCCL has one switch for P2P over NVLink and over PCIe: with NVLink
          * present (or not known absent) P2P goes off entirely, and with it
-         * NVLink SHARP; the traffic goes through host memory */
+         * NVLink SHARP; the traffic goes through host memory. NVLink between
+         * some pairs only (PCIe cards bridged two by two) is NVLink present:
+         * NCCL would take the bridges where it can */
         setenv("NCCL_P2P_DISABLE", "1", 1);
         setenv("NCCL_NVLS_ENABLE", "0", 1);
         /* with P2P off NCCL may take a node's own NICs (GPUDirect RDMA,

@@ -49,6 +49,13 @@ typedef struct gb_cuda_dp gb_cuda_dp_t;
  * mode fails (NCCL has read its environment by then). */
 int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char *err,
                        size_t errlen);
+/* What NVLink joins among n GPUs, from NVML's answers: adj[i * n + j] a
+ * direct link between i and j (symmetric), sw[i] GPU i on NVSwitches.
+ * Returns 1 when every pair is joined (a link, or both on switches), else
+ * 0 with the first pair without in why; *any: 1 when some pair is joined
+ * (interconnect pcie must then turn P2P off: bridged pairs), else 0. */
+int gb_nvlink_verdict(int n, const unsigned char *adj, const unsigned char *sw, int *any, char *why,
+                      size_t whylen);
 
 /* The communicator for this replica (GPU `device` = comm->local_rank) and
  * the buckets over its gradient slab `grads` (group A elements of a_esize
