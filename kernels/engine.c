@@ -577,7 +577,8 @@ typedef struct run {
 
 static void run_fail(run_t *run, int d, const char *why) {
     pthread_mutex_lock(&run->mu);
-    if (!run->failed) {
+    int first = !run->failed;
+    if (first) {
         run->failed = 1;
         if (run->devices > 1)
             snprintf(run->err, sizeof(run->err), "replica %d: %s", d, why);
@@ -585,6 +586,13 @@ static void run_fail(run_t *run, int d, const char *why) {
             snprintf(run->err, sizeof(run->err), "%s", why);
     }
     pthread_mutex_unlock(&run->mu);
+    /* a replica process (launch.h): its launcher hears of the failure now,
+     * not after the teardown, which may never end (a CUDA or NCCL call that
+     * nothing wakes) and which a peer's consequential failure ("peer gone")
+     * would otherwise beat to the launcher; the launcher then kills every
+     * replica process of the node, this one too. What this process says at
+     * its end is then not read. */
+    if (first && g_report_fd >= 0) (void)gb_launch_send(g_report_fd, "fail", run->err);
     if (run->bar) gb_barrier_abort(run->bar, why);
     gb_comm_group_abort(run->grp, why);
     gb_crew_failed(run->crew);

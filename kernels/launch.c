@@ -3,6 +3,7 @@
 #include "launch.h"
 
 #include "gb_util.h"
+#include "nccl_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +129,7 @@ typedef struct launch {
     int failed;
     char *err;
     size_t errlen;
+    char nccl_dir[256]; /* one NCCL log directory for every replica process; "" */
 } launch_t;
 
 static void fail(launch_t *L, int d, const char *why) {
@@ -170,9 +172,8 @@ static int start_child(launch_t *L, int d, char *err, size_t errlen) {
         snprintf(err, errlen, "socketpair: %s", strerror(errno));
         return -1;
     }
-    char fdarg[16];
-    snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
-    char *const argv[] = {(char *)"gpubench", (char *)"__replica", fdarg, NULL};
+    /* the replica's end is its descriptor 3 (below) */
+    char *const argv[] = {(char *)"gpubench", (char *)"__replica", (char *)"3", NULL};
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
@@ -186,8 +187,16 @@ static int start_child(launch_t *L, int d, char *err, size_t errlen) {
         /* die with the launcher, which kills the others on a failure */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(126);
-        int fl = fcntl(sv[1], F_GETFD);
-        if (fl >= 0) fcntl(sv[1], F_SETFD, fl & ~FD_CLOEXEC);
+        /* its socket as descriptor 3 and nothing else of the launcher's
+         * (the worker's rendezvous socket, which the agent's exec passed
+         * on purpose; whatever a caller left without close-on-exec), as the
+         * agent starts a worker (agent/runner.c) */
+        if (sv[1] != 3 && dup2(sv[1], 3) != 3) _exit(126); /* dup2: not close-on-exec */
+        if (sv[1] == 3) {
+            int fl = fcntl(3, F_GETFD);
+            if (fl < 0 || fcntl(3, F_SETFD, fl & ~FD_CLOEXEC) < 0) _exit(126);
+        }
+        close_range(4, ~0U, 0);
         execv(g_exe, argv);
         static const char msg[] = "gpubench: cannot start a replica process: exec failed\n";
         ssize_t wr = write(2, msg, sizeof(msg) - 1);
@@ -215,6 +224,8 @@ static int start_child(launch_t *L, int d, char *err, size_t errlen) {
         snprintf(tag, sizeof(tag), "str%d", k);
         rc = send_hex(c->fd, tag, paths[k], strlen(paths[k]));
     }
+    if (rc == 0 && L->nccl_dir[0])
+        rc = send_hex(c->fd, "nccldir", L->nccl_dir, strlen(L->nccl_dir));
     if (rc == 0) rc = gb_launch_send(c->fd, "place", place);
     if (rc == 0) rc = gb_launch_send(c->fd, "go", NULL);
     if (rc) snprintf(err, errlen, "cannot send replica process %d its job", d);
@@ -314,6 +325,15 @@ int gb_launch_run(const gb_train_config_t *cfg, int threads_each, cJSON **report
     for (int d = 0; d < P; d++)
         L.ch[d].fd = -1;
     char why[GB_ERR_LEN];
+    /* NCCL's log of every replica process in one directory, where rank 0
+     * reads the transports and connections of them all (each process
+     * making its own, the record had rank 0's alone). Without it, each
+     * makes its own, as before */
+    int made_dir = 0;
+    if (strcmp(cfg->backend, "cpu") != 0) {
+        made_dir = gb_nccl_log_newdir(L.nccl_dir, sizeof(L.nccl_dir), why, sizeof(why));
+        if (made_dir < 0) L.nccl_dir[0] = '\0';
+    }
     for (int d = 0; d < P && !L.failed; d++)
         if (start_child(&L, d, why, sizeof(why))) fail(&L, -1, why);
     int started = 0, ended = 0;
@@ -357,14 +377,31 @@ int gb_launch_run(const gb_train_config_t *cfg, int threads_each, cJSON **report
         }
     }
     /* the others of a failed job have nothing left to do: killed, not
-     * waited on (one may be blocked where nothing wakes it) */
+     * waited on (one may be blocked where nothing wakes it). After a run
+     * that every replica ended "ok", each has its exit's teardown (the
+     * CUDA runtime's, NCCL's) to finish: 30 s, then it is killed, its
+     * result in hand (a driver call at exit that never returns must not
+     * hold the job) */
+    int64_t reap_by = gb_mono_ms() + 30000;
     for (int d = 0; d < P; d++) {
         child_t *ch = &L.ch[d];
         if (L.failed && ch->pid > 0) kill(ch->pid, SIGKILL);
         if (ch->fd >= 0) close(ch->fd);
         if (ch->pid > 0) {
             int st;
-            while (waitpid(ch->pid, &st, 0) < 0 && errno == EINTR) {
+            pid_t w;
+            while ((w = waitpid(ch->pid, &st, WNOHANG)) == 0 && gb_mono_ms() < reap_by) {
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            if (w == 0) {
+                fprintf(stderr,
+                        "gpubench: replica process %d said ok but had not exited 30 s later: "
+                        "killed\n",
+                        d);
+                kill(ch->pid, SIGKILL);
+            }
+            while (w <= 0 && waitpid(ch->pid, &st, 0) < 0 && errno == EINTR) {
             }
         }
         free(ch->in.b);
@@ -373,6 +410,9 @@ int gb_launch_run(const gb_train_config_t *cfg, int threads_each, cJSON **report
         else
             cJSON_Delete(ch->report);
     }
+    /* one that no NCCL wrote to (a run that failed before, a backend
+     * without NCCL) goes; one with logs stays, named by the record */
+    if (made_dir > 0) (void)rmdir(L.nccl_dir);
     free(L.ch);
     free(pf);
     return L.failed ? -1 : 0;
@@ -461,6 +501,16 @@ int gb_train_replica_main(int fd) {
         } else if (strcmp(line, "place") == 0 && arg) {
             have_place = sscanf(arg, "%d %d %d %d %d", &first, &node_devices, &threads, &rank,
                                 &n_nodes) == 5;
+        } else if (strcmp(line, "nccldir") == 0 && arg) {
+            /* read by gb_nccl_log_newdir (nccl_log.h), which checks it;
+             * this process has no other thread yet */
+            char dir[256];
+            size_t got = 0;
+            if (gb_hex_decode(arg, strlen(arg), (unsigned char *)dir, sizeof(dir) - 1, &got) == 0 &&
+                got > 0) {
+                dir[got] = '\0';
+                setenv("GB_NCCL_LOG_DIR", dir, 1);
+            }
         }
         free(line);
         if (done) break;

@@ -138,6 +138,28 @@ int gb_nccl_log_dir(gb_nccl_report_t *r, const char *dir, const char *prefix, ch
     return files;
 }
 
+static int usable_path(const char *p) {
+    return p && p[0] && !strpbrk(p, "\"\\%\n\r\t");
+}
+
+int gb_nccl_log_newdir(char *dir, size_t len, char *err, size_t errlen) {
+    const char *given = getenv("GB_NCCL_LOG_DIR");
+    struct stat st;
+    if (usable_path(given) && strstr(given, "gb-nccl-") && stat(given, &st) == 0 &&
+        S_ISDIR(st.st_mode) && strlen(given) < len) {
+        snprintf(dir, len, "%s", given);
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    if (!usable_path(tmp)) tmp = "/tmp";
+    (void)gb_nccl_log_prune(tmp, 7L * 86400); /* earlier runs' logs, after a week */
+    if ((size_t)snprintf(dir, len, "%s/gb-nccl-XXXXXX", tmp) >= len || !mkdtemp(dir)) {
+        snprintf(err, errlen, "cannot make a directory for NCCL's log under %s", tmp);
+        return -1;
+    }
+    return 1;
+}
+
 int gb_nccl_transports_json(const gb_nccl_report_t *r, char *buf, size_t len) {
     size_t o = 0;
     int n = snprintf(buf, len, "[");

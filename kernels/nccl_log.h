@@ -69,6 +69,16 @@ int gb_nccl_log_dir(gb_nccl_report_t *r, const char *dir, const char *prefix, ch
  * removed. Returns the number of directories removed. */
 int gb_nccl_log_prune(const char *tmp, long max_age_s);
 
+/* A new NCCL log directory, "gb-nccl-XXXXXX" under $TMPDIR (under /tmp
+ * when TMPDIR is unset, or holds a character that JSON or NCCL_DEBUG_FILE
+ * would read as their own: '"', '\\', '%', a control character), its
+ * older siblings pruned (a week). With $GB_NCCL_LOG_DIR naming a
+ * directory of that kind, that one instead: a launcher's replica
+ * processes log into one, so rank 0 reads every local rank's lines.
+ * 1 when it made one, 0 when it took $GB_NCCL_LOG_DIR's, -1 with the
+ * reason. */
+int gb_nccl_log_newdir(char *dir, size_t len, char *err, size_t errlen);
+
 const char *gb_nccl_transport_name(int t);
 /* JSON array of the transports seen, e.g. ["P2P/CUMEM","NET/IB"]; -1 when
  * it did not fit. */

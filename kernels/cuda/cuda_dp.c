@@ -208,17 +208,9 @@ int gb_cuda_nccl_setup(const char *interconnect, int n_local, int *nvlink, char 
         setenv("NCCL_PXN_DISABLE", "1", 1);
         g.p2p_off = 1;
     }
-    const char *tmp = getenv("TMPDIR");
     /* its path goes into the result's JSON unescaped, and NCCL_DEBUG_FILE
-     * reads '%' as its own: a TMPDIR holding either kind of character is
-     * passed over */
-    if (!tmp || !tmp[0] || strpbrk(tmp, "\"\\%\n\r\t")) tmp = "/tmp";
-    (void)gb_nccl_log_prune(tmp, 7L * 86400); /* earlier runs' logs, after a week */
-    snprintf(g.logdir, sizeof(g.logdir), "%s/gb-nccl-XXXXXX", tmp);
-    if (!mkdtemp(g.logdir)) {
-        snprintf(err, errlen, "cannot make a directory for NCCL's log under %s", tmp);
-        goto out;
-    }
+     * reads '%' as its own: nccl_log.c passes over a TMPDIR holding either */
+    if (gb_nccl_log_newdir(g.logdir, sizeof(g.logdir), err, errlen) < 0) goto out;
     char file[300];
     snprintf(file, sizeof(file), "%s/nccl.%%h.%%p.log", g.logdir);
     /* INFO is what the transports are read from; a user's TRACE says more

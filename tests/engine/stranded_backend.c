@@ -10,9 +10,17 @@
  * "none" (replica 1 fails too, 0.2 s later: the joined path). The
  * allreduce op does the same. It reports two devices named "planted".
  * A replica is known by its GPU (first_device + replica), so replica
- * processes (launch processes) plant the same faults as threads.
+ * processes (launch processes) plant the same faults as threads. With
+ * $GB_PLANT_DESTROY_HANGS=1, replica 0 also blocks for good in its
+ * destroy after its failure (a teardown that never ends: an NCCL abort
+ * waiting on something that will not come). With $GB_PLANT_SAY_NCCL_DIR=1
+ * each replica first prints the NCCL log directory its launcher gave it
+ * ($GB_NCCL_LOG_DIR) and then meets the others (the unique id's
+ * exchange, the start barrier), so that every replica has printed before
+ * any fails.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "comm.h"
 #include "engine.h"
 
 #include <stdio.h>
@@ -58,13 +66,29 @@ typedef struct {
     int replica;
 } state_t;
 
+static int make_id(void *arg, unsigned char *id, size_t *len, char *err, size_t errlen) {
+    (void)arg;
+    (void)err;
+    (void)errlen;
+    memcpy(id, "planted", 7);
+    *len = 7;
+    return 0;
+}
+
 static int create(const gb_model_t *m, const gb_train_config_t *cfg, int replica, gb_comm_t *comm,
                   void **state, char *err, size_t errlen) {
     (void)m;
-    (void)comm;
     /* which replica of the node: a replica process has replica 0 of
      * GPU first_device (kernels/launch.h) */
     replica += cfg->first_device;
+    const char *say = getenv("GB_PLANT_SAY_NCCL_DIR");
+    if (say && strcmp(say, "1") == 0 && comm) {
+        const char *dir = getenv("GB_NCCL_LOG_DIR");
+        fprintf(stderr, "planted: replica %d NCCL log dir %s\n", replica, dir ? dir : "(none)");
+        unsigned char id[GB_DIST_ID_MAX];
+        size_t len = 0;
+        if (gb_comm_exchange_id(comm, make_id, NULL, id, &len, err, errlen)) return -1;
+    }
     if (plant_at("create")) return planted(replica, "create", err, errlen);
     state_t *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -127,6 +151,12 @@ static int report(void *state, gb_replica_report_t *rep, char *err, size_t errle
 }
 
 static void destroy(void **state) {
+    const char *e = getenv("GB_PLANT_DESTROY_HANGS");
+    if (*state && ((state_t *)*state)->replica == 0 && e && strcmp(e, "1") == 0) {
+        fprintf(stderr, "planted: replica 0 blocks in destroy for good\n");
+        for (;;)
+            pause();
+    }
     free(*state);
     *state = NULL;
 }

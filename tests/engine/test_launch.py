@@ -236,6 +236,33 @@ elif case == "planted":
         # a core one run took 20.2 s
         check(took < 100, "ended %.1f s after start, not after the 600 s grace" % took)
         none_left("planted " + at)
+    # replica 0 fails its step and then never ends its teardown: the
+    # launcher hears of the failure at once, not at the teardown's end, and
+    # stops both processes (before, it waited for a "fail" sent after it)
+    t0 = time.monotonic()
+    p = run(train, env(GB_CUDA_LIB=lib, GB_PLANT_AT="step", GB_PLANT_DESTROY_HANGS="1",
+                       GB_REPLICA_GRACE_MS="600000"), timeout=120)
+    took = time.monotonic() - t0
+    print("planted step, destroy hangs: rc %d in %.2f s: %s" % (p.returncode, took,
+                                                                p.stderr.strip()))
+    check(p.returncode == 1, "exit status 1")
+    check("replica process 0 (rank 0): replica 0's step failed (planted)" in p.stderr,
+          "the failing replica process named, with its own reason")
+    check(took < 100, "ended %.1f s after start, not at the teardown's end (never)" % took)
+    none_left("planted step, destroy hangs")
+    # NCCL's log directory: one for both replica processes (rank 0 reads
+    # every process's lines there), made by the launcher and, with nothing
+    # written to it, removed after the run
+    p = run(train, env(GB_CUDA_LIB=lib, GB_PLANT_AT="step", GB_PLANT_SAY_NCCL_DIR="1",
+                       GB_REPLICA_GRACE_MS="600000"), timeout=120)
+    dirs = re.findall(r"planted: replica (\d) NCCL log dir (\S+)", p.stderr)
+    print("NCCL log dirs: %s" % dirs)
+    check(p.returncode == 1 and sorted(r for r, _ in dirs) == ["0", "1"],
+          "both replica processes said their directory: " + p.stderr)
+    check(len({d for _, d in dirs}) == 1 and "/gb-nccl-" in dirs[0][1],
+          "one directory for both: %s" % dirs)
+    check(not os.path.exists(dirs[0][1]), "the empty directory removed: " + dirs[0][1])
+    none_left("NCCL log dir")
     # the same with the launch said: the planted library's record of launch
     p = run(train + ["--launch", "threads"],
             env(GB_CUDA_LIB=lib, GB_PLANT_AT="create", GB_REPLICA_GRACE_MS="200"), timeout=60)
@@ -245,12 +272,32 @@ elif case == "planted":
 
 elif case == "orphans":
     args = [exe] + SMALL + ["--devices", "2", "--steps", "100000", "--launch", "processes"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    # a descriptor the launcher inherits without close-on-exec (as a worker
+    # holds the agent's rendezvous socket): no replica process may hold it
+    rfd, wfd = os.pipe()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(),
+                            pass_fds=(wfd,))
+    os.close(wfd)
     t0 = time.monotonic()
     while len(tagged()) < 2 and time.monotonic() - t0 < 60:
         time.sleep(0.05)
     check(len(tagged()) == 2, "two replica processes running")
     time.sleep(1)
+
+    def holds_pipe(pid):
+        mine = "pipe:[%d]" % os.fstat(rfd).st_ino
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == mine:
+                    return True
+            except OSError:  # closed meanwhile
+                pass
+        return False
+
+    check(holds_pipe(proc.pid), "the launcher holds the inherited pipe (the test's premise)")
+    for pid in tagged():
+        check(not holds_pipe(pid), "replica process %d holds the launcher's inherited pipe" % pid)
+    os.close(rfd)
     proc.kill()
     proc.wait()
     none_left("the launcher killed")
