@@ -269,17 +269,7 @@ silent)
     # a rank that never arrives: its agent goes silent after it took the
     # assignment, before it reports ready. Rank 0 waits at the barrier until
     # the agent is lost; then it is stopped and the job gives up.
-    start_coord
-    start_agent a1
-    wait_nodes 1
-    "$FAKE" rank_silent "$LISTEN" 2 >"$T/fake.log" 2>&1 &
-    fake=$!
-    PIDS+=("$fake")
-    wait_nodes 2
-    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
-    "$GB" wait "$sweep" --quiet
-    eq "wait fails" "$?" 1
-    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    fake_rank_fails rank_silent 2 --param duration_ms=100 --max-attempts 1
     contains "the fake got rank 1 with rank 0's id" "$T/fake.log" "rank 1 of 2 node(s), world 2, id 44 bytes"
     ended_once 1 failed
     q "SELECT error FROM v_results" >"$T/error.txt"
@@ -293,20 +283,10 @@ deadline)
     # a rank whose agent keeps beating but whose worker never reports ready:
     # the rendezvous deadline (rendezvous_s 2) loses the attempt; both ranks
     # are stopped before the job gives up
-    start_coord
-    start_agent a1
-    wait_nodes 1
-    "$FAKE" rank_mute "$LISTEN" 20 >"$T/fake.log" 2>&1 &
-    fake=$!
-    PIDS+=("$fake")
-    wait_nodes 2
     # a time limit (1 s) below rendezvous_s counts from the start, not from
     # the fork: rank 0 waits out the rendezvous (it was killed as timed out
     # after 1 s and blamed for the job)
-    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --param rendezvous_s=2 --timeout 1 --max-attempts 1)
-    "$GB" wait "$sweep" --quiet
-    eq "wait fails" "$?" 1
-    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    fake_rank_fails rank_mute 20 --param duration_ms=100 --param rendezvous_s=2 --timeout 1 --max-attempts 1
     contains "the fake was told to stop" "$T/fake.log" "cancelled"
     ended_once 1 failed
     q "SELECT error FROM v_results" >"$T/error.txt"
@@ -322,17 +302,7 @@ early_ok)
     # a rank whose worker ends "ok" before it ever said ready (it ran
     # without the others): the job fails naming that rank and its node, and
     # its row says failed, without the figures it measured alone
-    start_coord
-    start_agent a1
-    wait_nodes 1
-    "$FAKE" rank_early "$LISTEN" >"$T/fake.log" 2>&1 &
-    fake=$!
-    PIDS+=("$fake")
-    wait_nodes 2
-    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
-    "$GB" wait "$sweep" --quiet
-    eq "wait fails" "$?" 1
-    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    fake_rank_fails rank_early 30 --param duration_ms=100 --max-attempts 1
     ended_once 1 failed
     eq "the job's error names the rank and its node" "$(q "SELECT error FROM jobs WHERE job_id = 1")" \
         "rank 1 on fake: finished before the start barrier (a worker that does not take part in the rendezvous)"

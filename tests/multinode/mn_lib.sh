@@ -117,3 +117,22 @@ job_ok() {
               FROM v_results WHERE job_id = $job")" "$n,$((n * gpus)),$n"
     echo "job $job: $n ranks began $spread ms apart"
 }
+
+# fake_rank_fails CASE SECONDS SUBMIT-ARGS...: a coordinator, agent a1, and
+# test_fakeagent CASE as the second node (rank 1); a two-node sleep job
+# submitted with SUBMIT-ARGS must fail, and the fake agent end well
+fake_rank_fails() {
+    local what=$1 secs=$2 fake
+    shift 2
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$FAKE" "$what" "$LISTEN" "$secs" >"$T/fake.log" 2>&1 &
+    fake=$!
+    PIDS+=("$fake")
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param n_nodes=2 "$@")
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+}

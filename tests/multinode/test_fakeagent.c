@@ -215,6 +215,19 @@ static void *fake_rank(const char *listen, uint64_t *job, uint32_t *attempt) {
     return s;
 }
 
+/* Send the rank's Result r (for job, attempt) and wait for its ack. */
+static void report(void *s, uint64_t job, uint32_t attempt, Gb__Result *r) {
+    r->job_id = job;
+    r->attempt = attempt;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RESULT;
+    env.result = r;
+    send_body(s, &env);
+    Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000, 0, 0);
+    CHECK(ack->result_ack->job_id == job && ack->result_ack->attempt == attempt);
+    gb_wire_free(&ack);
+}
+
 int main(int argc, char **argv) {
     CHECKF(argc >= 3, "usage: test_fakeagent CASE LISTEN [SECONDS]");
     const char *c = argv[1], *listen = argv[2];
@@ -270,36 +283,20 @@ int main(int argc, char **argv) {
         gb_wire_free(&cn);
         printf("cancelled\n");
         Gb__Result r = GB__RESULT__INIT;
-        r.job_id = job;
-        r.attempt = att;
         r.status = GB__RESULT_STATUS__RESULT_CANCELLED;
         r.error = "cancelled by request";
         r.exit_code = -15;
-        Gb__Envelope env = GB__ENVELOPE__INIT;
-        env.body_case = GB__ENVELOPE__BODY_RESULT;
-        env.result = &r;
-        send_body(s, &env);
-        Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000, 0, 0);
-        CHECK(ack->result_ack->job_id == job && ack->result_ack->attempt == att);
-        gb_wire_free(&ack);
+        report(s, job, att, &r);
         zmq_close(s);
     } else if (strcmp(c, "rank_early") == 0) {
         uint64_t job;
         uint32_t att;
         void *s = fake_rank(listen, &job, &att);
         Gb__Result r = GB__RESULT__INIT;
-        r.job_id = job;
-        r.attempt = att;
         r.status = GB__RESULT_STATUS__RESULT_OK;
         r.exit_code = 0;
         r.record_json = "{\"kind\": \"sleep\", \"n_devices\": 2, \"valid\": true}";
-        Gb__Envelope env = GB__ENVELOPE__INIT;
-        env.body_case = GB__ENVELOPE__BODY_RESULT;
-        env.result = &r;
-        send_body(s, &env);
-        Gb__Envelope *ack = await(s, GB__ENVELOPE__BODY_RESULT_ACK, 5000, 0, 0);
-        CHECK(ack->result_ack->job_id == job && ack->result_ack->attempt == att);
-        gb_wire_free(&ack);
+        report(s, job, att, &r);
         printf("reported ok before the barrier\n");
         zmq_close(s);
     } else {
