@@ -266,7 +266,8 @@ struct gb_coord {
 /* Multi-node jobs (issue 5): the section "multi-node jobs" below. */
 static int is_multi(const cjob_t *j);
 static void gang_release(gb_coord_t *c, cjob_t *j);
-static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts);
+static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts,
+                              const cagent_t *by);
 static void gang_dispatch(gb_coord_t *c);
 static void gang_check(gb_coord_t *c);
 static void gang_cancel(gb_coord_t *c, cjob_t *j);
@@ -739,10 +740,12 @@ static void attempt_retry(gb_coord_t *c, cjob_t *j, const char *reason, int coun
 
 /* The running attempt of j is gone (agent lost, restarted without it, never
  * started it, refused it): re-queue with attempt + 1, or end the job. A
- * multi-node attempt first stops its other ranks (gang_attempt_lost). */
-static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
+ * multi-node attempt first stops its other ranks (gang_attempt_lost). by:
+ * the agent the reason is about, NULL when it is about none (a restart). */
+static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int counts,
+                            const cagent_t *by) {
     if (j->gang) {
-        gang_attempt_lost(c, j, reason, counts);
+        gang_attempt_lost(c, j, reason, counts, by);
         return;
     }
     char now[32];
@@ -757,7 +760,7 @@ static void attempt_lost_ex(gb_coord_t *c, cjob_t *j, const char *reason, int co
 }
 
 static void attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason) {
-    attempt_lost_ex(c, j, reason, 1);
+    attempt_lost_ex(c, j, reason, 1, NULL);
 }
 
 /* ---- placement ------------------------------------------------------------ */
@@ -1384,7 +1387,7 @@ static void on_progress(gb_coord_t *c, cagent_t *a, const Gb__Progress *p) {
         char reason[GB_WIRE_ERROR_MAX + 64];
         gb_fmt(reason, sizeof reason, "agent %s refused it: %s", a->name, p->message);
         a->reported_busy = a->slots; /* full until its next heartbeat says otherwise */
-        attempt_lost_ex(c, j, reason, 0);
+        attempt_lost_ex(c, j, reason, 0, a);
     }
 }
 
@@ -2161,19 +2164,30 @@ static void gang_rank_lost(gb_coord_t *c, cjob_t *j, int r, const char *reason, 
     gang_act(c, j, act, r, reason);
 }
 
-/* attempt_lost of a multi-node job: called for agents found lost. */
-static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts) {
+/* attempt_lost of a multi-node job: its ranks on agents that are not
+ * connected are lost. by (NULL: none) is the agent the reason is about:
+ * its ranks first, so the attempt's cause names it; a rank of another
+ * agent away at the time (stopped, holding its result in its spool) is
+ * lost with its own agent named, not by's reason alone. */
+static void gang_attempt_lost(gb_coord_t *c, cjob_t *j, const char *reason, int counts,
+                              const cagent_t *by) {
     int any = 0;
     uint64_t id = j->id;
-    for (int r = 0; j->gang && r < gb_gang_size(j->gang->g); r++) {
-        cagent_t *a = j->gang->agent[r];
-        if (a->state == A_CONNECTED || gb_rank_ended(gb_gang_state(j->gang->g, r))) continue;
-        char why[GB_GANG_REASON_MAX];
-        gb_fmt(why, sizeof why, "rank %d: %s", r, reason);
-        any = 1;
-        gang_rank_lost(c, j, r, why, counts); /* may end j: freed, or re-queued */
-        if (gb_map_get_u64(c->jobs, id) != j || !j->gang) return;
-    }
+    for (int pass = by ? 0 : 1; pass < 2; pass++)
+        for (int r = 0; j->gang && r < gb_gang_size(j->gang->g); r++) {
+            cagent_t *a = j->gang->agent[r];
+            if (a->state == A_CONNECTED || gb_rank_ended(gb_gang_state(j->gang->g, r))) continue;
+            if (by && (a == by) != (pass == 0)) continue;
+            char why[GB_GANG_REASON_MAX];
+            if (by && a != by)
+                gb_fmt(why, sizeof why, "rank %d: its agent %s is %s, and the attempt was lost: %s",
+                       r, a->name, agent_state_names[a->state], reason);
+            else
+                gb_fmt(why, sizeof why, "rank %d: %s", r, reason);
+            any = 1;
+            gang_rank_lost(c, j, r, why, counts); /* may end j: freed, or re-queued */
+            if (gb_map_get_u64(c->jobs, id) != j || !j->gang) return;
+        }
     if (!any && j->gang) {
         int act = gb_gang_end(j->gang->g, GB_GANG_LOST, -1, reason, counts);
         gang_act(c, j, act, -1, NULL);
@@ -2520,7 +2534,7 @@ static void agent_stopping(gb_coord_t *c, cagent_t *a, const Gb__Heartbeat *hb) 
             how = "neither running it nor holding its result";
         char reason[300];
         gb_fmt(reason, sizeof reason, "agent %s stopped (SIGTERM/SIGINT) %s", a->name, how);
-        attempt_lost_ex(c, j, reason, 0); /* removes it from a->running */
+        attempt_lost_ex(c, j, reason, 0, a); /* removes it from a->running */
         requeued++;
     }
     if (kept)
@@ -3163,7 +3177,7 @@ static void on_forget(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         cagent_t *a = hit[k];
         gb_fmt(reason, sizeof reason, "node %s (agent %s) was forgotten", a->name, a->id);
         while (a->n_running > 0) {
-            attempt_lost_ex(c, a->running[0], reason, 0);
+            attempt_lost_ex(c, a->running[0], reason, 0, a);
             requeued++;
         }
         a->forgotten = 1;
@@ -3372,7 +3386,7 @@ static void check_liveness(gb_coord_t *c) {
                    "come back with it within %" PRId64 " ms",
                    a->name, grace);
             while (a->n_running > 0)
-                attempt_lost_ex(c, a->running[0], reason, 0);
+                attempt_lost_ex(c, a->running[0], reason, 0, a);
             continue;
         }
         /* agent messages left unread this turn may be its heartbeats */
@@ -3385,7 +3399,7 @@ static void check_liveness(gb_coord_t *c) {
         gb_warn("%s", reason);
         agent_set_state(c, a, A_LOST);
         while (a->n_running > 0)
-            attempt_lost(c, a->running[0], reason);
+            attempt_lost_ex(c, a->running[0], reason, 1, a);
     }
     /* assigned but never started: the assignment or its answer was lost.
      * Given the restart grace, not one lost window: an agent starting
@@ -3742,7 +3756,7 @@ static int load_work(gb_coord_t *c, int reload) {
             if (gb_ranks_handed(c->ranks, j->id, j->attempt, stop_handed_rank, ctx) != 0 ||
                 gb_ranks_abandon(c->ranks, j->id, j->attempt, why, now) != 0)
                 store_err(c, "giving up attempt %u of job %" PRIu64, j->attempt, j->id);
-            attempt_lost_ex(c, j, why, 0);
+            attempt_lost_ex(c, j, why, 0, NULL);
         } else {
             attempt_lost(c, j, "its agent is not in the store");
         }

@@ -313,6 +313,32 @@ early_ok)
         "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "cancelled,failed"
     no_workers a1
     ;;
+stop_then_lost)
+    # rank 1's agent stops holding the rank's result in its spool (kept for
+    # its restart grace), then rank 0's agent is lost: the attempt is lost
+    # for rank 0's agent, and rank 1's row names its own agent (it had
+    # a1's reason alone)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    "$FAKE" rank_stop "$LISTEN" 20 >"$T/fake.log" 2>&1 &
+    fake=$!
+    PIDS+=("$fake")
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
+    for _ in $(seq 200); do grep -q "stopping sent" "$T/fake.log" && break; sleep 0.05; done
+    contains "the fake stopped holding rank 1's result" "$T/fake.log" "stopping sent"
+    kill -KILL "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}" 2>/dev/null
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    ended_once 1 failed
+    q "SELECT error FROM v_results" >"$T/error.txt"
+    contains "the lost agent's rank is the cause" "$T/error.txt" "gave up after 1 attempt(s); last: rank 0: agent a1 lost (silent for"
+    q "SELECT error FROM ranks WHERE rank = 1" >"$T/rank1.txt"
+    contains "rank 1 names its own agent" "$T/rank1.txt" "rank 1: its agent fake is stopped, and the attempt was lost: agent a1 lost (silent for"
+    eq "ranks: both lost" "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "lost,lost"
+    ;;
 rank0_dies)
     # rank 0's worker dies before it makes the id: the other rank was never
     # assigned (no worker ever ran there) and the job fails with the reason

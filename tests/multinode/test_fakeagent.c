@@ -18,6 +18,9 @@
  *   rank_early  the same, but reports its rank ended "ok" (with a record)
  *               before it ever said ready: a worker that did not take part
  *               in the rendezvous; waits for the ack.
+ *   rank_stop   the same, but then says it stops (its last Heartbeat,
+ *               stopping) holding the rank's result in its spool, prints
+ *               "stopping sent" and stays silent for SECONDS.
  * Each prints what it saw and "ok" at the end; CHECK failures exit 1. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
@@ -298,6 +301,27 @@ int main(int argc, char **argv) {
         r.record_json = "{\"kind\": \"sleep\", \"n_devices\": 2, \"valid\": true}";
         report(s, job, att, &r);
         printf("reported ok before the barrier\n");
+        zmq_close(s);
+    } else if (strcmp(c, "rank_stop") == 0) {
+        uint64_t job;
+        uint32_t att;
+        void *s = fake_rank(listen, &job, &att);
+        Gb__JobRef ref = GB__JOB_REF__INIT, *refs[1] = {&ref};
+        ref.job_id = job;
+        ref.attempt = att;
+        Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
+        hb.spooled = 1;
+        hb.n_spooled_jobs = 1;
+        hb.spooled_jobs = refs;
+        hb.stopping = 1;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        send_body(s, &env);
+        printf("stopping sent\n");
+        fflush(stdout);
+        struct timespec ts = {seconds, 0};
+        nanosleep(&ts, NULL);
         zmq_close(s);
     } else {
         CHECKF(0, "unknown case %s", c);
