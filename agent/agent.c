@@ -206,12 +206,16 @@ static int foreign(const gb_agent_t *a, const unacked_t *u) {
     return u->store_id[0] && a->store_id[0] && strcmp(u->store_id, a->store_id) != 0;
 }
 
-/* The jobs whose workers run (and, in a clean stop's last heartbeat, those
- * the stop ended) as refs in v, pointed to by p (GB_AGENT_MAX_SLOTS each). */
-static size_t running_refs(const gb_agent_t *a, int stopping, Gb__JobRef *v, Gb__JobRef **p) {
+/* The jobs whose workers run, and those a clean stop has ended, as refs in
+ * v, pointed to by p (GB_AGENT_MAX_SLOTS each). The ended ones are listed
+ * in every heartbeat of the stop, not only its last: while the agent waits
+ * out its kill grace for a worker deaf to the stop, a job listed nowhere
+ * is lost by the coordinator after two heartbeats, its attempt used up,
+ * where the last heartbeat gives it back for free. */
+static size_t running_refs(const gb_agent_t *a, Gb__JobRef *v, Gb__JobRef **p) {
     size_t n = 0;
     for (int i = 0; i < a->cfg.slots; i++)
-        if (a->slots[i].run || (stopping && a->slots[i].ended_by_stop)) {
+        if (a->slots[i].run || a->slots[i].ended_by_stop) {
             gb__job_ref__init(&v[n]);
             v[n].job_id = a->slots[i].job_id;
             v[n].attempt = a->slots[i].attempt;
@@ -336,7 +340,7 @@ static void send_hello(gb_agent_t *a) {
     }
     h.n_labels = nl;
     h.labels = label_p;
-    h.n_running = running_refs(a, 0, run_v, run_p);
+    h.n_running = running_refs(a, run_v, run_p);
     h.running = run_p;
     h.n_spooled = spooled_refs(a, spool_v, spool_p, GB_AGENT_HELLO_SPOOLED_MAX);
     h.spooled = spool_p;
@@ -357,7 +361,7 @@ out:
 static void send_heartbeat(gb_agent_t *a, int stopping) {
     Gb__JobRef run_v[GB_AGENT_MAX_SLOTS], *run_p[GB_AGENT_MAX_SLOTS];
     Gb__Heartbeat hb = GB__HEARTBEAT__INIT;
-    hb.n_running = running_refs(a, stopping, run_v, run_p);
+    hb.n_running = running_refs(a, run_v, run_p);
     hb.running = run_p;
     size_t own = 0;
     for (size_t i = 0; i < a->n_unacked; i++)

@@ -205,6 +205,42 @@ if [ "$case" = foreign_running ]; then
     exit 0
 fi
 
+if [ "$case" = term_stuck_two ]; then
+    # two slots: one worker deaf to the stop (it stopped itself), the other
+    # ended by it at once. While the agent waits out its kill grace for the
+    # first, its heartbeats list the second as ended by the stop: they listed
+    # it nowhere, and two of them had the coordinator lose it ("no longer
+    # runs it and holds no result for it"), using up its attempt (with
+    # --max-attempts 1 it failed) where the stop gives it back for free
+    start_coord
+    start_agent a1 --slots 2 --kill-grace-ms 2500
+    wait_nodes 1
+    s1=$(submit --kind sleep --param duration_ms=10 --param signal=19 --max-attempts 1)
+    wait_running "$s1" 1
+    s2=$(submit --kind sleep --param duration_ms=60000 --max-attempts 1)
+    wait_running "$s2" 1
+    stuck=
+    for _ in $(seq 100); do
+        for w in $(pgrep -P "${AGENT_PID[a1]}" || true); do
+            [ "$(awk '{print $3}' "/proc/$w/stat" 2>/dev/null)" = T ] && stuck=$w
+        done
+        [ -n "$stuck" ] && break
+        sleep 0.05
+    done
+    [ -n "$stuck" ] || fail "no worker stopped itself"
+    kill -TERM "${AGENT_PID[a1]}"
+    wait "${AGENT_PID[a1]}"
+    eq "the agent stops cleanly" "$?" 0
+    contains "the agent stopped the deaf worker" "$T/a1.log" "stopping job 1 (worker pid $stuck)"
+    q "SELECT group_concat(job_id || ': ' || error, ' | ') FROM (SELECT * FROM attempts ORDER BY job_id)" >"$T/why.txt"
+    if grep -q "no longer runs it" "$T/why.txt"; then fail "a job was lost during the stop: $(cat "$T/why.txt")"; fi
+    eq "both back in the queue, for free" \
+        "$(q "SELECT group_concat(state || '/' || free_attempts) FROM (SELECT * FROM jobs ORDER BY job_id)")" "queued/1,queued/1"
+    contains "job 2 was running" "$T/why.txt" "2: agent a1 stopped (SIGTERM/SIGINT) while it ran it"
+    echo ok
+    exit 0
+fi
+
 if [ "$case" = term_stuck ]; then
     start_coord
     start_agent a1 --kill-grace-ms 2500
