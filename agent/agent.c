@@ -573,7 +573,12 @@ static void unacked_hold(gb_agent_t *a, unacked_t *u, uint8_t *buf, size_t len) 
         u->mem_len = len;
         a->mem_held += len;
     } else {
+        /* no copy, and none counted: a caller that took u's copy out
+         * (u->mem NULL, mem_len still set) must not have it subtracted
+         * again when u is dropped (mem_held wrapped below zero, and no
+         * result got a copy after that) */
         free(buf);
+        u->mem_len = 0;
     }
 }
 
