@@ -146,6 +146,7 @@ struct gb_agent {
     /* a hello that could not go out (the connection not made yet: the
      * socket is ZMQ_IMMEDIATE) is tried again then, not a heartbeat later */
     int64_t hello_retry_ms;
+    int64_t hello_sent_ms;    /* the last Hello that went out (0: none) */
     int64_t silent_warned_ms; /* last "no answer" line, or 0 */
     uint64_t seq;
     slot_t slots[GB_AGENT_MAX_SLOTS];
@@ -350,6 +351,7 @@ static void send_hello(gb_agent_t *a) {
     sent = send_env(a, &env) == 0;
 out:
     a->hello_retry_ms = sent ? 0 : gb_mono_ms() + 100;
+    if (sent) a->hello_sent_ms = gb_mono_ms();
     free(gpus);
     free(gpu_p);
     free(links);
@@ -1048,8 +1050,12 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
     }
     a->last_rx_ms = gb_mono_ms();
     switch (env->body_case) {
-    case GB__ENVELOPE__BODY_WELCOME:
-        if (!a->registered)
+    case GB__ENVELOPE__BODY_WELCOME: {
+        /* the spool goes again once per registration: more Welcomes (one
+         * per Hello that was out) each sent every result again, N Hellos
+         * for a burst of N rejected results making N^2 sends */
+        int first = !a->registered;
+        if (first)
             gb_info("registered with coordinator %s (heartbeat %u ms, lost after %u)",
                     env->welcome->coordinator_id, env->welcome->heartbeat_ms,
                     env->welcome->lost_after);
@@ -1062,8 +1068,9 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         a->lost_after = (int)env->welcome->lost_after;
         a->next_hb_ms = a->last_rx_ms + a->hb_ms;
         gb_copy(a->store_id, sizeof a->store_id, env->welcome->store_id);
-        resend_spool(a);
+        if (first) resend_spool(a);
         break;
+    }
     case GB__ENVELOPE__BODY_HEARTBEAT:
         break;
     case GB__ENVELOPE__BODY_ASSIGN:
@@ -1097,11 +1104,17 @@ static void on_message(gb_agent_t *a, gb_frame_t *f) {
         break;
     case GB__ENVELOPE__BODY_REJECT:
         if (env->reject->code == GB__REJECT_CODE__REJECT_UNKNOWN_AGENT) {
+            /* one Hello for a burst of such rejects (each message sent to
+             * a coordinator that restarted comes back so), not one each */
+            int64_t now = gb_mono_ms();
+            int again = a->registered || !a->hello_sent_ms || now - a->hello_sent_ms >= a->hb_ms;
             if (a->registered)
                 gb_info("the coordinator does not know us (restarted?): registering");
             a->registered = 0;
-            send_hello(a);
-            a->next_hb_ms = gb_mono_ms() + a->hb_ms;
+            if (again) {
+                send_hello(a);
+                a->next_hb_ms = now + a->hb_ms;
+            }
         } else {
             /* A refused hello (a cap, a key) is sent again every heartbeat:
              * say so once, then every 30 s while it lasts. A denial (our key
