@@ -318,14 +318,7 @@ stop_then_lost)
     # its restart grace), then rank 0's agent is lost: the attempt is lost
     # for rank 0's agent, and rank 1's row names its own agent (it had
     # a1's reason alone)
-    start_coord
-    start_agent a1
-    wait_nodes 1
-    "$FAKE" rank_stop "$LISTEN" 20 >"$T/fake.log" 2>&1 &
-    fake=$!
-    PIDS+=("$fake")
-    wait_nodes 2
-    sweep=$(submit --kind sleep --param duration_ms=100 --param n_nodes=2 --max-attempts 1)
+    fake_rank_start rank_stop 20 --param duration_ms=100 --max-attempts 1
     for _ in $(seq 200); do grep -q "stopping sent" "$T/fake.log" && break; sleep 0.05; done
     contains "the fake stopped holding rank 1's result" "$T/fake.log" "stopping sent"
     kill -KILL "${AGENT_PID[a1]}"

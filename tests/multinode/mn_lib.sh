@@ -118,21 +118,27 @@ job_ok() {
     echo "job $job: $n ranks began $spread ms apart"
 }
 
-# fake_rank_fails CASE SECONDS SUBMIT-ARGS...: a coordinator, agent a1, and
-# test_fakeagent CASE as the second node (rank 1); a two-node sleep job
-# submitted with SUBMIT-ARGS must fail, and the fake agent end well
-fake_rank_fails() {
-    local what=$1 secs=$2 fake
+# fake_rank_start CASE SECONDS SUBMIT-ARGS...: a coordinator, agent a1, and
+# test_fakeagent CASE as the second node (rank 1, pid FAKE_PID); a
+# two-node sleep job submitted with SUBMIT-ARGS (sets sweep)
+fake_rank_start() {
+    local what=$1 secs=$2
     shift 2
     start_coord
     start_agent a1
     wait_nodes 1
     "$FAKE" "$what" "$LISTEN" "$secs" >"$T/fake.log" 2>&1 &
-    fake=$!
-    PIDS+=("$fake")
+    FAKE_PID=$!
+    PIDS+=("$FAKE_PID")
     wait_nodes 2
     sweep=$(submit --kind sleep --param n_nodes=2 "$@")
+}
+
+# fake_rank_fails CASE SECONDS SUBMIT-ARGS...: fake_rank_start, and the job
+# must fail, the fake agent end well
+fake_rank_fails() {
+    fake_rank_start "$@"
     "$GB" wait "$sweep" --quiet
     eq "wait fails" "$?" 1
-    wait "$fake" || fail "fake agent: $(cat "$T/fake.log")"
+    wait "$FAKE_PID" || fail "fake agent: $(cat "$T/fake.log")"
 }
