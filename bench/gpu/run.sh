@@ -145,11 +145,21 @@ write_results() {
         "$(ratio "${OURS[$p]:-}" "${TORCH_E[$p]:-}")" "$(num "${TORCH_C[$p]:-}")" "$(ratio "${OURS[$p]:-}" "${TORCH_C[$p]:-}")"
     done)
   [ -n "${CUDNN_V:-}" ] || CUDNN_V=$(json_field "$LOG/ours_fp16.json" versions.cudnn)
+  # PyTorch's own cuDNN (its wheel's: 9.19 against our system 9.14 on
+  # 2026-12-04), whose version the ratios also compare
+  TORCH_CUDNN=
+  for f in "$LOG"/torch_eager_*.json; do
+    [ -f "$f" ] && TORCH_CUDNN=$(json_field "$f" cudnn) && [ -n "$TORCH_CUDNN" ] && break
+  done
+  # torch.backends.cudnn.version(): 91900 for 9.19.0
+  case $TORCH_CUDNN in
+  [1-9][0-9][0-9][0-9][0-9]) TORCH_CUDNN="$((TORCH_CUDNN / 10000)).$((TORCH_CUDNN % 10000 / 100)).$((TORCH_CUDNN % 100))" ;;
+  esac
   {
     echo
     echo "## $(date -u '+%Y-%m-%d %H:%M UTC') - ${GPU:-no GPU} x${NGPU:-0}"
     echo
-    echo "Driver ${DRIVER:-?}, CUDA toolkit ${CUDA_V:-?}, cuDNN ${CUDNN_V:-?}, PyTorch ${TORCH_V:-not installed};"
+    echo "Driver ${DRIVER:-?}, CUDA toolkit ${CUDA_V:-?}, cuDNN ${CUDNN_V:-?} (PyTorch's own: ${TORCH_CUDNN:-?}), PyTorch ${TORCH_V:-not installed};"
     echo "ResNet-50 v1.5, batch $BATCH per GPU, 224x224 synthetic data, $WARMUP warm-up + $STEPS timed steps,"
     echo "images/s = batch / median step time (CUDA events). Ratios: gpubench / PyTorch."
     echo "gpubench: bench/gpu/gb_cuda_bench over gb_cuda_backend_ops (the engine driver's calls), steps replayed"
@@ -176,7 +186,8 @@ pack() {
   write_results
   [ -n "$RESULT_DIR" ] || return 0
   cp "$LOG/summary.txt" "$RESULT_DIR/summary.txt" 2>/dev/null
-  tar -czf "$RESULT_DIR/logs.tgz" -C "$LOG" . 2>/dev/null
+  # written beside and renamed: a kill during the tar leaves the last whole one
+  tar -czf "$RESULT_DIR/logs.tgz.new" -C "$LOG" . 2>/dev/null && mv -f "$RESULT_DIR/logs.tgz.new" "$RESULT_DIR/logs.tgz"
   return 0
 }
 # is section $1 wanted (not named in SKIP)?
@@ -452,20 +463,103 @@ variant_run() {
 # says); its correctness: test_cuda_ops and test_cuda_step's fused lines in
 # the gpu tests
 fused_section() {
-  section "the fused step (GB_CUDA_FUSE=1)"
+  section "the fused step (GB_CUDA_FUSE=1): $*"
   want fuse || return 0
-  for p in fp16 bf16; do
+  for p in "$@"; do
     if variant_run "${p}_fused" "$p" GB_CUDA_FUSE=1 150 240; then
       status PASS "ours $p with GB_CUDA_FUSE=1: $VARIANT_IPS img/s (default: ${OURS[$p]:-?}), fused step $(json_field "$LOG/ours_${p}_fused.json" details.fused_step): $(json_field "$LOG/ours_${p}_fused.json" details.fused_note), graph $(json_field "$LOG/ours_${p}_fused.json" details.cuda_graph), setup $(json_field "$LOG/ours_${p}_fused.json" setup_s) s"
     fi
   done
 }
-# Before PyTorch only on a GPU model whose PyTorch figures RESULTS.md holds
-# already (an H200's, 2026-12-04): elsewhere the side-by-side ratios come
-# first, since a tight budget cuts the later sections
+# data parallel through NCCL: right after ours (about 11 s on the H200 on
+# 2026-12-04, and never yet run with several GPUs), before the fused step
+# and PyTorch, whose long runs cut it on an H100 with no figures here yet
+dp_section() {
+  section "data parallel through NCCL"
+  DP_NOTE=
+  AR_NOTE=
+  if ! want dp; then :
+  elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
+    # the fp16 job once more with a communicator: on one GPU a one-rank one
+    # (what NCCL and the buckets cost), on several every GPU of the machine
+    DPN=${NGPU:-1}; [ "$DPN" -ge 1 ] 2>/dev/null || DPN=1
+    if [ "$(left)" -lt 90 ]; then
+      status SKIPPED "data parallel fp16: out of time"
+    elif timeout -k 10 "$(slot 150 30)" "$BUILD/gb_cuda_bench" --devices "$DPN" --precision fp16 --batch "$BATCH" \
+           --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_dp_fp16.json" 2>"$LOG/ours_dp_fp16.err"; then
+      DP_IPS=$(json_field "$LOG/ours_dp_fp16.json" images_per_sec)
+      RTE=$(json_field "$LOG/ours_dp_fp16.json" details.cudnn_runtime_error)
+      [ -n "$RTE" ] && status FAIL "data parallel fp16: cuDNN runtime error: $RTE"
+      DP_NOTE="data parallel fp16 on $DPN GPU(s): $DP_IPS img/s (one GPU without NCCL: ${OURS[fp16]:-?}), interconnect $(json_field "$LOG/ours_dp_fp16.json" details.interconnect), NCCL transports $(json_field "$LOG/ours_dp_fp16.json" details.nccl_transports), $(json_field "$LOG/ours_dp_fp16.json" details.allreduce.buckets) buckets, graph $(json_field "$LOG/ours_dp_fp16.json" details.cuda_graph)"
+      if [ -z "$RTE" ] && [ -z "$DP_IPS" ]; then status FAIL "data parallel fp16: exit 0 but no images_per_sec (ours_dp_fp16.json)"
+      elif [ -z "$RTE" ]; then status PASS "$DP_NOTE"; fi
+    else
+      rc=$?
+      tail -5 "$LOG/ours_dp_fp16.err"
+      failed "$rc" "data parallel fp16 on $DPN GPU(s)" ours_dp_fp16.err
+    fi
+    if [ "$(left)" -lt 45 ]; then
+      status SKIPPED "allreduce: out of time"
+    elif timeout -k 10 "$(slot 120 30)" "$BUILD/gb_cuda_bench" --allreduce --devices "$DPN" --min-bytes 8 \
+           --max-bytes "$AR_MAX_BYTES" --iters 20 --warmup 5 >"$LOG/allreduce.json" 2>"$LOG/allreduce.err"; then
+      AR_NOTE="allreduce on $DPN GPU(s), 8 B .. $AR_MAX_BYTES B: every size checked, peak busbw $(json_field "$LOG/allreduce.json" peak_busbw_gbs) GB/s, transports $(json_field "$LOG/allreduce.json" details.nccl_transports)"
+      status PASS "$AR_NOTE"
+    else
+      rc=$?
+      tail -5 "$LOG/allreduce.err"
+      failed "$rc" "allreduce on $DPN GPU(s)" allreduce.err
+    fi
+    # nccl-tests' all_reduce_perf on the same GPUs, sizes, iterations and
+    # warm-up (carried in .gpu-deps/nccl-tests by bench/gpu/carry_nccltests.sh,
+    # or NCCL_TESTS naming one): in-place busbw size by size against the
+    # allreduce kind's (issue 5: within 5%; on one GPU busbw is 0 in both and
+    # this checks only that both ran)
+    NT=${NCCL_TESTS:-$ROOT/.gpu-deps/nccl-tests/all_reduce_perf}
+    if [ ! -x "$NT" ]; then
+      status SKIPPED "nccl-tests: no all_reduce_perf ($NT; bench/gpu/carry_nccltests.sh, or NCCL_TESTS=path)"
+    elif [ -z "$AR_NOTE" ]; then
+      status SKIPPED "nccl-tests: the allreduce kind did not run, nothing to compare with"
+    elif [ "$(left)" -lt 45 ]; then
+      status SKIPPED "nccl-tests: out of time"
+    elif timeout -k 10 "$(slot 120 30)" "$NT" -b 8 -e "$AR_MAX_BYTES" -f 2 -g "$DPN" -n 20 -w 5 -c 1 \
+           >"$LOG/nccl_tests.out" 2>&1; then
+      "$JSON_PY" bench/gpu/nccl_tests_cmp.py --nccl-tests "$LOG/nccl_tests.out" --ours "$LOG/allreduce.json" \
+        >"$LOG/nccl_tests_cmp.txt" 2>&1
+      rc=$?
+      NT_V=$(json_field "$LOG/nccl_tests_cmp.txt" verdict)
+      NT_NOTE="nccl-tests all_reduce_perf on $DPN GPU(s): verdict ${NT_V:-?}; peak busbw ours/theirs $(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.gpubench)/$(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.nccl_tests) GB/s, ratio $(json_field "$LOG/nccl_tests_cmp.txt" peak_ratio), median ratio at 64 MiB and more $(json_field "$LOG/nccl_tests_cmp.txt" large_median_ratio) (nccl_tests_cmp.txt)"
+      if [ "$rc" = 0 ] && [ "$NT_V" != below ]; then status PASS "$NT_NOTE"
+      elif [ "$rc" = 0 ]; then status FAIL "$NT_NOTE: more than 5% below nccl-tests"
+      elif [ "$rc" = 1 ]; then status FAIL "$NT_NOTE: nccl-tests found wrong values"
+      else tail -3 "$LOG/nccl_tests_cmp.txt"; status FAIL "nccl-tests: its output or ours could not be read (nccl_tests_cmp.txt)"; fi
+    else
+      rc=$?
+      tail -5 "$LOG/nccl_tests.out"
+      failed "$rc" "nccl-tests all_reduce_perf on $DPN GPU(s)" nccl_tests.out
+    fi
+  else
+    status SKIPPED "data parallel: gb_cuda_bench not built"
+  fi
+}
+dp_section
+
+# fp16's fused step before PyTorch everywhere (its correctness and speed are
+# the run's first unknowns); bf16's too on a GPU model whose PyTorch figures
+# RESULTS.md holds already (an H200's, 2026-12-04), elsewhere after PyTorch
+# eager's 16-bit and tf32 figures (the side-by-side ratios), and PyTorch's
+# fp32 (73 s on the H200) after both
 FUSED_FIRST=0
 if [ -n "$GPU" ] && grep -qF -- " - $GPU x" "$ROOT/bench/gpu/RESULTS.md" 2>/dev/null; then FUSED_FIRST=1; fi
-[ "$FUSED_FIRST" = 1 ] && fused_section
+if [ "$FUSED_FIRST" = 1 ]; then fused_section fp16 bf16; else fused_section fp16; fi
+
+# PyTorch eager in the precisions given, each if time is left
+torch_eager() {
+  local p
+  for p in "$@"; do
+    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
+    torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
+  done
+}
 
 section "PyTorch eager"
 TORCH_OK=0
@@ -474,82 +568,14 @@ if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import 
 else
   TORCH_OK=1
   TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
-  want torch && for p in $PRECS; do
-    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
-  done
+  want torch && torch_eager $(printf '%s\n' $PRECS | grep -vx fp32)
 fi
 
-[ "$FUSED_FIRST" = 1 ] || fused_section
-
-# after PyTorch eager: on one GPU a one-rank communicator (test_cuda_dp
-# already ran that path) is worth less than the side-by-side figures
-section "data parallel through NCCL"
-DP_NOTE=
-AR_NOTE=
-if ! want dp; then :
-elif [ "$BENCH_OK" = 1 ] && [ -x "$BUILD/gb_cuda_bench" ]; then
-  # the fp16 job once more with a communicator: on one GPU a one-rank one
-  # (what NCCL and the buckets cost), on several every GPU of the machine
-  DPN=${NGPU:-1}; [ "$DPN" -ge 1 ] 2>/dev/null || DPN=1
-  if [ "$(left)" -lt 90 ]; then
-    status SKIPPED "data parallel fp16: out of time"
-  elif timeout -k 10 "$(slot 150 30)" "$BUILD/gb_cuda_bench" --devices "$DPN" --precision fp16 --batch "$BATCH" \
-         --image-size 224 --steps "$STEPS" --warmup "$WARMUP" >"$LOG/ours_dp_fp16.json" 2>"$LOG/ours_dp_fp16.err"; then
-    DP_IPS=$(json_field "$LOG/ours_dp_fp16.json" images_per_sec)
-    RTE=$(json_field "$LOG/ours_dp_fp16.json" details.cudnn_runtime_error)
-    [ -n "$RTE" ] && status FAIL "data parallel fp16: cuDNN runtime error: $RTE"
-    DP_NOTE="data parallel fp16 on $DPN GPU(s): $DP_IPS img/s (one GPU without NCCL: ${OURS[fp16]:-?}), interconnect $(json_field "$LOG/ours_dp_fp16.json" details.interconnect), NCCL transports $(json_field "$LOG/ours_dp_fp16.json" details.nccl_transports), $(json_field "$LOG/ours_dp_fp16.json" details.allreduce.buckets) buckets, graph $(json_field "$LOG/ours_dp_fp16.json" details.cuda_graph)"
-    if [ -z "$RTE" ] && [ -z "$DP_IPS" ]; then status FAIL "data parallel fp16: exit 0 but no images_per_sec (ours_dp_fp16.json)"
-    elif [ -z "$RTE" ]; then status PASS "$DP_NOTE"; fi
-  else
-    rc=$?
-    tail -5 "$LOG/ours_dp_fp16.err"
-    failed "$rc" "data parallel fp16 on $DPN GPU(s)" ours_dp_fp16.err
-  fi
-  if [ "$(left)" -lt 45 ]; then
-    status SKIPPED "allreduce: out of time"
-  elif timeout -k 10 "$(slot 120 30)" "$BUILD/gb_cuda_bench" --allreduce --devices "$DPN" --min-bytes 8 \
-         --max-bytes "$AR_MAX_BYTES" --iters 20 --warmup 5 >"$LOG/allreduce.json" 2>"$LOG/allreduce.err"; then
-    AR_NOTE="allreduce on $DPN GPU(s), 8 B .. $AR_MAX_BYTES B: every size checked, peak busbw $(json_field "$LOG/allreduce.json" peak_busbw_gbs) GB/s, transports $(json_field "$LOG/allreduce.json" details.nccl_transports)"
-    status PASS "$AR_NOTE"
-  else
-    rc=$?
-    tail -5 "$LOG/allreduce.err"
-    failed "$rc" "allreduce on $DPN GPU(s)" allreduce.err
-  fi
-  # nccl-tests' all_reduce_perf on the same GPUs, sizes, iterations and
-  # warm-up (carried in .gpu-deps/nccl-tests by bench/gpu/carry_nccltests.sh,
-  # or NCCL_TESTS naming one): in-place busbw size by size against the
-  # allreduce kind's (issue 5: within 5%; on one GPU busbw is 0 in both and
-  # this checks only that both ran)
-  NT=${NCCL_TESTS:-$ROOT/.gpu-deps/nccl-tests/all_reduce_perf}
-  if [ ! -x "$NT" ]; then
-    status SKIPPED "nccl-tests: no all_reduce_perf ($NT; bench/gpu/carry_nccltests.sh, or NCCL_TESTS=path)"
-  elif [ -z "$AR_NOTE" ]; then
-    status SKIPPED "nccl-tests: the allreduce kind did not run, nothing to compare with"
-  elif [ "$(left)" -lt 45 ]; then
-    status SKIPPED "nccl-tests: out of time"
-  elif timeout -k 10 "$(slot 120 30)" "$NT" -b 8 -e "$AR_MAX_BYTES" -f 2 -g "$DPN" -n 20 -w 5 -c 1 \
-         >"$LOG/nccl_tests.out" 2>&1; then
-    "$JSON_PY" bench/gpu/nccl_tests_cmp.py --nccl-tests "$LOG/nccl_tests.out" --ours "$LOG/allreduce.json" \
-      >"$LOG/nccl_tests_cmp.txt" 2>&1
-    rc=$?
-    NT_V=$(json_field "$LOG/nccl_tests_cmp.txt" verdict)
-    NT_NOTE="nccl-tests all_reduce_perf on $DPN GPU(s): verdict ${NT_V:-?}; peak busbw ours/theirs $(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.gpubench)/$(json_field "$LOG/nccl_tests_cmp.txt" peak_busbw_gbs.nccl_tests) GB/s, ratio $(json_field "$LOG/nccl_tests_cmp.txt" peak_ratio), median ratio at 64 MiB and more $(json_field "$LOG/nccl_tests_cmp.txt" large_median_ratio) (nccl_tests_cmp.txt)"
-    if [ "$rc" = 0 ] && [ "$NT_V" != below ]; then status PASS "$NT_NOTE"
-    elif [ "$rc" = 0 ]; then status FAIL "$NT_NOTE: more than 5% below nccl-tests"
-    elif [ "$rc" = 1 ]; then status FAIL "$NT_NOTE: nccl-tests found wrong values"
-    else tail -3 "$LOG/nccl_tests_cmp.txt"; status FAIL "nccl-tests: its output or ours could not be read (nccl_tests_cmp.txt)"; fi
-  else
-    rc=$?
-    tail -5 "$LOG/nccl_tests.out"
-    failed "$rc" "nccl-tests all_reduce_perf on $DPN GPU(s)" nccl_tests.out
-  fi
-else
-  status SKIPPED "data parallel: gb_cuda_bench not built"
+[ "$FUSED_FIRST" = 1 ] || fused_section bf16
+if [ "$TORCH_OK" = 1 ] && want torch && printf '%s\n' $PRECS | grep -qx fp32; then
+  section "PyTorch eager fp32"
+  torch_eager fp32
 fi
-
 
 section "gemm: matrix rate (cuBLAS) per precision"
 # the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number) in
