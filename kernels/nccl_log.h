@@ -71,7 +71,7 @@ int gb_nccl_log_prune(const char *tmp, long max_age_s);
 
 /* A new NCCL log directory, "gb-nccl-XXXXXX" under $TMPDIR (under /tmp
  * when TMPDIR is unset, or holds a character that JSON or NCCL_DEBUG_FILE
- * would read as their own: '"', '\\', '%', a control character), its
+ * would read as their own: '"', a backslash, '%', a tab or a line break), its
  * older siblings pruned (a week). With $GB_NCCL_LOG_DIR naming a
  * directory of that kind, that one instead: a launcher's replica
  * processes log into one, so rank 0 reads every local rank's lines.
