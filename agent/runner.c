@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,8 +149,18 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
     if (!getenv("CUDA_DEVICE_ORDER")) envp[n_env] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
     pid_t parent = getpid();
     r->started_wall = gb_wall_ms();
+    /* every signal held from before the fork until the child has put its
+     * handlers back to the default: the agent's own (stop on SIGTERM/SIGINT,
+     * reload on SIGHUP) must never run in the child, where a cancel's
+     * SIGTERM to the group would set the agent's flag in this copy and be
+     * lost, and the worker would run until the KILL after the grace. Held,
+     * it waits, and the unmask below delivers it to the default action. */
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
     pid_t pid = fork();
     if (pid < 0) {
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         gb_fmt(err, errlen, "fork: %s", strerror(errno));
         goto err;
     }
@@ -168,11 +179,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
             else
                 dup2(sv[1], GB_RDV_FD);
         }
-        signal(SIGPIPE, SIG_DFL);
-        /* the agent's own handlers (stop on SIGTERM/SIGINT, reload on
-         * SIGHUP) must not run here: a cancel's SIGTERM to the group before
-         * the exec would set the agent's flag in this copy and be lost, and
-         * the worker would run until the SIGKILL after the grace */
+        /* the agent's handlers gone (above), then the signals let in */
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
@@ -189,6 +196,7 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         (void)!write(2, msg, sizeof msg - 1);
         _exit(127);
     }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     setpgid(pid, pid); /* also here: whichever runs first */
     free(envp);
     close(p[1]);

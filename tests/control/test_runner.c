@@ -17,6 +17,12 @@
 #include <unistd.h>
 
 static char dir[128];
+static volatile sig_atomic_t got_term;
+
+static void on_term(int sig) {
+    (void)sig;
+    got_term = 1;
+}
 
 /* Has process pid ended (gone, or a zombie nobody reaps)? */
 static int ended(pid_t pid) {
@@ -256,6 +262,28 @@ int main(int argc, char **argv) {
             CHECK(rmdir(sub_dir[i]) == 0);
         }
         unlink(exe);
+    } else if (strcmp(c, "cancel_at_fork") == 0) {
+        /* the caller (the agent) has its own SIGTERM handler; a cancel that
+         * comes before the child has put its handlers back to the default
+         * (the child has not run yet: on two cores it often has not) must
+         * still end the worker with that SIGTERM, not with the grace's KILL */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term;
+        sigemptyset(&sa.sa_mask);
+        CHECK(sigaction(SIGTERM, &sa, NULL) == 0);
+        int by_kill = 0;
+        for (int i = 0; i < 40; i++) {
+            gb_run_t *r = start(
+                gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 60000}", 100);
+            gb_run_cancel(r, NULL);
+            finish(r, &res);
+            CHECKF(res.status == GB_RUN_CANCELLED, "status %d: %s", res.status, res.error);
+            if (res.exit_code != -SIGTERM) by_kill++;
+        }
+        CHECKF(by_kill == 0, "%d of 40 workers cancelled at their start outlived the SIGTERM",
+               by_kill);
+        CHECKF(!got_term, "the test's own handler ran in the test");
     } else if (strcmp(c, "no_record") == 0) {
         /* exits 0 without writing a record */
         char exe[256];
