@@ -286,6 +286,9 @@ void gb_run_cancel(gb_run_t *r, const char *why) {
     /* a worker that already died (killed from outside, crashed) before the
      * cancel came is reported as what it was, not as cancelled */
     if (reap(r) || r->cancelled) return;
+    /* past its limit already: it timed out, and its KILL stays one grace
+     * after the limit's TERM */
+    if (r->timed_out) return;
     r->cancelled = 1;
     gb_copy(r->cancel_why, sizeof r->cancel_why, why && *why ? why : "cancelled by request");
     kill_group(r, SIGTERM);

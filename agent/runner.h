@@ -77,7 +77,8 @@ void gb_run_read(gb_run_t *self);
 int gb_run_poll(gb_run_t *self, int64_t now_ms);
 /* Stop the job on request: SIGTERM now, SIGKILL after the grace period;
  * why (NULL or "": "cancelled by request") becomes the job's error. A
- * worker that already died is reported as what it was. */
+ * worker that already died, or was past its time limit (being killed for
+ * it), is reported as what it was. */
 void gb_run_cancel(gb_run_t *self, const char *why);
 /* After gb_run_poll returned 1: the outcome (record read from
  * dir/result.json). The caller frees out->record_json. */

@@ -284,6 +284,21 @@ int main(int argc, char **argv) {
         CHECKF(by_kill == 0, "%d of 40 workers cancelled at their start outlived the SIGTERM",
                by_kill);
         CHECKF(!got_term, "the test's own handler ran in the test");
+    } else if (strcmp(c, "timeout_then_cancel") == 0) {
+        /* a job past its limit, its worker deaf to the TERM, then cancelled
+         * (a gang's stop, a user's cancel): it timed out, and the KILL comes
+         * one grace after the limit's TERM, not one after the cancel */
+        char exe[256];
+        script("deaf.sh", "#!/bin/sh\ntrap '' TERM\nexec sleep 60\n", exe, sizeof exe);
+        int64_t t0 = gb_mono_ms();
+        run(exe, "{}", 1, 1250, &res);
+        int64_t took = gb_mono_ms() - t0;
+        CHECKF(res.status == GB_RUN_TIMEOUT, "status %d: %s", res.status, res.error);
+        CHECKF(strcmp(res.error, "timed out after 1 s (worker killed)") == 0, "%s", res.error);
+        CHECK(res.exit_code == -SIGKILL);
+        /* killed at 1000 + 300 ms; the cancel at 1250 pushed it to 1550 */
+        CHECKF(took >= 1300 && took < 1500, "took %lld ms", (long long)took);
+        unlink(exe);
     } else if (strcmp(c, "no_record") == 0) {
         /* exits 0 without writing a record */
         char exe[256];
