@@ -1748,12 +1748,46 @@ static void read_monitor(gb_agent_t *a) {
     }
 }
 
-/* Where rescue_unspooled saves: DIR, made as a state directory of this
- * agent's id (DIR/agent_id, DIR/spool/), so that an agent started on it
- * sends what is there. NULL (err says why) when it cannot be made. */
-static gb_spool_t *rescue_dir(gb_agent_t *a, const char *dir, char *err, size_t errlen) {
-    char path[PATH_MAX + 16];
-    if (gb_mkdir_p(dir, err, errlen) != 0 || write_id(a, dir, err, errlen) != 0) return NULL;
+/* 0 when dir (just made, or there already) is a directory of this user's
+ * that no one else may write in; else -1 and why. The rescue's name is
+ * known to anyone ($TMPDIR/gpubench-state-AGENT_ID): made by someone else
+ * first, or a link to elsewhere, it would have them read the results, or
+ * put spool entries of their own there for the agent started on it. */
+static int own_dir(const char *dir, char *err, size_t errlen) {
+    struct stat st;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return gb_fmt(err, errlen, "cannot make %s: %s", dir, strerror(errno)), -1;
+    if (lstat(dir, &st) != 0) return gb_fmt(err, errlen, "%s: %s", dir, strerror(errno)), -1;
+    if (S_ISLNK(st.st_mode)) return gb_fmt(err, errlen, "%s is a symbolic link", dir), -1;
+    if (!S_ISDIR(st.st_mode)) return gb_fmt(err, errlen, "%s is not a directory", dir), -1;
+    if (st.st_uid != geteuid())
+        return gb_fmt(err, errlen, "%s belongs to user %u", dir, (unsigned)st.st_uid), -1;
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return gb_fmt(err, errlen, "others may write in %s (mode %03o)", dir,
+                      (unsigned)(st.st_mode & 0777)),
+               -1;
+    return 0;
+}
+
+/* Where rescue_unspooled saves: dir ($TMPDIR/gpubench-state-AGENT_ID),
+ * made as a state directory of this agent's id (dir/agent_id, dir/spool/),
+ * so that an agent started on it sends what is there. When that name is
+ * not this user's alone (own_dir), a new directory beside it
+ * (...-AGENT_ID-XXXXXX, mkdtemp), its name written back into dir. NULL
+ * (err says why) when neither can be made. */
+static gb_spool_t *rescue_dir(gb_agent_t *a, char *dir, size_t dirlen, char *err, size_t errlen) {
+    char path[PATH_MAX + 16], why[PATH_MAX + 64];
+    if (gb_mkdir_p(gb_tmpdir(), err, errlen) != 0) return NULL;
+    if (own_dir(dir, why, sizeof why) != 0) {
+        char alt[PATH_MAX];
+        if (gb_fmt(alt, sizeof alt, "%s-XXXXXX", dir) != 0 || !mkdtemp(alt)) {
+            gb_fmt(err, errlen, "%s, and no directory beside it: %s", why, strerror(errno));
+            return NULL;
+        }
+        gb_warn("spool: %s: the results the stop saves go to %s instead", why, alt);
+        gb_copy(dir, dirlen, alt);
+    }
+    if (write_id(a, dir, err, errlen) != 0) return NULL;
     gb_fmt(path, sizeof path, "%s/spool", dir);
     return gb_spool_new(path, err, errlen);
 }
@@ -1787,7 +1821,7 @@ static int rescue_unspooled(gb_agent_t *a, int own_spool) {
         }
         rc = -1;
         err2[0] = '\0';
-        if (!elsewhere) elsewhere = rescue_dir(a, dir, err2, sizeof err2);
+        if (!elsewhere) elsewhere = rescue_dir(a, dir, sizeof dir, err2, sizeof err2);
         if (elsewhere && gb_spool_put(elsewhere, u->job_id, u->attempt, u->mem, u->mem_len, err2,
                                       sizeof err2) == 0)
             gb_error("spool: the result of job %" PRIu64 " attempt %u, held only in memory, "

@@ -41,7 +41,8 @@
 #                memory (spool full, coordinator down): saved as a spool
 #                entry in $TMPDIR/gpubench-state-AGENT_ID (a state dir of
 #                the agent's id), said, exit status 1; moved into the spool,
-#                it is sent and stored once
+#                it is sent and stored once; with "link" that name is
+#                taken (a link to someone's directory): saved beside it
 #   agent_spool_unsynced
 #                the spool's directory cannot be synced when a job ends (its
 #                read permission taken, so the fsync's open fails, as a
@@ -323,11 +324,23 @@ agent_stop_unspooled)
     ends_while_down a1
     for _ in $(seq 100); do grep -q "sending it from memory" "$T/a1.log" && break; sleep 0.05; done
     contains "held in memory" "$T/a1.log" "sending it from memory"
+    r="$T/rescue/gpubench-state-$id"
+    if [ "${4:-}" = link ]; then
+        # its name is known to anyone: someone made it first, a link to
+        # a directory of theirs. The agent makes one of its own beside it
+        mkdir "$T/theirs"
+        ln -s "$T/theirs" "$r"
+    fi
     kill -TERM "${AGENT_PID[a1]}"
     wait "${AGENT_PID[a1]}"
     eq "the agent's exit status says so" "$?" 1
     contains "says where it is" "$T/a1.log" "spool: the result of job 1 attempt 1, held only in memory, cannot be spooled at the stop"
-    r="$T/rescue/gpubench-state-$id"
+    if [ "${4:-}" = link ]; then
+        [ -z "$(ls -A "$T/theirs")" ] || fail "written through the link: $(ls -A "$T/theirs")"
+        contains "says why not there" "$T/a1.log" "spool: $r is a symbolic link: the results the stop saves go to $r-"
+        r=$(ls -d "$r"-??????)
+        eq "... a directory of its own" "$(stat -c '%F %a' "$r")" "directory 700"
+    fi
     contains "... and what to do" "$T/a1.log" "saved in $r, a state directory of this agent's id: \`gpubench agent --state-dir $r\` (with the other options) sends it; or move its spool/result-*.pb into $T/a1/spool/ before the agent starts again"
     [ -s "$r/spool/result-1-1.pb" ] || fail "nothing saved"
     eq "... with the agent's id" "$(cat "$r/agent_id")" "$id"
