@@ -265,8 +265,14 @@ done:
     return rc;
 }
 
-static int load_data(const gb_model_t *m, const char *path, int batch, float *images,
-                     int32_t *labels, char *err, size_t errlen) {
+/* The --data file holds the global batch (batch images); images and labels
+ * get images [first, first + count) of it: this node's replicas' slices, or
+ * one replica process's. The whole file is checked (shapes, every label,
+ * every pixel finite) from its mapping, so that a bad image is refused the
+ * same way whichever replica's it is; only the slice is copied (each
+ * replica process held a copy of the whole global batch). */
+static int load_data(const gb_model_t *m, const char *path, int batch, int first, int count,
+                     float *images, int32_t *labels, char *err, size_t errlen) {
     gb_st_t *st = gb_st_open(path, err, errlen);
     if (!st) return -1;
     int rc = -1;
@@ -298,7 +304,6 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
                  path, gb_st_dtype_name(lb->dtype), got, batch);
         goto done;
     }
-    memcpy(images, im->data, im->nbytes);
     for (int i = 0; i < batch; i++) {
         int64_t v;
         if (lb->dtype == GB_ST_I64) {
@@ -313,17 +318,22 @@ static int load_data(const gb_model_t *m, const char *path, int batch, float *im
                      (long long)v, i, m->cfg.n_classes);
             goto done;
         }
-        labels[i] = (int32_t)v;
+        if (i >= first && i < first + count) labels[i - first] = (int32_t)v;
     }
+    const char *px0 = (const char *)im->data;
     for (size_t i = 0; i < im->numel; i++) {
-        if (!isfinite(images[i])) {
+        float x;
+        memcpy(&x, px0 + 4 * i, 4); /* the mapping need not be aligned for float */
+        if (!isfinite(x)) {
             size_t hw = (size_t)m->cfg.image_h * (size_t)m->cfg.image_w, px = i % hw;
             snprintf(err, errlen, "%s: images[%zu, %zu, %zu, %zu] is %s", path, i / (3 * hw),
                      i / hw % 3, px / (size_t)m->cfg.image_w, px % (size_t)m->cfg.image_w,
-                     isnan(images[i]) ? "NaN" : "infinite");
+                     isnan(x) ? "NaN" : "infinite");
             goto done;
         }
     }
+    size_t per = im->numel / (size_t)batch; /* floats per image */
+    memcpy(images, px0 + 4 * per * (size_t)first, 4 * per * (size_t)count);
     rc = 0;
 done:
     gb_st_close(&st);
@@ -502,14 +512,13 @@ static cJSON *num_array(const double *v, int n, int stride) {
 
 /* Refuse, before anything is allocated, a run whose host memory cannot fit
  * on this machine by a lower bound of what it will touch: the images (and
- * the --data file's global batch), the canonical parameters, and for CPU
+ * this node's slice of the --data file's global batch), the canonical parameters, and for CPU
  * replicas each one's parameters, gradients and momentum and the outputs of
  * its convolutions. Else a --batch or --devices too large for the machine
  * ends in the kernel's OOM kill after minutes of page faults. The CPU
  * backend checks its exact arenas again before it maps them. */
 static int check_memory(const gb_model_t *m, const gb_train_config_t *cfg,
-                        const gb_backend_ops_t *ops, int D, int world, size_t npix, char *err,
-                        size_t errlen) {
+                        const gb_backend_ops_t *ops, int D, size_t npix, char *err, size_t errlen) {
     const char *what, *env = getenv("GB_CPU_MEM_CHECK");
     if (env && env[0] && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
         /* a typo must not pass for "off" (nor for "on") */
@@ -522,7 +531,7 @@ static int check_memory(const gb_model_t *m, const gb_train_config_t *cfg,
     uint64_t avail = gb_mem_available(&what);
     if (avail == UINT64_MAX) return 0;
     double need = 4.0 * ((double)D * (double)npix + 2.0 * (double)(m->n_params + m->n_buffers));
-    if (cfg->data_path) need += 4.0 * (double)world * (double)npix;
+    if (cfg->data_path) need += 4.0 * (double)D * (double)npix; /* this node's slice */
     if (strcmp(ops->name, "cpu") == 0)
         need += 4.0 * D * (3.0 * (double)m->n_params + (double)cfg->batch * (double)m->conv_out);
     if (need <= (double)avail) return 0;
@@ -1029,7 +1038,7 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
     /* CPU replicas split the cores */
     cfg->threads = threads / D > 0 ? threads / D : 1;
     size_t npix = (size_t)cfg->batch * 3 * cfg->model.image_h * cfg->model.image_w;
-    if (check_memory(m, cfg, ops, D, world, npix, err, errlen)) goto done;
+    if (check_memory(m, cfg, ops, D, npix, err, errlen)) goto done;
     ms = calloc((size_t)cfg->steps, sizeof(double));
     loss = calloc((size_t)cfg->steps, sizeof(double));
     reps = calloc((size_t)D, sizeof(*reps));
@@ -1064,15 +1073,17 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
         gb_model_init(m, run->params, buffers, cfg->seed);
     }
     if (cfg->data_path) {
-        /* the file holds the global batch; each replica takes its slice */
-        size_t gb = (size_t)world * (size_t)cfg->batch;
-        images = malloc(gb * (npix / (size_t)cfg->batch) * sizeof(float));
-        labels = malloc(gb * sizeof(int32_t));
+        /* the file holds the global batch; this node's replicas take theirs */
+        int gb = world * cfg->batch;
+        images = malloc((size_t)D * npix * sizeof(float));
+        labels = malloc((size_t)D * (size_t)cfg->batch * sizeof(int32_t));
         if (!images || !labels) {
             snprintf(err, errlen, "out of memory");
             goto done;
         }
-        if (load_data(m, cfg->data_path, (int)gb, images, labels, err, errlen)) goto done;
+        if (load_data(m, cfg->data_path, gb, node * D * cfg->batch, D * cfg->batch, images, labels,
+                      err, errlen))
+            goto done;
     }
     for (int d = 0; d < D; d++) {
         replica_t *r = &reps[d];
@@ -1088,8 +1099,8 @@ static int run_with(run_t *run, const gb_train_config_t *cfg_in, gb_train_result
             goto done;
         }
         if (cfg->data_path) {
-            memcpy(r->images, images + (size_t)r->rank * npix, npix * sizeof(float));
-            memcpy(r->labels, labels + (size_t)r->rank * (size_t)cfg->batch,
+            memcpy(r->images, images + (size_t)d * npix, npix * sizeof(float));
+            memcpy(r->labels, labels + (size_t)d * (size_t)cfg->batch,
                    (size_t)cfg->batch * sizeof(int32_t));
         } else {
             gb_model_synth_batch(m, cfg->batch, gb_replica_seed(cfg->seed, r->rank), r->images,
