@@ -206,6 +206,32 @@ static inline void gb_step_problem_free(gb_step_problem_t *pb) {
     gb_model_destroy(&pb->m);
 }
 
+/* GB_TEST_PRECS: the precisions (a comma-separated list of fp32, tf32,
+ * fp16, bf16) that the GPU tests' precision loops keep; unset or empty: all
+ * four. bench/gpu's fp32any section wants the fp32 lines alone (the whole
+ * tests took up to 200 s of a GPU session for them). A name it does not
+ * know stops the test: a typo must not pass for "none". */
+static inline int gb_test_prec_wanted(gb_precision_t p) {
+    const char *e = getenv("GB_TEST_PRECS");
+    if (!e || !e[0]) return 1;
+    int want = 0;
+    for (const char *s = e;;) {
+        size_t n = strcspn(s, ",");
+        int known = 0;
+        for (int q = GB_PREC_FP32; q <= GB_PREC_BF16; q++) {
+            const char *name = gb_prec_str((gb_precision_t)q);
+            if (strlen(name) == n && strncmp(s, name, n) == 0) {
+                known = 1;
+                want |= q == (int)p;
+            }
+        }
+        CHECKF(known, "GB_TEST_PRECS=%s: '%.*s' is not fp32, tf32, fp16 or bf16", e, (int)n, s);
+        if (!s[n]) break;
+        s += n + 1;
+    }
+    return want;
+}
+
 /* GB_TEST_QUICK set and not "0" (compute-sanitizer runs) */
 static inline int gb_test_quick(void) {
     const char *q = getenv("GB_TEST_QUICK");

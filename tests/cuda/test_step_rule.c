@@ -5,16 +5,54 @@
  * double twin that the CUDA backend is judged by, and the rule catches
  * faults that touch one kind of tensor first: a weight decay, a learning
  * rate and a momentum each 0.1% off (5 times the fp32 median bound in the
- * updates), and one label changed. */
+ * updates), and one label changed. And GB_TEST_PRECS, the GPU tests'
+ * choice of precisions, read as they read it. */
 #define _POSIX_C_SOURCE 200809L
 #include "host_exec.h"
 #include "step_rule.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 extern const gb_backend_ops_t gb_cpu_backend_ops;
 
 enum { BATCH = 4, IMAGE = 32, CLASSES = 10, STEPS = 3, BATCHES = 8 };
 
+/* GB_TEST_PRECS as the GPU tests read it (bench/gpu's fp32any section) */
+static void check_precs(void) {
+    const char *cases[][2] = {{"", "1111"},          {"fp32", "1000"},      {"fp16,bf16", "0011"},
+                              {"bf16,fp32", "1001"}, {"tf32,tf32", "0100"}, {NULL, "1111"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (cases[i][0])
+            setenv("GB_TEST_PRECS", cases[i][0], 1);
+        else
+            unsetenv("GB_TEST_PRECS");
+        for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++)
+            CHECKF(gb_test_prec_wanted((gb_precision_t)p) == (cases[i][1][p] == '1'),
+                   "GB_TEST_PRECS=%s: %s", cases[i][0] ? cases[i][0] : "(unset)",
+                   gb_prec_str((gb_precision_t)p));
+    }
+    /* a name it does not know stops the test (a typo is not "none") */
+    const char *bad[] = {"fp33", "fp32,fp8", "FP32", "fp32 ", "tf32,", ","};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            setenv("GB_TEST_PRECS", bad[i], 1);
+            (void)!freopen("/dev/null", "w", stderr);
+            gb_test_prec_wanted(GB_PREC_FP32);
+            _exit(0);
+        }
+        int st = 0;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "GB_TEST_PRECS=%s was taken", bad[i]);
+    }
+    unsetenv("GB_TEST_PRECS");
+}
+
 int main(void) {
+    check_precs();
     gb_model_t *m = gb_gpu_tiny_model(IMAGE, CLASSES);
     float *params = malloc(m->n_params * 4), *buffers = malloc(m->n_buffers * 4);
     float *images = malloc((size_t)BATCH * 3 * IMAGE * IMAGE * 4);
