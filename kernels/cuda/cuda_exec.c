@@ -1362,6 +1362,7 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
         return -1;
     }
     size_t need = 0;
+    double t_said = t0;
     for (int ci = 0; ci < p->n_convs; ci++) {
         int pre = -1, role = gb_plan_fused_role(p, ci, &pre);
         if (role < 0) continue;
@@ -1409,6 +1410,15 @@ static int setup_fused(cuda_exec_t *X, void *sws, size_t sws_bytes, size_t *ws_n
             gb_fuse_choose(f, best);
             *t = best_ms;
             if (gb_fuse_workspace(f, best) > need) need = gb_fuse_workspace(f, best);
+            /* planning can take minutes (each graph compiled): a line every
+             * 10 s, so that a run cut short says how far it got */
+            if (wall_s() - t_said >= 10.0) {
+                t_said = wall_s();
+                fprintf(
+                    stderr,
+                    "cuda backend: fused step: %d graphs planned, at conv %d of %d (%s), %.0f s\n",
+                    X->n_fgraphs, ci + 1, p->n_convs, pc->name, t_said - t0);
+            }
         }
     }
     if (need > *ws_need) *ws_need = need;
