@@ -179,14 +179,25 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
             else
                 dup2(sv[1], GB_RDV_FD);
         }
-        /* the agent's handlers gone (above), then the signals let in */
-        struct sigaction dfl;
+        /* every signal as new, then let in: the agent's handlers gone (a
+         * cancel's TERM held since the fork then ends the worker), and also
+         * those ignored by whoever started the agent (a shell script's
+         * background job ignores SIGQUIT/SIGINT). One ignored here that
+         * came while held (the hangup the agent ignores, to the group the
+         * child is still in) waits, where unheld it was dropped: set to
+         * ignored once more it is dropped, and does not end the worker */
+        struct sigaction dfl, ign, cur;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        /* every signal as new: also those ignored by whoever started the
-         * agent (a shell script's background job ignores SIGQUIT/SIGINT) */
-        for (int sig = 1; sig < NSIG; sig++)
-            if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL);
+        ign = dfl;
+        ign.sa_handler = SIG_IGN;
+        for (int sig = 1; sig < NSIG; sig++) {
+            if (sig == SIGKILL || sig == SIGSTOP) continue;
+            if (sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+                cur.sa_handler == SIG_IGN)
+                sigaction(sig, &ign, NULL);
+            sigaction(sig, &dfl, NULL);
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
