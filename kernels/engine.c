@@ -320,10 +320,19 @@ static int load_data(const gb_model_t *m, const char *path, int batch, int first
         }
         if (i >= first && i < first + count) labels[i - first] = (int32_t)v;
     }
+    /* the slice copied first and checked in the copy (the pixels trained
+     * on are the pixels checked, whatever the file does meanwhile), the
+     * rest checked in the mapping (need not be aligned for float) */
     const char *px0 = (const char *)im->data;
+    size_t per = im->numel / (size_t)batch; /* floats per image */
+    size_t lo = per * (size_t)first, hi = lo + per * (size_t)count;
+    memcpy(images, px0 + 4 * lo, 4 * (hi - lo));
     for (size_t i = 0; i < im->numel; i++) {
         float x;
-        memcpy(&x, px0 + 4 * i, 4); /* the mapping need not be aligned for float */
+        if (i >= lo && i < hi)
+            x = images[i - lo];
+        else
+            memcpy(&x, px0 + 4 * i, 4);
         if (!isfinite(x)) {
             size_t hw = (size_t)m->cfg.image_h * (size_t)m->cfg.image_w, px = i % hw;
             snprintf(err, errlen, "%s: images[%zu, %zu, %zu, %zu] is %s", path, i / (3 * hw),
@@ -332,8 +341,6 @@ static int load_data(const gb_model_t *m, const char *path, int batch, int first
             goto done;
         }
     }
-    size_t per = im->numel / (size_t)batch; /* floats per image */
-    memcpy(images, px0 + 4 * per * (size_t)first, 4 * per * (size_t)count);
     rc = 0;
 done:
     gb_st_close(&st);
