@@ -1780,7 +1780,11 @@ static gb_spool_t *rescue_dir(gb_agent_t *a, char *dir, size_t dirlen, char *err
     if (gb_mkdir_p(gb_tmpdir(), err, errlen) != 0) return NULL;
     if (own_dir(dir, why, sizeof why) != 0) {
         char alt[PATH_MAX];
-        if (gb_fmt(alt, sizeof alt, "%s-XXXXXX", dir) != 0 || !mkdtemp(alt)) {
+        if (gb_fmt(alt, sizeof alt, "%s-XXXXXX", dir) != 0) {
+            gb_fmt(err, errlen, "%s, and no directory beside it: its name is too long", why);
+            return NULL;
+        }
+        if (!mkdtemp(alt)) {
             gb_fmt(err, errlen, "%s, and no directory beside it: %s", why, strerror(errno));
             return NULL;
         }
