@@ -54,7 +54,7 @@ int main(void) {
         }
     }
 
-    int failures = 0;
+    int failures = 0, ran = 0; /* ran: whole-step configurations compared */
     /* fp16 starts at a scale this tiny model does not overflow (dlogits
      * reach 64 / batch; the default 65536 would skip the first steps) */
     setenv("GB_CUDA_LOSS_SCALE", "64", 1);
@@ -65,6 +65,7 @@ int main(void) {
         for (int p = GB_PREC_FP32; p <= GB_PREC_BF16; p++) {
             if (quick && p != (b == 0 ? GB_PREC_FP16 : GB_PREC_FP32)) continue;
             if (!gb_test_prec_wanted((gb_precision_t)p)) continue;
+            ran++;
             setenv("GB_CUDA_BN", impls[b], 1);
             const gb_step_problem_t *pb = gb_step_image((gb_precision_t)p) == 64 ? &half : &full;
             const gb_rule_run_t *pref = pb == &half ? &ref_half : &ref;
@@ -207,7 +208,7 @@ int main(void) {
      * where cuDNN documents the patterns (sm_80, sm_90); bf16 is tried.
      * Last: planning its graphs may compile them (minutes), and a timeout
      * there must not take the verdicts above with it */
-    if (!quick) {
+    if (!quick && (gb_test_prec_wanted(GB_PREC_FP16) || gb_test_prec_wanted(GB_PREC_BF16))) {
         setenv("GB_CUDA_FUSE", "1", 1);
         setenv("GB_CUDA_LOSS_SCALE", "64", 1); /* as above */
         gb_rule_run_t fref = {0};
@@ -218,6 +219,8 @@ int main(void) {
         int major, minor, documented = gb_fused_documented(&major, &minor);
         const gb_precision_t fp[2] = {GB_PREC_FP16, GB_PREC_BF16};
         for (int k = 0; k < 2; k++) {
+            if (!gb_test_prec_wanted(fp[k])) continue;
+            ran++;
             gb_rule_run_t r = {0};
             char tag[32];
             snprintf(tag, sizeof(tag), "fused/%s", gb_prec_str(fp[k]));
@@ -251,5 +254,9 @@ int main(void) {
     gb_step_problem_free(&full);
     gb_step_problem_free(&half);
     CHECKF(failures == 0, "%d comparisons failed", failures);
+    /* GB_TEST_QUICK with GB_TEST_PRECS=tf32 (or bf16) compares nothing */
+    const char *precs = getenv("GB_TEST_PRECS");
+    CHECKF(ran > 0, "GB_TEST_PRECS=%s%s: no whole-step configuration was compared",
+           precs ? precs : "(unset)", quick ? " with GB_TEST_QUICK" : "");
     return 0;
 }
