@@ -2225,10 +2225,29 @@ static void on_rank_update(gb_coord_t *c, cagent_t *a, const Gb__RankUpdate *u) 
         return;
     }
     cgang_t *G = j->gang;
+    /* only a worker that runs says these (its Progress "started" may have
+     * been lost on a reconnect): a restart of its agent must lose the rank,
+     * not assign it again */
+    G->worker[r] = 1;
     if (u->phase == GB__RANK_PHASE__RANK_ID) {
         if (r != 0) {
             gb_warn("job %" PRIu64 ": rank %d on %s sent a unique id; only rank 0 makes one", j->id,
                     r, a->name);
+            return;
+        }
+        size_t had_len = 0;
+        const unsigned char *had = gb_gang_id(G->g, &had_len);
+        if (had_len &&
+            (had_len != u->unique_id.len || memcmp(had, u->unique_id.data, had_len) != 0)) {
+            /* a second worker of rank 0 (started again): the others hold
+             * the first one's id, which no one answers any more */
+            char why[GB_GANG_REASON_MAX];
+            gb_fmt(why, sizeof why,
+                   "rank 0 on %s made a second unique id (its worker started again); the other "
+                   "ranks hold the first",
+                   a->name);
+            gb_warn("job %" PRIu64 " attempt %u: %s", j->id, j->attempt, why);
+            gang_rank_lost(c, j, 0, why, 1);
             return;
         }
         gang_act(c, j, gb_gang_on_id(G->g, 0, u->unique_id.data, u->unique_id.len), -1, NULL);

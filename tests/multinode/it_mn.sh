@@ -332,6 +332,36 @@ stop_then_lost)
     contains "rank 1 names its own agent" "$T/rank1.txt" "rank 1: its agent fake is stopped, and the attempt was lost: agent a1 lost (silent for"
     eq "ranks: both lost" "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "lost,lost"
     ;;
+rank0_restart | rank0_two_ids)
+    # rank 0's worker sent its unique id, but its Progress "started" was
+    # lost (a reconnect); then its agent comes back without it (restarted),
+    # or a second worker of it sends another id: the attempt is lost (the
+    # other ranks hold the first id, which no one answers any more). Rank 0
+    # was assigned again, the new worker's id ignored, and rank 1 started
+    # on the dead worker's
+    start_coord
+    "$FAKE" "$case" "$LISTEN" 20 >"$T/fake.log" 2>&1 &
+    FAKE_PID=$!
+    PIDS+=("$FAKE_PID")
+    wait_nodes 1
+    start_agent a1
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param n_nodes=2 --param duration_ms=300 --max-attempts 1)
+    "$GB" wait "$sweep" --quiet
+    eq "wait fails" "$?" 1
+    wait "$FAKE_PID" || fail "fake agent: $(cat "$T/fake.log")"
+    ended_once 1 failed
+    q "SELECT error FROM jobs WHERE job_id = 1" >"$T/error.txt"
+    if [ "$case" = rank0_restart ]; then
+        contains "the fake was not assigned rank 0 again" "$T/fake.log" "not assigned again"
+        contains "rank 0 lost with its agent's return" "$T/error.txt" \
+            "gave up after 1 attempt(s); last: rank 0: agent fake came back without it"
+    else
+        contains "rank 0's second id loses the attempt" "$T/error.txt" \
+            "gave up after 1 attempt(s); last: rank 0 on fake made a second unique id (its worker started again); the other ranks hold the first"
+    fi
+    no_workers a1
+    ;;
 rank0_dies)
     # rank 0's worker dies before it makes the id: the other rank was never
     # assigned (no worker ever ran there) and the job fails with the reason

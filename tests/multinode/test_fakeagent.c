@@ -21,6 +21,15 @@
  *   rank_stop   the same, but then says it stops (its last Heartbeat,
  *               stopping) holding the rank's result in its spool, prints
  *               "stopping sent" and stays silent for SECONDS.
+ *   rank0_restart registers as "fake" (first: it gets rank 0), takes rank
+ *               0 and sends its worker's unique id, but not the Progress
+ *               "started" (lost on a reconnect), heartbeating without the
+ *               job; then comes back (a new connection, a Hello with
+ *               nothing running), as its agent restarted: its rank must not
+ *               be assigned again (a new worker's id was ignored, and the
+ *               other ranks started on the dead one's).
+ *   rank0_two_ids the same, but then sends a second, different id on the
+ *               same connection (a second worker of rank 0).
  * Each prints what it saw and "ok" at the end; CHECK failures exit 1. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
@@ -231,6 +240,51 @@ static void report(void *s, uint64_t job, uint32_t attempt, Gb__Result *r) {
     gb_wire_free(&ack);
 }
 
+/* Send rank 0's unique id as a sleep worker makes it (worker/dist.c):
+ * magic, job, attempt, 16 bytes (from salt), FNV-1a 64 of those 36. No
+ * Progress "started" first: lost on a reconnect. */
+static void send_sleep_id(void *s, uint64_t job, uint32_t att, int salt) {
+    unsigned char id[44];
+    memcpy(id, "GBSLEEP1", 8);
+    for (int i = 0; i < 8; i++)
+        id[8 + i] = (unsigned char)(job >> (56 - 8 * i));
+    for (int i = 0; i < 4; i++)
+        id[16 + i] = (unsigned char)(att >> (24 - 8 * i));
+    for (int i = 0; i < 16; i++)
+        id[20 + i] = (unsigned char)(37 * i + salt);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 36; i++)
+        h = (h ^ id[i]) * 0x100000001b3ull;
+    for (int i = 0; i < 8; i++)
+        id[36 + i] = (unsigned char)(h >> (56 - 8 * i));
+    Gb__RankUpdate u = GB__RANK_UPDATE__INIT;
+    u.job_id = job;
+    u.attempt = att;
+    u.phase = GB__RANK_PHASE__RANK_ID;
+    u.unique_id.data = id;
+    u.unique_id.len = sizeof id;
+    Gb__Envelope env = GB__ENVELOPE__INIT;
+    env.body_case = GB__ENVELOPE__BODY_RANK_UPDATE;
+    env.rank_update = &u;
+    send_body(s, &env);
+    printf("sent an id (%d)\n", salt);
+    fflush(stdout);
+}
+
+/* ms of reading, heartbeating (listing no job) unless quiet; no_assign:
+ * a JobAssign fails */
+static void pump(void *s, int ms, int no_assign, int quiet) {
+    for (int64_t until = gb_mono_ms() + ms; gb_mono_ms() < until;) {
+        Gb__Envelope *e = recv_env(s, 50);
+        CHECKF(!e || e->body_case != GB__ENVELOPE__BODY_REJECT, "rejected: %s", e->reject->reason);
+        CHECKF(!no_assign || !e || e->body_case != GB__ENVELOPE__BODY_ASSIGN,
+               "rank 0 assigned again after its agent came back, though its worker had sent its "
+               "id");
+        gb_wire_free(&e);
+        if (!quiet) heartbeat(s, 0, 0);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECKF(argc >= 3, "usage: test_fakeagent CASE LISTEN [SECONDS]");
     const char *c = argv[1], *listen = argv[2];
@@ -322,6 +376,36 @@ int main(int argc, char **argv) {
         fflush(stdout);
         struct timespec ts = {seconds, 0};
         nanosleep(&ts, NULL);
+        zmq_close(s);
+    } else if (strcmp(c, "rank0_restart") == 0 || strcmp(c, "rank0_two_ids") == 0) {
+        static const node_t n = {"fakeagent00", "fake", 0, NULL, NULL, NULL};
+        void *s = peer(listen, n.id);
+        hello(s, &n, 1);
+        Gb__Envelope *as = await(s, GB__ENVELOPE__BODY_ASSIGN, seconds * 1000, 0, 0);
+        uint64_t job = as->assign->job_id;
+        uint32_t att = as->assign->attempt;
+        printf("assigned job %llu attempt %u: rank %u of %u node(s)\n", (unsigned long long)job,
+               att, as->assign->rank, as->assign->n_nodes);
+        CHECKF(as->assign->rank == 0 && as->assign->unique_id.len == 0, "not rank 0");
+        gb_wire_free(&as);
+        send_sleep_id(s, job, att, 11);
+        /* the others are assigned on it. No heartbeat (it would list the
+         * job, and say the worker runs): the agent restarts before its next
+         * one (300 ms, within the 500 ms lost window of it_mn.sh) */
+        pump(s, 300, 0, 1);
+        if (strcmp(c, "rank0_two_ids") == 0) {
+            /* a second worker's, on the same connection */
+            send_sleep_id(s, job, att, 12);
+            pump(s, 1500, 0, 0);
+        } else {
+            zmq_close(s);
+            s = peer(listen, n.id);
+            hello(s, &n, 1);
+            printf("came back\n");
+            fflush(stdout);
+            pump(s, 1500, 1, 0);
+            printf("not assigned again\n");
+        }
         zmq_close(s);
     } else {
         CHECKF(0, "unknown case %s", c);
