@@ -19,16 +19,18 @@
 
 static char dir[128];
 static volatile sig_atomic_t got_term;
-static int hup_at_fork; /* case hup_at_fork: our fork sends the child a SIGHUP */
+static int hup_at_fork; /* case hup_at_fork: the child gets a SIGHUP in our fork */
 
 /* The runner's fork (agent/runner.c, linked in here, calls this one): a
  * signal can then reach the child at the one moment a test cannot time,
- * between the fork and the child's reset of its handlers. */
+ * between the fork and the child's reset of its handlers. The child sends
+ * it to itself (sent by the parent, it could come after the reset, where
+ * a hangup ends the worker as it should). */
 pid_t fork(void) {
     static pid_t (*real)(void);
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "fork");
     pid_t pid = real();
-    if (pid > 0 && hup_at_fork) kill(pid, SIGHUP);
+    if (pid == 0 && hup_at_fork) kill(getpid(), SIGHUP);
     return pid;
 }
 
