@@ -218,7 +218,7 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
     atomic_int *stop = o->stop;
     int tty = o->progress > 0 || (o->progress == 0 && isatty(2));
     int64_t deadline = 0; /* set at the first request, from the clock it reads */
-    int warned = 0, refused = 0, heard = 0;
+    int warned = 0, refused = 0, heard = 0, invalid = 0;
     /* the progress last drawn (its numbers only), drawn again under a
      * warning: the warning starts a line of its own */
     Gb__SweepStatus last = GB__SWEEP_STATUS__INIT;
@@ -253,6 +253,7 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
             continue;
         }
         if (rc != -2) refused = 0;
+        if (rc != -4) invalid = 0;
         if (rc == 1 && rep->reject->code == GB__REJECT_CODE__REJECT_RATE) {
             gb_wire_free(&rep); /* asked too often: the next round comes soon enough */
         } else if (rc == 1) {
@@ -283,6 +284,14 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
         } else if (rc == -2 && ++refused >= 3) {
             /* the coordinator answers and refuses our handshake (key not
              * listed, keys on one side only): waiting will not change that */
+            gb_log_end_partial_line();
+            fprintf(stderr, "gpubench %s: %s\n", cmd, err);
+            return 1;
+        } else if (rc == -4 && ++invalid >= 3) {
+            /* the coordinator answers, three times in a row with what this
+             * client cannot take (a sweep's name with a C1 control
+             * character, stored before the spec refused one): asked for
+             * ever, and "no answer" at --timeout */
             gb_log_end_partial_line();
             fprintf(stderr, "gpubench %s: %s\n", cmd, err);
             return 1;

@@ -6,6 +6,7 @@
 #include "gb_spec.h"
 
 #include "gb_util.h"
+#include "gb_wire.h"
 
 #include <cjson/cJSON.h>
 #include <assert.h>
@@ -294,11 +295,15 @@ typedef struct values {
     char *sv[GB_SPEC_MAX_VALUES];
 } values_t;
 
+/* Printable UTF-8 as the wire takes a line shown to people: no C0, DEL or
+ * C1 (UTF-8 C2 80..9F; gb_wire_control_len). A name with a C1 passed here
+ * and was refused in every status reply that carried it: `wait` and `run`
+ * asked again for ever, `status` failed while the sweep existed. */
 static int text_ok(const char *s, size_t max, int allow_empty) {
     size_t n = strlen(s);
     if (n > max || (!allow_empty && n == 0)) return 0;
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+        if (gb_wire_control_len(s + i)) return 0;
     return gb_utf8_ok(s);
 }
 

@@ -137,6 +137,19 @@ size_t gb_wire_control_len(const char *s) {
     return *p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f ? 2 : 0;
 }
 
+void gb_wire_line_clean(char *s) {
+    for (char *p = s; *p;) {
+        size_t n = gb_wire_control_len(p);
+        if (!n) {
+            p++;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++)
+            p[i] = '?';
+        p += n;
+    }
+}
+
 int gb_wire_line_ok(const char *s, size_t min, size_t max) {
     if (!str_ok(s, min, max)) return 0;
     for (const char *p = s ? s : ""; *p; p++)

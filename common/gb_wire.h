@@ -82,6 +82,10 @@ int gb_wire_reject_code_ok(int code);
 /* The bytes of a control character at p: 1 for C0 or DEL, 2 for a C1
  * control as UTF-8 (C2 80..9F), 0 for anything else (NUL included). */
 size_t gb_wire_control_len(const char *p);
+/* Each control character of s (as gb_wire_control_len counts them) made
+ * '?', in place: a stored text that a line check refuses (a sweep's name
+ * from before the spec refused C1) sent as one it takes. */
+void gb_wire_line_clean(char *s);
 /* 1 when s is min..max bytes with no control character (C0, DEL, or C1
  * as UTF-8): what names, models and labels on the wire must be. */
 int gb_wire_line_ok(const char *s, size_t min, size_t max);

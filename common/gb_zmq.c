@@ -534,6 +534,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
         if (code != 0) {
             gb_fmt(err, errlen, "invalid reply from %s: %s", endpoint,
                    code < 0 ? "not one frame" : why);
+            rc = -4;
             goto out;
         }
         if (env->seq != req->seq) { /* a late reply to an earlier request */

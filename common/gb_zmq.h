@@ -51,8 +51,9 @@ void gb_rid_str(const uint8_t *rid, size_t len, char *out, size_t outlen);
  * request, a wait of at most timeout_ms for the reply, and the socket
  * closed again (so a coordinator restart between calls is harmless).
  * Returns 0 with the reply in *rep (gb_wire_free it); 1 when the reply is a
- * Reject (its reason in err, the envelope in *rep); -1 on a timeout, a
- * transport error or an invalid reply (reason in err, *rep NULL), and at
+ * Reject (its reason in err, the envelope in *rep); -4 on a reply that is
+ * not a valid envelope (reason in err, *rep NULL: asking again may get the
+ * same); -1 on a timeout or a transport error (reason in err), and at
  * once, without the timeout, when the first connect finds nothing listening
  * (connection refused, no ipc socket file: "EP: nothing listens there
  * (...)"; a tcp host name that does not resolve, EAI_NONAME or EAI_FAIL,

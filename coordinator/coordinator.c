@@ -2723,6 +2723,7 @@ static void status_row(void *vctx, const gb_store_sweep_status_t *s) {
     Gb__SweepStatus *o = &x->items[x->n];
     gb__sweep_status__init(o);
     gb_copy(x->text[x->n][0], GB_SPEC_STR, s->name ? s->name : "");
+    gb_wire_line_clean(x->text[x->n][0]); /* stored before the spec refused C1 */
     gb_copy(x->text[x->n][1], GB_SPEC_STR, s->state ? s->state : "");
     gb_copy(x->text[x->n][2], GB_SPEC_STR, s->created_at ? s->created_at : "");
     o->sweep_id = s->sweep_id;

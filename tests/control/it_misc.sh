@@ -66,6 +66,24 @@ state_dir_lock)
         contains "says what it is" "$T/perm.log" "cannot be used: $T/shared/lock: Permission denied"
     fi
     ;;
+c1_name)
+    # a sweep named with a C1 control before the spec refused one (an older
+    # store): status and wait show it with '?' for its bytes; every reply
+    # that carried it was refused (wait asked for ever, status failed)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=10 --name plain)
+    check "the job ends" "$GB" wait "$sweep" --quiet --timeout 30
+    kill -TERM "$COORD_PID"
+    wait "$COORD_PID"
+    sqlite3 "$T/gb.db" "UPDATE sweeps SET name = 'n' || char(133) || 'x' WHERE sweep_id = $sweep"
+    eq "stored with U+0085" "$(q "SELECT hex(name) FROM sweeps WHERE sweep_id = $sweep")" 6EC28578
+    start_coord
+    check "wait takes it" "$GB" wait "$sweep" --quiet --timeout 10
+    "$GB" status >"$T/st.out" 2>&1 || fail "status: $(cat "$T/st.out")"
+    contains "status shows it with '?'" "$T/st.out" "n??x"
+    ;;
 dup_name)
     # two agent ids under one name (a cloned image, one hostname): results
     # and the views name nodes by name, so the coordinator says so; forget

@@ -11,7 +11,13 @@
  * Results it got: a burst of N rejects must bring one new registration and
  * the results again once each, not a Hello per reject and every result
  * again per Welcome (N^2). Prints the counts and "ok"; CHECK failures exit
- * 1. */
+ * 1.
+ *
+ *   test_fakecoord BIND bad_status
+ *
+ * A control endpoint whose every status reply is one the client refuses
+ * (a sweep name with a C1 control): `gpubench wait` must give up, not ask
+ * for ever. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "gb_util.h"
@@ -42,10 +48,47 @@ static void welcome(void *s, const gb_frame_t *f) {
     send_to(s, f, &env);
 }
 
+/* bad_status: a control endpoint that answers every status request with
+ * a sweep whose name has a C1 control (U+0085), which the client's wire
+ * check refuses, for 30 s; prints how many it answered. */
+static int bad_status(void *s) {
+    int answered = 0;
+    for (int64_t until = gb_mono_ms() + 30000; gb_mono_ms() < until;) {
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 50) <= 0) continue;
+        gb_frame_t f;
+        if (gb_zmq_recv(s, 1, &f) != 0) continue;
+        Gb__Envelope *env = NULL;
+        uint64_t seq = 0;
+        char why[512];
+        if (gb_wire_decode(zmq_msg_data(&f.payload), zmq_msg_size(&f.payload), 1u << 30, &env, &seq,
+                           why, sizeof why) == 0 &&
+            env->body_case == GB__ENVELOPE__BODY_STATUS) {
+            Gb__SweepStatus st = GB__SWEEP_STATUS__INIT, *sp = &st;
+            st.sweep_id = 1;
+            st.name = "n\xc2\x85x";
+            st.state = "done";
+            st.created_at = "2026-12-06T00:00:00Z";
+            st.total = st.done = 1;
+            Gb__StatusReply sr = GB__STATUS_REPLY__INIT;
+            sr.n_sweeps = 1;
+            sr.sweeps = &sp;
+            Gb__Envelope rep = GB__ENVELOPE__INIT;
+            rep.seq = env->seq;
+            rep.body_case = GB__ENVELOPE__BODY_STATUS_REPLY;
+            rep.status_reply = &sr;
+            send_to(s, &f, &rep);
+            printf("answered %d\n", ++answered);
+            fflush(stdout);
+        }
+        gb_wire_free(&env);
+        gb_frame_close(&f);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    CHECKF(argc == 3, "usage: test_fakecoord LISTEN N");
-    int n = atoi(argv[2]);
-    CHECKF(n >= 2 && n <= MAX_JOBS, "N in 2..%d", MAX_JOBS);
+    CHECKF(argc == 3, "usage: test_fakecoord LISTEN N|bad_status");
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
     int zero = 0;
@@ -56,6 +99,14 @@ int main(int argc, char **argv) {
     CHECK(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &eplen) == 0);
     printf("listen=%s\n", ep); /* the script starts the agent on it */
     fflush(stdout);
+    if (strcmp(argv[2], "bad_status") == 0) {
+        bad_status(s);
+        zmq_close(s);
+        zmq_ctx_term(ctx);
+        return 0;
+    }
+    int n = atoi(argv[2]);
+    CHECKF(n >= 2 && n <= MAX_JOBS, "N in 2..%d", MAX_JOBS);
     int hellos = 0, results = 0, rejected = 0, late = 0, acked = 0, assigned = 0;
     int done[MAX_JOBS + 1] = {0};
     int64_t until = gb_mono_ms() + 60000;

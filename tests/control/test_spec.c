@@ -348,6 +348,9 @@ static const struct {
     {"bad_nodes_empty", "{\"kind\": \"gemm\", \"nodes\": \"\"}", 0, "'nodes' must be 1..127"},
     {"bad_name", "{\"kind\": \"gemm\", \"name\": 5}", 0, "'name' must be a string"},
     {"bad_name_control", "{\"kind\": \"gemm\", \"name\": \"a\\u0001b\"}", 0, "'name' must be"},
+    /* C1 (U+0085, U+009B: the 8-bit CSI), refused as the wire refuses it */
+    {"bad_name_c1", "{\"kind\": \"gemm\", \"name\": \"n\\u0085x\"}", 0, "'name' must be"},
+    {"bad_fail_c1", "{\"kind\": \"sleep\", \"fail\": \"x\\u009by\"}", 0, "'fail' must be"},
     /* JSON is UTF-8: a stray byte would make every `--format json` listing
      * unreadable to a JSON parser */
     {"bad_name_utf8", "{\"kind\": \"gemm\", \"name\": \"a\xff\xfe b\"}", 0,
