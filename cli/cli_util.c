@@ -19,6 +19,7 @@
 #include <zmq.h>
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -288,7 +289,34 @@ static sqlite3 *open_immutable(const char *path, char *why, size_t whylen) {
     return NULL;
 }
 
+/* shell_match(pattern, name): fnmatch(3), as a spec's `nodes` matches */
+static void shell_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    const char *pat = (const char *)sqlite3_value_text(argv[0]);
+    const char *name = (const char *)sqlite3_value_text(argv[1]);
+    if (!pat || !name)
+        sqlite3_result_null(ctx);
+    else
+        sqlite3_result_int(ctx, fnmatch(pat, name, 0) == 0);
+}
+
+static struct sqlite3 *store_open(const char *cmd, const char *path);
+
+/* store_open's, with shell_match for the --node filters (SQLite's GLOB
+ * is not the shell's: [^x], not [!x]) */
 struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
+    sqlite3 *db = store_open(cmd, path);
+    if (db && sqlite3_create_function(db, "shell_match", 2,
+                                      SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY, NULL,
+                                      shell_match, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gpubench %s: %s: %s\n", cmd, path, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+static struct sqlite3 *store_open(const char *cmd, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
         fprintf(stderr, "gpubench %s: no store at %s\n", cmd, path);

@@ -403,9 +403,9 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
             "SELECT * FROM (SELECT * FROM v_results v WHERE (?1 = 0 OR sweep_id = ?1)"
             " AND (?2 IS NULL OR instr(',' || ?2 || ',', ',' || kind || ',') > 0)"
             " AND (?3 IS NULL OR instr(',' || ?3 || ',', ',' || status || ',') > 0)"
-            " AND (?4 IS NULL OR node GLOB ?4 OR EXISTS (SELECT 1 FROM ranks k"
+            " AND (?4 IS NULL OR shell_match(?4, node) OR EXISTS (SELECT 1 FROM ranks k"
             " JOIN nodes kn ON kn.agent_id = k.agent_id WHERE k.job_id = v.job_id"
-            " AND k.attempt = v.attempt AND kn.name GLOB ?4))"
+            " AND k.attempt = v.attempt AND shell_match(?4, kn.name)))"
             " ORDER BY job_id DESC LIMIT ?5) ORDER BY sweep_id, job_id",
             -1, &st, NULL) != SQLITE_OK) {
         cli_store_not_ours("results", db, db_path);

@@ -247,7 +247,7 @@ static int load(scaling_t *s, sqlite3 *db, const char *path, const char *node, l
     gb_fmt(sql, sizeof sql,
            "WITH r AS (SELECT %s, interconnect, images_per_sec AS x,"
            " baseline_images_per_sec AS base FROM v_scaling WHERE n_gpus > 1"
-           " AND images_per_sec IS NOT NULL AND (?1 IS NULL OR node GLOB ?1)"
+           " AND images_per_sec IS NOT NULL AND (?1 IS NULL OR shell_match(?1, node))"
            " AND (?2 IS NULL OR batch_per_gpu = ?2) AND (?3 IS NULL OR backend = ?3)),"
            " k AS (SELECT *, row_number() OVER (g ORDER BY x) AS i, count(*) OVER g AS cnt"
            " FROM r WINDOW g AS (PARTITION BY %s, interconnect))"

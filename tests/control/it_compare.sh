@@ -447,6 +447,10 @@ print(" ".join(r["job_id"] for r in csv.DictReader(sys.stdin)))'; }
     eq "--node 'node-[ab]'" "$(ids --node 'node-[ab]')" "$(sql "node IN ('node-a', 'node-b')")"
     eq "--node node-e: its own and rank 1 of job 7" "$(ids --node node-e)" "$(sql "node = 'node-e' OR job_id = 7")"
     eq "--node is case-sensitive" "$(ids --node NODE-E)" ""
+    # the shell's pattern syntax (fnmatch, as a spec's nodes): [!..] negates;
+    # SQLite's GLOB wanted [^..] and matched nothing with [!..]
+    eq "--node 'node-[!ab]'" "$(ids --node 'node-[!ab]')" "$(sql "node NOT IN ('node-a', 'node-b') OR job_id = 7")"
+    eq "--node 'node-\\e'" "$(ids --node 'node-\e')" "$(ids --node node-e)"
     eq "--last 3" "$(ids --last 3)" "34 35 36"
     eq "--kind resnet50 --status failed --node node-a" "$(ids --kind resnet50 --status failed --node node-a)" "5"
     eq "--last 2 of the filtered" "$(ids --kind resnet50 --last 2)" "22 23"  # jobs 24 on are gemms
