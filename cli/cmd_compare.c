@@ -639,7 +639,8 @@ int cmd_compare(int argc, char **argv) {
         case 'w': {
             char *end;
             c.below = strtod(optarg, &end);
-            if (end == optarg || *end || !(c.below > 0 && c.below <= 100))
+            if (!cli_number_text(optarg) || end == optarg || *end ||
+                !(c.below > 0 && c.below <= 100))
                 return cli_usage_error("compare", "--below is a ratio above 0, at most 100 "
                                                   "(0.95: 5% or more below the model)");
             break;

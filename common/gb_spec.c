@@ -331,7 +331,7 @@ static void out_of_range(const char *key, int min, int max, double d, char *err,
     gb_fmt(err, errlen,
            d > -1e15 && d < 1e15 && d == (double)(long long)d
                ? "'%s' must be an integer in %d..%d (got %.0f)"
-               : "'%s' must be an integer in %d..%d (got %g)",
+               : "'%s' must be an integer in %d..%d (got %.17g)",
            key, min, max, d);
 }
 

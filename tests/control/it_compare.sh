@@ -297,6 +297,7 @@ EOF
 --by node --below 101|--below is a ratio above 0
 --by node --below 0.9x|--below is a ratio above 0
 --by node --below nan|--below is a ratio above 0
+--by node --below +0.5|--below is a ratio above 0
 --by node --below 0.9 --below 0.8|--below given twice
 EOF
     ;;

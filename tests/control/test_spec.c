@@ -299,6 +299,10 @@ static const struct {
      "'name' takes one value, not a list"},
     {"bad_range_high", "{\"kind\": \"sleep\", \"duration_ms\": 900000000}", 0, "(got 900000000)"},
     {"bad_fraction", "{\"kind\": \"resnet50\", \"steps\": 1.5}", 0, "'steps' must be an integer"},
+    /* a fraction a hair off a whole number in range is said with its digits
+     * ("got 64" contradicted "in 1..65536") */
+    {"bad_fraction_near", "{\"kind\": \"gemm\", \"m\": 64.00000000000001}", 0,
+     "'m' must be an integer in 1..65536 (got 64.000000000000014)"},
     {"bad_huge", "{\"kind\": \"resnet50\", \"steps\": 1e300}", 0, "'steps' must be an integer"},
     {"bad_negative", "{\"kind\": \"sleep\", \"duration_ms\": -1}", 0, "'duration_ms' must be"},
     {"bad_choice", "{\"kind\": \"resnet50\", \"precision\": \"fp8\"}", 0,
