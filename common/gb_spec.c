@@ -129,6 +129,18 @@ static int edits(const char *a, const char *b) {
  * (one for a key of three letters or fewer, none for one letter against
  * another), or one that k begins, or that begins with k, over at least 5
  * characters. */
+/* a and b the same but for '_' and '-' ("nnodes", "n-nodes": n_nodes) */
+static int same_but_separators(const char *a, const char *b) {
+    for (;; a++, b++) {
+        while (*a == '_' || *a == '-')
+            a++;
+        while (*b == '_' || *b == '-')
+            b++;
+        if (*a != *b) return 0;
+        if (!*a) return 1;
+    }
+}
+
 static const char *key_like(const char *k) {
     static const char *const top[] = {"kind", "name", "repeat"};
     const char *best = NULL;
@@ -137,6 +149,9 @@ static const char *key_like(const char *k) {
     for (size_t i = 0; i < N_KEYS + 3; i++) {
         const char *c = i < N_KEYS ? keys[i].key : top[i - N_KEYS];
         size_t lc = strlen(c);
+        /* before any edit distance: "nnodes" is one edit from both nodes
+         * and n_nodes, and the table's order chose nodes */
+        if (same_but_separators(k, c)) return c;
         int d = edits(k, c);
         if ((lc <= 3 || lk <= 3) && d > 1) d = 3;
         if (lc == 1 && lk == 1) d = 3; /* 'x' is not a typo of 'm' */
@@ -425,8 +440,8 @@ static int parse_value(const keydef_t *kd, const cJSON *item, values_t *v, char 
                 return -1;
             }
         } else if (!text_ok(s, kd->size - 1, strcmp(kd->key, "fail") == 0)) {
-            gb_fmt(err, errlen, "'%s' must be 1..%zu bytes of printable UTF-8", kd->key,
-                   kd->size - 1);
+            gb_fmt(err, errlen, "'%s' must be %s..%zu bytes of printable UTF-8", kd->key,
+                   strcmp(kd->key, "fail") == 0 ? "0" : "1", kd->size - 1);
             return -1;
         }
     }

@@ -277,6 +277,9 @@ static const struct {
     {"bad_kind_empty", "{\"kind\": []}", 0, "'kind' is an empty list"},
     {"bad_kind_twice", "{\"kind\": [\"gemm\", \"gemm\"]}", 0, "'gemm' given twice"},
     {"bad_unknown_key", "{\"kind\": \"gemm\", \"sizes\": 1}", 0, "unknown key 'sizes'"},
+    /* one edit from nodes and from n_nodes: the one it is but for '_' */
+    {"bad_key_separators", "{\"kind\": \"sleep\", \"nnodes\": 2}", 0,
+     "unknown key 'nnodes' (did you mean 'n_nodes'"},
     {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
      "'duration_ms' does not apply"},
     /* which kinds the key applies to, so the refusal says what to do (it
@@ -354,7 +357,8 @@ static const struct {
     {"bad_name_control", "{\"kind\": \"gemm\", \"name\": \"a\\u0001b\"}", 0, "'name' must be"},
     /* C1 (U+0085, U+009B: the 8-bit CSI), refused as the wire refuses it */
     {"bad_name_c1", "{\"kind\": \"gemm\", \"name\": \"n\\u0085x\"}", 0, "'name' must be"},
-    {"bad_fail_c1", "{\"kind\": \"sleep\", \"fail\": \"x\\u009by\"}", 0, "'fail' must be"},
+    {"bad_fail_c1", "{\"kind\": \"sleep\", \"fail\": \"x\\u009by\"}", 0,
+     "'fail' must be 0..127 bytes"},
     /* JSON is UTF-8: a stray byte would make every `--format json` listing
      * unreadable to a JSON parser */
     {"bad_name_utf8", "{\"kind\": \"gemm\", \"name\": \"a\xff\xfe b\"}", 0,
