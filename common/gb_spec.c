@@ -491,6 +491,12 @@ static int check_job(const gb_jobdef_t *j, char *err, size_t errlen) {
         gb_fmt(err, errlen, "'fail_at': 'rendezvous' needs a multi-node job (n_nodes > 1)");
         return -1;
     }
+    /* where and when a failure acts, with none to act: the job ran ok */
+    if ((j->fail_rank >= 0 || strcmp(j->fail_at, "rendezvous") == 0) && !j->fail[0] && !j->signal) {
+        gb_fmt(err, errlen, "'%s' says where 'fail' or 'signal' acts; give one of them",
+               j->fail_rank >= 0 ? "fail_rank" : "fail_at");
+        return -1;
+    }
     if (strcmp(j->kind, "allreduce") == 0 &&
         (j->min_bytes % 4 || j->max_bytes % 4 || j->min_bytes > j->max_bytes)) {
         gb_fmt(err, errlen,

@@ -278,6 +278,9 @@ static const struct {
     {"bad_kind_twice", "{\"kind\": [\"gemm\", \"gemm\"]}", 0, "'gemm' given twice"},
     {"bad_unknown_key", "{\"kind\": \"gemm\", \"sizes\": 1}", 0, "unknown key 'sizes'"},
     /* one edit from nodes and from n_nodes: the one it is but for '_' */
+    /* the hooks' where and when, with no failure to place */
+    {"bad_fail_rank_alone", "{\"kind\": \"sleep\", \"n_nodes\": 2, \"fail_rank\": 1}", 0,
+     "'fail_rank' says where 'fail' or 'signal' acts; give one of them"},
     {"bad_key_separators", "{\"kind\": \"sleep\", \"nnodes\": 2}", 0,
      "unknown key 'nnodes' (did you mean 'n_nodes'"},
     {"bad_not_applicable", "{\"kind\": \"gemm\", \"duration_ms\": 5}", 0,
