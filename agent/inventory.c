@@ -119,24 +119,30 @@ int gb_nvml_pci_order(const gb_nvml_t *nv, unsigned n, int *perm) {
     for (unsigned i = 0; i < n; i++)
         perm[i] = (int)i;
     if (n > 64) return -1;
+    unsigned m = 0; /* the GPUs this process may open */
     for (unsigned i = 0; i < n; i++) {
         nvmlDevice_t d;
         nvmlPciInfo_t pci;
         unsigned dom, bus, dev, fn;
-        if (nv->DeviceGetHandleByIndex(i, &d) != NVML_SUCCESS ||
-            nv->DeviceGetPciInfo(d, &pci) != NVML_SUCCESS ||
-            sscanf(pci.busId, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+        nvmlReturn_t rc = nv->DeviceGetHandleByIndex(i, &d);
+        if (rc == NVML_ERROR_NO_PERMISSION) continue; /* counted, not ours: CUDA skips it too */
+        if (rc != NVML_SUCCESS || nv->DeviceGetPciInfo(d, &pci) != NVML_SUCCESS ||
+            sscanf(pci.busId, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) {
+            for (unsigned k = 0; k < n; k++)
+                perm[k] = (int)k;
             return -1;
+        }
         key[i] = (unsigned long long)dom << 32 | (unsigned long long)(bus & 0xffff) << 16 |
                  (dev & 0xff) << 8 | (fn & 0xff);
+        perm[m++] = (int)i;
     }
-    for (unsigned i = 1; i < n; i++) /* insertion sort: stable, n is small */
+    for (unsigned i = 1; i < m; i++) /* insertion sort: stable, m is small */
         for (unsigned j = i; j > 0 && key[perm[j - 1]] > key[perm[j]]; j--) {
             int t = perm[j];
             perm[j] = perm[j - 1];
             perm[j - 1] = t;
         }
-    return 0;
+    return (int)m;
 }
 
 /* Only the GPUs CUDA_VISIBLE_DEVICES leaves to this agent's jobs, as CUDA
@@ -232,8 +238,23 @@ static void nvml_collect(gb_inventory_t *inv) {
     if (count > GB_INV_MAX_GPUS) count = GB_INV_MAX_GPUS;
     /* listed in PCI bus id order, CUDA's (the workers run with
      * CUDA_DEVICE_ORDER=PCI_BUS_ID), not in NVML's index order */
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    if (count && order && strcmp(order, "PCI_BUS_ID") != 0)
+        gb_warn("CUDA_DEVICE_ORDER=%.40s in the agent's environment: its workers run with "
+                "PCI_BUS_ID, the order of its inventory and telemetry (and of "
+                "CUDA_VISIBLE_DEVICES' indices here)",
+                order);
     int perm[GB_INV_MAX_GPUS];
-    gb_nvml_pci_order(&nv, count, perm);
+    int mine = gb_nvml_pci_order(&nv, count, perm);
+    if (mine >= 0 && (unsigned)mine < count) {
+        /* a device cgroup (Slurm's ConstrainDevices) leaves this agent
+         * some: NVML counts them all, and a GPU it may not open stopped
+         * the list there (the GPUs after it were not listed) */
+        gb_info("NVML lists %u GPU(s), %d of them this agent's to open (the others answer "
+                "\"%s\"): those %d are its GPUs",
+                count, mine, nv.ErrorString(NVML_ERROR_NO_PERMISSION), mine);
+        count = (unsigned)mine;
+    }
     nvmlDevice_t dev[GB_INV_MAX_GPUS];
     unsigned switch_lanes[GB_INV_MAX_GPUS] = {
         0}; /* lanes to something that is not one of our GPUs */

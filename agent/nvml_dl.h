@@ -236,9 +236,12 @@ int gb_nvml_load(gb_nvml_t *nv, char *why, size_t whylen);
  * under CUDA_DEVICE_ORDER=PCI_BUS_ID. nvml.h (go-nvml gen/nvml/nvml.h,
  * CUDA 13.3) says NVML's own index order is not guaranteed and "may not
  * correlate" with CUDA's device index, so a CUDA index is mapped through
- * this, not used as an NVML index. 0, or -1 (n over 64, or a GPU whose
- * bus id cannot be read): perm is then 0..n-1, NVML's order. After
- * nvmlInit (agent/inventory.c). */
+ * this, not used as an NVML index. A GPU whose handle NVML refuses with
+ * NVML_ERROR_NO_PERMISSION (outside this process's device cgroup: NVML
+ * counts it, CUDA does not see it) is left out, so perm[0..m-1] are the
+ * GPUs this process can open, CUDA's 0..m-1. Returns m, or -1 (n over 64,
+ * or a GPU that answers another error or whose bus id cannot be read):
+ * perm is then 0..n-1, NVML's order. After nvmlInit (agent/inventory.c). */
 int gb_nvml_pci_order(const gb_nvml_t *nv, unsigned n, int *perm);
 
 #endif

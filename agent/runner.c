@@ -134,10 +134,12 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
     char *const argv[] = {(char *)arg0, "worker", "--job", job_path, "--out", out_path, NULL};
     /* CUDA numbers GPUs fastest first unless told otherwise; NVML (the
      * inventory, the telemetry sampler) by PCI bus id. The worker's GPU i
-     * must be the agent's GPU i, so it gets PCI order unless the agent's
-     * own environment already chose. */
+     * must be the agent's GPU i, so it gets PCI order, whatever the
+     * agent's environment says: another order there had the telemetry
+     * sample (and judge) a GPU the job did not use on a node of mixed
+     * GPUs (the inventory says it overrides one: inventory.c) */
     extern char **environ;
-    size_t n_env = 0;
+    size_t n_env = 0, k = 0;
     while (environ[n_env])
         n_env++;
     envp = calloc(n_env + 2, sizeof *envp);
@@ -145,8 +147,9 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         gb_fmt(err, errlen, "out of memory");
         goto err;
     }
-    memcpy(envp, environ, n_env * sizeof *envp);
-    if (!getenv("CUDA_DEVICE_ORDER")) envp[n_env] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "CUDA_DEVICE_ORDER=", 18) != 0) envp[k++] = environ[i];
+    envp[k] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
     pid_t parent = getpid();
     r->started_wall = gb_wall_ms();
     /* every signal held from before the fork until the child has put its

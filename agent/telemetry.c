@@ -484,10 +484,12 @@ static void *sampler_main(void *arg) {
     /* the job's GPU indices are CUDA's (PCI bus id order): NVML's index of
      * each through gb_nvml_pci_order; NVML's order where it cannot tell */
     unsigned count = 0;
-    int perm[GB_TM_MAX_GPUS];
+    int perm[GB_TM_MAX_GPUS], mine = -1;
     if (gpu && (nv->DeviceGetCount(&count) != NVML_SUCCESS || count > GB_TM_MAX_GPUS ||
-                gb_nvml_pci_order(nv, count, perm) != 0))
+                (mine = gb_nvml_pci_order(nv, count, perm)) < 0))
         count = 0;
+    else if (gpu)
+        count = (unsigned)mine; /* the GPUs this process may open: CUDA's */
     for (int g = 0; gpu && g < s->job.n_gpus; g++) {
         int i = s->job.gpu_index[g];
         if (i >= 0 && (unsigned)i < count) i = perm[i];

@@ -35,7 +35,10 @@
  * clock query take that long (a hung driver). Built with
  * FAKE_NO_EVENT_REASONS it is an older driver: it lacks
  * nvmlDeviceGetCurrentClocksEventReasons (as drivers before the rename do)
- * and nvmlDeviceGetFieldValues. */
+ * and nvmlDeviceGetFieldValues. $GB_FAKE_NVML_DENY=I: NVML's GPU I answers
+ * NVML_ERROR_NO_PERMISSION to nvmlDeviceGetHandleByIndex_v2, as a GPU
+ * outside a job's device cgroup does (nvmlDeviceGetCount_v2 still counts
+ * it). */
 #define _POSIX_C_SOURCE 200809L
 #include "nvml_dl.h"
 
@@ -88,7 +91,9 @@ EXPORT nvmlReturn_t nvmlShutdown(void) {
     return NVML_SUCCESS;
 }
 EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
-    return r == NVML_ERROR_DRIVER_NOT_LOADED ? "Driver Not Loaded" : "Not Supported";
+    return r == NVML_ERROR_DRIVER_NOT_LOADED ? "Driver Not Loaded"
+           : r == NVML_ERROR_NO_PERMISSION   ? "Insufficient Permissions"
+                                             : "Not Supported";
 }
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned len) {
     snprintf(v, len, "999.1");
@@ -106,6 +111,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) {
  * does not promise that order): index i is the GPU on the (n-1-i)-th bus */
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
     if ((int)i >= n_gpus()) return NVML_ERROR_INVALID_ARGUMENT;
+    /* $GB_FAKE_NVML_DENY: an NVML index this process may not open (a GPU
+     * a Slurm job's cgroup leaves out: counted, but not ours) */
+    const char *deny = getenv("GB_FAKE_NVML_DENY");
+    if (deny && *deny && atoi(deny) == (int)i) return NVML_ERROR_NO_PERMISSION;
     *d = &devs[is("bridge_reversed") ? n_gpus() - 1 - (int)i : (int)i];
     return NVML_SUCCESS;
 }

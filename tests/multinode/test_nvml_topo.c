@@ -56,7 +56,14 @@ int main(int argc, char **argv) {
     const char *cvd = NULL;
     for (size_t i = 0; i < sizeof vis / sizeof vis[0]; i++)
         if (strcmp(c, vis[i][0]) == 0) cvd = vis[i][1];
-    setenv("GB_FAKE_NVML", cvd ? "switch" : c, 1);
+    /* denied: the switch machine whose NVML GPU 0 is outside this
+     * process's device cgroup (NVML counts it, refuses its handle) */
+    int denied = strcmp(c, "denied") == 0;
+    setenv("GB_FAKE_NVML", cvd || denied ? "switch" : c, 1);
+    if (denied)
+        setenv("GB_FAKE_NVML_DENY", "0", 1);
+    else
+        unsetenv("GB_FAKE_NVML_DENY");
     if (cvd)
         setenv("CUDA_VISIBLE_DEVICES", cvd, 1);
     else
@@ -95,6 +102,20 @@ int main(int argc, char **argv) {
                    inv.gpus[i].uuid);
         CHECK(inv.n_links == n * (n - 1) / 2);
         if (n == 2) CHECK(link_of(0, 1)->nvlink_lanes == 18);
+        return 0;
+    }
+    if (denied) {
+        /* the three it may open, in PCI order: it stopped at the first
+         * refusal, and listed none */
+        CHECKF(inv.nvml_error[0] == '\0', "%s", inv.nvml_error);
+        CHECKF(inv.n_gpus == 3, "%d GPUs", inv.n_gpus);
+        for (int i = 0; i < 3; i++) {
+            char want[32];
+            snprintf(want, sizeof want, "GPU-fake-%d", i + 1);
+            CHECKF(strcmp(inv.gpus[i].uuid, want) == 0, "GPU %d is %s", i, inv.gpus[i].uuid);
+        }
+        CHECK(inv.n_links == 3 && link_of(0, 2)->nvlink_lanes == 18);
+        CHECKF(strstr(said, "NVML lists 4 GPU(s), 3 of them this agent's to open"), "%s", said);
         return 0;
     }
     if (strcmp(c, "noinit") == 0) {

@@ -903,6 +903,33 @@ static void t_sampler_pci_order(void) {
     unsetenv("GB_FAKE_NVML");
 }
 
+/* NVML's GPU 0 outside this process's device cgroup (Slurm's
+ * ConstrainDevices: NVML counts it and refuses its handle; CUDA sees the
+ * other three as 0..2): the job's GPU 0 is NVML's 1. The sampler failed
+ * ("NVML GPU 0: ...") and sampled no GPU. */
+static void t_sampler_denied(void) {
+    setenv("GB_FAKE_NVML", "switch", 1);
+    setenv("GB_FAKE_NVML_DENY", "0", 1);
+    write_script("0 * sm=1000\n0 1 sm=1100\n0 2 sm=1200\n");
+    gb_telemetry_t *t = hub(20, 5000);
+    gb_sampler_t *s = start_gpus(t, 2);
+    for (int i = 0; i < 1000 && gb_sampler_count(s) < 2; i++)
+        sleep_ms(5);
+    stop_polling(s);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECKF(!d.error, "%s", d.error);
+    CHECK(d.n_gpu >= 2);
+    for (size_t i = 0; i < d.n_gpu; i++)
+        CHECKF(d.gpu[i].sm_mhz == (d.gpu[i].gpu == 0 ? 1100u : 1200u), "job GPU %u read %u MHz",
+               d.gpu[i].gpu, d.gpu[i].sm_mhz);
+    CHECK(d.have_nvml_index && d.nvml_index[0] == 1 && d.nvml_index[1] == 2);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+    unsetenv("GB_FAKE_NVML_DENY");
+    unsetenv("GB_FAKE_NVML");
+}
+
 /* A stop is seen at once, not after the interval. */
 static void t_sampler_stop(void) {
     write_script("");
@@ -1245,7 +1272,9 @@ static char *worker_order(void) {
 }
 
 /* NVML numbers GPUs by PCI bus id, CUDA fastest first unless told: the
- * worker is told, unless the agent's environment already chose. */
+ * worker is told, also when the agent's environment chose another order
+ * (kept, the telemetry sampled another GPU than the job's on a node of
+ * mixed GPUs). */
 static void t_runner_env(void) {
     setenv("GB_TM_PROBE", "kept", 1); /* the rest of the environment goes along */
     unsetenv("CUDA_DEVICE_ORDER");
@@ -1254,7 +1283,7 @@ static void t_runner_env(void) {
     free(got);
     setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1);
     got = worker_order();
-    CHECKF(strcmp(got, "FASTEST_FIRST,kept") == 0, "%s", got);
+    CHECKF(strcmp(got, "PCI_BUS_ID,kept") == 0, "%s", got);
     free(got);
     unsetenv("CUDA_DEVICE_ORDER");
 }
@@ -1454,6 +1483,7 @@ int main(int argc, char **argv) {
         {"sampler_fallback", t_sampler_fallback},
         {"sampler_power_types", t_sampler_power_types},
         {"sampler_pci_order", t_sampler_pci_order},
+        {"sampler_denied", t_sampler_denied},
         {"sampler_stop", t_sampler_stop},
         {"sampler_hung", t_sampler_hung},
         {"sampler_no_nvml", t_sampler_no_nvml},
