@@ -476,10 +476,13 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         n_rows++;
         if (want_why && sqlite3_column_type(st, c_valid) != SQLITE_NULL &&
-            sqlite3_column_int(st, c_valid) == 0 && ++n_invalid <= MAX_WHY_LINES && whyf)
-            fprintf(whyf, "job %lld invalid: %s\n", (long long)sqlite3_column_int64(st, c_job),
-                    sqlite3_column_text(st, c_why) ? (const char *)sqlite3_column_text(st, c_why)
-                                                   : "(no reason stored)");
+            sqlite3_column_int(st, c_valid) == 0 && ++n_invalid <= MAX_WHY_LINES && whyf) {
+            fprintf(whyf, "job %lld invalid: ", (long long)sqlite3_column_int64(st, c_job));
+            gb_put_line(whyf, sqlite3_column_text(st, c_why)
+                                  ? (const char *)sqlite3_column_text(st, c_why)
+                                  : "(no reason stored)");
+            fputc('\n', whyf);
+        }
         if (gb_table_row(t) != 0) goto out;
         for (int i = 0; i < nshow; i++) {
             int c = map[i];

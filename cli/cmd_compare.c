@@ -428,12 +428,13 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
             print_config(stdout, kind, r);
             printf(": ");
         }
-        if (r->base >= 0)
-            printf("rel is over %s%s%s in the same precision\n",
-                   c->rows[r->base].model ? c->rows[r->base].model : "(no model)",
-                   show_backend ? " on " : "",
-                   show_backend && c->rows[r->base].backend ? c->rows[r->base].backend : "");
-        else
+        if (r->base >= 0) {
+            printf("rel is over ");
+            gb_put_line(stdout, c->rows[r->base].model ? c->rows[r->base].model : "(no model)");
+            printf("%s", show_backend ? " on " : "");
+            gb_put_line(stdout, show_backend ? c->rows[r->base].backend : NULL);
+            printf(" in the same precision\n");
+        } else
             printf("no rel: the baseline model was not run in this configuration\n");
     }
     return 0;

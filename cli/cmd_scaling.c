@@ -329,7 +329,9 @@ static void say_shared(FILE *out, int k, const cell_t *c, int *said) {
     if (c->type == SQLITE_FLOAT) gb_fmt(v, sizeof v, "%g", c->d);
     if (c->type == SQLITE_TEXT) gb_fmt(v, sizeof v, "%s", c->s);
     fprintf(out, "%s", (*said)++ ? ", " : "every row: ");
-    fprintf(out, what[k], v);
+    char line[160];
+    gb_fmt(line, sizeof line, what[k], v);
+    gb_put_line(out, line); /* a record's launch text, as stored */
 }
 
 static int print_scaling(const scaling_t *s, gb_format_t fmt) {

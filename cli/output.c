@@ -140,6 +140,11 @@ static size_t put_safe(FILE *out, const char *p, int keep_newlines) {
     return 1;
 }
 
+void gb_put_line(FILE *out, const char *s) {
+    for (const char *p = s ? s : ""; *p;)
+        p += put_safe(out, p, 0);
+}
+
 static void csv_field(FILE *out, const char *s) {
     int quote = strpbrk(s, ",\"\n\r") != NULL;
     if (quote) fputc('"', out);

@@ -22,6 +22,12 @@ int gb_format_for_people(gb_format_t fmt);
 typedef struct gb_table gb_table_t;
 
 /* A table with ncols columns named names[0..ncols-1] (copied). */
+/* s on out, each control character (C0, DEL, C1, a newline too) as '?',
+ * as a table's cells print: text from a peer (an invalid_reason, a model
+ * name, an NVML error) printed beside a table must not carry an escape
+ * sequence or a forged line to the terminal. NULL prints nothing. */
+void gb_put_line(FILE *out, const char *s);
+
 gb_table_t *gb_table_new(int ncols, const char *const *names);
 void gb_table_destroy(gb_table_t **self_p);
 /* Start a new row (all cells NULL); -1 on out-of-memory. */

@@ -172,8 +172,9 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         }
         if (found > 1) fputc('\n', out);
         if (n_gpus == 0 || t->n_gpus == 0) {
-            fprintf(out, "node %s (agent %s): no GPUs%s%s\n", name, id, nvml && *nvml ? ": " : "",
-                    nvml ? nvml : "");
+            fprintf(out, "node %s (agent %s): no GPUs%s", name, id, nvml && *nvml ? ": " : "");
+            gb_put_line(out, nvml);
+            fputc('\n', out);
             continue;
         }
         fprintf(out, "node %s (agent %s): %d GPU(s), %s\n\n", name, id, n_gpus, model);

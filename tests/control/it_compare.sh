@@ -12,7 +12,8 @@
 # 64^3, and an invalid and a failed gemm that must not count).
 # Cases: table csv json baseline precision errors empty store gemm by_node
 # (compare --by node: each node against its model's median), and
-# results (`gpubench results`' filters on the same store).
+# results (`gpubench results`' filters on the same store), peer_text
+# (agents' text printed beside the tables, control characters cleaned).
 # shellcheck source=tests/control/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 MODELS=$2
@@ -21,6 +22,20 @@ DB=$T/m.db
 check "test_models fills the store" "$MODELS" make "$DB"
 
 case $case in
+peer_text)
+    # text from agents (an invalid_reason, a GPU model's name) printed
+    # beside the tables: its control characters as '?', as in the cells.
+    # They reached the terminal raw (an escape sequence, a forged line)
+    sqlite3 "$DB" "UPDATE results SET invalid_reason = 'evil ' || char(27) || '[31mRED' || char(10) || 'forged' WHERE valid = 0;
+                   UPDATE results SET device_model = 'Tesla' || char(27) || '[2JV100' WHERE device_model = 'Tesla V100-SXM2-16GB'"
+    check "results" "$GB" results --db "$DB" >"$T/r.txt"
+    contains "the reason, cleaned" "$T/r.txt" "invalid: evil ?[31mRED?forged"
+    check "compare" "$GB" compare --db "$DB" >"$T/c.txt"
+    contains "the baseline's name, cleaned" "$T/c.txt" "rel is over Tesla?[2JV100"
+    for f in r c; do
+        if LC_ALL=C grep -q "$(printf '\033')" "$T/$f.txt"; then fail "an escape in $f.txt"; fi
+    done
+    ;;
 csv)
     # every configuration its own group with its own baseline (the slowest in
     # the first precision, fp16): no batch 128 or 128 px figure in batch 64 /
