@@ -33,7 +33,8 @@ static gb_store_t *st;
 static gb_ranks_t *rk;
 static uint64_t sweep;
 static int seq;
-static const char *xparams = ""; /* more of the job's parameters: ", \"k\": v" */
+static const char *xparams = "";          /* more of the job's parameters: ", \"k\": v" */
+static const char *model = "NVIDIA H100"; /* the records' device_model */
 
 /* One finished job with its result, as the coordinator stores it. nodes is
  * "a" or "a,b" (rank order); state the job's end; record NULL for none. */
@@ -90,11 +91,11 @@ static uint64_t run(const char *nodes, int gpus, const char *precision, int batc
     char rec[1024];
     int n_nodes = strchr(nodes, ',') ? 2 : 1;
     snprintf(rec, sizeof rec,
-             "{\"kind\": \"resnet50\", \"backend\": \"cuda\", \"device_model\": \"NVIDIA H100\","
+             "{\"kind\": \"resnet50\", \"backend\": \"cuda\", \"device_model\": \"%s\","
              " \"n_devices\": %d, \"precision\": \"%s\", \"valid\": %s, \"images_per_sec\": %.6f,"
              " \"step_ms\": {\"median\": 100, \"p90\": 101}, \"interconnect\": \"%s\","
              " \"image_size\": 224, \"batch_per_device\": %d%s%s%s}",
-             gpus * n_nodes, precision, valid ? "true" : "false", ips, ic, batch,
+             model, gpus * n_nodes, precision, valid ? "true" : "false", ips, ic, batch,
              transports ? ", \"details\": {\"nccl_transports\": " : "",
              transports ? transports : "", transports ? "}" : "");
     return add_job("resnet50", nodes, gpus, precision, batch, state, rec);
@@ -412,6 +413,47 @@ int main(int argc, char **argv) {
     CHECK(sqlite3_column_double(s, 8) == 1.114); /* round(780 / 700, 3) */
     CHECK(sqlite3_step(s) == SQLITE_DONE);
     sqlite3_finalize(s);
+
+    /* node c holds GPUs of two models (a workstation's 4090 and A6000):
+     * each model's rows against its own one-GPU median there. One baseline
+     * for the node (27, the middle of 25, 26, 27, 100, 101) put the A6000's
+     * 2-GPU 180 at an efficiency of 3.3 */
+    st = gb_store_open(path, err, sizeof err);
+    CHECKF(st, "%s", err);
+    rk = gb_ranks_new(st, err, sizeof err);
+    CHECKF(rk, "%s", err);
+    gb_store_node_t nc = {.agent_id = "agent-c",
+                          .name = "node-c",
+                          .state = "connected",
+                          .cpu_model = "Xeon",
+                          .os = "Debian 12",
+                          .kernel = "Linux 6.1",
+                          .driver_version = "570.00",
+                          .cuda_driver_version = "12.8",
+                          .labels = "",
+                          .kinds = "resnet50",
+                          .gpu_model = "NVIDIA RTX 4090",
+                          .inventory_json = "{}",
+                          .cpu_cores = 16,
+                          .n_gpus = 2,
+                          .slots = 1};
+    CHECK(gb_store_begin(st) == 0 && gb_store_node_upsert(st, &nc, now) == 0 &&
+          gb_store_commit(st) == 0);
+    model = "NVIDIA GeForce RTX 4090";
+    for (int i = 0; i < 3; i++)
+        run("c", 1, "bf16", 64, 25 + i, 1, "none", NULL, "done");
+    uint64_t c4090x2 = run("c", 2, "bf16", 64, 50, 1, "pcie", NULL, "done");
+    model = "NVIDIA RTX A6000";
+    run("c", 1, "bf16", 64, 100, 1, "none", NULL, "done");
+    run("c", 1, "bf16", 64, 101, 1, "none", NULL, "done");
+    uint64_t a6000x2 = run("c", 2, "bf16", 64, 180, 1, "pcie", NULL, "done");
+    gb_ranks_destroy(&rk);
+    gb_store_close(&st);
+    near(a6000x2, "baseline_images_per_sec", 100.5);
+    near(a6000x2, "baseline_runs", 2);
+    near(a6000x2, "efficiency", 180.0 / (2 * 100.5));
+    near(c4090x2, "baseline_images_per_sec", 26);
+    near(c4090x2, "efficiency", 50.0 / (2 * 26));
     sqlite3_close(ro);
     const char *keep = getenv("GB_KEEP_TMP"); /* as the integration tests: keep it to look at */
     if (keep && strcmp(keep, "1") == 0) {
