@@ -184,6 +184,27 @@ typedef struct gpu_acc {
     unsigned min_limit_mw;
 } gpu_acc_t;
 
+/* nvml.h of HW slowdown (clocks cut by half or more): "May be also
+ * reported during PState or clock change". One sample of it alone (at
+ * 100 ms) is such a change as likely as a slowdown, and invalidated a
+ * healthy GPU's result; it counts with a hardware thermal or power-brake
+ * reason in the same sample, or in the sample before or after it of the
+ * same GPU (in[] sorted by (gpu, t), samples with reasons only). */
+static int lone_slowdown_backed(const gb_tm_gpu_sample_t *const *in, size_t n, size_t i) {
+    const uint64_t hw = GB_TM_REASON_HW_THERMAL | GB_TM_REASON_HW_POWER_BRAKE;
+    if (in[i]->reasons & hw) return 1;
+    for (int dir = -1; dir <= 1; dir += 2)
+        for (size_t k = i;;) {
+            if (dir < 0 ? k == 0 : k + 1 >= n) break;
+            k = dir < 0 ? k - 1 : k + 1;
+            if (in[k]->gpu != in[i]->gpu) break;
+            if (!(in[k]->have & GB_TM_HAVE_REASONS)) continue;
+            if (in[k]->reasons & GB_TM_REASON_HW_SLOWDOWN) return 1;
+            break;
+        }
+    return 0;
+}
+
 static int cmp_row(const void *a, const void *b) {
     const gb_tm_gpu_sample_t *x = *(const gb_tm_gpu_sample_t *const *)a,
                              *y = *(const gb_tm_gpu_sample_t *const *)b;
@@ -294,6 +315,8 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
             if (!(s->have & GB_TM_HAVE_REASONS)) continue;
             uint64_t t = gb_tm_throttle_bits(
                 s->reasons, s->have & GB_TM_HAVE_LIMIT ? s->limit_mw : 0, d->default_limit_mw[g]);
+            if ((t & GB_TM_REASON_HW_SLOWDOWN) && !lone_slowdown_backed(in, n_in, i))
+                t &= ~GB_TM_REASON_HW_SLOWDOWN; /* listed in reasons, not a verdict */
             a->reasons |= s->reasons;
             a->throttle |= t;
             a->throttled += t != 0;

@@ -325,6 +325,42 @@ static void t_power_cap(void) {
     free(rec);
 }
 
+/* HW slowdown alone in one sample (nvml.h: "may be also reported during
+ * PState or clock change"): listed among the reasons, not held against the
+ * GPU (it invalidated a healthy GPU's result); two samples in a row, or
+ * one with a hardware thermal or power-brake reason, are throttling. */
+static void t_lone_slowdown(void) {
+    static const struct {
+        uint64_t at3, at4;
+        int valid;
+    } cases[] = {
+        {GB_TM_REASON_HW_SLOWDOWN, 0, 1},
+        {GB_TM_REASON_HW_SLOWDOWN, GB_TM_REASON_HW_SLOWDOWN, 0},
+        {GB_TM_REASON_HW_SLOWDOWN | GB_TM_REASON_HW_POWER_BRAKE, 0, 0},
+        {GB_TM_REASON_HW_SLOWDOWN | GB_TM_REASON_GPU_IDLE, GB_TM_REASON_GPU_IDLE, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gb_tm_gpu_sample_t s[20];
+        size_t n = 0;
+        for (int i = 0; i < 10; i++)
+            for (unsigned g = 0; g < 2; g++)
+                s[n++] = gs(g, W0 + 100 * i, 1980,
+                            g == 1 && i == 3   ? cases[k].at3
+                            : g == 1 && i == 4 ? cases[k].at4
+                                               : 0);
+        gb_tm_data_t d;
+        gpu_data(&d, s, n, 2);
+        char *rec = record_text(W0, W0 + 900, 1, NULL);
+        cJSON *o = amend(rec, &d, 1 << 19, NULL);
+        CHECKF(is_true(o, "valid") == cases[k].valid, "case %zu: valid %d, %s", k,
+               is_true(o, "valid"), str(o, "invalid_reason") ? str(o, "invalid_reason") : "");
+        CHECKF(num(o, "telemetry.reasons") != 0, "case %zu: the reason not listed", k);
+        CHECK(is_true(o, "telemetry.throttled") == !cases[k].valid);
+        cJSON_Delete(o);
+        free(rec);
+    }
+}
+
 /* A long run of 8 GPUs: at most GB_TM_MAX_ROWS rows, each the first of a
  * block of samples with the block's reasons; the summary still over all;
  * a smaller size limit decimates further; one too small for the summary
@@ -337,7 +373,7 @@ static void t_decimate(void) {
     for (int i = 0; i < per; i++)
         for (int g = 0; g < ng; g++)
             s[n++] = gs((unsigned)g, W0 + 100 * i, 1000 + (unsigned)i,
-                        g == 5 && i == 501 ? GB_TM_REASON_HW_SLOWDOWN : 0);
+                        g == 5 && (i == 501 || i == 502) ? GB_TM_REASON_HW_SLOWDOWN : 0);
     gb_tm_data_t d;
     gpu_data(&d, s, n, ng);
     char *rec = record_text(W0, W0 + 100 * per, 1, NULL);
@@ -353,8 +389,9 @@ static void t_decimate(void) {
         CHECK(num(o, p) == per);
     }
     CHECK(num(o, "telemetry.gpus.0.sm_mhz.max") == 1000 + per - 1); /* all samples, not rows */
-    /* the throttled sample 501 of GPU 5 lives on in the row of its block
-     * (500..503), and invalidates */
+    /* the throttled samples 501 and 502 of GPU 5 (two in a row: one alone
+     * is a clock change as likely, t_lone_slowdown) live on in the row of
+     * their block (500..503), and invalidate */
     CHECK(!is_true(o, "valid"));
     int found = 0;
     for (const cJSON *r = rows->child; r; r = r->next) {
@@ -1473,6 +1510,7 @@ int main(int argc, char **argv) {
         {"window", t_window},
         {"throttled", t_throttled},
         {"power_cap", t_power_cap},
+        {"lone_slowdown", t_lone_slowdown},
         {"decimate", t_decimate},
         {"edges", t_edges},
         {"cpu", t_cpu},
