@@ -84,6 +84,10 @@ enum {
     GB_TM_HAVE_USED = 1 << 5,
     GB_TM_HAVE_REASONS = 1 << 6,
     GB_TM_HAVE_LIMIT = 1 << 7,
+    /* not a reading: the sample stands for two or more in a row with HW
+     * slowdown, folded into it when the sampler thinned its samples (one
+     * such alone is not held against the GPU: tm_record.c) */
+    GB_TM_SLOWDOWN_RUN = 1 << 8,
 };
 
 typedef struct gb_tm_gpu_sample {
@@ -96,6 +100,12 @@ typedef struct gb_tm_gpu_sample {
     uint64_t mem_used; /* bytes */
     uint64_t reasons;  /* nvmlClocksEventReasons bits */
 } gb_tm_gpu_sample_t;
+
+/* Fold y, the later sample of a GPU that the sampler's thinning drops,
+ * into x: its reasons (and that there were some: a kept sample whose own
+ * query failed lost them), and GB_TM_SLOWDOWN_RUN where the two are a run
+ * of HW slowdown (two in a row, or a run already). */
+void gb_tm_fold(gb_tm_gpu_sample_t *x, const gb_tm_gpu_sample_t *y);
 
 typedef struct gb_tm_cpu_sample {
     int64_t t_ms;                /* CLOCK_REALTIME ms */

@@ -179,10 +179,17 @@ static void app(char *buf, size_t len, const char *fmt, ...) {
 /* ---- GPU ------------------------------------------------------------------ */
 
 typedef struct gpu_acc {
-    size_t n, throttled;
+    size_t n, throttled, judged; /* judged: samples with reasons */
     uint64_t reasons, throttle;
     unsigned min_limit_mw;
 } gpu_acc_t;
+
+void gb_tm_fold(gb_tm_gpu_sample_t *x, const gb_tm_gpu_sample_t *y) {
+    if ((x->reasons & y->reasons & GB_TM_REASON_HW_SLOWDOWN) || (y->have & GB_TM_SLOWDOWN_RUN))
+        x->have |= GB_TM_SLOWDOWN_RUN;
+    x->reasons |= y->reasons;
+    x->have |= y->have & GB_TM_HAVE_REASONS;
+}
 
 /* nvml.h of HW slowdown (clocks cut by half or more): "May be also
  * reported during PState or clock change". One sample of it alone (at
@@ -192,7 +199,7 @@ typedef struct gpu_acc {
  * same GPU (in[] sorted by (gpu, t), samples with reasons only). */
 static int lone_slowdown_backed(const gb_tm_gpu_sample_t *const *in, size_t n, size_t i) {
     const uint64_t hw = GB_TM_REASON_HW_THERMAL | GB_TM_REASON_HW_POWER_BRAKE;
-    if (in[i]->reasons & hw) return 1;
+    if ((in[i]->reasons & hw) || (in[i]->have & GB_TM_SLOWDOWN_RUN)) return 1;
     for (int dir = -1; dir <= 1; dir += 2)
         for (size_t k = i;;) {
             if (dir < 0 ? k == 0 : k + 1 >= n) break;
@@ -313,6 +320,7 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
             if (s->have & GB_TM_HAVE_LIMIT && (!a->min_limit_mw || s->limit_mw < a->min_limit_mw))
                 a->min_limit_mw = s->limit_mw;
             if (!(s->have & GB_TM_HAVE_REASONS)) continue;
+            a->judged++;
             uint64_t t = gb_tm_throttle_bits(
                 s->reasons, s->have & GB_TM_HAVE_LIMIT ? s->limit_mw : 0, d->default_limit_mw[g]);
             if ((t & GB_TM_REASON_HW_SLOWDOWN) && !lone_slowdown_backed(in, n_in, i))
@@ -373,13 +381,23 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
         cJSON_AddNumberToObject(o, "reasons", (double)a->reasons);
         cJSON_AddItemToObject(o, "reason_names", names_array(a->reasons));
         cJSON_AddItemToObject(o, "throttle_names", names_array(a->throttle));
-        cJSON_AddNumberToObject(o, "throttled_samples", (double)a->throttled);
+        if (a->n && !a->judged)
+            cJSON_AddNullToObject(o, "throttled_samples");
+        else
+            cJSON_AddNumberToObject(o, "throttled_samples", (double)a->throttled);
         cJSON_AddItemToArray(gpus, o);
     }
     free(v);
     cJSON_AddNumberToObject(tm, "reasons", (double)all);
     cJSON_AddItemToObject(tm, "reason_names", names_array(all));
     cJSON_AddItemToObject(tm, "throttle_names", names_array(all_throttle));
+    /* a GPU none of whose samples had its clocks-event reasons (a driver
+     * or a virtual GPU that answers "not supported") was not judged: its
+     * throttled_samples is null (v_telemetry's throttled NULL, not 0, which
+     * read as a clean run), and the flag says so */
+    int unjudged = -1;
+    for (int g = 0; g < ng && unjudged < 0; g++)
+        if (acc[g].n && !acc[g].judged) unjudged = g;
     cJSON_AddBoolToObject(tm, "throttled", all_throttle != 0);
     cJSON *cols = cJSON_CreateStringArray(
         (const char *const[]){"gpu", "t_ms", "sm_mhz", "mem_mhz", "power_w", "temp_c", "util_pct",
@@ -404,6 +422,10 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
             }
         app(p->verdict, sizeof p->verdict, ")");
         gb_fmt(p->flag, sizeof p->flag, "throttled: %s", fnames);
+    } else if (unjudged >= 0) {
+        gb_fmt(p->flag, sizeof p->flag,
+               "throttling not judged: GPU %d gave no clocks-event reasons (%zu samples)", unjudged,
+               acc[unjudged].n);
     }
     if (n_in == 0) {
         char why[160];

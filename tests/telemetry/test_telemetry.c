@@ -361,6 +361,78 @@ static void t_lone_slowdown(void) {
     }
 }
 
+/* A GPU whose every sample lacks its clocks-event reasons (both queries
+ * "not supported": some virtual GPUs) was not judged: the result stays
+ * valid, its flag says so, and that GPU's throttled_samples is null
+ * (v_telemetry's throttled NULL; it read 0, a clean run). */
+static void t_unjudged(void) {
+    gb_tm_gpu_sample_t s[20];
+    size_t n = 0;
+    for (int i = 0; i < 10; i++)
+        for (unsigned g = 0; g < 2; g++) {
+            s[n] = gs(g, W0 + 100 * i, 1980, 0);
+            if (g == 1) s[n].have &= ~(unsigned)GB_TM_HAVE_REASONS;
+            n++;
+        }
+    gb_tm_data_t d;
+    gpu_data(&d, s, n, 2);
+    char *rec = record_text(W0, W0 + 900, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(is_true(o, "valid"));
+    CHECKF(str(o, "telemetry.flag") &&
+               strcmp(str(o, "telemetry.flag"),
+                      "throttling not judged: GPU 1 gave no clocks-event reasons (10 samples)") ==
+                   0,
+           "%s", str(o, "telemetry.flag") ? str(o, "telemetry.flag") : "(null)");
+    CHECK(cJSON_IsNull(path(o, "telemetry.gpus.1.throttled_samples")));
+    CHECK(num(o, "telemetry.gpus.0.throttled_samples") == 0);
+    /* the coordinator takes it */
+    char *text = cJSON_PrintUnformatted(o), err[300];
+    gb_record_t r;
+    CHECK(text);
+    CHECKF(gb_record_parse(text, strlen(text), "resnet50", &r, err, sizeof err) == 0, "%s", err);
+    gb_record_free(&r);
+    free(text);
+    cJSON_Delete(o);
+    free(rec);
+}
+
+/* The sampler's thinning folds a dropped sample into the one kept: its
+ * reasons and that it had them, and a run of HW slowdown marked as one
+ * (folded into one sample, two in a row read as one alone, no verdict). */
+static void t_fold(void) {
+    gb_tm_gpu_sample_t x = gs(0, W0, 1980, 0), y = gs(0, W0 + 100, 1980, 0x40);
+    x.have &= ~(unsigned)GB_TM_HAVE_REASONS; /* its own query failed */
+    gb_tm_fold(&x, &y);
+    CHECK((x.have & GB_TM_HAVE_REASONS) && x.reasons == 0x40 && !(x.have & GB_TM_SLOWDOWN_RUN));
+    x = gs(0, W0, 1980, GB_TM_REASON_HW_SLOWDOWN);
+    y = gs(0, W0 + 100, 1980, GB_TM_REASON_HW_SLOWDOWN);
+    gb_tm_fold(&x, &y);
+    CHECK(x.have & GB_TM_SLOWDOWN_RUN);
+    x = gs(0, W0, 1980, GB_TM_REASON_HW_SLOWDOWN);
+    y = gs(0, W0 + 100, 1980, 0);
+    gb_tm_fold(&x, &y);
+    CHECK(!(x.have & GB_TM_SLOWDOWN_RUN) && x.reasons == GB_TM_REASON_HW_SLOWDOWN);
+    /* a run folded once more stays one; and a folded run is a verdict */
+    y = x;
+    y.have |= GB_TM_SLOWDOWN_RUN;
+    x = gs(0, W0, 1980, 0);
+    gb_tm_fold(&x, &y);
+    CHECK(x.have & GB_TM_SLOWDOWN_RUN);
+    gb_tm_gpu_sample_t s[10];
+    for (int i = 0; i < 10; i++)
+        s[i] = gs(0, W0 + 100 * i, 1980, 0);
+    s[4] = x;
+    s[4].t_ms = W0 + 400;
+    gb_tm_data_t d;
+    gpu_data(&d, s, 10, 1);
+    char *rec = record_text(W0, W0 + 900, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(!is_true(o, "valid"));
+    cJSON_Delete(o);
+    free(rec);
+}
+
 /* A long run of 8 GPUs: at most GB_TM_MAX_ROWS rows, each the first of a
  * block of samples with the block's reasons; the summary still over all;
  * a smaller size limit decimates further; one too small for the summary
@@ -1511,6 +1583,8 @@ int main(int argc, char **argv) {
         {"throttled", t_throttled},
         {"power_cap", t_power_cap},
         {"lone_slowdown", t_lone_slowdown},
+        {"unjudged", t_unjudged},
+        {"fold", t_fold},
         {"decimate", t_decimate},
         {"edges", t_edges},
         {"cpu", t_cpu},
