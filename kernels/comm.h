@@ -88,6 +88,18 @@ static inline int gb_comm_allreduce(gb_comm_t *c, float *buf, size_t count, gb_c
                                     char *err, size_t errlen) {
     return c->v->allreduce(c, buf, count, op, err, errlen);
 }
+/* 1 when every replica of the job passed the same v, 0 when any differs
+ * (on every replica alike), -1 on a failure (err). Collective: one MAX
+ * over (v, -v) in two 16-bit halves, exact in floats. What a replica's
+ * collectives must agree on before they start (the layout of the gradient
+ * slab a bucket covers), as gb_cuda_dp_same on GPUs. */
+static inline int gb_comm_same(gb_comm_t *c, uint32_t v, char *err, size_t errlen) {
+    float hi = (float)(v >> 16), lo = (float)(v & 0xffffu);
+    float x[4] = {hi, -hi, lo, -lo};
+    if (c->v->allreduce(c, x, 4, GB_COMM_MAX, err, errlen)) return -1;
+    return x[0] == -x[1] && x[2] == -x[3];
+}
+
 static inline int gb_comm_barrier(gb_comm_t *c, char *err, size_t errlen) {
     return c->v->barrier(c, err, errlen);
 }

@@ -492,31 +492,8 @@ static int plan_slab(cpu_state_t *st, char *err, size_t errlen) {
 
 /* ----------------------------------------------------------- the backend */
 
-static int cpu_probe(gb_backend_info_t *info, char *err, size_t errlen) {
-    (void)err;
-    (void)errlen;
-    memset(info, 0, sizeof(*info));
-    snprintf(info->device_model, sizeof(info->device_model), "cpu");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof(line), f)) {
-            if (strncmp(line, "model name", 10) == 0) {
-                char *v = strchr(line, ':');
-                if (v) {
-                    v++;
-                    while (*v == ' ')
-                        v++;
-                    v[strcspn(v, "\n")] = 0;
-                    snprintf(info->device_model, sizeof(info->device_model), "%s", v);
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
-    info->device_count = 1;
-    const dnnl_version_t *v = dnnl_version();
+/* oneDNN's instruction set here, as the record names it */
+static const char *isa_name(void) {
     const char *isa;
     switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_sse41:
@@ -547,6 +524,35 @@ static int cpu_probe(gb_backend_info_t *info, char *err, size_t errlen) {
         isa = "other";
         break;
     }
+    return isa;
+}
+
+static int cpu_probe(gb_backend_info_t *info, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    memset(info, 0, sizeof(*info));
+    snprintf(info->device_model, sizeof(info->device_model), "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof(line), f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                char *v = strchr(line, ':');
+                if (v) {
+                    v++;
+                    while (*v == ' ')
+                        v++;
+                    v[strcspn(v, "\n")] = 0;
+                    snprintf(info->device_model, sizeof(info->device_model), "%s", v);
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    info->device_count = 1;
+    const dnnl_version_t *v = dnnl_version();
+    const char *isa = isa_name();
     snprintf(info->versions, sizeof(info->versions),
              "{\"onednn\":\"%d.%d.%d\",\"onednn_runtime\":\"%s\",\"isa\":\"%s\"}", v->major,
              v->minor, v->patch, v->cpu_runtime == DNNL_RUNTIME_OMP ? "openmp" : "other", isa);
@@ -622,6 +628,41 @@ static void cpu_destroy(void **state) {
     *state = NULL;
 }
 
+/* The gradient slab's layout, agreed with the other processes of the job
+ * (nodes, replica processes) before a bucket is reduced: oneDNN lays each
+ * weight out for the instruction set (blocked by 8 on AVX2, 16 on
+ * AVX-512), and our Winograd, GB_CPU_WINO and GB_CPU_CONV_ALGO choose too.
+ * Slabs laid out differently added one weight's gradients to another's in
+ * silence (or, with other bucket counts, desynchronised the ring until its
+ * timeout blamed a peer). The digest: the buckets, and each parameter's
+ * offset, size and format. */
+static int same_layout(cpu_state_t *st, gb_comm_t *comm, char *err, size_t errlen) {
+    const gb_model_t *m = st->m;
+    uint32_t h = gb_buckets_digest(st->bk, 2166136261u);
+    char fmt[96];
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (!m->tensors[i].is_param) continue;
+        gb_cpu_md_str(st->p_md[i], fmt, sizeof fmt);
+        char line[160];
+        int n = snprintf(line, sizeof line, "%d %zu %zu %s;", i, st->p_off[i],
+                         gb_cpu_md_bytes(st->p_md[i]), fmt);
+        for (int k = 0; k < n && k < (int)sizeof line; k++)
+            h = (h ^ (unsigned char)line[k]) * 16777619u;
+    }
+    int same = gb_comm_same(comm, h, err, errlen);
+    if (same < 0) return -1;
+    if (same) return 0;
+    const char *wino = getenv("GB_CPU_WINO"), *algo = getenv("GB_CPU_CONV_ALGO");
+    snprintf(err, errlen,
+             "cpu backend: the job's processes lay the gradients out differently (oneDNN lays "
+             "each weight out for the instruction set; here %s, GB_CPU_WINO=%s, "
+             "GB_CPU_CONV_ALGO=%s): their buckets would add one weight's gradients to "
+             "another's. Run a multi-node CPU job on nodes of one instruction set, with the "
+             "same settings",
+             isa_name(), wino && *wino ? wino : "(unset)", algo && *algo ? algo : "(unset)");
+    return -1;
+}
+
 /* Data parallel: buckets over the internal gradient slab (tensors in model
  * order, so backward fills it from the end), the reducer thread, and the
  * ring to other nodes (which includes the job's start barrier). */
@@ -646,6 +687,7 @@ static int dp_setup(cpu_state_t *st, gb_comm_t *comm, char *err, size_t errlen) 
     st->red = gb_reducer_new(comm, st->bk, st->g, err, errlen);
     if (!st->red) goto done;
     rc = gb_comm_connect(comm, err, errlen);
+    if (rc == 0 && comm->world > comm->local_size) rc = same_layout(st, comm, err, errlen);
 done:
     free(off);
     free(cnt);

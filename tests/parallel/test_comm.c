@@ -153,6 +153,9 @@ typedef struct tcase {
     float *buf;
     int rc;
     char err[GB_ERR_LEN];
+    int same; /* test_same: gb_comm_same of v instead */
+    uint32_t v;
+    int same_got;
 } tcase_t;
 
 static int make_id(void *arg, unsigned char *id, size_t *len, char *err, size_t errlen) {
@@ -549,7 +552,12 @@ static void *hier_member(void *arg) {
     /* the node's own replicas only: no other node takes part */
     t->rc = gb_comm_local_barrier(t->c, t->err, sizeof(t->err));
     if (t->rc == 0) t->rc = gb_comm_connect(t->c, t->err, sizeof(t->err));
-    if (t->rc == 0) threads_member(t);
+    if (t->rc == 0 && t->same) {
+        t->same_got = gb_comm_same(t->c, t->v, t->err, sizeof(t->err));
+        if (t->same_got < 0) t->rc = -1;
+    } else if (t->rc == 0) {
+        threads_member(t);
+    }
     return NULL;
 }
 
@@ -644,6 +652,54 @@ static void test_hier(void) {
           -1);
     CHECKF(strstr(err, "needs the ring") && !gb_peer_gone(err), "%s", err);
     gb_comm_group_destroy(&g);
+}
+
+/* ----------------------------------------------------------------- same */
+
+/* gb_comm_same over nodes and their threads: 1 on every replica when all
+ * passed the same value, 0 on every one when one replica's differs (in
+ * either half, by one bit); what the CPU backend asks of the nodes'
+ * gradient layouts before their buckets meet. */
+static void test_same(void) {
+    static const struct {
+        uint32_t odd; /* node 1 replica 1's value; the others 0xdeadbeef */
+        int want;
+    } cases[] = {{0xdeadbeefu, 1}, {0xdeadbeeeu, 0}, {0xdeafbeefu, 0}, {0x5eadbeefu, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        fake_coord_t f = {.n = NODES};
+        pthread_mutex_init(&f.mu, NULL);
+        pthread_cond_init(&f.cv, NULL);
+        node_t nodes[NODES];
+        pthread_t th[NODES];
+        memset(nodes, 0, sizeof(nodes));
+        for (int nd = 0; nd < NODES; nd++) {
+            nodes[nd].f = &f;
+            nodes[nd].dist = (gb_dist_t){.rank = nd,
+                                         .n_nodes = NODES,
+                                         .world_size = NODES * PER,
+                                         .publish_id = fc_publish,
+                                         .wait_start = fc_wait,
+                                         .ctx = &f};
+            for (int d = 0; d < PER; d++)
+                nodes[nd].t[d] =
+                    (tcase_t){.same = 1, .v = nd == 1 && d == 1 ? cases[k].odd : 0xdeadbeefu};
+            CHECK(pthread_create(&th[nd], NULL, hier_node, &nodes[nd]) == 0);
+        }
+        for (int nd = 0; nd < NODES; nd++)
+            pthread_join(th[nd], NULL);
+        for (int nd = 0; nd < NODES; nd++) {
+            CHECKF(nodes[nd].g, "%s", nodes[nd].err);
+            for (int d = 0; d < PER; d++) {
+                tcase_t *t = &nodes[nd].t[d];
+                CHECKF(t->rc == 0, "node %d replica %d: %s", nd, d, t->err);
+                CHECKF(t->same_got == cases[k].want, "case %zu node %d replica %d: %d", k, nd, d,
+                       t->same_got);
+            }
+            gb_comm_group_destroy(&nodes[nd].g);
+        }
+        pthread_mutex_destroy(&f.mu);
+        pthread_cond_destroy(&f.cv);
+    }
 }
 
 /* ---------------------------------------------------------------- nonce */
@@ -979,6 +1035,8 @@ int main(int argc, char **argv) {
         test_abort_mid();
     else if (strcmp(c, "ring") == 0)
         test_ring();
+    else if (strcmp(c, "same") == 0)
+        test_same();
     else if (strcmp(c, "hier") == 0)
         test_hier();
     else if (strcmp(c, "nonce") == 0)
