@@ -172,10 +172,22 @@ static void share(size_t count, int d, int L, size_t *lo, size_t *hi) {
     *hi = count * (size_t)(d + 1) / (size_t)L;
 }
 
+/* -1 with the first reason once the group is aborted: a process of one
+ * replica (every replica process; a node of --devices 1) passes no
+ * barrier that would say it, and went on reducing over the ring after its
+ * own abort (its reducer's queued buckets, each up to the comm timeout) */
+static int aborted(gb_comm_group_t *g, char *err, size_t errlen) {
+    char why[GB_ERR_LEN];
+    if (!gb_barrier_aborted(g->bar, why, sizeof why)) return 0;
+    if (err) snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
 static int g_allreduce(gb_comm_t *c, float *buf, size_t count, gb_comm_op_t op, char *err,
                        size_t errlen) {
     gb_comm_group_t *g = grp(c);
     int L = g->L, d = c->local_rank;
+    if (aborted(g, err, errlen)) return -1;
     if (op != GB_COMM_SUM && op != GB_COMM_AVG && op != GB_COMM_MAX)
         return fail_all(g, "comm: unknown reduction", err, errlen);
     if (!g->ring_up && c->world > L)
@@ -230,6 +242,7 @@ static int g_barrier(gb_comm_t *c, char *err, size_t errlen) {
 
 static int g_local_barrier(gb_comm_t *c, char *err, size_t errlen) {
     gb_comm_group_t *g = grp(c);
+    if (aborted(g, err, errlen)) return -1;
     return g->L > 1 ? gb_barrier_wait(g->bar, err, errlen) : 0;
 }
 
@@ -275,6 +288,7 @@ static int ring_make(void *arg, unsigned char *id, size_t *len, char *err, size_
 
 static int g_connect(gb_comm_t *c, char *err, size_t errlen) {
     gb_comm_group_t *g = grp(c);
+    if (aborted(g, err, errlen)) return -1;
     if (!g->dist) return g->L > 1 ? gb_barrier_wait(g->bar, err, errlen) : 0;
     char why[GB_ERR_LEN];
     if (c->local_rank == 0 && !g->ring) {

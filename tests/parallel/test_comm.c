@@ -378,6 +378,19 @@ static void test_abort(void) {
     CHECK(gb_comm_barrier(gb_comm_group_member(g, 1), err, sizeof(err)) == -1);
     CHECKF(strstr(err, "planted") && !strstr(err, "second"), "%s", err);
     gb_comm_group_destroy(&g);
+    /* a group of one replica (a replica process, a node of --devices 1)
+     * passes no barrier: its calls fail at once with the reason all the
+     * same (they went on, over the ring, after the abort) */
+    g = gb_comm_group_new(1, NULL, 0, err, sizeof(err));
+    CHECKF(g, "%s", err);
+    gb_comm_t *one = gb_comm_group_member(g, 0);
+    CHECK(gb_comm_allreduce(one, &x, 1, GB_COMM_SUM, err, sizeof(err)) == 0);
+    gb_comm_abort(one, "planted: the step failed");
+    CHECK(gb_comm_allreduce(one, &x, 1, GB_COMM_SUM, err, sizeof(err)) == -1);
+    CHECKF(strstr(err, "planted: the step failed"), "%s", err);
+    CHECK(gb_comm_local_barrier(one, err, sizeof(err)) == -1 && strstr(err, "planted"));
+    CHECK(gb_comm_connect(one, err, sizeof(err)) == -1 && strstr(err, "planted"));
+    gb_comm_group_destroy(&g);
     /* the plain barrier */
     gb_barrier_t *b = gb_barrier_new(1);
     CHECK(b && gb_barrier_wait(b, err, sizeof(err)) == 0 &&
