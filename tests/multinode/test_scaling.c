@@ -85,6 +85,31 @@ static uint64_t add_job(const char *kind, const char *nodes, int gpus, const cha
     return id;
 }
 
+/* Node `node-X` (agent `agent-X`) in the store, committed. */
+static void add_node(char x, const char *gpu_model, int gpus) {
+    char id[16], name[16];
+    snprintf(id, sizeof id, "agent-%c", x);
+    snprintf(name, sizeof name, "node-%c", x);
+    gb_store_node_t n = {.agent_id = id,
+                         .name = name,
+                         .state = "connected",
+                         .cpu_model = "Xeon",
+                         .os = "Debian 12",
+                         .kernel = "Linux 6.1",
+                         .driver_version = "570.00",
+                         .cuda_driver_version = "12.8",
+                         .labels = "",
+                         .kinds = "resnet50",
+                         .gpu_model = gpu_model,
+                         .inventory_json = "{}",
+                         .cpu_cores = 64,
+                         .n_gpus = gpus,
+                         .slots = 1};
+    CHECK(gb_store_begin(st) == 0 &&
+          gb_store_node_upsert(st, &n, "2024-05-01T12:00:00.000Z") == 0 &&
+          gb_store_commit(st) == 0);
+}
+
 /* A ResNet-50 result record. */
 static uint64_t run(const char *nodes, int gpus, const char *precision, int batch, double ips,
                     int valid, const char *ic, const char *transports, const char *state) {
@@ -154,24 +179,9 @@ int main(int argc, char **argv) {
     rk = gb_ranks_new(st, err, sizeof err);
     CHECKF(rk, "%s", err);
     const char *now = "2024-05-01T12:00:00.000Z";
-    for (int i = 0; i < 2; i++) {
-        gb_store_node_t n = {.agent_id = i ? "agent-b" : "agent-a",
-                             .name = i ? "node-b" : "node-a",
-                             .state = "connected",
-                             .cpu_model = "Xeon",
-                             .os = "Debian 12",
-                             .kernel = "Linux 6.1",
-                             .driver_version = "570.00",
-                             .cuda_driver_version = "12.8",
-                             .labels = "",
-                             .kinds = "resnet50",
-                             .gpu_model = "NVIDIA H100",
-                             .inventory_json = "{}",
-                             .cpu_cores = 64,
-                             .n_gpus = 8,
-                             .slots = 1};
-        CHECK(gb_store_begin(st) == 0 && gb_store_node_upsert(st, &n, now) == 0);
-    }
+    add_node('a', "NVIDIA H100", 8);
+    add_node('b', "NVIDIA H100", 8);
+    CHECK(gb_store_begin(st) == 0);
     CHECK(gb_store_sweep_insert(st, "scaling", "{}", 20, NULL, now, &sweep) == 0);
     CHECK(gb_store_commit(st) == 0);
 
@@ -422,23 +432,7 @@ int main(int argc, char **argv) {
     CHECKF(st, "%s", err);
     rk = gb_ranks_new(st, err, sizeof err);
     CHECKF(rk, "%s", err);
-    gb_store_node_t nc = {.agent_id = "agent-c",
-                          .name = "node-c",
-                          .state = "connected",
-                          .cpu_model = "Xeon",
-                          .os = "Debian 12",
-                          .kernel = "Linux 6.1",
-                          .driver_version = "570.00",
-                          .cuda_driver_version = "12.8",
-                          .labels = "",
-                          .kinds = "resnet50",
-                          .gpu_model = "NVIDIA RTX 4090",
-                          .inventory_json = "{}",
-                          .cpu_cores = 16,
-                          .n_gpus = 2,
-                          .slots = 1};
-    CHECK(gb_store_begin(st) == 0 && gb_store_node_upsert(st, &nc, now) == 0 &&
-          gb_store_commit(st) == 0);
+    add_node('c', "NVIDIA RTX 4090", 2);
     model = "NVIDIA GeForce RTX 4090";
     for (int i = 0; i < 3; i++)
         run("c", 1, "bf16", 64, 25 + i, 1, "none", NULL, "done");

@@ -600,33 +600,42 @@ static void *hier_node(void *arg) {
     return NULL;
 }
 
+/* NODES nodes of PER replicas (their tcases set by the caller), each a
+ * thread that makes its group and runs hier_member on every replica, with
+ * f handing rank 0's id over; returns once all have ended. */
+static void run_nodes(node_t *nodes, fake_coord_t *f) {
+    *f = (fake_coord_t){.n = NODES};
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    pthread_t th[NODES];
+    for (int k = 0; k < NODES; k++) {
+        nodes[k].f = f;
+        nodes[k].dist = (gb_dist_t){.rank = k,
+                                    .n_nodes = NODES,
+                                    .world_size = NODES * PER,
+                                    .publish_id = fc_publish,
+                                    .wait_start = fc_wait,
+                                    .ctx = f};
+        CHECK(pthread_create(&th[k], NULL, hier_node, &nodes[k]) == 0);
+    }
+    for (int k = 0; k < NODES; k++)
+        pthread_join(th[k], NULL);
+}
+
 static void test_hier(void) {
     gb_comm_op_t ops[] = {GB_COMM_SUM, GB_COMM_AVG, GB_COMM_MAX};
     size_t sizes[] = {5, 4099, 300001};
     for (int oi = 0; oi < 3; oi++) {
         size_t n = sizes[oi];
-        fake_coord_t f = {.n = NODES};
-        pthread_mutex_init(&f.mu, NULL);
-        pthread_cond_init(&f.cv, NULL);
+        fake_coord_t f;
         node_t nodes[NODES];
-        pthread_t th[NODES];
         memset(nodes, 0, sizeof(nodes));
-        for (int k = 0; k < NODES; k++) {
-            nodes[k].f = &f;
-            nodes[k].dist = (gb_dist_t){.rank = k,
-                                        .n_nodes = NODES,
-                                        .world_size = NODES * PER,
-                                        .publish_id = fc_publish,
-                                        .wait_start = fc_wait,
-                                        .ctx = &f};
+        for (int k = 0; k < NODES; k++)
             for (int d = 0; d < PER; d++) {
                 nodes[k].t[d] = (tcase_t){.n = n, .op = ops[oi]};
                 CHECK((nodes[k].t[d].buf = malloc(n * sizeof(float))));
             }
-            CHECK(pthread_create(&th[k], NULL, hier_node, &nodes[k]) == 0);
-        }
-        for (int k = 0; k < NODES; k++)
-            pthread_join(th[k], NULL);
+        run_nodes(nodes, &f);
         CHECK(f.published == 1 && f.waits == NODES); /* once per node, not per replica */
         for (int k = 0; k < NODES; k++) {
             CHECKF(nodes[k].g, "%s", nodes[k].err);
@@ -679,27 +688,14 @@ static void test_same(void) {
         int want;
     } cases[] = {{0xdeadbeefu, 1}, {0xdeadbeeeu, 0}, {0xdeafbeefu, 0}, {0x5eadbeefu, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        fake_coord_t f = {.n = NODES};
-        pthread_mutex_init(&f.mu, NULL);
-        pthread_cond_init(&f.cv, NULL);
+        fake_coord_t f;
         node_t nodes[NODES];
-        pthread_t th[NODES];
         memset(nodes, 0, sizeof(nodes));
-        for (int nd = 0; nd < NODES; nd++) {
-            nodes[nd].f = &f;
-            nodes[nd].dist = (gb_dist_t){.rank = nd,
-                                         .n_nodes = NODES,
-                                         .world_size = NODES * PER,
-                                         .publish_id = fc_publish,
-                                         .wait_start = fc_wait,
-                                         .ctx = &f};
+        for (int nd = 0; nd < NODES; nd++)
             for (int d = 0; d < PER; d++)
                 nodes[nd].t[d] =
                     (tcase_t){.same = 1, .v = nd == 1 && d == 1 ? cases[k].odd : 0xdeadbeefu};
-            CHECK(pthread_create(&th[nd], NULL, hier_node, &nodes[nd]) == 0);
-        }
-        for (int nd = 0; nd < NODES; nd++)
-            pthread_join(th[nd], NULL);
+        run_nodes(nodes, &f);
         for (int nd = 0; nd < NODES; nd++) {
             CHECKF(nodes[nd].g, "%s", nodes[nd].err);
             for (int d = 0; d < PER; d++) {

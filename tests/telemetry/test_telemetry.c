@@ -987,13 +987,16 @@ static void t_sampler_power_types(void) {
     gb_telemetry_destroy(&t);
 }
 
-/* NVML numbering its GPUs against their PCI order (the fake's
- * bridge_reversed: NVML index 0 is the GPU on the last bus): the job's GPU
- * k, CUDA's k-th in PCI order, is still the one sampled, and the record
- * names the NVML index that was. */
-static void t_sampler_pci_order(void) {
-    setenv("GB_FAKE_NVML", "bridge_reversed", 1);
-    write_script("0 * sm=1000\n0 0 sm=1100\n0 1 sm=1200\n0 3 sm=1400\n");
+/* The job's GPUs 0 and 1 sampled at NVML indices nvml0 and nvml1 (the
+ * fake's mode, deny: GB_FAKE_NVML_DENY or NULL), read back from script. */
+static void sampler_maps(const char *mode, const char *deny, const char *script, int nvml0,
+                         int nvml1) {
+    setenv("GB_FAKE_NVML", mode, 1);
+    if (deny)
+        setenv("GB_FAKE_NVML_DENY", deny, 1);
+    else
+        unsetenv("GB_FAKE_NVML_DENY");
+    write_script(script);
     gb_telemetry_t *t = hub(20, 5000);
     gb_sampler_t *s = start_gpus(t, 2);
     for (int i = 0; i < 1000 && gb_sampler_count(s) < 2; i++)
@@ -1006,10 +1009,21 @@ static void t_sampler_pci_order(void) {
     for (size_t i = 0; i < d.n_gpu; i++)
         CHECKF(d.gpu[i].sm_mhz == (d.gpu[i].gpu == 0 ? 1100u : 1200u), "job GPU %u read %u MHz",
                d.gpu[i].gpu, d.gpu[i].sm_mhz);
-    CHECK(d.have_nvml_index && d.nvml_index[0] == 3 && d.nvml_index[1] == 2);
+    CHECKF(d.have_nvml_index && d.nvml_index[0] == nvml0 && d.nvml_index[1] == nvml1, "NVML %d, %d",
+           d.nvml_index[0], d.nvml_index[1]);
     gb_sampler_destroy(&s);
     gb_telemetry_destroy(&t);
+    unsetenv("GB_FAKE_NVML_DENY");
     unsetenv("GB_FAKE_NVML");
+}
+
+/* NVML numbering its GPUs against their PCI order (the fake's
+ * bridge_reversed: NVML index 0 is the GPU on the last bus): the job's GPU
+ * k, CUDA's k-th in PCI order, is still the one sampled, and the record
+ * names the NVML index that was. */
+static void t_sampler_pci_order(void) {
+    sampler_maps("bridge_reversed", NULL, "0 * sm=1000\n0 0 sm=1100\n0 1 sm=1200\n0 3 sm=1400\n", 3,
+                 2);
 }
 
 /* NVML's GPU 0 outside this process's device cgroup (Slurm's
@@ -1017,26 +1031,7 @@ static void t_sampler_pci_order(void) {
  * other three as 0..2): the job's GPU 0 is NVML's 1. The sampler failed
  * ("NVML GPU 0: ...") and sampled no GPU. */
 static void t_sampler_denied(void) {
-    setenv("GB_FAKE_NVML", "switch", 1);
-    setenv("GB_FAKE_NVML_DENY", "0", 1);
-    write_script("0 * sm=1000\n0 1 sm=1100\n0 2 sm=1200\n");
-    gb_telemetry_t *t = hub(20, 5000);
-    gb_sampler_t *s = start_gpus(t, 2);
-    for (int i = 0; i < 1000 && gb_sampler_count(s) < 2; i++)
-        sleep_ms(5);
-    stop_polling(s);
-    gb_tm_data_t d;
-    gb_sampler_data(s, &d);
-    CHECKF(!d.error, "%s", d.error);
-    CHECK(d.n_gpu >= 2);
-    for (size_t i = 0; i < d.n_gpu; i++)
-        CHECKF(d.gpu[i].sm_mhz == (d.gpu[i].gpu == 0 ? 1100u : 1200u), "job GPU %u read %u MHz",
-               d.gpu[i].gpu, d.gpu[i].sm_mhz);
-    CHECK(d.have_nvml_index && d.nvml_index[0] == 1 && d.nvml_index[1] == 2);
-    gb_sampler_destroy(&s);
-    gb_telemetry_destroy(&t);
-    unsetenv("GB_FAKE_NVML_DENY");
-    unsetenv("GB_FAKE_NVML");
+    sampler_maps("switch", "0", "0 * sm=1000\n0 1 sm=1100\n0 2 sm=1200\n", 1, 2);
 }
 
 /* A stop is seen at once, not after the interval. */
