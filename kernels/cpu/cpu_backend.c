@@ -108,6 +108,11 @@ typedef struct cpu_state {
     float *rbuf; /* running statistics, canonical layout (model buffer slab) */
     int64_t nbt;
     int mom_init;
+    /* steps taken, and the reducer's figures when the timed ones began
+     * (after cfg.warmup): the record's per-step all-reduce figures are the
+     * timed steps' */
+    long steps_done;
+    gb_reducer_stats_t red_base;
 
     /* arena */
     void *arena;
@@ -1013,6 +1018,8 @@ static int cpu_step_inner(cpu_state_t *st, gb_step_out_t *out, char *err, size_t
 
 static int cpu_step(void *state, gb_step_out_t *out, char *err, size_t errlen) {
     cpu_state_t *st = state;
+    if (st->red && st->steps_done == st->cfg.warmup) gb_reducer_stats(st->red, &st->red_base);
+    st->steps_done++;
     int rc = cpu_step_inner(st, out, err, errlen);
     /* the other replicas must not wait for this one's buckets */
     if (rc && st->comm) gb_comm_abort(st->comm, err);
@@ -1073,16 +1080,24 @@ static int cpu_report(void *state, gb_replica_report_t *rep, char *err, size_t e
     }
     o += (size_t)snprintf(j + o, cap - o, "}");
     if (st->red) {
-        gb_reducer_stats_t rs;
+        /* the timed steps' (the warm-up's first touches and skew were in
+         * them), or every step's when there were no more than warm-up */
+        gb_reducer_stats_t rs, b = st->red_base;
         gb_reducer_stats(st->red, &rs);
+        if (rs.steps > b.steps) {
+            rs.steps -= b.steps;
+            rs.buckets_before -= b.buckets_before;
+            rs.reduce_ms -= b.reduce_ms;
+            rs.wait_ms -= b.wait_ms;
+        }
         double n = rs.steps > 0 ? (double)rs.steps : 1.0;
         o += (size_t)snprintf(j + o, cap - o,
                               ",\"allreduce\":{\"transport\":\"%s\",\"buckets\":%d,"
-                              "\"bucket_mb\":%g,\"reduce_ms_per_step\":%.3f,"
+                              "\"bucket_mb\":%g,\"steps\":%ld,\"reduce_ms_per_step\":%.3f,"
                               "\"exposed_ms_per_step\":%.3f,\"buckets_during_backward\":%.2f,"
                               "\"grad_dtype\":\"fp32\"}",
-                              st->comm->transport, st->bk->n, st->cfg.bucket_mb, rs.reduce_ms / n,
-                              rs.wait_ms / n, (double)rs.buckets_before / n);
+                              st->comm->transport, st->bk->n, st->cfg.bucket_mb, rs.steps,
+                              rs.reduce_ms / n, rs.wait_ms / n, (double)rs.buckets_before / n);
     }
     snprintf(j + o, cap - o, "}");
     rep->details_json = j;

@@ -501,6 +501,7 @@ static void test_record(void) {
     cfg.devices = 2;
     cfg.batch = 4;
     cfg.steps = 3;
+    cfg.warmup = 2;
     gb_train_result_t r;
     run_ok(&cfg, &r);
     cJSON *o = cJSON_Parse(r.record_json);
@@ -525,6 +526,10 @@ static void test_record(void) {
         CHECK(NUM(ar, "buckets") == NUM(det, "buckets"));
         /* every bucket was queued while backward still ran */
         CHECK(NUM(ar, "buckets_during_backward") == NUM(det, "buckets"));
+        /* the figures per step are the timed steps' (they took the warm-up
+         * in too, its first touches and skew) */
+        CHECKF(NUM(ar, "steps") == cfg.steps, "over %g steps, %d timed (warm-up %d)",
+               NUM(ar, "steps"), cfg.steps, cfg.warmup);
         CHECK(strcmp(STR(ar, "grad_dtype"), "fp32") == 0);
     }
     /* the slowest replica's step: no replica's median is above the step's */
