@@ -48,22 +48,31 @@ static void welcome(void *s, const gb_frame_t *f) {
     send_to(s, f, &env);
 }
 
+/* One frame within 50 ms, decoded into *env: 0, or -1 when it is not a
+ * valid envelope (why says why; f to be closed all the same), or 1 when
+ * none came (f not open). */
+static int recv_one(void *s, gb_frame_t *f, Gb__Envelope **env, char *why, size_t whylen) {
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 50) <= 0 || gb_zmq_recv(s, 1, f) != 0) return 1;
+    uint64_t seq = 0;
+    return gb_wire_decode(zmq_msg_data(&f->payload), zmq_msg_size(&f->payload), 1u << 30, env, &seq,
+                          why, whylen) == 0
+               ? 0
+               : -1;
+}
+
 /* bad_status: a control endpoint that answers every status request with
  * a sweep whose name has a C1 control (U+0085), which the client's wire
  * check refuses, for 30 s; prints how many it answered. */
 static int bad_status(void *s) {
     int answered = 0;
     for (int64_t until = gb_mono_ms() + 30000; gb_mono_ms() < until;) {
-        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 50) <= 0) continue;
         gb_frame_t f;
-        if (gb_zmq_recv(s, 1, &f) != 0) continue;
         Gb__Envelope *env = NULL;
-        uint64_t seq = 0;
         char why[512];
-        if (gb_wire_decode(zmq_msg_data(&f.payload), zmq_msg_size(&f.payload), 1u << 30, &env, &seq,
-                           why, sizeof why) == 0 &&
-            env->body_case == GB__ENVELOPE__BODY_STATUS) {
+        int rc = recv_one(s, &f, &env, why, sizeof why);
+        if (rc > 0) continue;
+        if (rc == 0 && env->body_case == GB__ENVELOPE__BODY_STATUS) {
             Gb__SweepStatus st = GB__SWEEP_STATUS__INIT, *sp = &st;
             st.sweep_id = 1;
             st.name = "n\xc2\x85x";
@@ -111,15 +120,11 @@ int main(int argc, char **argv) {
     int done[MAX_JOBS + 1] = {0};
     int64_t until = gb_mono_ms() + 60000;
     while (acked < n && gb_mono_ms() < until) {
-        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, 50) <= 0) continue;
         gb_frame_t f;
-        if (gb_zmq_recv(s, 1, &f) != 0) continue;
         Gb__Envelope *env = NULL;
-        uint64_t seq = 0;
         char why[512];
-        int rc = gb_wire_decode(zmq_msg_data(&f.payload), zmq_msg_size(&f.payload), 1u << 30, &env,
-                                &seq, why, sizeof why);
+        int rc = recv_one(s, &f, &env, why, sizeof why);
+        if (rc > 0) continue;
         CHECKF(rc == 0, "the agent sent an invalid envelope: %s", why);
         if (env->body_case == GB__ENVELOPE__BODY_HELLO) {
             hellos++;
@@ -155,7 +160,7 @@ int main(int argc, char **argv) {
                 Gb__Reject rej = GB__REJECT__INIT;
                 rej.code = GB__REJECT_CODE__REJECT_UNKNOWN_AGENT;
                 rej.reason = "unknown agent (the coordinator restarted?)";
-                rej.ref_seq = seq;
+                rej.ref_seq = env->seq;
                 Gb__Envelope e = GB__ENVELOPE__INIT;
                 e.body_case = GB__ENVELOPE__BODY_REJECT;
                 e.reject = &rej;
