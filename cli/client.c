@@ -460,7 +460,10 @@ int cli_print_results(const char *db_path, uint64_t sweep_id, const cli_results_
      * GLOB pattern does) */
     int decimals[64];
     for (int i = 0; i < nshow; i++)
-        decimals[i] = strstr(names[i], "ms") ? 3 : 1;
+        decimals[i] = strstr(names[i], "ms") ? 3
+                      : strstr(names[i], "per_sec") || strcmp(names[i], "gflops") == 0
+                          ? GB_DECIMALS_RATE
+                          : 1;
     /* the table says valid 0 but not why: the reasons follow it */
     int c_job = -1, c_valid = -1, c_why = -1;
     for (int c = 0; c < ncols; c++) {

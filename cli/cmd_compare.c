@@ -397,12 +397,12 @@ static int print_compare(const cmp_t *c, gb_format_t fmt) {
             int col = c_prec + per * p;
             double rel;
             if (!r->has[p]) continue; /* NULL: '-', empty, null */
-            gb_table_real(t, col, r->fig[p], 1);
+            gb_table_real(t, col, r->fig[p], GB_DECIMALS_RATE);
             gb_table_int(t, col + 1, r->runs[p]);
             if (c->by_node && node_rel(r, p, &rel)) gb_table_real(t, col + 2, rel, 3);
             if (!c->by_node && b && b->has[p] && b->fig[p] > 0)
                 gb_table_real(t, col + 2, r->fig[p] / b->fig[p], 2);
-            if (per == 4) gb_table_real(t, col + 3, r->model_fig[p], 1);
+            if (per == 4) gb_table_real(t, col + 3, r->model_fig[p], GB_DECIMALS_RATE);
         }
         if (c_base >= 0) gb_table_text(t, c_base, b ? b->model : NULL);
     }

@@ -374,12 +374,12 @@ static int print_scaling(const scaling_t *s, gb_format_t fmt) {
         }
         for (int k = 0; k < NK; k++)
             if (col[k] >= 0) cell_put(t, col[k], &row->key[k]);
-        if (row->base > 0) gb_table_real(t, c_base, row->base, 1);
+        if (row->base > 0) gb_table_real(t, c_base, row->base, GB_DECIMALS_RATE);
         double gpus = row->key[K_GPUS].type == SQLITE_INTEGER ? (double)row->key[K_GPUS].i : 0;
         for (int i = 0; i < s->nic; i++) {
             int c = c_ic + 4 * i;
             if (!row->has[i]) continue;
-            gb_table_real(t, c, row->img_s[i], 1);
+            gb_table_real(t, c, row->img_s[i], GB_DECIMALS_RATE);
             gb_table_int(t, c + 1, row->runs[i]);
             if (row->base > 0) gb_table_real(t, c + 2, row->img_s[i] / row->base, 2);
             if (row->base > 0 && gpus > 0)

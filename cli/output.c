@@ -116,6 +116,11 @@ void gb_table_real(gb_table_t *t, int col, double v, int decimals) {
         c->type = C_NULL;
         return;
     }
+    if (decimals == GB_DECIMALS_RATE) {
+        decimals = 1;
+        for (double a = fabs(v); decimals < 6 && a > 0 && a < 100; a *= 10)
+            decimals++;
+    }
     char buf[64];
     snprintf(buf, sizeof buf, "%.*f", decimals, v);
     c->type = C_REAL;

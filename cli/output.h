@@ -36,6 +36,10 @@ int gb_table_row(gb_table_t *t);
 void gb_table_text(gb_table_t *t, int col, const char *s); /* NULL -> null */
 void gb_table_int(gb_table_t *t, int col, int64_t v);
 void gb_table_real(gb_table_t *t, int col, double v, int decimals); /* decimals: table/CSV text */
+/* decimals for a rate (images/s, GFLOP/s): one, or as many as show four
+ * significant digits (2.345 img/s, 23.45, 234.5), so that a CPU figure of
+ * about 2 img/s shows a 5% difference that one decimal would hide */
+#define GB_DECIMALS_RATE (-1)
 void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt);
 int gb_table_rows(const gb_table_t *t);
 

@@ -79,7 +79,7 @@ NVIDIA H100 NVL        cuda         2600.0          1      3.47           -     
 NVIDIA A100-SXM4-80GB  cuda         1650.0          4      2.20       600.0          1      2.00
 NVIDIA A100-PCIE-40GB  cuda         1200.0          1      1.60           -          -         -
 Tesla V100-SXM2-16GB   cuda          750.0          1      1.00       300.0          1      1.00
-Intel Xeon Gold 6338   cpu               -          -         -        50.0          1      0.17
+Intel Xeon Gold 6338   cpu               -          -         -       50.00          1      0.17
 
 rel is over Tesla V100-SXM2-16GB on cuda in the same precision
 EOF
@@ -91,6 +91,14 @@ NVIDIA A100-SXM4-80GB      1750.0          1      1.00
 
 rel is over NVIDIA A100-SXM4-80GB in the same precision
 EOF
+    # a slow figure keeps four significant digits: one decimal made a CPU's
+    # 2.345 and 2.234 img/s (5% apart) both 2.3
+    sqlite3 "$DB" "UPDATE results SET images_per_sec = 2.345 WHERE images_per_sec = 50"
+    check "compare table, a slow figure" "$GB" compare --db "$DB" --backend cpu >"$T/slow.txt"
+    contains "four digits" "$T/slow.txt" "2.345"
+    check "results, a slow figure" "$GB" results --db "$DB" --kind resnet50 >"$T/slowr.txt"
+    contains "four digits in results" "$T/slowr.txt" " 2.345 "
+    sqlite3 "$DB" "UPDATE results SET images_per_sec = 50 WHERE images_per_sec = 2.345"
     # several configurations: the columns that tell them apart, a line each
     check "compare table, all" "$GB" compare --db "$DB" --backend cuda --precision fp16 >"$T/t3.txt"
     same "every configuration" "$T/t3.txt" <<'EOF'
@@ -119,7 +127,7 @@ EOF
 | NVIDIA A100-SXM4-80GB | cuda | 1650.0 | 4 | 2.20 | 600.0 | 1 | 2.00 |
 | NVIDIA A100-PCIE-40GB | cuda | 1200.0 | 1 | 1.60 | - | - | - |
 | Tesla V100-SXM2-16GB | cuda | 750.0 | 1 | 1.00 | 300.0 | 1 | 1.00 |
-| Intel Xeon Gold 6338 | cpu | - | - | - | 50.0 | 1 | 0.17 |
+| Intel Xeon Gold 6338 | cpu | - | - | - | 50.00 | 1 | 0.17 |
 
 rel is over Tesla V100-SXM2-16GB on cuda in the same precision
 EOF
