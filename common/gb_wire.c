@@ -206,11 +206,18 @@ static int check_inventory(const Gb__Inventory *inv, char *why, size_t whylen) {
     }
     size_t max_links = (size_t)GB_WIRE_GPUS_MAX * (GB_WIRE_GPUS_MAX - 1) / 2;
     if (inv->n_links > max_links) FAIL(RANGE, "inventory: more than %zu links", max_links);
+    /* each pair once: the store keys a link by its pair, and a repeat
+     * failed the node's insert, which rolled back the coordinator's whole
+     * turn (everything else in it too) at every Hello of that agent */
+    uint64_t seen[GB_WIRE_GPUS_MAX] = {0};
     for (size_t i = 0; i < inv->n_links; i++) {
         const Gb__Link *l = inv->links[i];
         if (!l) FAIL(RANGE, "inventory.links[%zu] missing", i);
         if (l->gpu_a >= l->gpu_b || l->gpu_b >= inv->n_gpus)
             FAIL(RANGE, "inventory.links[%zu]: need gpu_a < gpu_b < n_gpus", i);
+        if (seen[l->gpu_a] & (1ULL << l->gpu_b))
+            FAIL(RANGE, "inventory.links[%zu]: pair (%u,%u) listed twice", i, l->gpu_a, l->gpu_b);
+        seen[l->gpu_a] |= 1ULL << l->gpu_b;
         if (l->nvlink_lanes > GB_WIRE_NVLINK_LANES_MAX)
             FAIL(RANGE, "inventory.links[%zu]: nvlink_lanes out of range", i);
         CHECK_LINE(l->pcie_path, 0, GB_WIRE_PCIE_PATH_MAX, "inventory.links.pcie_path");
@@ -330,6 +337,13 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         CHECK_STR(r->output_tail, 0, GB_WIRE_TAIL_MAX, "result.output_tail");
         if (r->store_id && r->store_id[0] && !gb_wire_id_ok(r->store_id))
             FAIL(RANGE, "result.store_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
+        /* agent-clock Unix ms, 0 for none: past year 9999 it is no time a
+         * clock gives, and the store's ISO 8601 text broke */
+        if (r->started_at_ms > GB_WIRE_UNIX_MS_MAX || r->finished_at_ms > GB_WIRE_UNIX_MS_MAX)
+            FAIL(RANGE, "result: started_at_ms and finished_at_ms must be 0..%llu (year 9999)",
+                 (unsigned long long)GB_WIRE_UNIX_MS_MAX);
+        if (r->started_at_ms && r->finished_at_ms && r->finished_at_ms < r->started_at_ms)
+            FAIL(RANGE, "result: finished_at_ms is before started_at_ms");
         return 0;
     }
     case GB__ENVELOPE__BODY_RESULT_ACK:

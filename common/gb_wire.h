@@ -31,6 +31,7 @@
 #define GB_WIRE_LABELS_MAX  32
 #define GB_WIRE_TEXT_MAX    256 /* inventory strings, GPU names */
 #define GB_WIRE_GPUS_MAX    64
+#define GB_WIRE_UNIX_MS_MAX 253402300799999ULL /* 9999-12-31T23:59:59.999Z */
 #define GB_WIRE_KINDS_MAX   16
 #define GB_WIRE_JOBREFS_MAX 4096 /* running or spooled job references */
 #define GB_WIRE_PARAMS_MAX  (64u << 10)

@@ -442,6 +442,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "hello_link") == 0) {
         x.l.gpu_b = 2;
         expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "gpu_a < gpu_b < n_gpus");
+    } else if (strcmp(c, "hello_link_twice") == 0) {
+        /* the store keys a link by its pair: a repeat failed the node's
+         * insert and rolled back the coordinator's turn */
+        Gb__Link *two[2] = {&x.l, &x.l};
+        x.inv.n_links = 2;
+        x.inv.links = two;
+        expect_bad(&x.env, 1, GB__REJECT_CODE__REJECT_RANGE, "pair (0,1) listed twice");
     } else if (strcmp(c, "hello_labels") == 0) {
         Gb__Label *many[GB_WIRE_LABELS_MAX + 1];
         for (int i = 0; i <= GB_WIRE_LABELS_MAX; i++)
@@ -502,6 +509,27 @@ int main(int argc, char **argv) {
         env.body_case = GB__ENVELOPE__BODY_RESULT;
         env.result = &r;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.record_json");
+    } else if (strcmp(c, "result_clock") == 0) {
+        /* agent-clock times: up to year 9999, the end not before the start
+         * (UINT64_MAX was stored as "1970-01-01T00:00:00.-01Z") */
+        Gb__Result r = GB__RESULT__INIT;
+        r.job_id = 1;
+        r.attempt = 1;
+        r.status = GB__RESULT_STATUS__RESULT_FAILED;
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_RESULT;
+        env.result = &r;
+        r.started_at_ms = r.finished_at_ms = GB_WIRE_UNIX_MS_MAX;
+        Gb__Envelope *o = roundtrip(&env);
+        gb_wire_free(&o);
+        r.finished_at_ms = UINT64_MAX;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "finished_at_ms must be 0..");
+        r.finished_at_ms = 0;
+        r.started_at_ms = GB_WIRE_UNIX_MS_MAX + 1;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "started_at_ms and");
+        r.started_at_ms = 2000;
+        r.finished_at_ms = 1999;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "before started_at_ms");
     } else if (strcmp(c, "result_job_zero") == 0) {
         Gb__Result r = GB__RESULT__INIT;
         r.attempt = 1;
