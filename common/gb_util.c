@@ -34,12 +34,24 @@ int64_t gb_wall_ms(void) {
 }
 
 void gb_iso8601(int64_t unix_ms, char *buf, size_t len) {
-    time_t s = (time_t)(unix_ms / 1000);
+    /* floor division: -1 ms is 1969-12-31T23:59:59.999Z, not ".-01" */
+    int64_t ms = unix_ms % 1000, s = unix_ms / 1000;
+    if (ms < 0) {
+        ms += 1000;
+        s--;
+    }
+    time_t t = (time_t)s;
     struct tm tm;
-    gmtime_r(&s, &tm);
     char base[24];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03dZ", base, (int)(unix_ms % 1000));
+    /* a year past 9999 (or before 0) has no 24-byte text: a fixed one, never
+     * an unterminated buffer */
+    if (!gmtime_r(&t, &tm) || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999 ||
+        strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(buf, len, "%s",
+                 unix_ms < 0 ? "0000-01-01T00:00:00.000Z" : "9999-12-31T23:59:59.999Z");
+        return;
+    }
+    snprintf(buf, len, "%s.%03dZ", base, (int)ms);
 }
 
 int gb_fmt(char *buf, size_t len, const char *fmt, ...) {

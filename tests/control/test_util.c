@@ -69,6 +69,22 @@ int main(void) {
     /* the root's entries */
     CHECK(gb_same_path("/gb-util-none", "/./gb-util-none"));
 
+    /* ISO 8601 of Unix ms: floor division before 1970, a fixed text past
+     * year 9999 (it printed ".-01" and read an unterminated buffer) */
+    char iso[40];
+    gb_iso8601(0, iso, sizeof iso);
+    CHECK(strcmp(iso, "1970-01-01T00:00:00.000Z") == 0);
+    gb_iso8601(1764950400123, iso, sizeof iso);
+    CHECKF(strcmp(iso, "2025-12-05T16:00:00.123Z") == 0, "%s", iso);
+    gb_iso8601(-1, iso, sizeof iso);
+    CHECKF(strcmp(iso, "1969-12-31T23:59:59.999Z") == 0, "%s", iso);
+    gb_iso8601(253402300799999, iso, sizeof iso);
+    CHECKF(strcmp(iso, "9999-12-31T23:59:59.999Z") == 0, "%s", iso);
+    gb_iso8601(INT64_MAX, iso, sizeof iso);
+    CHECKF(strcmp(iso, "9999-12-31T23:59:59.999Z") == 0, "%s", iso);
+    gb_iso8601(INT64_MIN, iso, sizeof iso);
+    CHECKF(strcmp(iso, "0000-01-01T00:00:00.000Z") == 0, "%s", iso);
+
     struct stat st;
     CHECK(stat(base, &st) == 0 && strcmp(gb_file_kind(st.st_mode), "a directory") == 0);
     CHECK(mkfifo("fifo", 0600) == 0 && stat("fifo", &st) == 0);
