@@ -1,8 +1,9 @@
 /* gb_sysinfo.c - see gb_sysinfo.h. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "gb_sysinfo.h"
 
 #include <ctype.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,11 @@ void gb_sys_cpu_model(char *out, size_t len) {
 }
 
 int gb_sys_cpu_cores(void) {
+    /* the affinity mask, as the engine's threads (gb_cpus_usable): an agent
+     * under taskset or a cpuset said the host's count, and placement sent
+     * it more CPU replicas than it could run */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

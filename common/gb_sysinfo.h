@@ -9,10 +9,10 @@
 #include <stdint.h>
 
 void gb_sys_cpu_model(char *out, size_t len); /* "AMD EPYC 9R45 ..." */
-int gb_sys_cpu_cores(void);                   /* online logical CPUs, >= 1 */
-uint64_t gb_sys_memory_bytes(void);           /* MemTotal */
-void gb_sys_os(char *out, size_t len);        /* PRETTY_NAME of os-release */
-void gb_sys_kernel(char *out, size_t len);    /* uname -sr */
+int gb_sys_cpu_cores(void);            /* logical CPUs this process may run on (affinity), >= 1 */
+uint64_t gb_sys_memory_bytes(void);    /* MemTotal */
+void gb_sys_os(char *out, size_t len); /* PRETTY_NAME of os-release */
+void gb_sys_kernel(char *out, size_t len); /* uname -sr */
 void gb_sys_hostname(char *out, size_t len);
 
 #endif

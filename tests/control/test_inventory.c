@@ -1,10 +1,11 @@
 /* test_inventory.c - the agent's inventory (agent/inventory.c) on this
  * machine: host facts are read, and without NVML there are zero GPUs and a
  * reason; an NVML path that is not NVML is refused by name. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "check.h"
 #include "inventory.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,7 +16,21 @@ int main(void) {
     setenv("GB_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
     gb_inventory_collect(inv);
     CHECK(inv->hostname[0] && inv->cpu_model[0] && inv->os[0] && inv->kernel[0]);
-    CHECK(inv->cpu_cores == (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    cpu_set_t all, one;
+    CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+    CHECK(inv->cpu_cores == (unsigned)CPU_COUNT(&all));
+    /* under taskset (a cpuset): the cores it may run on, not the host's,
+     * or placement sent it more CPU replicas than it could run */
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    gb_inventory_collect(inv);
+    CHECKF(inv->cpu_cores == 1, "%u cores under a one-CPU mask", inv->cpu_cores);
+    CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
     CHECK(inv->memory_bytes > (64ull << 20));
     CHECK(inv->n_gpus == 0 && inv->n_links == 0);
     CHECKF(strstr(inv->nvml_error, "NVML not loaded") &&
