@@ -3654,6 +3654,12 @@ static void load_node(void *vctx, const gb_store_node_t *n) {
                                                   : A_DISCONNECTED;
     a->last_heard_ms = a->stopped_ms = gb_mono_ms(); /* a stopped one's jobs: a grace from now */
     gb_copy(a->key, sizeof a->key, n->agent_key ? n->agent_key : ""); /* the pin survives */
+    /* a forgotten node keeps its id's pin across a restart too: not loaded,
+     * its id was free for any listed key, which took the node's identity */
+    if (n->forgotten && !a->forgotten) {
+        a->forgotten = 1;
+        c->n_forgotten++;
+    }
 }
 
 static void load_job(void *vctx, const gb_store_job_t *sj) {
@@ -3681,6 +3687,7 @@ static void load_job(void *vctx, const gb_store_job_t *sj) {
         j->cancel_why = strdup(sj->cancel_reason);
     gb_map_put_u64(c->jobs, j->id, j);
     cagent_t *a = sj->agent_id ? agent_get(c, sj->agent_id) : NULL;
+    if (a && a->forgotten) a = NULL; /* its jobs were given back when it was forgotten */
     if (strcmp(sj->state, "running") == 0 && a && a->n_running < MAX_SLOTS && !is_multi(j)) {
         j->state = J_RUNNING;
         j->agent = a;
@@ -3817,8 +3824,8 @@ static int load_state(gb_coord_t *c, char *err, size_t errlen) {
     }
     endings_done(c, 1);
     if (c->n_agents || gb_map_size(c->jobs))
-        gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running", c->n_agents,
-                c->n_queued, running);
+        gb_info("resumed: %zu node(s) known, %zu job(s) queued, %zu running",
+                c->n_agents - c->n_forgotten, c->n_queued, running);
     return 0;
 }
 
@@ -3828,6 +3835,17 @@ static void resync_node(void *vctx, const gb_store_node_t *n) {
     if (!a) {
         load_node(c, n);
         a = agent_get(c, n->agent_id);
+    } else if (n->forgotten && !a->forgotten) {
+        /* its Hello after a forget was rolled back: forgotten again, and
+         * asked to register again (below) */
+        a->forgotten = 1;
+        c->n_forgotten++;
+        return;
+    } else if (!n->forgotten && a->forgotten) {
+        /* the forget was rolled back: known again */
+        a->forgotten = 0;
+        c->n_forgotten--;
+        a->seen_dirty = 1;
     } else if (strcmp(n->state, agent_state_names[a->state]) != 0) {
         a->seen_dirty = 1; /* its state was rolled back: write it again */
     }

@@ -80,7 +80,7 @@ static const char *const sql[S_COUNT] = {
     [S_NODE_FORGET] = "UPDATE nodes SET forgotten_at = ?2 WHERE agent_id = ?1",
     [S_NODES_LOAD] =
         "SELECT agent_id, name, state, cpu_model, cpu_cores, n_gpus, gpu_model, labels, kinds,"
-        " slots, has_nvlink, last_seen, inventory, agent_key FROM nodes WHERE forgotten_at IS NULL"
+        " slots, has_nvlink, last_seen, inventory, agent_key, forgotten_at IS NOT NULL FROM nodes"
         " ORDER BY first_seen, agent_id",
     [S_SWEEP_INSERT] = "INSERT INTO sweeps (name, spec, n_jobs, state, created_at, request_id)"
                        " VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
@@ -562,6 +562,7 @@ int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_n
         n.last_seen = col_text(st, 11);
         n.inventory_json = col_text(st, 12);
         n.agent_key = col_text(st, 13);
+        n.forgotten = sqlite3_column_int(st, 14);
         fn(ctx, &n);
     }
     sqlite3_reset(st);

@@ -90,6 +90,7 @@ typedef struct gb_store_node {
     const char *gpu_model, *labels, *kinds, *inventory_json;
     const char *agent_key; /* CURVE public key it registered with; "" without keys */
     int cpu_cores, n_gpus, slots, has_nvlink;
+    int forgotten; /* gb_store_load_nodes: nodes.forgotten_at is set */
     uint64_t memory_bytes;
     const char *last_seen;
     const gb_store_gpu_t *gpus; /* n_gpus */
@@ -100,10 +101,12 @@ typedef struct gb_store_node {
 /* Insert or update a node with its GPUs and links (replaced). */
 int gb_store_node_upsert(gb_store_t *self, const gb_store_node_t *n, const char *now);
 int gb_store_node_state(gb_store_t *self, const char *agent_id, const char *state, const char *now);
-/* The node is forgotten (nodes.forgotten_at = now): not loaded again;
+/* The node is forgotten (nodes.forgotten_at = now): loaded again as
+ * forgotten (its id and key pin kept, never placed on);
  * gb_store_node_upsert (its agent's next Hello) makes it known again. */
 int gb_store_node_forget(gb_store_t *self, const char *agent_id, const char *now);
-/* Every node ever seen; gpus and links are not filled. */
+/* Every node ever seen, forgotten ones too (n->forgotten); gpus and links
+ * are not filled. */
 int gb_store_load_nodes(gb_store_t *self, void (*fn)(void *ctx, const gb_store_node_t *n),
                         void *ctx);
 

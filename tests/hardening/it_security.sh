@@ -21,6 +21,9 @@
 #                      list; each result keeps the key it came under
 #   result_keys        a multi-node job's result keeps rank 0's key and its
 #                      name
+#   forgotten_pin      a forgotten node's id stays its key's after a
+#                      coordinator restart (forgotten nodes were not loaded,
+#                      so any listed key took the id and the node's row)
 #   first_pin          a node known only without keys is pinned by the first
 #                      listed key to register its id, with a warning
 #   ipc_refusal        refused commands over ipc are one log line (each
@@ -312,6 +315,26 @@ first_pin)
     # a pinned node coming back with its key is no news
     GB_KEY=$T/a2.key "$HPEER" take "$LISTEN" "$CONTROL" "$id" >"$T/hpeer2.log" 2>&1 || fail "take again: $(cat "$T/hpeer2.log")"
     eq "said once" "$(grep -c "had registered only without a key" "$T/coord.log")" 1
+    ;;
+forgotten_pin)
+    authorize a1 a2 me
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    use_keys me
+    wait_nodes 1
+    id=$(cat "$T/a1/agent_id")
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    check "forget a1" "$GB" nodes --forget a1
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    start_coord --key "$T/coord.key" --authorized "$T/authorized"
+    GB_KEY=$T/a2.key "$HPEER" claim "$LISTEN" "$CONTROL" "$id" 0 >"$T/hpeer.log" 2>&1 || fail "a forgotten id taken after a restart: $(cat "$T/hpeer.log")"
+    contains "refusal logged" "$T/coord.log" "is registered with another key (a1)"
+    eq "the row is a1's, still forgotten" \
+        "$(q "SELECT cpu_model != 'probe' AND forgotten_at IS NOT NULL AND agent_key = '$(cat "$T/a1.pub" | tr -d '\n')' FROM nodes")" 1
+    # its own agent comes back: known again
+    start_agent a1 --key "$T/a1.key" --server-key "$T/coord.pub"
+    wait_nodes 1
+    eq "a1 known again" "$(q "SELECT forgotten_at IS NULL FROM nodes WHERE agent_id = '$id'")" 1
     ;;
 pinned)
     authorize a1 a2 me
