@@ -454,6 +454,63 @@ int main(int argc, char **argv) {
              "(SELECT * FROM v_results WHERE kind = 'gemm' ORDER BY job_id)",
              got, sizeof got);
         CHECKF(strcmp(got, "6:fp32|7:bf16") == 0, "gemm precisions after the upgrade: %s", got);
+    } else if (strcmp(c, "upgrade_0022") == 0) {
+        /* a store at 0022: job 1 failed when its one attempt was given up
+         * (its agent lost), and the agent came back with that attempt's
+         * result, kept as superseded; job 2 was done. The views showed job
+         * 1's late figures (images/s, valid, telemetry) as the failed job's;
+         * after 0023 job 1 has none, job 2 its own, and every column is as
+         * it was */
+        CHECK(n >= 23 && strcmp(gb_schema_migrations[21].name, "0022_scaling_model_baseline") == 0);
+        CHECK(strcmp(gb_schema_migrations[22].name, "0023_superseded_results") == 0);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, 22, err, sizeof err) == 0, "%s", err);
+        static const char *const views[] = {"v_results", "v_allreduce", "v_telemetry",
+                                            "v_cpu_telemetry"};
+        char before[4][1024], got[1024];
+        for (int i = 0; i < 4; i++)
+            columns(db, views[i], before[i], sizeof before[i]);
+        exec_ok(db,
+                "INSERT INTO nodes (agent_id, name, state, cpu_model, n_gpus, gpu_model, "
+                "first_seen, last_seen) VALUES ('a1', 'n1', 'connected', 'CPU Y', 0, '', 't', "
+                "'t');"
+                "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
+                "VALUES (1, '{}', 2, 'failed', 't');"
+                "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
+                "attempt, max_attempts, error, created_at) VALUES "
+                "(1, 1, 0, 'resnet50', '{\"kind\":\"resnet50\"}', 'cpu', 1, 'failed', 1, 1, "
+                "'gave up after 1 attempt(s); last: agent a1 lost', 't'),"
+                "(2, 1, 1, 'resnet50', '{\"kind\":\"resnet50\"}', 'cpu', 1, 'done', 1, 1, NULL, "
+                "'t');"
+                "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
+                "VALUES (1, 1, 'a1', 'cpu', 'superseded', 't'), (2, 1, 'a1', 'cpu', 'done', 't');"
+                "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
+                "device_model, n_devices, images_per_sec, valid, record, committed_at) VALUES "
+                "(1, 1, 'a1', 'ok', 'resnet50', 'cpu', 'CPU Y', 1, 9.7, 1, "
+                "'{\"kind\":\"resnet50\",\"telemetry\":{\"source\":\"proc\","
+                "\"taken_pct\":64.4}}', 't'),"
+                "(2, 1, 'a1', 'ok', 'resnet50', 'cpu', 'CPU Y', 1, 9.9, 1, "
+                "'{\"kind\":\"resnet50\",\"telemetry\":{\"source\":\"proc\","
+                "\"taken_pct\":1.5}}', 't');");
+        text(db, "SELECT images_per_sec FROM v_results WHERE job_id = 1", got, sizeof got);
+        CHECKF(strcmp(got, "9.7") == 0, "before 0023 the failed job showed %s img/s", got);
+        CHECKF(gb_schema_migrate(db, gb_schema_migrations, gb_schema_n_migrations, err,
+                                 sizeof err) == 0,
+               "%s", err);
+        for (int i = 0; i < 4; i++) {
+            columns(db, views[i], got, sizeof got);
+            CHECKF(strcmp(got, before[i]) == 0, "%s's columns changed: %s", views[i], got);
+        }
+        text(db,
+             "SELECT group_concat(job_id || ':' || status || ':' || COALESCE(images_per_sec, "
+             "'NULL') || ':' || COALESCE(valid, 'NULL'), '|') FROM (SELECT * FROM v_results "
+             "ORDER BY job_id)",
+             got, sizeof got);
+        CHECKF(strcmp(got, "1:failed:NULL:NULL|2:done:9.9:1") == 0, "v_results: %s", got);
+        text(db, "SELECT group_concat(job_id, '|') FROM v_cpu_telemetry", got, sizeof got);
+        CHECKF(strcmp(got, "2") == 0, "v_cpu_telemetry's jobs: %s", got);
+        /* the late result itself is kept */
+        CHECK(count(db, "SELECT count(*) FROM results WHERE job_id = 1 AND images_per_sec = 9.7") ==
+              1);
     } else if (strcmp(c, "gap") == 0) {
         const gb_migration_t list[] = {{1, "0001_a", "CREATE TABLE a (x);"},
                                        {3, "0003_c", "CREATE TABLE c (x);"}};
