@@ -39,8 +39,9 @@ static int get_num(const cJSON *o, const char *key, double *out, char *err, size
     return 0;
 }
 
-static int get_samples(const cJSON *o, const char *key, double **out, size_t *n, char *err,
-                       size_t errlen) {
+/* nulls: a null entry is NaN (a diverged run's losses), else refused */
+static int get_samples(const cJSON *o, const char *key, int nulls, double **out, size_t *n,
+                       char *err, size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     *out = NULL;
     *n = 0;
@@ -64,9 +65,14 @@ static int get_samples(const cJSON *o, const char *key, double **out, size_t *n,
     }
     size_t i = 0;
     for (const cJSON *c = v->child; c; c = c->next) {
+        if (nulls && cJSON_IsNull(c)) {
+            a[i++] = NAN;
+            continue;
+        }
         if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble)) {
             free(a);
-            gb_fmt(err, errlen, "record: '%s'[%zu] is not a finite number", key, i);
+            gb_fmt(err, errlen, "record: '%s'[%zu] is not a finite number%s", key, i,
+                   nulls ? " or null" : "");
             return -1;
         }
         a[i++] = c->valuedouble;
@@ -332,8 +338,10 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
             goto fail;
     }
     size_t n_loss = 0;
-    if (get_samples(root, "step_ms_samples", &out->step_ms, &out->n_samples, err, errlen) ||
-        get_samples(root, "loss_samples", &out->loss, &n_loss, err, errlen))
+    /* a loss that is not finite is null in JSON: the run is stored, invalid
+     * ("loss of timed step N is not finite"); it failed as a bad record */
+    if (get_samples(root, "step_ms_samples", 0, &out->step_ms, &out->n_samples, err, errlen) ||
+        get_samples(root, "loss_samples", 1, &out->loss, &n_loss, err, errlen))
         goto fail;
     if (out->loss && n_loss != out->n_samples)
         FAIL("record: %zu loss samples for %zu step samples", n_loss, out->n_samples);

@@ -566,6 +566,10 @@ typedef struct replica {
     char *params_fnv, *buffers_fnv; /* hex, malloc'd */
     float loss_last;
     int64_t window[2]; /* CLOCK_REALTIME ms around the timed steps */
+    /* the first step whose update left a parameter that is not finite:
+     * 1..warmup a warm-up step, warmup + 1.. a timed one; 0: none */
+    int diverged;
+    int skipped, skipped_warmup; /* updates the fp16 loss scaler skipped */
     int rc;
 } replica_t;
 
@@ -639,9 +643,11 @@ static void replica_run(replica_t *r) {
     r->images = NULL;
     gb_crew_phase(run->crew, r->d, "warm-up");
     for (int i = 0; i < run->cfg.warmup; i++) {
-        gb_step_out_t o;
+        gb_step_out_t o = {0};
         if (run->bar && gb_barrier_wait(run->bar, err, sizeof(err))) goto fail;
         if (ops->step(state, &o, err, sizeof(err))) goto fail;
+        if (o.nonfinite && !r->diverged) r->diverged = i + 1;
+        r->skipped_warmup += o.skipped != 0;
     }
     /* every replica set up and warmed before the window opens (one still
      * building its plan would put its setup into the telemetry window) */
@@ -657,6 +663,8 @@ static void replica_run(replica_t *r) {
         r->ms[i] = o.ms >= 0 ? o.ms : t1 - t0;
         r->loss[i] = o.loss;
         r->loss_last = o.loss;
+        if (o.nonfinite && !r->diverged) r->diverged = run->cfg.warmup + i + 1;
+        r->skipped += o.skipped != 0;
     }
     r->window[1] = gb_engine_wall_ms();
     gb_crew_phase(run->crew, r->d, "the report");
@@ -731,6 +739,10 @@ static char *make_record(const run_t *run, const char *backend, const gb_backend
         cJSON_AddNullToObject(o, "invalid_reason");
     else
         cJSON_AddStringToObject(o, "invalid_reason", r->invalid_reason);
+    /* the updates the fp16 loss scaler skipped (an overflow in the
+     * gradients; 0 in the other precisions), the same on every replica */
+    cJSON_AddNumberToObject(o, "skipped_steps", reps[0].skipped);
+    cJSON_AddNumberToObject(o, "skipped_warmup_steps", reps[0].skipped_warmup);
     cJSON *ver = cJSON_Parse(info->versions);
     if (!ver || !cJSON_IsObject(ver)) {
         cJSON_Delete(ver);
@@ -857,6 +869,9 @@ static int send_report(const run_t *run, const replica_t *r, size_t peak_rss) {
     cJSON_AddItemToObject(o, "ms", num_array(r->ms, steps, 1));
     cJSON_AddItemToObject(o, "loss", num_array(r->loss, steps, 1));
     cJSON_AddNumberToObject(o, "loss_last", r->loss_last);
+    cJSON_AddNumberToObject(o, "diverged", r->diverged);
+    cJSON_AddNumberToObject(o, "skipped", r->skipped);
+    cJSON_AddNumberToObject(o, "skipped_warmup", r->skipped_warmup);
     cJSON *w = cJSON_AddArrayToObject(o, "window");
     if (w) {
         cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window[0]));
@@ -875,13 +890,14 @@ static int send_report(const run_t *run, const replica_t *r, size_t peak_rss) {
     return rc;
 }
 
+/* null: NaN (JSON has no NaN: a diverged run's loss) */
 static int report_nums(const cJSON *o, const char *key, double *out, int n) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n) return -1;
     int i = 0;
     for (const cJSON *e = a->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e)) return -1;
-        out[i] = e->valuedouble;
+        if (!cJSON_IsNumber(e) && !cJSON_IsNull(e)) return -1;
+        out[i] = cJSON_IsNull(e) ? NAN : e->valuedouble;
     }
     return 0;
 }
@@ -893,7 +909,7 @@ static const char *report_str(const cJSON *o, const char *key) {
 
 /* Replica process d's report into reps[d] (as its thread would have left it). */
 static int from_report(replica_t *r, const cJSON *o, int steps, size_t *peak_rss) {
-    double win[2], v[3];
+    double win[2], v[6];
     const cJSON *rank = cJSON_GetObjectItemCaseSensitive(o, "rank");
     const char *pf = report_str(o, "params_fnv"), *bf = report_str(o, "buffers_fnv");
     r->ms = calloc((size_t)steps, sizeof(double));
@@ -902,15 +918,24 @@ static int from_report(replica_t *r, const cJSON *o, int steps, size_t *peak_rss
         report_nums(o, "ms", r->ms, steps) || report_nums(o, "loss", r->loss, steps) ||
         report_nums(o, "window", win, 2) || !pf || !bf)
         return -1;
-    const char *keys[3] = {"loss_last", "peak_mem_bytes", "peak_rss_bytes"};
-    for (int k = 0; k < 3; k++) {
+    const char *keys[6] = {"loss_last", "peak_mem_bytes", "peak_rss_bytes",
+                           "diverged",  "skipped",        "skipped_warmup"};
+    for (int k = 0; k < 6; k++) {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
-        if (!cJSON_IsNumber(n)) return -1;
+        if (k == 0 && cJSON_IsNull(n)) { /* a NaN loss */
+            v[k] = NAN;
+            continue;
+        }
+        if (!cJSON_IsNumber(n) || (k >= 3 && !(n->valuedouble >= 0 && n->valuedouble <= 1e9)))
+            return -1;
         v[k] = n->valuedouble;
     }
     r->loss_last = (float)v[0];
     r->rep.peak_mem_bytes = (size_t)v[1];
     *peak_rss += (size_t)v[2];
+    r->diverged = (int)v[3];
+    r->skipped = (int)v[4];
+    r->skipped_warmup = (int)v[5];
     r->window[0] = (int64_t)win[0];
     r->window[1] = (int64_t)win[1];
     r->params_fnv = strdup(pf);
@@ -1200,6 +1225,24 @@ gathered:
     res->loss_last = loss[cfg->steps - 1];
     res->valid = sst.valid;
     snprintf(res->invalid_reason, sizeof(res->invalid_reason), "%s", sst.invalid_reason);
+    /* a diverged run is no measurement, whatever its losses looked like
+     * (every replica has the same parameters: the earliest one says when) */
+    int div = 0;
+    for (int d = 0; d < D; d++)
+        if (reps[d].diverged && (!div || reps[d].diverged < div)) div = reps[d].diverged;
+    if (div) {
+        res->valid = 0;
+        if (div <= cfg->warmup)
+            snprintf(res->invalid_reason, sizeof(res->invalid_reason),
+                     "the parameters are not finite from warm-up step %d on (the run diverged; "
+                     "lower --lr)",
+                     div);
+        else
+            snprintf(res->invalid_reason, sizeof(res->invalid_reason),
+                     "the parameters are not finite from timed step %d on (the run diverged; "
+                     "lower --lr)",
+                     div - cfg->warmup);
+    }
     /* the backends' memory plus what the driver holds while theirs fills in
      * (running statistics, each replica's batch and labels); the canonical
      * parameters are given to every replica before the batches, and the

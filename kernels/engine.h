@@ -136,6 +136,11 @@ typedef struct gb_step_out {
     double ms;   /* device-timed step time (CUDA events); < 0 when the backend has no
                     device timer and the driver's wall clock is used */
     int skipped; /* 1 when fp16 loss scaling found an overflow and skipped the update */
+    /* 1 when this step's update left a parameter that is not finite (NaN or
+     * inf: the run diverged). A backend whose parameters are not finite
+     * reports the loss of its later steps as NaN, as torch computes it
+     * (ReLU and max pool turn NaN into 0, and the loss looked finite) */
+    int nonfinite;
 } gb_step_out_t;
 
 /* Backend facts for the result record. Strings are NUL-terminated. */

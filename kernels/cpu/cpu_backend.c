@@ -108,6 +108,7 @@ typedef struct cpu_state {
     float *rbuf; /* running statistics, canonical layout (model buffer slab) */
     int64_t nbt;
     int mom_init;
+    int diverged; /* an update left a parameter that is not finite */
     /* steps taken, and the reducer's figures when the timed ones began
      * (after cfg.warmup): the record's per-step all-reduce figures are the
      * timed steps' */
@@ -1008,9 +1009,14 @@ static int cpu_step_inner(cpu_state_t *st, gb_step_out_t *out, char *err, size_t
     if (st->red && gb_reducer_finish(st->red, err, errlen)) return -1;
 
     /* SGD over the whole slab */
-    gb_cpu_sgd(st->p, st->g, st->mom, st->slab_bytes / sizeof(float), st->cfg.lr, st->cfg.momentum,
-               st->cfg.weight_decay, !st->mom_init, st->threads);
+    int bad = gb_cpu_sgd(st->p, st->g, st->mom, st->slab_bytes / sizeof(float), st->cfg.lr,
+                         st->cfg.momentum, st->cfg.weight_decay, !st->mom_init, st->threads);
     st->mom_init = 1;
+    /* this step's loss came from parameters that were not finite: NaN, as
+     * torch's (the forward pass hid them) */
+    if (st->diverged) out->loss = NAN;
+    st->diverged |= bad;
+    out->nonfinite = bad;
     out->ms = -1.0;
     out->skipped = 0;
     return 0;

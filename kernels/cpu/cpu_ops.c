@@ -1123,22 +1123,28 @@ double gb_cpu_softmax_xent(const float *logits, const int32_t *labels, int n, in
     return total / n;
 }
 
-void gb_cpu_sgd(float *w, const float *g, float *b, size_t n, float lr, float mu, float wd,
-                int first, int threads) {
+int gb_cpu_sgd(float *w, const float *g, float *b, size_t n, float lr, float mu, float wd,
+               int first, int threads) {
+    int bad = 0;
     if (first) {
-#pragma omp parallel for simd num_threads(threads) schedule(static)
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(| : bad)
         for (size_t i = 0; i < n; i++) {
             float d = g[i] + wd * w[i];
             b[i] = d;
-            w[i] -= lr * d;
+            float x = w[i] - lr * d;
+            w[i] = x;
+            bad |= !isfinite(x);
         }
     } else {
-#pragma omp parallel for simd num_threads(threads) schedule(static)
+#pragma omp parallel for simd num_threads(threads) schedule(static) reduction(| : bad)
         for (size_t i = 0; i < n; i++) {
             float d = g[i] + wd * w[i];
             float m = mu * b[i] + d;
             b[i] = m;
-            w[i] -= lr * m;
+            float x = w[i] - lr * m;
+            w[i] = x;
+            bad |= !isfinite(x);
         }
     }
+    return bad;
 }

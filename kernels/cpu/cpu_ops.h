@@ -313,8 +313,10 @@ double gb_cpu_softmax_xent(const float *logits, const int32_t *labels, int n, in
 
 /* ---- SGD with momentum and weight decay, torch.optim.SGD semantics ----
  * d = g + wd * w; b = first ? d : mu * b + d; w -= lr * b. g is not changed.
- * Elementwise, so any layout works as long as w, g and b share it. */
-void gb_cpu_sgd(float *w, const float *g, float *b, size_t n, float lr, float mu, float wd,
-                int first, int threads);
+ * Elementwise, so any layout works as long as w, g and b share it. Returns
+ * 1 when an updated weight is not finite (NaN or inf: the run diverged),
+ * else 0. */
+int gb_cpu_sgd(float *w, const float *g, float *b, size_t n, float lr, float mu, float wd,
+               int first, int threads);
 
 #endif

@@ -545,6 +545,9 @@ static int finish_step(cuda_exec_t *X, gb_step_out_t *out) {
     out->ms = ms;
     out->loss = X->host_out->loss;
     out->skipped = X->prec == GB_PREC_FP16 ? X->host_out->found_inf != 0 : 0;
+    /* not checked on the GPU yet (the CPU's SGD does: gb_cpu_sgd); a
+     * diverged GPU run is caught by its loss only */
+    out->nonfinite = 0;
     if (X->host_out->coef_range) {
         /* the fused forward fed inf to a conv: every number after it is
          * wrong, and the unfused step (fp32 coefficients) is not */

@@ -43,6 +43,16 @@ int main(void) {
            err);
     CHECK(r.n_samples == 2 && r.samples_stride == 245);
     gb_record_free(&r);
+    /* a diverged run's losses are NaN, null in JSON: stored (as an invalid
+     * run), not refused as a bad record, which failed the job */
+    const char *nan_loss = "{\"kind\": \"resnet50\", \"valid\": false, \"step_ms_samples\": [1, "
+                           "2], \"loss_samples\": [3, null]}";
+    CHECKF(gb_record_parse(nan_loss, strlen(nan_loss), "resnet50", &r, err, sizeof err) == 0, "%s",
+           err);
+    CHECK(r.n_samples == 2 && r.loss[0] == 3 && isnan(r.loss[1]));
+    gb_record_free(&r);
+    bad("{\"kind\": \"resnet50\", \"step_ms_samples\": [1, null]}", "resnet50",
+        "'step_ms_samples'[1] is not a finite number");
     CHECK(r.root == NULL);
     gb_record_free(&r); /* twice is fine */
 

@@ -308,6 +308,27 @@ with tempfile.TemporaryDirectory() as d:
     check(q.returncode == 1 and "not finite after the run" in q.stderr and not os.path.exists(w)
           and os.path.exists(g), "diverged save: rc %d %s" % (q.returncode, q.stderr))
 
+# a run that diverges is invalid, said with the step, though ReLU and max
+# pool turned the NaN weights into finite, meaningless losses (it was valid:
+# lr 1 at 16 px leaves NaN weights after timed step 2, the losses looked
+# finite); the later losses are NaN, as torch's; as processes too, whose
+# reports carried a NaN loss the launcher refused
+for extra in ([], ["--devices", "2", "--launch", "processes", "--threads", "1"]):
+    q = run(*small("--image-size", "--steps", "--threads"), "--image-size", "16", "--steps", "4",
+            *(extra or ["--threads", "2"]), "--lr", "1", "--format", "json")
+    check(q.returncode == 0, "diverged %r: rc %d %s" % (extra, q.returncode, q.stderr))
+    rec = json.loads(q.stdout)
+    check(rec["valid"] is False and "the parameters are not finite from timed step" in
+          rec["invalid_reason"] and "the run diverged" in rec["invalid_reason"],
+          "diverged %r is invalid: %r" % (extra, rec["invalid_reason"]))
+    check(rec["loss_samples"][-1] is None and rec["skipped_steps"] == 0,
+          "diverged %r: %r" % (extra, rec["loss_samples"]))
+q = run(*SMALL, "--format", "json")
+rec = json.loads(q.stdout)
+check("not finite" not in (rec["invalid_reason"] or "") and rec["skipped_steps"] == 0 and
+      rec["skipped_warmup_steps"] == 0, "a sane run: %r %r" % (rec["invalid_reason"],
+                                                                rec.get("skipped_steps")))
+
 # SIGTERM while the file is written: the write finishes (or is removed)
 # first, then the signal ends the run; no NAME.tmp.* is left behind
 with tempfile.TemporaryDirectory() as d:

@@ -754,7 +754,7 @@ static void test_sgd(void) {
     const float lr = 0.1f, mu = 0.9f, wd = 1e-2f;
     for (int step = 0; step < 3; step++) {
         randn(g, N, 1.0);
-        gb_cpu_sgd(w, g, b, N, lr, mu, wd, step == 0, 2);
+        CHECK(gb_cpu_sgd(w, g, b, N, lr, mu, wd, step == 0, 2) == 0); /* all finite */
         for (int i = 0; i < N; i++) {
             /* torch.optim.SGD: d = g + wd w; b = d (first) or mu b + d; w -= lr b */
             double d = g[i] + (double)wd * wd_[i];
@@ -769,6 +769,17 @@ static void test_sgd(void) {
     float w2 = 1.0f, g2 = 0.0f, b2 = 0.0f;
     gb_cpu_sgd(&w2, &g2, &b2, 1, lr, mu, wd, 1, 1);
     CHECK(fabs(w2 - (1.0 - 0.1 * 0.01)) < 1e-7);
+    /* an update that leaves a weight not finite is said (the run diverged:
+     * ReLU hid the NaN from the loss), in either branch, wherever it is */
+    for (int first = 0; first < 2; first++)
+        for (int at = 0; at < N; at += N / 3) {
+            randn(g, N, 1.0);
+            g[at] = at % 2 ? NAN : 3e38f; /* 3e38 * lr * (1 + mu): inf */
+            CHECKF(gb_cpu_sgd(w, g, b, N, 10.0f, mu, wd, first, 2) == 1, "first %d at %d", first,
+                   at);
+            for (int i = 0; i < N; i++) /* finite again for the next case */
+                w[i] = b[i] = 0.5f;
+        }
 }
 
 /* --------------------------------------------------- bf16 against f32 */
