@@ -1576,8 +1576,13 @@ gb_exec_t *gb_cuda_exec_new(const gb_plan_t *p, const gb_train_config_t *cfg, in
             char *end = NULL;
             double v = strtod(ls, &end);
             int ex = 0;
-            if (!end || *end || !(v > 0.0) || frexp(v, &ex) != 0.5 || v > 3.0e38) {
-                snprintf(ERR, ERRLEN, "GB_CUDA_LOSS_SCALE=%s is not a power of two", ls);
+            /* 2^-126..2^127: a normal float whose reciprocal is finite (2^-160
+             * became 0 and every step was skipped; 2^-130, a denormal, had
+             * an infinite reciprocal that made the weights NaN) */
+            if (!end || *end || !(v > 0.0) || frexp(v, &ex) != 0.5 || ex - 1 < -126 ||
+                ex - 1 > 127) {
+                snprintf(ERR, ERRLEN,
+                         "GB_CUDA_LOSS_SCALE=%s is not a power of two in 2^-126..2^127", ls);
                 goto fail;
             }
             init.scale = (float)v;
