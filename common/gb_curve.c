@@ -61,14 +61,9 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
         return -1;
     }
     /* a link's owner can point it at another key file whenever they like
-     * (at any root key, whose owner and mode pass the checks below) */
-    if (S_ISLNK(st.st_mode) && !gb_trusted_owner(&st)) {
-        gb_fmt(err, errlen,
-               "%s is a symbolic link that belongs to uid %u, not to this process's user (uid "
-               "%u) or root: its owner could point it at another key; give the key file itself",
-               path, (unsigned)st.st_uid, (unsigned)geteuid());
-        return -1;
-    }
+     * (at any root key, whose owner and mode pass the checks below): the
+     * file's own link, and a directory's on the way (it was only the file's) */
+    if (gb_path_links_trusted(path, err, errlen) != 0) return -1;
     size_t pl = strlen(path);
     int is_pub = pl > 4 && strcmp(path + pl - 4, ".pub") == 0;
     if (is_pub) {
@@ -159,6 +154,29 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
     char derived[GB_CURVE_Z85_LEN + 1];
     if (zmq_curve_public(derived, sec) != 0 || strcmp(derived, pub) != 0) {
         gb_fmt(err, errlen, "%s: the public key is not the one its secret key makes", path);
+        return -1;
+    }
+    return 0;
+}
+
+int gb_curve_check_pin(const char *path, char *err, size_t errlen) {
+    if (gb_path_links_trusted(path, err, errlen) != 0) return -1;
+    struct stat st;
+    int fd = gb_open_regular(path, &st, err, errlen);
+    if (fd < 0) return -1;
+    close(fd);
+    if (st.st_mode & 022) {
+        gb_fmt(err, errlen,
+               "%s can be written by %s (mode %03o): anyone who can could put another "
+               "coordinator's key in it; chmod go-w it",
+               path, (st.st_mode & 002) ? "anyone" : "its group", (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    if (!gb_trusted_owner(&st)) {
+        gb_fmt(err, errlen,
+               "%s belongs to uid %u, not to this process's user (uid %u) or root: its owner "
+               "could put another coordinator's key in it; chown it",
+               path, (unsigned)st.st_uid, (unsigned)geteuid());
         return -1;
     }
     return 0;
@@ -256,6 +274,9 @@ int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char 
         return -1;
     }
     if (gb_curve_read_pair(key_path, c->public_key, c->secret_key, err, errlen) != 0) return -1;
+    /* the pin chooses which coordinator this side trusts: whoever can change
+     * it can put their own key there, as with the coordinator's list */
+    if (gb_curve_check_pin(server_key_path, err, errlen) != 0) return -1;
     int has_secret = 0;
     if (gb_curve_read_public(server_key_path, c->server_key, &has_secret, err, errlen) != 0)
         return -1;

@@ -199,6 +199,33 @@ int gb_trusted_owner(const struct stat *st) {
     return st->st_uid == geteuid() || st->st_uid == 0;
 }
 
+int gb_path_links_trusted(const char *path, char *err, size_t errlen) {
+    char pre[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof pre) {
+        gb_fmt(err, errlen, "%.64s...: path too long", path);
+        return -1;
+    }
+    /* each prefix that ends a component: "a", "a/b", ... "a/b/c" */
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && path[i] != '/') continue;
+        if (path[i - 1] == '/') continue; /* "/" or "a//b" */
+        memcpy(pre, path, i);
+        pre[i] = '\0';
+        struct stat st;
+        if (lstat(pre, &st) != 0) return 0; /* the open that follows says why */
+        if (S_ISLNK(st.st_mode) && !gb_trusted_owner(&st)) {
+            gb_fmt(err, errlen,
+                   "%s: %s is a symbolic link that belongs to uid %u, not to this process's user "
+                   "(uid %u) or root: its owner could point it at another file; give the path "
+                   "without it",
+                   path, pre, (unsigned)st.st_uid, (unsigned)geteuid());
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* write(2) all of data, through EINTR and short writes */
 static int write_all(int fd, const void *data, size_t len) {
     const char *p = data;

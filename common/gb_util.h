@@ -45,6 +45,12 @@ int gb_read_regular_file(const char *path, size_t max, char **data, size_t *len,
  * else owns can be changed under us (its owner can chmod it back). */
 struct stat;
 int gb_trusted_owner(const struct stat *st);
+/* Every symbolic link on path as given (a directory on the way, as
+ * evil/dir/NAME.key, or the file itself) belongs to this process's user or
+ * root: a link's owner can point it at another file whenever they like (at
+ * any root key or list, whose owner and mode pass every other check). 0, or
+ * -1 with err naming the link and its owner. */
+int gb_path_links_trusted(const char *path, char *err, size_t errlen);
 /* Open path once for reading (O_CLOEXEC, and O_NONBLOCK so that a FIFO
  * does not wait for a writer) and fstat it into *st: the fd, or -1 with
  * err set when it cannot be opened or is not a regular file. Checks made

@@ -41,7 +41,9 @@
 #                      when it tries again, and meets the handshake's refusal
 #   bad_keys           the coordinator refuses to start on a key file others
 #                      can read or another user owns, a broken list, a list
-#                      another user owns, or one of --key/--authorized
+#                      another user owns, or one of --key/--authorized;
+#                      an agent or a command refuses a --server-key pin
+#                      that group or others can write
 #   authorized_dirs    every directory the list really is in is checked, up
 #                      to /: a link into a directory anyone can write (the
 #                      link's own directory was checked) and a writable
@@ -50,7 +52,9 @@
 #   owned_by_others    (root) a directory of the list that another user owns
 #                      (its owner may replace the list), and a key file
 #                      given through a link another user owns (they can
-#                      point it at any root key), are refused
+#                      point it at any root key), its own or a directory's
+#                      on the way, are refused; so is a --server-key pin
+#                      another user owns or links to
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -489,6 +493,16 @@ bad_keys)
     contains "says which line" "$T/twice.log" "the key of entry 1 again"
     # refused before anything was opened or bound
     [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
+    # the other side's pin (--server-key): whoever can write it chooses which
+    # coordinator an agent or a command trusts (it was read with no check)
+    cp "$T/coord.pub" "$T/open.pub"; chmod 666 "$T/open.pub"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/open.pub" >"$T/pin.log" 2>&1
+    eq "a command on a world-writable pin: exit 2" "$?" 2
+    contains "says why" "$T/pin.log" "open.pub can be written by anyone (mode 666): anyone who can could put another coordinator's key in it"
+    "$GB" agent --connect "ipc://$T/none.sock" --state-dir "$T/pinagent" --key "$T/a1.key" \
+        --server-key "$T/open.pub" >"$T/pina.log" 2>&1
+    eq "an agent on a world-writable pin: exit 2" "$?" 2
+    contains "the agent says why" "$T/pina.log" "open.pub can be written by anyone"
     # an empty list starts (keys may come later, with SIGHUP) and says so
     printf '# no keys yet\n' >"$T/empty.list"
     run_for 3 "$GB" coordinator --key "$T/coord.key" --authorized "$T/empty.list" --db "$T/y.db" \
@@ -549,6 +563,21 @@ owned_by_others)
     eq "started on a key through another user's link: exit 2" "$?" 2
     contains "says why" "$T/theirlink.log" \
         "theirlink.key is a symbolic link that belongs to uid 65534, not to this process's user (uid 0) or root"
+    [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
+    # ... or through another user's link to a directory on the way (only
+    # the file's own link was checked)
+    ln -s "$T" "$T/theirdir"; chown -h 65534 "$T/theirdir"
+    run_for 5 "$GB" coordinator --key "$T/theirdir/coord.key" --authorized "$T/authorized" --db "$T/x.db" \
+        --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' >"$T/theirdl.log" 2>&1
+    eq "started on a key through another user's directory link: exit 2" "$?" 2
+    contains "says why" "$T/theirdl.log" "$T/theirdir is a symbolic link that belongs to uid 65534"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/theirdir/coord.pub" >"$T/theirpin.log" 2>&1
+    eq "a command on a pin through another user's link: exit 2" "$?" 2
+    contains "says why" "$T/theirpin.log" "$T/theirdir is a symbolic link that belongs to uid 65534"
+    cp "$T/coord.pub" "$T/theirs.pub"; chown 65534 "$T/theirs.pub"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/theirs.pub" >"$T/theirpin2.log" 2>&1
+    eq "a command on another user's pin: exit 2" "$?" 2
+    contains "says why" "$T/theirpin2.log" "theirs.pub belongs to uid 65534"
     [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
     # our own link to the key is fine
     ln -s "$T/coord.key" "$T/mylink.key"
