@@ -235,7 +235,10 @@ int cmd_submit(int argc, char **argv) {
         snprintf(shown, sizeof shown, "--%s", flag);
         if (sf) {
             key = sf->key;
-            if (sf->how == SF_ONE) /* one string, as given (a comma is its own) */
+            if (sf->how == SF_ONE && !optarg[0]) { /* --labels "$POOL", unset: every node */
+                snprintf(list_err, sizeof list_err, "%.40s '': an empty value", shown);
+                r = -3;
+            } else if (sf->how == SF_ONE) /* one string, as given (a comma is its own) */
                 r = cJSON_GetObjectItemCaseSensitive(spec, key)          ? -2
                     : cJSON_AddStringToObject(spec, key, optarg) != NULL ? 0
                                                                          : -1;

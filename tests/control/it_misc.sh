@@ -659,6 +659,10 @@ LIST
     # sent as an empty list: "'nodes' is an empty list")
     "$GB" submit --kind sleep --nodes "" >/dev/null 2>"$T/f.err"; eq "--nodes '' is a usage error" "$?" 2
     contains "--nodes '' names the flag" "$T/f.err" "gpubench submit: --nodes '': an empty value in the list"
+    # ... and --labels "$POOL" with POOL unset: an empty label set matches
+    # every node, and the sweep went to the whole fleet
+    "$GB" submit --kind sleep --labels "" >/dev/null 2>"$T/f.err"; eq "--labels '' is a usage error" "$?" 2
+    contains "--labels '' names the flag" "$T/f.err" "gpubench submit: --labels '': an empty value"
     ;;
 submit_resend)
     # a submit whose reply is lost is sent again with its request id and
