@@ -2970,20 +2970,22 @@ static void on_submit(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
         int resnet = strcmp(d->kind, "resnet50") == 0, gemm = strcmp(d->kind, "gemm") == 0;
         /* a gemm's precision too (fp32 unless given, as its worker runs it):
          * a failed one's row says which it was */
-        gb_store_job_t sj = {.sweep_id = sweep_id,
-                             .seq = (int)i,
-                             .kind = d->kind,
-                             .params = params,
-                             .backend = d->backend,
-                             .precision = resnet ? d->precision
-                                          : gemm ? (d->precision[0] ? d->precision : "fp32")
-                                                 : NULL,
-                             .interconnect = resnet ? d->interconnect : NULL,
-                             .n_gpus = d->gpus,
-                             .batch_per_gpu = resnet ? d->batch : -1,
-                             .synthetic = gb_kind_synthetic(d->kind),
-                             .max_attempts =
-                                 d->max_attempts ? d->max_attempts : c->cfg.max_attempts};
+        gb_store_job_t sj = {
+            .sweep_id = sweep_id,
+            .seq = (int)i,
+            .kind = d->kind,
+            .params = params,
+            .backend = d->backend,
+            .precision = resnet ? d->precision
+                         : gemm ? (d->precision[0] ? d->precision : "fp32")
+                                : NULL,
+            /* allreduce's too: an unfinished one's row
+             * says which interconnect it was to measure */
+            .interconnect = resnet || strcmp(d->kind, "allreduce") == 0 ? d->interconnect : NULL,
+            .n_gpus = d->gpus,
+            .batch_per_gpu = resnet ? d->batch : -1,
+            .synthetic = gb_kind_synthetic(d->kind),
+            .max_attempts = d->max_attempts ? d->max_attempts : c->cfg.max_attempts};
         uint64_t job_id = 0;
         made[i] = calloc(1, sizeof *made[i]);
         ok = params && made[i] && gb_store_job_insert(c->store, &sj, now, &job_id) == 0;

@@ -7,6 +7,14 @@
 -- join a result only where its attempt is not superseded; the result stays
 -- in results (and its telemetry rows in telemetry and telemetry_cpu).
 -- Columns as they were (0020, 0010 and 0018's definitions otherwise).
+-- And jobs.interconnect for allreduce jobs, which the coordinator left NULL
+-- (it kept it for resnet50 only), so that an allreduce cancelled, lost or
+-- failed before its record says in v_results which interconnect it was to
+-- measure (the NVLink and PCIe rows of a sweep looked the same): the job's
+-- parameter. The coordinator now stores it for new jobs.
+UPDATE jobs SET interconnect = json_extract(params, '$.interconnect')
+WHERE kind = 'allreduce' AND interconnect IS NULL;
+
 
 DROP VIEW v_results;
 CREATE VIEW v_results AS

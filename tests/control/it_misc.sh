@@ -663,6 +663,17 @@ LIST
     # every node, and the sweep went to the whole fleet
     "$GB" submit --kind sleep --labels "" >/dev/null 2>"$T/f.err"; eq "--labels '' is a usage error" "$?" 2
     contains "--labels '' names the flag" "$T/f.err" "gpubench submit: --labels '': an empty value"
+    # an allreduce that never ran says which interconnect it was to measure
+    # (jobs.interconnect was kept for resnet50 only: its row said NULL)
+    start_agent a1
+    wait_nodes 1
+    busy=$(submit --kind sleep --param duration_ms=60000)
+    wait_running "$busy" 1
+    ar=$(submit --kind allreduce --backend cpu --gpus 2 --interconnect auto)
+    check "cancel the allreduce" "$GB" cancel "$ar"
+    check "cancel the sleep" "$GB" cancel "$busy"
+    eq "the cancelled allreduce's interconnect" \
+        "$(q "SELECT interconnect FROM v_results WHERE sweep_id = $ar")" auto
     ;;
 submit_resend)
     # a submit whose reply is lost is sent again with its request id and

@@ -474,13 +474,15 @@ int main(int argc, char **argv) {
                 "first_seen, last_seen) VALUES ('a1', 'n1', 'connected', 'CPU Y', 0, '', 't', "
                 "'t');"
                 "INSERT INTO sweeps (sweep_id, spec, n_jobs, state, created_at) "
-                "VALUES (1, '{}', 2, 'failed', 't');"
+                "VALUES (1, '{}', 3, 'failed', 't');"
                 "INSERT INTO jobs (job_id, sweep_id, seq, kind, params, backend, n_gpus, state, "
                 "attempt, max_attempts, error, created_at) VALUES "
                 "(1, 1, 0, 'resnet50', '{\"kind\":\"resnet50\"}', 'cpu', 1, 'failed', 1, 1, "
                 "'gave up after 1 attempt(s); last: agent a1 lost', 't'),"
                 "(2, 1, 1, 'resnet50', '{\"kind\":\"resnet50\"}', 'cpu', 1, 'done', 1, 1, NULL, "
-                "'t');"
+                "'t'),"
+                "(3, 1, 2, 'allreduce', '{\"kind\":\"allreduce\",\"interconnect\":\"pcie\"}', "
+                "'cuda', 2, 'cancelled', 0, 1, 'cancelled by request', 't');"
                 "INSERT INTO attempts (job_id, attempt, agent_id, backend, state, assigned_at) "
                 "VALUES (1, 1, 'a1', 'cpu', 'superseded', 't'), (2, 1, 'a1', 'cpu', 'done', 't');"
                 "INSERT INTO results (job_id, attempt, agent_id, status, kind, backend, "
@@ -505,7 +507,13 @@ int main(int argc, char **argv) {
              "'NULL') || ':' || COALESCE(valid, 'NULL'), '|') FROM (SELECT * FROM v_results "
              "ORDER BY job_id)",
              got, sizeof got);
-        CHECKF(strcmp(got, "1:failed:NULL:NULL|2:done:9.9:1") == 0, "v_results: %s", got);
+        CHECKF(strcmp(got, "1:failed:NULL:NULL|2:done:9.9:1|3:cancelled:NULL:NULL") == 0,
+               "v_results: %s", got);
+        /* an allreduce that never ran says which interconnect it was to
+         * measure (jobs.interconnect was left NULL for it) */
+        text(db, "SELECT COALESCE(interconnect, 'NULL') FROM v_results WHERE job_id = 3", got,
+             sizeof got);
+        CHECKF(strcmp(got, "pcie") == 0, "the cancelled allreduce's interconnect: %s", got);
         text(db, "SELECT group_concat(job_id, '|') FROM v_cpu_telemetry", got, sizeof got);
         CHECKF(strcmp(got, "2") == 0, "v_cpu_telemetry's jobs: %s", got);
         /* the late result itself is kept */
