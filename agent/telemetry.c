@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -161,7 +162,11 @@ struct gb_sampler {
     /* set after final_ticks (release) by the thread that reaped the worker,
      * read by the sampler (acquire): it may be sampling at that moment */
     atomic_int have_final;
-    int cores;
+    /* the CPUs the worker may run on (the agent's affinity mask, which it
+     * inherits), cores of them; mask_all: every online CPU (the aggregate
+     * line of /proc/stat serves) */
+    cpu_set_t mask;
+    int cores, mask_all;
     /* written by the thread only, until ENDED */
     gb_tm_gpu_sample_t *gs;
     size_t n_gs, cap_gs;
@@ -318,25 +323,43 @@ static void sample_gpus(gb_sampler_t *s) {
     atomic_fetch_add(&s->seen, ng);
 }
 
-/* /proc/stat's aggregate line: busy (user nice system irq softirq; guest
- * time is already inside user), steal, and the total of them all plus
- * idle and iowait. */
-static int read_proc_stat(uint64_t *busy, uint64_t *steal, uint64_t *total) {
-    char buf[512];
-    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = '\0';
-    unsigned long long v[8] = {0};
-    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) < 8)
-        return -1;
-    *busy = v[0] + v[1] + v[2] + v[5] + v[6];
-    *steal = v[7];
-    *total = *busy + v[3] + v[4] + v[7];
-    return 0;
+/* /proc/stat over the CPUs of mask (all: its aggregate line): busy (user
+ * nice system irq softirq; guest time is already inside user), steal, and
+ * the total of them all plus idle and iowait. Only the job's CPUs: under
+ * taskset or a cpuset, what ran on the others took nothing from it (it was
+ * counted as contention, and a busy CPU the job could not use made its
+ * result invalid). */
+static int read_proc_stat(const cpu_set_t *mask, int all, uint64_t *busy, uint64_t *steal,
+                          uint64_t *total) {
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f) return -1;
+    char line[512];
+    int found = 0;
+    *busy = *steal = *total = 0;
+    while (fgets(line, sizeof line, f) && strncmp(line, "cpu", 3) == 0) {
+        int cpu = -1, off = 0;
+        unsigned long long v[8] = {0};
+        if (line[3] == ' ') {
+            if (!all) continue;
+            off = 3;
+        } else if (all || sscanf(line + 3, "%d%n", &cpu, &off) != 1 || cpu < 0 ||
+                   cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, mask)) {
+            continue;
+        } else {
+            off += 3;
+        }
+        if (sscanf(line + off, " %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]) < 8)
+            continue;
+        uint64_t b = v[0] + v[1] + v[2] + v[5] + v[6];
+        *busy += b;
+        *steal += v[7];
+        *total += b + v[3] + v[4] + v[7];
+        found++;
+        if (all) break;
+    }
+    fclose(f);
+    return found ? 0 : -1;
 }
 
 /* One read of a small /proc or /sys file into buf, NUL-terminated: the
@@ -417,26 +440,35 @@ int gb_tm_worker_ticks(int pid, int scan, uint64_t *ticks) {
     return 0;
 }
 
-/* The mean current clock of the CPUs: cpufreq where the kernel has it,
- * else /proc/cpuinfo's "cpu MHz" (on many VMs a constant). 0: unknown. */
-static double read_cpu_mhz(int cores) {
+/* The mean current clock of the CPUs of mask: cpufreq where the kernel has
+ * it, else /proc/cpuinfo's "cpu MHz" (on many VMs a constant). 0: unknown. */
+static double read_cpu_mhz(const cpu_set_t *mask) {
     double sum = 0;
-    int n = 0;
-    for (int c = 0; c < cores && c < 4096; c++) {
+    int n = 0, none = 0;
+    for (int c = 0; c < CPU_SETSIZE && !none; c++) {
+        if (!CPU_ISSET(c, mask)) continue;
         char path[96], buf[32];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", c);
-        if (read_small(path, buf, sizeof buf) < 0) break;
+        if (read_small(path, buf, sizeof buf) < 0) {
+            none = 1;
+            break;
+        }
         sum += strtod(buf, NULL) / 1000.0; /* kHz */
         n++;
     }
-    if (n > 0) return sum / n;
+    if (n > 0 && !none) return sum / n;
+    sum = 0;
+    n = 0;
     FILE *f = fopen("/proc/cpuinfo", "re");
     if (!f) return 0;
     char line[256];
+    int cpu = -1;
     while (fgets(line, sizeof line, f)) {
         double mhz;
-        if (strncmp(line, "cpu MHz", 7) == 0 &&
-            sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : "", "%lf", &mhz) == 1) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "processor", 9) == 0 && colon) cpu = atoi(colon + 1);
+        if (strncmp(line, "cpu MHz", 7) == 0 && colon && sscanf(colon + 1, "%lf", &mhz) == 1 &&
+            cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, mask)) {
             sum += mhz;
             n++;
         }
@@ -460,7 +492,7 @@ static void sample_cpu(gb_sampler_t *s) {
     gb_tm_cpu_sample_t x;
     memset(&x, 0, sizeof x);
     x.t_ms = gb_wall_ms();
-    if (read_proc_stat(&x.busy, &x.steal, &x.total) != 0) {
+    if (read_proc_stat(&s->mask, s->mask_all, &x.busy, &x.steal, &x.total) != 0) {
         gb_fmt(s->error, sizeof s->error, "cannot read /proc/stat");
         return;
     }
@@ -469,7 +501,7 @@ static void sample_cpu(gb_sampler_t *s) {
         x.worker = s->final_ticks;
         x.have_worker = 1;
     }
-    x.mhz = read_cpu_mhz(s->cores);
+    x.mhz = read_cpu_mhz(&s->mask);
     s->cs[s->n_cs++] = x;
     atomic_fetch_add(&s->seen, 1);
 }
@@ -547,7 +579,14 @@ gb_sampler_t *gb_sampler_start(gb_telemetry_t *hub, const gb_tm_job_t *job, char
     memcpy(s->nvml_index, job->gpu_index, sizeof s->nvml_index);
     s->interval_ms = hub->cfg.interval_ms;
     s->grace_ms = hub->cfg.stop_grace_ms;
-    s->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof s->mask, &s->mask) != 0 || CPU_COUNT(&s->mask) < 1) {
+        CPU_ZERO(&s->mask);
+        for (long c = 0; c < online && c < CPU_SETSIZE; c++)
+            CPU_SET((int)c, &s->mask);
+    }
+    s->cores = CPU_COUNT(&s->mask);
+    s->mask_all = s->cores >= online;
     atomic_init(&s->state, RUNNING);
     atomic_init(&s->orphan, 0);
     atomic_init(&s->seen, 0);

@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -1196,6 +1197,72 @@ static void t_cpu_competing(void) {
     gb_telemetry_destroy(&t);
 }
 
+/* An agent under taskset (a cpuset): its telemetry counts the CPUs it may
+ * run on only. Competitors spin on every other CPU and the worker sleeps:
+ * the window holds one CPU's clock ticks, not the host's (every CPU was
+ * counted, and the competitors, which take nothing from a job that cannot
+ * run there, were contention that made its result invalid). */
+static void t_cpu_mask(void) {
+    cpu_set_t all, one;
+    CHECK(sched_getaffinity(0, sizeof all, &all) == 0);
+    if (CPU_COUNT(&all) < 2) {
+        printf("skip: one CPU, nothing outside a mask\n");
+        return;
+    }
+    int first = 0;
+    while (!CPU_ISSET(first, &all))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    pid_t comp[256];
+    int nc = 0;
+    for (int c = first + 1; c < CPU_SETSIZE && nc < 256; c++) {
+        if (!CPU_ISSET(c, &all)) continue;
+        pid_t p = fork();
+        CHECK(p >= 0);
+        if (p == 0) {
+            cpu_set_t mine;
+            CPU_ZERO(&mine);
+            CPU_SET(c, &mine);
+            sched_setaffinity(0, sizeof mine, &mine);
+            volatile unsigned long x = 0;
+            for (;;)
+                x++;
+        }
+        comp[nc++] = p;
+    }
+    pid_t worker = fork();
+    CHECK(worker >= 0);
+    if (worker == 0) {
+        for (;;)
+            pause();
+    }
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    gb_telemetry_t *t;
+    int64_t w0, w1;
+    gb_sampler_t *s = sample_window(worker, &t, &w0, &w1);
+    CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
+    for (int i = 0; i < nc; i++)
+        kill(comp[i], SIGKILL);
+    kill(worker, SIGKILL);
+    for (int i = 0; i < nc; i++)
+        waitpid(comp[i], NULL, 0);
+    waitpid(worker, NULL, 0);
+    gb_tm_data_t d;
+    gb_sampler_data(s, &d);
+    CHECKF(d.cpu && !d.error && d.cores == 1, "cores %d", d.cores);
+    gb_tm_cpu_window_t w;
+    gb_tm_cpu_window(d.cpus, d.n_cpu, w0, w1, &w);
+    CHECK(w.ok && w.covers);
+    double one_cpu = (double)w.span_ms / 1000.0 * (double)sysconf(_SC_CLK_TCK);
+    CHECKF((double)w.ticks <= one_cpu * 1.25 + 5, "%llu ticks in %lld ms: more than one CPU's %.0f",
+           (unsigned long long)w.ticks, (long long)w.span_ms, one_cpu);
+    for (size_t i = 0; i < d.n_cpu; i++)
+        CHECK(d.cpus[i].mhz > 0);
+    gb_sampler_destroy(&s);
+    gb_telemetry_destroy(&t);
+}
+
 /* A worker that sleeps while nk children of its own spin (as a launcher
  * waits on its replica processes): its pid, and in *release the pipe end
  * whose close ends it and them (release_worker). */
@@ -1595,6 +1662,7 @@ int main(int argc, char **argv) {
         {"sampler_hung", t_sampler_hung},
         {"sampler_no_nvml", t_sampler_no_nvml},
         {"cpu_competing", t_cpu_competing},
+        {"cpu_mask", t_cpu_mask},
         {"cpu_worker_exits", t_cpu_worker_exits},
         {"cpu_worker_children", t_cpu_worker_children},
         {"cpu_worker_ticks", t_cpu_worker_ticks},
