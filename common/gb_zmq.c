@@ -444,16 +444,33 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     int connected = 0, looked = 0;      /* a connection made; the first failed one looked at */
     gb_probe_t seen = GB_PROBE_UNKNOWN; /* what that look found, said in seen_said */
     char seen_said[96] = "";
+    /* the look at what is there when no reply comes is taken from the
+     * timeout, in its last quarter (at most 1 s), not added after it (a
+     * stopped coordinator made `wait --timeout 2` take 3 s); a reply that
+     * comes meanwhile waits in the socket, read by one last poll */
+    int64_t probe_budget = timeout_ms / 4 < 1000 ? timeout_ms / 4 : 1000;
+    int probed = 0, last_poll = 0;
+    gb_probe_t fin = GB_PROBE_UNKNOWN;
+    char fin_said[96] = "";
     for (;;) {
         int64_t left = deadline - gb_mono_ms();
-        if (left <= 0) {
+        /* no connection made since the look: what it found holds (a
+         * second look could wait as long again on a DNS that does not
+         * answer) */
+        int reuse = looked && !connected && seen != GB_PROBE_UNKNOWN;
+        if (!probed && !reuse && left <= probe_budget) {
+            int ms = left < 1 ? 1 : left > 1000 ? 1000 : (int)left;
+            fin = gb_zmq_probe(target, ms, fin_said, sizeof fin_said);
+            probed = 1;
+            continue;
+        }
+        if (left <= 0 && !last_poll) {
+            last_poll = 1;
+            left = 0;
+        } else if (left <= 0) {
             char said[96], why[256];
-            /* no connection made since the look: what it found holds (a
-             * second look could wait as long again on a DNS that does
-             * not answer) */
-            int reuse = looked && !connected && seen != GB_PROBE_UNKNOWN;
-            gb_probe_t p = reuse ? seen : gb_zmq_probe(target, 1000, said, sizeof said);
-            if (reuse) snprintf(said, sizeof said, "%s", seen_said);
+            gb_probe_t p = reuse ? seen : fin;
+            snprintf(said, sizeof said, "%s", reuse ? seen_said : fin_said);
             if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
                 gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
             else
@@ -466,7 +483,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                 rc = -3;
             goto out;
         }
-        int n = zmq_poll(items, mon ? 2 : 1, (long)left);
+        int n = zmq_poll(items, mon ? 2 : 1, (long)(probed || reuse ? left : left - probe_budget));
         if (n < 0) {
             if (errno == EINTR) {
                 gb_fmt(err, errlen, "interrupted");
