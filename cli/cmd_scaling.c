@@ -75,7 +75,8 @@ typedef struct srow {
     int has[MAX_IC];
     double img_s[MAX_IC];
     int64_t runs[MAX_IC];
-    double base; /* the one-GPU median; 0: none */
+    double base;    /* the one-GPU median; 0: none */
+    int base_model; /* base is the GPU model's (a multi-node row whose node has none) */
 } srow_t;
 
 typedef struct scaling {
@@ -97,9 +98,10 @@ static void usage(FILE *out) {
             "  one), and per interconnect the run used (the record's word: nvlink, pcie,\n"
             "  net, shm, tcp) the median images/s of its runs (done, valid), how many, the\n"
             "  speedup over base_img_s (the one-GPU median of the same node and\n"
-            "  configuration) and the efficiency (speedup / GPUs); nvlink_gain is\n"
-            "  nvlink_img_s over pcie_img_s where both ran. A multi-node row is rank 0's\n"
-            "  node's. It reads the SQLite file directly, as results does\n"
+            "  configuration; for a multi-node row whose rank-0 node has none, the GPU\n"
+            "  model's, said in a base_of column) and the efficiency (speedup / GPUs);\n"
+            "  nvlink_gain is nvlink_img_s over pcie_img_s where both ran. A multi-node\n"
+            "  row is rank 0's node's. It reads the SQLite file directly, as results does\n"
             "  --db FILE         the store (default " GB_DEFAULT_DB ")\n"
             "  --node GLOB       nodes whose name matches (a shell pattern; default all)\n"
             "  --precision LIST  fp16, bf16, tf32, fp32, comma-separated (default all)\n"
@@ -246,13 +248,14 @@ static int load(scaling_t *s, sqlite3 *db, const char *path, const char *node, l
     }
     gb_fmt(sql, sizeof sql,
            "WITH r AS (SELECT %s, interconnect, images_per_sec AS x,"
-           " baseline_images_per_sec AS base FROM v_scaling WHERE n_gpus > 1"
+           " baseline_images_per_sec AS base, baseline_scope AS scope FROM v_scaling"
+           " WHERE n_gpus > 1"
            " AND images_per_sec IS NOT NULL AND (?1 IS NULL OR shell_match(?1, node))"
            " AND (?2 IS NULL OR batch_per_gpu = ?2) AND (?3 IS NULL OR backend = ?3)),"
            " k AS (SELECT *, row_number() OVER (g ORDER BY x) AS i, count(*) OVER g AS cnt"
            " FROM r WINDOW g AS (PARTITION BY %s, interconnect))"
            " SELECT %s, interconnect, count(*), avg(CASE WHEN i IN ((cnt + 1) / 2,"
-           " (cnt + 2) / 2) THEN x END), max(base) FROM k GROUP BY %s, interconnect"
+           " (cnt + 2) / 2) THEN x END), max(base), max(scope) FROM k GROUP BY %s, interconnect"
            " ORDER BY %s, interconnect",
            part, part, part, part, part);
     sqlite3_stmt *st = NULL;
@@ -304,6 +307,8 @@ static int load(scaling_t *s, sqlite3 *db, const char *path, const char *node, l
         row->img_s[i] = sqlite3_column_double(st, NK + 2);
         if (sqlite3_column_type(st, NK + 3) != SQLITE_NULL)
             row->base = sqlite3_column_double(st, NK + 3);
+        const char *scope = (const char *)sqlite3_column_text(st, NK + 4);
+        if (scope && strcmp(scope, "gpu_model") == 0) row->base_model = 1;
     }
     if (step != SQLITE_DONE) {
         fprintf(stderr, "gpubench scaling: %s\n", sqlite3_errmsg(db));
@@ -346,14 +351,18 @@ static int print_scaling(const scaling_t *s, gb_format_t fmt) {
         if (strcmp(s->ic[i], "nvlink") == 0) nv = i;
         if (strcmp(s->ic[i], "pcie") == 0) pc = i;
     }
-    char names[NK + 2 + 4 * MAX_IC][48];
-    const char *np[NK + 2 + 4 * MAX_IC];
-    int nc = 0, col[NK], c_base, c_ic, c_gain = -1;
+    char names[NK + 3 + 4 * MAX_IC][48];
+    const char *np[NK + 3 + 4 * MAX_IC];
+    int nc = 0, col[NK], c_base, c_base_of = -1, c_ic, c_gain = -1, any_model = 0;
+    for (int r = 0; r < s->n; r++)
+        any_model |= s->rows[r].base > 0 && s->rows[r].base_model;
     for (int k = 0; k < NK; k++) {
         col[k] = -1;
         if (show[k]) gb_fmt(names[col[k] = nc++], sizeof names[0], "%s", keys[k].name);
     }
     gb_fmt(names[c_base = nc++], sizeof names[0], "base_img_s");
+    /* whose median it is, where some row's is not its node's own */
+    if (any_model) gb_fmt(names[c_base_of = nc++], sizeof names[0], "base_of");
     c_ic = nc;
     for (int i = 0; i < s->nic; i++) {
         gb_fmt(names[nc++], sizeof names[0], "%s_img_s", s->ic[i]);
@@ -375,6 +384,8 @@ static int print_scaling(const scaling_t *s, gb_format_t fmt) {
         for (int k = 0; k < NK; k++)
             if (col[k] >= 0) cell_put(t, col[k], &row->key[k]);
         if (row->base > 0) gb_table_real(t, c_base, row->base, GB_DECIMALS_RATE);
+        if (c_base_of >= 0 && row->base > 0)
+            gb_table_text(t, c_base_of, row->base_model ? "gpu_model" : "node");
         double gpus = row->key[K_GPUS].type == SQLITE_INTEGER ? (double)row->key[K_GPUS].i : 0;
         for (int i = 0; i < s->nic; i++) {
             int c = c_ic + 4 * i;
@@ -397,7 +408,10 @@ static int print_scaling(const scaling_t *s, gb_format_t fmt) {
         if (!show[k] && s->n) say_shared(stdout, k, &s->rows[0].key[k], &said);
     if (said) printf("\n");
     printf("speedup and eff are over base_img_s, the one-GPU median of the same node and "
-           "configuration (v_scaling's baseline; none measured: '-')%s\n",
+           "configuration%s (v_scaling's baseline; none measured: '-')%s\n",
+           any_model ? ", or where base_of says gpu_model (a multi-node row whose rank-0 node has "
+                       "none) the GPU model's over every node"
+                     : "",
            c_gain >= 0 ? "; nvlink_gain is nvlink_img_s over pcie_img_s" : "");
     for (int r = 0; r < s->n; r++)
         cpu |= s->rows[r].key[K_BACKEND].type == SQLITE_TEXT &&

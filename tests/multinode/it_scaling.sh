@@ -41,16 +41,19 @@ EOF
     [ -s "$T/err.log" ] && fail "stderr: $(cat "$T/err.log")"
     # node-b: rank 0 of a two-node run, measured against the GPU model's
     # median (it has no one-GPU run of its own); its 4 GPUs have no baseline
-    # (a one-GPU run of 0 img/s is none); no PCIe run there: no nvlink_gain
+    # (a one-GPU run of 0 img/s is none); no PCIe run there: no nvlink_gain;
+    # the two-node row's baseline is the GPU model's (node-b has no one-GPU
+    # run): base_of says so, and the line under the table (both said it was
+    # node-b's own)
     check "scaling node-b" "$GB" scaling --db "$DB" --node 'node-[!a]' --format md >"$T/b.md"
     same "node-b, markdown" "$T/b.md" <<'EOF'
-| node | gpu_model | precision | n_nodes | n_gpus | base_img_s | nvlink_img_s | nvlink_runs | nvlink_speedup | nvlink_eff |
-| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| node-b | NVIDIA H100 | bf16 | 1 | 4 | - | 400.0 | 1 | - | - |
-| node-b | NVIDIA H100 | bf16 | 2 | 16 | 100.0 | 1520.0 | 1 | 15.20 | 0.950 |
+| node | gpu_model | precision | n_nodes | n_gpus | base_img_s | base_of | nvlink_img_s | nvlink_runs | nvlink_speedup | nvlink_eff |
+| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |
+| node-b | NVIDIA H100 | bf16 | 1 | 4 | - | - | 400.0 | 1 | - | - |
+| node-b | NVIDIA H100 | bf16 | 2 | 16 | 100.0 | gpu_model | 1520.0 | 1 | 15.20 | 0.950 |
 
 every row: backend cuda, batch 64 per GPU, 224 px images, 25 MB all-reduce buckets, replicas as threads
-speedup and eff are over base_img_s, the one-GPU median of the same node and configuration (v_scaling's baseline; none measured: '-')
+speedup and eff are over base_img_s, the one-GPU median of the same node and configuration, or where base_of says gpu_model (a multi-node row whose rank-0 node has none) the GPU model's over every node (v_scaling's baseline; none measured: '-')
 EOF
     # a glob, and the other filters
     check "scaling node-?" "$GB" scaling --db "$DB" --node 'node-?' --format csv >"$T/all.csv"
@@ -93,17 +96,17 @@ csv)
     # every column (those the table leaves out too) and every digit
     check "scaling csv" "$GB" scaling --db "$DB" --format csv >"$T/s.csv" 2>"$T/err.log"
     same "csv" "$T/s.csv" <<'EOF'
-node,gpu_model,backend,precision,batch_per_gpu,image_size,n_nodes,bucket_mb,launch,n_gpus,base_img_s,nvlink_img_s,nvlink_runs,nvlink_speedup,nvlink_eff,pcie_img_s,pcie_runs,pcie_speedup,pcie_eff,tcp_img_s,tcp_runs,tcp_speedup,tcp_eff,nvlink_gain
-node-a,NVIDIA H100,cuda,bf16,64,224,1,1,threads,8,100,790,1,7.9,0.9875,,,,,,,,,
-node-a,NVIDIA H100,cuda,bf16,64,224,1,25,processes,8,100,800,1,8,1,,,,,,,,,
-node-a,NVIDIA H100,cuda,bf16,64,224,1,25,threads,2,100,196,1,1.96,0.98,,,,,,,,,
-node-a,NVIDIA H100,cuda,bf16,64,224,1,25,threads,8,100,775,2,7.75,0.96875,700,1,7,0.875,,,,,1.1071428571428572
-node-a,NVIDIA H100,cuda,bf16,64,224,2,25,,2,100,,,,,,,,,190,1,1.9,0.95,
-node-a,NVIDIA H100,cuda,bf16,64,224,2,25,threads,16,100,1500,1,15,0.9375,,,,,,,,,
-node-a,NVIDIA H100,cuda,bf16,128,224,1,25,threads,4,125,,,,,490,1,3.92,0.98,,,,,
-node-a,NVIDIA H100,cuda,fp16,64,224,1,25,threads,8,,1600,1,,,,,,,,,,,
-node-b,NVIDIA H100,cuda,bf16,64,224,1,25,threads,4,,400,1,,,,,,,,,,,
-node-b,NVIDIA H100,cuda,bf16,64,224,2,25,threads,16,100,1520,1,15.2,0.95,,,,,,,,,
+node,gpu_model,backend,precision,batch_per_gpu,image_size,n_nodes,bucket_mb,launch,n_gpus,base_img_s,base_of,nvlink_img_s,nvlink_runs,nvlink_speedup,nvlink_eff,pcie_img_s,pcie_runs,pcie_speedup,pcie_eff,tcp_img_s,tcp_runs,tcp_speedup,tcp_eff,nvlink_gain
+node-a,NVIDIA H100,cuda,bf16,64,224,1,1,threads,8,100,node,790,1,7.9,0.9875,,,,,,,,,
+node-a,NVIDIA H100,cuda,bf16,64,224,1,25,processes,8,100,node,800,1,8,1,,,,,,,,,
+node-a,NVIDIA H100,cuda,bf16,64,224,1,25,threads,2,100,node,196,1,1.96,0.98,,,,,,,,,
+node-a,NVIDIA H100,cuda,bf16,64,224,1,25,threads,8,100,node,775,2,7.75,0.96875,700,1,7,0.875,,,,,1.1071428571428572
+node-a,NVIDIA H100,cuda,bf16,64,224,2,25,,2,100,node,,,,,,,,,190,1,1.9,0.95,
+node-a,NVIDIA H100,cuda,bf16,64,224,2,25,threads,16,100,node,1500,1,15,0.9375,,,,,,,,,
+node-a,NVIDIA H100,cuda,bf16,128,224,1,25,threads,4,125,node,,,,,490,1,3.92,0.98,,,,,
+node-a,NVIDIA H100,cuda,fp16,64,224,1,25,threads,8,,,1600,1,,,,,,,,,,,
+node-b,NVIDIA H100,cuda,bf16,64,224,1,25,threads,4,,,400,1,,,,,,,,,,,
+node-b,NVIDIA H100,cuda,bf16,64,224,2,25,threads,16,100,gpu_model,1520,1,15.2,0.95,,,,,,,,,
 EOF
     [ -s "$T/err.log" ] && fail "stderr: $(cat "$T/err.log")"
     check "scaling json" "$GB" scaling --db "$DB" --node node-a --batch 128 --format json >"$T/s.json"
