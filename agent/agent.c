@@ -740,7 +740,28 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
         if (!s->run || !s->rank.on || s->job_id != st->job_id || s->attempt != st->attempt)
             continue;
         if (s->rank.started) return; /* a repeat */
-        gb_rdv_msg_t m = {.kind = GB_RDV_START, .start_ms = (int64_t)st->start_at_ms};
+        /* the start is on the coordinator's clock: one behind it by more
+         * than the lead (and a second for the way) would sleep the
+         * difference, its time limit stretched by as much; one ahead would
+         * cut the limit short. The start then comes after the longest lead
+         * on this node's clock, said in the log (and in the record: this
+         * rank's dist.started_at_ms stands apart from the others') */
+        int64_t now = gb_wall_ms(), start = (int64_t)st->start_at_ms, delay = start - now;
+        if (delay > GB_RDV_LEAD_MAX_MS + 1000) {
+            gb_warn("job %" PRIu64 " attempt %u: the start is %" PRId64 " ms away on this node's "
+                    "clock, more than the coordinator's lead of at most %d ms: this clock is "
+                    "behind the coordinator's; starting in %d ms (synchronize the clocks: NTP)",
+                    s->job_id, s->attempt, delay, GB_RDV_LEAD_MAX_MS, GB_RDV_LEAD_MAX_MS);
+            delay = GB_RDV_LEAD_MAX_MS;
+            start = now + delay;
+        } else if (delay < -1000) {
+            gb_warn("job %" PRIu64 " attempt %u: the start was %" PRId64 " ms ago on this "
+                    "node's clock: this clock is ahead of the coordinator's, or the start came "
+                    "late; starting now (synchronize the clocks: NTP)",
+                    s->job_id, s->attempt, -delay);
+        }
+        if (delay < 0) delay = 0;
+        gb_rdv_msg_t m = {.kind = GB_RDV_START, .start_ms = start};
         char line[GB_RDV_LINE_MAX + 1];
         int fd = gb_run_rdv_fd(s->run);
         s->rank.started = 1;
@@ -753,9 +774,9 @@ static void on_rank_start(gb_agent_t *a, const Gb__RankStart *st) {
             return;
         }
         /* the run's limit counts from its start, not from the fork */
-        gb_run_limit_from_now(s->run, (int64_t)st->start_at_ms - gb_wall_ms());
-        gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRIu64, s->job_id, s->attempt,
-                s->rank.said.rank, st->start_at_ms);
+        gb_run_limit_from_now(s->run, delay);
+        gb_info("job %" PRIu64 " attempt %u: rank %u starts at %" PRId64, s->job_id, s->attempt,
+                s->rank.said.rank, start);
         return;
     }
     gb_debug("start for job %" PRIu64 " attempt %u, which runs no worker here", st->job_id,

@@ -25,6 +25,13 @@
 #define GB_RDV_FD       3
 #define GB_RDV_ID_MAX   128 /* = GB_WIRE_UNIQUE_ID_MAX = GB_DIST_ID_MAX */
 #define GB_RDV_LINE_MAX (3 + 2 * GB_RDV_ID_MAX + 1)
+/* The coordinator starts a multi-node job's ranks at its wall clock plus a
+ * lead of two heartbeats, 200..GB_RDV_LEAD_MAX_MS ms: an agent that finds
+ * the start further away than that on its own clock (plus a second for the
+ * message's way) has a clock behind the coordinator's, and starts its
+ * worker after the longest lead instead of sleeping the difference (a node
+ * 20 s behind slept 20 s and its time limit grew by as much) */
+#define GB_RDV_LEAD_MAX_MS 2000
 
 typedef enum { GB_RDV_ID = 1, GB_RDV_READY, GB_RDV_START } gb_rdv_kind_t;
 

@@ -24,6 +24,7 @@
 #include "gb_log.h"
 #include "gb_peer.h"
 #include "gb_place.h"
+#include "gb_rdv.h"
 #include "gb_spec.h"
 #include "gb_util.h"
 #include "gb_wire.h"
@@ -1981,7 +1982,7 @@ static void gang_act(gb_coord_t *c, cjob_t *j, int actions, int who, const char 
         /* time for the start to reach every agent and its worker: two
          * heartbeats, 0.2..2 s */
         int64_t lead = 2 * (int64_t)c->cfg.heartbeat_ms;
-        lead = lead < 200 ? 200 : lead > 2000 ? 2000 : lead;
+        lead = lead < 200 ? 200 : lead > GB_RDV_LEAD_MAX_MS ? GB_RDV_LEAD_MAX_MS : lead;
         G->start_at_ms = gb_wall_ms() + lead;
         gb_iso8601(G->start_at_ms, G->start_iso, sizeof G->start_iso);
         j->started = 1;

@@ -432,6 +432,32 @@ cancel_lost)
     contains "the stop went again" "$T/coord.log" "agent $victim still runs rank 1: its stop sent again"
     no_workers a1 a2
     ;;
+skewed)
+    # a node whose clock is 20 s behind the coordinator's: its rank starts
+    # after the longest lead (2 s), not 20 s later, and the job keeps its
+    # time limit (the worker slept the 20 s, the limit stretched by as much,
+    # and the job ran 22 s under --timeout 5); the agent says why
+    SKEW=$4
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    GB_TEST_SKEW_S=20 LD_PRELOAD=$SKEW \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" start_agent a2
+    wait_nodes 2
+    t0=$(date +%s%N)
+    sweep=$(submit --kind sleep --param duration_ms=300 --param n_nodes=2 --timeout 5)
+    check "wait" "$GB" wait "$sweep" --quiet --timeout 60
+    dt=$((($(date +%s%N) - t0) / 1000000))
+    [ "$dt" -lt 12000 ] || fail "the job took $dt ms: the skewed node slept the difference"
+    ended_once 1 done
+    eq "both ranks done" "$(q "SELECT count(*) FROM ranks WHERE job_id = 1 AND state = 'done' AND status = 'ok'")" 2
+    # the skew shows in the records: a2's rank began about 20 s earlier on
+    # its own clock
+    eq "the skew is in the records" \
+        "$(q "SELECT max(json_extract(record, '$.dist.started_at_ms')) - min(json_extract(record, '$.dist.started_at_ms')) > 15000 FROM ranks WHERE job_id = 1")" 1
+    contains "the skewed agent says so" "$T/a2.log" "this clock is behind the coordinator's; starting in 2000 ms"
+    no_workers a1 a2
+    ;;
 restart_cancel)
     # a cancel with a reason (`gpubench run --timeout`'s) while both ranks
     # run, their agents held (SIGSTOP) so that the attempt cannot end, then
