@@ -71,6 +71,13 @@
  * fewer than this many (all CPUs together) is too coarse to judge, as one
  * stray tick in 20 is already 5% (a 1 ms gemm was found "25% contended") */
 #define GB_TM_CPU_MIN_TICKS 100
+/* ... but a window with fewer is still invalid when even the least the
+ * others can have taken is over the limit: their ticks less a tick a CPU at
+ * each end and one each end for the worker's own count, over all the ticks
+ * plus as many (72% of 40 ticks, 29 of them others', on 2 cores: at least
+ * 23 / 46 = 50%; the result stayed valid at 2 GFLOP/s where the same gemm
+ * measured 404) */
+int gb_tm_cpu_taken_floor(double taken_pct, uint64_t ticks, int cores, double *floor_pct);
 
 /* ---- samples -------------------------------------------------------------- */
 

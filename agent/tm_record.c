@@ -478,6 +478,13 @@ static cJSON *cpu_rows(const gb_tm_data_t *d, int64_t ws, int64_t we, size_t k, 
     return rows;
 }
 
+int gb_tm_cpu_taken_floor(double taken_pct, uint64_t ticks, int cores, double *floor_pct) {
+    double slack = 2.0 * (cores > 0 ? cores : 1) + 2.0;
+    double taken = taken_pct / 100.0 * (double)ticks - slack;
+    *floor_pct = taken > 0 && ticks > 0 ? 100.0 * taken / ((double)ticks + slack) : 0;
+    return *floor_pct > GB_TM_CPU_INVALID_PCT;
+}
+
 static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     cJSON *tm = p->tm;
     cJSON_AddNumberToObject(tm, "cores", d->cores);
@@ -496,6 +503,9 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     gb_tm_cpu_window_t w;
     gb_tm_cpu_window(d->cpus, d->n_cpu, ws, we, &w);
     int judged = w.ok && w.ticks >= GB_TM_CPU_MIN_TICKS;
+    double floor_pct = 0; /* too few ticks: the least the others took */
+    int coarse_bad =
+        w.ok && !judged && gb_tm_cpu_taken_floor(w.taken_pct, w.ticks, d->cores, &floor_pct);
     cJSON *c = cJSON_AddObjectToObject(tm, "cpu");
     if (c && w.ok) {
         cJSON_AddNumberToObject(c, "span_ms", (double)w.span_ms);
@@ -505,7 +515,7 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
         cJSON_AddNumberToObject(c, "taken_pct", round1(w.taken_pct));
         cJSON_AddNumberToObject(c, "worker_pct", round1(w.worker_pct));
         cJSON_AddNumberToObject(c, "ticks", (double)w.ticks);
-        cJSON_AddBoolToObject(c, "judged", judged);
+        cJSON_AddBoolToObject(c, "judged", judged || coarse_bad);
         cJSON_AddBoolToObject(c, "flagged", judged && w.taken_pct > GB_TM_CPU_FLAG_PCT);
     } else if (c) {
         cJSON_AddNullToObject(c, "taken_pct");
@@ -515,10 +525,16 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     }
     if (c) cJSON_AddItemToObject(c, "cpu_mhz", stats(v, nv));
     free(v);
-    if (w.ok && !judged)
+    if (w.ok && !judged && !coarse_bad)
         set_item(tm, "error",
                  cJSON_CreateString("the CPU samples around the timed window hold too few clock "
                                     "ticks to judge contention"));
+    if (coarse_bad)
+        gb_fmt(p->verdict, sizeof p->verdict,
+               "CPU contention in the timed window: at least %.1f%% of the CPU time taken by "
+               "other processes and the hypervisor (%.1f%% in %llu clock ticks, too few for a "
+               "closer figure), limit %.0f%%",
+               floor_pct, w.taken_pct, (unsigned long long)w.ticks, GB_TM_CPU_INVALID_PCT);
     if (judged && w.taken_pct > GB_TM_CPU_INVALID_PCT)
         gb_fmt(p->verdict, sizeof p->verdict,
                "CPU contention in the timed window: %.1f%% of the CPU time taken by other "

@@ -709,6 +709,33 @@ static void t_cpu(void) {
            str(o, "telemetry.flag"));
     cJSON_Delete(o);
     free(rec);
+
+    /* ... but 29 of 40 ticks others' is contention whatever the ticks' grain:
+     * at least (29 - 6) / (40 + 6) = 50%, invalid (it stayed valid: a gemm
+     * at 2 GFLOP/s where it measured 404 alone) */
+    busy = steal = total = worker = 0;
+    for (int i = 0; i < 2; i++) {
+        s[i] = cs(W0 + 100 * i, busy, steal, total, worker);
+        busy += 34;
+        worker += 5;
+        total += 40;
+    }
+    d = cpu_data(s, 2);
+    rec = record_text(W0 + 40, W0 + 41, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECKF(num(o, "telemetry.cpu.taken_pct") == 72.5 && num(o, "telemetry.cpu.ticks") == 40, "%g",
+           num(o, "telemetry.cpu.taken_pct"));
+    CHECK(is_true(o, "telemetry.cpu.judged") && !is_true(o, "valid"));
+    CHECKF(strstr(str(o, "invalid_reason"),
+                  "CPU contention in the timed window: at least 50.0% of the CPU time taken by "
+                  "other processes and the hypervisor (72.5% in 40 clock ticks"),
+           "%s", str(o, "invalid_reason"));
+    cJSON_Delete(o);
+    free(rec);
+    double fl;
+    CHECK(!gb_tm_cpu_taken_floor(25, 20, 2, &fl) && fl == 0);           /* the stray tick above */
+    CHECK(!gb_tm_cpu_taken_floor(15, 60, 2, &fl) && fl < 5);            /* 9 - 6 = 3 of 66: 4.5% */
+    CHECK(gb_tm_cpu_taken_floor(40, 60, 2, &fl) && fl > 27 && fl < 28); /* 24 - 6 of 66 */
 }
 
 /* What the coordinator refuses in a record's telemetry. */
