@@ -426,9 +426,17 @@ void cli_store_not_ours(const char *cmd, sqlite3 *db, const char *path) {
 char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs) {
     char *text = NULL, err[1024];
     size_t len = 0;
-    const char *name = strcmp(file, "-") == 0 ? "stdin" : file;
-    if (gb_read_file(strcmp(file, "-") == 0 ? "/dev/stdin" : file, GB_WIRE_SPEC_MAX, &text, &len,
-                     err, sizeof err) != 0) {
+    int std_in = strcmp(file, "-") == 0;
+    const char *name = std_in ? "stdin" : file;
+    /* stdin as it is open, not /dev/stdin opened again: a socket cannot be
+     * (ENXIO), nor a file inherited across a change of user (EACCES) */
+    int fd = std_in ? dup(0) : -1;
+    if (std_in && fd < 0) {
+        fprintf(stderr, "gpubench %s: cannot read stdin: %s\n", cmd, strerror(errno));
+        return NULL;
+    }
+    if ((std_in ? gb_read_fd(fd, "stdin", GB_WIRE_SPEC_MAX, &text, &len, err, sizeof err)
+                : gb_read_file(file, GB_WIRE_SPEC_MAX, &text, &len, err, sizeof err)) != 0) {
         fprintf(stderr, "gpubench %s: %s\n", cmd, err);
         return NULL;
     }

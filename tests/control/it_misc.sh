@@ -674,6 +674,17 @@ LIST
     check "cancel the sleep" "$GB" cancel "$busy"
     eq "the cancelled allreduce's interconnect" \
         "$(q "SELECT interconnect FROM v_results WHERE sweep_id = $ar")" auto
+    # --spec - reads stdin as it is open: a socket cannot be opened again as
+    # /dev/stdin ("No such device or address")
+    python3 - "$GB" >"$T/sock.out" 2>&1 <<'PY' || fail "--spec - from a socket: $(cat "$T/sock.out")"
+import socket, subprocess, sys
+a, b = socket.socketpair()
+a.sendall(b'{"kind": "sleep", "duration_ms": 10}')
+a.shutdown(socket.SHUT_WR)
+p = subprocess.run([sys.argv[1], "submit", "--spec", "-"], stdin=b, capture_output=True, text=True)
+print(p.returncode, p.stdout.strip(), p.stderr.strip())
+sys.exit(p.returncode)
+PY
     ;;
 submit_resend)
     # a submit whose reply is lost is sent again with its request id and
