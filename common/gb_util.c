@@ -337,6 +337,13 @@ fail:
 }
 
 int gb_can_write_atomic(const char *path, char *err, size_t errlen) {
+    /* the rename onto it must succeed too: a directory there is refused by
+     * the rename, after the store was made */
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        gb_fmt(err, errlen, "cannot write %s: it is %s", path, gb_file_kind(st.st_mode));
+        return -1;
+    }
     char tmp[4096];
     int fd = create_temp(path, 0600, tmp, sizeof tmp, err, errlen);
     if (fd < 0) return -1;

@@ -400,6 +400,13 @@ EOF
     contains "says so" "$T/u.log" "gpubench coordinator: --ready-file: cannot write $T/nodir/ready: directory $T/nodir does not exist"
     [ -e "$T/rf.db" ] && fail "a coordinator refused for its --ready-file made its store"
     grep -q "coordinator .*: agents on" "$T/u.log" && fail "it started before saying so"
+    # ... and so is one that names a directory (the rename onto it failed
+    # after the start, the store left behind)
+    mkdir "$T/rfdir"
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/rf.db" \
+        --ready-file "$T/rfdir" >"$T/u.log" 2>&1; eq "--ready-file a directory" "$?" 1
+    contains "says so" "$T/u.log" "gpubench coordinator: --ready-file: cannot write $T/rfdir: it is a directory"
+    [ -e "$T/rf.db" ] && fail "a coordinator refused for its --ready-file (a directory) made its store"
     # an empty spec is said as such (it read "submit.spec_json: length must be 1..262144")
     "$GB" submit --spec /dev/null --control "tcp://127.0.0.1:9" >"$T/u.log" 2>&1 && fail "submit of an empty spec"
     contains "an empty spec" "$T/u.log" "gpubench submit: /dev/null is empty: not a JSON spec"
