@@ -334,6 +334,13 @@ int gb_launch_run(const gb_train_config_t *cfg, int threads_each, cJSON **report
         made_dir = gb_nccl_log_newdir(L.nccl_dir, sizeof(L.nccl_dir), why, sizeof(why));
         if (made_dir < 0) L.nccl_dir[0] = '\0';
     }
+    /* the set-up has a deadline: a replica that neither fails nor becomes
+     * ready (a hung mount under --data, a driver call that never returns)
+     * held the launcher and every ready replica for ever, unnamed */
+    int setup_ms = 0;
+    if (gb_env_ms("GB_REPLICA_SETUP_MS", 1800000, 86400000, &setup_ms, why, sizeof(why)))
+        fail(&L, -1, why);
+    int64_t setup_by = gb_mono_ms() + setup_ms;
     for (int d = 0; d < P && !L.failed; d++)
         if (start_child(&L, d, why, sizeof(why))) fail(&L, -1, why);
     int started = 0, ended = 0;
@@ -343,7 +350,22 @@ int gb_launch_run(const gb_train_config_t *cfg, int threads_each, cJSON **report
             pf[d].events = POLLIN;
             pf[d].revents = 0;
         }
-        if (poll(pf, (nfds_t)P, -1) < 0) {
+        int64_t left = setup_by - gb_mono_ms();
+        if (!started && left <= 0) {
+            size_t o = (size_t)snprintf(why, sizeof(why), "replica process(es)");
+            for (int d = 0; d < P && o < sizeof(why); d++)
+                if (!L.ch[d].ready && !L.ch[d].ended)
+                    o += (size_t)snprintf(why + o, sizeof(why) - o, " %d (rank %d)", d,
+                                          L.node * P + d);
+            if (o < sizeof(why))
+                snprintf(why + o, sizeof(why) - o,
+                         " not ready %d s after their start (GB_REPLICA_SETUP_MS)",
+                         setup_ms / 1000);
+            fail(&L, -1, why);
+            break;
+        }
+        int timeout = started ? -1 : left > INT_MAX ? INT_MAX : (int)left;
+        if (poll(pf, (nfds_t)P, timeout) < 0) {
             if (errno == EINTR) continue;
             snprintf(why, sizeof(why), "poll: %s", strerror(errno));
             fail(&L, -1, why);

@@ -17,7 +17,9 @@
  * each replica first prints the NCCL log directory its launcher gave it
  * ($GB_NCCL_LOG_DIR) and then meets the others (the unique id's
  * exchange, the start barrier), so that every replica has printed before
- * any fails.
+ * any fails. At "setup", replica 1 blocks for good before it is ready
+ * (before the id's exchange) while replica 0 is ready and waits for the
+ * start: the launcher's set-up deadline ($GB_REPLICA_SETUP_MS) ends it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "comm.h"
@@ -85,6 +87,19 @@ static int create(const gb_model_t *m, const gb_train_config_t *cfg, int replica
     if (say && strcmp(say, "1") == 0 && comm) {
         const char *dir = getenv("GB_NCCL_LOG_DIR");
         fprintf(stderr, "planted: replica %d NCCL log dir %s\n", replica, dir ? dir : "(none)");
+        unsigned char id[GB_DIST_ID_MAX];
+        size_t len = 0;
+        if (gb_comm_exchange_id(comm, make_id, NULL, id, &len, err, errlen)) return -1;
+    }
+    const char *at = getenv("GB_PLANT_AT");
+    if (at && strcmp(at, "setup") == 0 && comm) {
+        /* replica 1 never becomes ready (a hung mount, a driver call that
+         * never returns); replica 0 is ready and waits for the start */
+        if (replica == 1) {
+            fprintf(stderr, "planted: replica 1 blocks in its set-up for good\n");
+            for (;;)
+                pause();
+        }
         unsigned char id[GB_DIST_ID_MAX];
         size_t len = 0;
         if (gb_comm_exchange_id(comm, make_id, NULL, id, &len, err, errlen)) return -1;

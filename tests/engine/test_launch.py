@@ -9,7 +9,9 @@
              it; the other replica process is gone with it
   planted    a replica that fails while another is blocked for good (the
              planted backend, loaded as the CUDA backend, whose default
-             launch is processes): the blocked one is killed, not waited for
+             launch is processes): the blocked one is killed, not waited for;
+             one that never becomes ready fails the run at the set-up's
+             deadline
   orphans    the launcher killed: its replica processes die with it
   refused    a bad --launch, a stray __replica, a program's own misuse
   worker     a resnet50 job with "launch": "processes" through the worker
@@ -243,6 +245,22 @@ elif case == "planted":
         check(took < 100, "ended %.1f s after start, not after the 600 s grace nor at a "
               "teardown's end (never)" % took)
         none_left(what)
+    # a replica process that never becomes ready (blocked in its set-up)
+    # while the other is ready: the run fails at the set-up's deadline,
+    # naming it (the launcher and the ready replica waited for ever)
+    t0 = time.monotonic()
+    # (15 s: a replica process's set-up, ResNet-50's weights made, takes
+    # 2-5 s here, more under ASan; a replica 0 that is not ready yet is
+    # named too)
+    p = run(train, env(GB_CUDA_LIB=lib, GB_PLANT_AT="setup", GB_REPLICA_SETUP_MS="15000"),
+            timeout=120)
+    took = time.monotonic() - t0
+    print("planted setup: rc %d in %.2f s: %s" % (p.returncode, took, p.stderr.strip()))
+    check(p.returncode == 1 and "planted: replica 1 blocks in its set-up" in p.stderr and
+          re.search(r"replica process\(es\) (0 \(rank 0\) )?1 \(rank 1\) not ready 15 s after "
+                    r"their start \(GB_REPLICA_SETUP_MS\)", p.stderr), "the stalled replica named")
+    check(took < 75, "ended %.1f s after start" % took)
+    none_left("planted setup")
     # NCCL's log directory: one for both replica processes (rank 0 reads
     # every process's lines there), made by the launcher and, with nothing
     # written to it, removed after the run
