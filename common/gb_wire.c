@@ -342,8 +342,6 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
         if (r->started_at_ms > GB_WIRE_UNIX_MS_MAX || r->finished_at_ms > GB_WIRE_UNIX_MS_MAX)
             FAIL(RANGE, "result: started_at_ms and finished_at_ms must be 0..%llu (year 9999)",
                  (unsigned long long)GB_WIRE_UNIX_MS_MAX);
-        if (r->started_at_ms && r->finished_at_ms && r->finished_at_ms < r->started_at_ms)
-            FAIL(RANGE, "result: finished_at_ms is before started_at_ms");
         return 0;
     }
     case GB__ENVELOPE__BODY_RESULT_ACK:

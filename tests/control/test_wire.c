@@ -510,8 +510,8 @@ int main(int argc, char **argv) {
         env.result = &r;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.record_json");
     } else if (strcmp(c, "result_clock") == 0) {
-        /* agent-clock times: up to year 9999, the end not before the start
-         * (UINT64_MAX was stored as "1970-01-01T00:00:00.-01Z") */
+        /* agent-clock times: up to year 9999 (UINT64_MAX was stored as
+         * "1970-01-01T00:00:00.-01Z") */
         Gb__Result r = GB__RESULT__INIT;
         r.job_id = 1;
         r.attempt = 1;
@@ -527,9 +527,13 @@ int main(int argc, char **argv) {
         r.finished_at_ms = 0;
         r.started_at_ms = GB_WIRE_UNIX_MS_MAX + 1;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "started_at_ms and");
+        /* an end before the start is a wall clock stepped back during the
+         * run (NTP, a VM resumed): the result is taken, not refused for
+         * good (the agent would resend it for ever) */
         r.started_at_ms = 2000;
         r.finished_at_ms = 1999;
-        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "before started_at_ms");
+        o = roundtrip(&env);
+        gb_wire_free(&o);
     } else if (strcmp(c, "result_job_zero") == 0) {
         Gb__Result r = GB__RESULT__INIT;
         r.attempt = 1;
