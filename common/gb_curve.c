@@ -159,34 +159,9 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
     return 0;
 }
 
-int gb_curve_check_pin(const char *path, char *err, size_t errlen) {
-    if (gb_path_links_trusted(path, err, errlen) != 0) return -1;
-    struct stat st;
-    int fd = gb_open_regular(path, &st, err, errlen);
-    if (fd < 0) return -1;
-    close(fd);
-    if (st.st_mode & 022) {
-        gb_fmt(err, errlen,
-               "%s can be written by %s (mode %03o): anyone who can could put another "
-               "coordinator's key in it; chmod go-w it",
-               path, (st.st_mode & 002) ? "anyone" : "its group", (unsigned)(st.st_mode & 0777));
-        return -1;
-    }
-    if (!gb_trusted_owner(&st)) {
-        gb_fmt(err, errlen,
-               "%s belongs to uid %u, not to this process's user (uid %u) or root: its owner "
-               "could put another coordinator's key in it; chown it",
-               path, (unsigned)st.st_uid, (unsigned)geteuid());
-        return -1;
-    }
-    return 0;
-}
-
-int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err, size_t errlen) {
-    char *text = NULL;
-    size_t len = 0;
-    if (has_secret) *has_secret = 0;
-    if (gb_read_regular_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+/* The public key in text (len bytes, freed here), as gb_curve_read_public. */
+static int parse_public(const char *path, char *text, size_t len, char *pub, int *has_secret,
+                        char *err, size_t errlen) {
     /* the whole file: keygen writes the public key before the secret one,
      * and a NAME.key given here must be seen for what it is */
     int found = -1;
@@ -205,6 +180,47 @@ int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err
     if (found != 0)
         gb_fmt(err, errlen, "%s holds no public key (40 Z85 characters on a line)", path);
     return found;
+}
+
+int gb_curve_read_pin(const char *path, char *pub, int *has_secret, char *err, size_t errlen) {
+    if (has_secret) *has_secret = 0;
+    if (gb_path_links_trusted(path, err, errlen) != 0) return -1;
+    /* opened once: what is checked is what is read */
+    struct stat st;
+    int fd = gb_open_regular(path, &st, err, errlen);
+    if (fd < 0) return -1;
+    /* whoever can write it chooses the coordinator this side trusts: its
+     * owner (a service account's public file is fine: that account runs
+     * the coordinator), our own group (a umask of 002 makes files group
+     * writable for the user's private group), nobody else */
+    if (st.st_mode & 002) {
+        gb_fmt(err, errlen,
+               "%s can be written by anyone (mode %03o): anyone could put another "
+               "coordinator's key in it; chmod o-w it",
+               path, (unsigned)(st.st_mode & 0777));
+        close(fd);
+        return -1;
+    }
+    if ((st.st_mode & 020) && st.st_gid != getegid()) {
+        gb_fmt(err, errlen,
+               "%s can be written by its group, gid %u, not this process's (gid %u; mode %03o): "
+               "its members could put another coordinator's key in it; chmod g-w it",
+               path, (unsigned)st.st_gid, (unsigned)getegid(), (unsigned)(st.st_mode & 0777));
+        close(fd);
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (gb_read_fd(fd, path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    return parse_public(path, text, len, pub, has_secret, err, errlen);
+}
+
+int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    if (has_secret) *has_secret = 0;
+    if (gb_read_regular_file(path, MAX_KEY_FILE, &text, &len, err, errlen) != 0) return -1;
+    return parse_public(path, text, len, pub, has_secret, err, errlen);
 }
 
 int gb_curve_keygen(const char *prefix, int force, char *pub, char *err, size_t errlen) {
@@ -275,11 +291,9 @@ int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char 
     }
     if (gb_curve_read_pair(key_path, c->public_key, c->secret_key, err, errlen) != 0) return -1;
     /* the pin chooses which coordinator this side trusts: whoever can change
-     * it can put their own key there, as with the coordinator's list */
-    if (gb_curve_check_pin(server_key_path, err, errlen) != 0) return -1;
+     * it can put their own key there */
     int has_secret = 0;
-    if (gb_curve_read_public(server_key_path, c->server_key, &has_secret, err, errlen) != 0)
-        return -1;
+    if (gb_curve_read_pin(server_key_path, c->server_key, &has_secret, err, errlen) != 0) return -1;
     if (has_secret) {
         /* the coordinator's secret key is the fleet's identity: it belongs
          * on the coordinator alone, not on every node and laptop */

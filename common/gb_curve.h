@@ -39,10 +39,11 @@ int gb_curve_read_pair(const char *path, char *pub, char *sec, char *err, size_t
 /* Read a public key: a NAME.pub file, or the public half of a NAME.key
  * (*has_secret, when not NULL, says whether the file held a secret key). */
 int gb_curve_read_public(const char *path, char *pub, int *has_secret, char *err, size_t errlen);
-/* A --server-key file may pin the coordinator's key: a regular file its
- * user or root owns, writable by nobody else, reached through no link
- * another user owns. 0, or -1 with err. */
-int gb_curve_check_pin(const char *path, char *err, size_t errlen);
+/* gb_curve_read_public for a --server-key file, which pins the
+ * coordinator's key: a regular file that neither others nor a group other
+ * than this process's can write, reached through no link another user
+ * owns (gb_path_links_trusted), checked and read through one open. */
+int gb_curve_read_pin(const char *path, char *pub, int *has_secret, char *err, size_t errlen);
 
 /* Fill c from a NAME.key and the server's NAME.pub. */
 int gb_curve_client_load(gb_curve_client_t *c, const char *key_path, const char *server_key_path,

@@ -200,28 +200,69 @@ int gb_trusted_owner(const struct stat *st) {
 }
 
 int gb_path_links_trusted(const char *path, char *err, size_t errlen) {
-    char pre[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof pre) {
+    /* walked a component at a time, each link followed where it points (a
+     * link of ours to another user's link is that user's to point), up to
+     * 40 links as the kernel allows */
+    char done[4096], rest[8192], cand[4096 + 256], target[4096];
+    if (path[0] == '/') {
+        done[0] = '\0'; /* "" is "/" below */
+    } else if (!getcwd(done, sizeof done)) {
+        return 0; /* the open that follows says why */
+    }
+    if (gb_copy(rest, sizeof rest, path) != 0) {
         gb_fmt(err, errlen, "%.64s...: path too long", path);
         return -1;
     }
-    /* each prefix that ends a component: "a", "a/b", ... "a/b/c" */
-    for (size_t i = 1; i <= n; i++) {
-        if (i < n && path[i] != '/') continue;
-        if (path[i - 1] == '/') continue; /* "/" or "a//b" */
-        memcpy(pre, path, i);
-        pre[i] = '\0';
+    int links = 0;
+    char *p = rest;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        if (!*p) break;
+        char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        char comp[256];
+        if (n >= sizeof comp) return 0; /* the open says ENAMETOOLONG */
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        p += n;
+        if (strcmp(comp, ".") == 0) continue;
+        if (strcmp(comp, "..") == 0) { /* done has no link in it: its parent is lexical */
+            char *last = strrchr(done, '/');
+            if (last) *last = '\0';
+            continue;
+        }
+        if (gb_fmt(cand, sizeof cand, "%s/%s", done, comp) != 0) return 0;
         struct stat st;
-        if (lstat(pre, &st) != 0) return 0; /* the open that follows says why */
-        if (S_ISLNK(st.st_mode) && !gb_trusted_owner(&st)) {
+        if (lstat(cand, &st) != 0) return 0; /* the open that follows says why */
+        if (!S_ISLNK(st.st_mode)) {
+            gb_copy(done, sizeof done, cand);
+            continue;
+        }
+        if (!gb_trusted_owner(&st)) {
             gb_fmt(err, errlen,
                    "%s: %s is a symbolic link that belongs to uid %u, not to this process's user "
                    "(uid %u) or root: its owner could point it at another file; give the path "
                    "without it",
-                   path, pre, (unsigned)st.st_uid, (unsigned)geteuid());
+                   path, cand, (unsigned)st.st_uid, (unsigned)geteuid());
             return -1;
         }
+        if (++links > 40) {
+            gb_fmt(err, errlen, "%s: more than 40 symbolic links on the way", path);
+            return -1;
+        }
+        ssize_t tl = readlink(cand, target, sizeof target - 1);
+        if (tl <= 0) return 0;
+        target[tl] = '\0';
+        /* the link's target, then what was left of the path */
+        char next[8192];
+        if (gb_fmt(next, sizeof next, "%s/%s", target, p) != 0) {
+            gb_fmt(err, errlen, "%.64s...: path too long", path);
+            return -1;
+        }
+        if (target[0] == '/') done[0] = '\0';
+        gb_copy(rest, sizeof rest, next);
+        p = rest;
     }
     return 0;
 }

@@ -69,6 +69,22 @@ int main(void) {
     /* the root's entries */
     CHECK(gb_same_path("/gb-util-none", "/./gb-util-none"));
 
+    /* links of our own on the way, followed (relative, '.', '..', a link to
+     * a directory, /proc's): fine; a loop is said, not walked for ever */
+    char e[256];
+    CHECK(symlink("sub", "dl") == 0);
+    f = fopen("sub/f", "w");
+    CHECK(f);
+    fclose(f);
+    CHECK(gb_path_links_trusted("dl/f", e, sizeof e) == 0);
+    CHECK(gb_path_links_trusted("./dl/../dl/./f", e, sizeof e) == 0);
+    CHECK(gb_path_links_trusted("/proc/self/cwd/dl/f", e, sizeof e) == 0);
+    CHECK(gb_path_links_trusted("sub/link.db", e, sizeof e) == 0);
+    CHECK(gb_path_links_trusted("no/such/file", e, sizeof e) == 0); /* the open says why */
+    CHECK(symlink("loop2", "loop1") == 0 && symlink("loop1", "loop2") == 0);
+    CHECK(gb_path_links_trusted("loop1/x", e, sizeof e) == -1);
+    CHECKF(strstr(e, "more than 40 symbolic links"), "%s", e);
+
     /* ISO 8601 of Unix ms: floor division before 1970, a fixed text past
      * year 9999 (it printed ".-01" and read an unterminated buffer) */
     char iso[40];

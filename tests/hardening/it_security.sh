@@ -43,7 +43,7 @@
 #                      can read or another user owns, a broken list, a list
 #                      another user owns, or one of --key/--authorized;
 #                      an agent or a command refuses a --server-key pin
-#                      that group or others can write
+#                      that others can write (our own group may)
 #   authorized_dirs    every directory the list really is in is checked, up
 #                      to /: a link into a directory anyone can write (the
 #                      link's own directory was checked) and a writable
@@ -54,7 +54,8 @@
 #                      given through a link another user owns (they can
 #                      point it at any root key), its own or a directory's
 #                      on the way, are refused; so is a --server-key pin
-#                      another user owns or links to
+#                      reached through another user's link (our own link
+#                      to theirs too) or another group may write
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 
@@ -498,7 +499,13 @@ bad_keys)
     cp "$T/coord.pub" "$T/open.pub"; chmod 666 "$T/open.pub"
     "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/open.pub" >"$T/pin.log" 2>&1
     eq "a command on a world-writable pin: exit 2" "$?" 2
-    contains "says why" "$T/pin.log" "open.pub can be written by anyone (mode 666): anyone who can could put another coordinator's key in it"
+    contains "says why" "$T/pin.log" "open.pub can be written by anyone (mode 666): anyone could put another coordinator's key in it"
+    # ... but one our own group may write (a umask of 002 with a private
+    # group makes every file so) is fine: the command goes on to the address
+    cp "$T/coord.pub" "$T/grp.pub"; chmod 664 "$T/grp.pub"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/grp.pub" >"$T/grp.log" 2>&1
+    eq "a pin our group may write: refused only for the address" "$?" 1
+    contains "goes on to the address" "$T/grp.log" "nothing listens there"
     "$GB" agent --connect "ipc://$T/none.sock" --state-dir "$T/pinagent" --key "$T/a1.key" \
         --server-key "$T/open.pub" >"$T/pina.log" 2>&1
     eq "an agent on a world-writable pin: exit 2" "$?" 2
@@ -574,10 +581,22 @@ owned_by_others)
     "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/theirdir/coord.pub" >"$T/theirpin.log" 2>&1
     eq "a command on a pin through another user's link: exit 2" "$?" 2
     contains "says why" "$T/theirpin.log" "$T/theirdir is a symbolic link that belongs to uid 65534"
-    cp "$T/coord.pub" "$T/theirs.pub"; chown 65534 "$T/theirs.pub"
+    # our own link to their link: theirs to point (only the path as typed
+    # was looked at)
+    ln -s "$T/theirdir/coord.pub" "$T/mine.pub"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/mine.pub" >"$T/theirpin3.log" 2>&1
+    eq "a command on our link through another user's link: exit 2" "$?" 2
+    contains "says why" "$T/theirpin3.log" "$T/theirdir is a symbolic link that belongs to uid 65534"
+    # a pin another user's group may write: its members choose the coordinator
+    cp "$T/coord.pub" "$T/theirs.pub"; chown 65534:65534 "$T/theirs.pub"; chmod 664 "$T/theirs.pub"
     "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/theirs.pub" >"$T/theirpin2.log" 2>&1
-    eq "a command on another user's pin: exit 2" "$?" 2
-    contains "says why" "$T/theirpin2.log" "theirs.pub belongs to uid 65534"
+    eq "a command on a pin another group may write: exit 2" "$?" 2
+    contains "says why" "$T/theirpin2.log" "theirs.pub can be written by its group, gid 65534, not this process's (gid 0; mode 664)"
+    # ... while one a service account owns, which nobody else may write, is
+    # that account's public file: fine
+    chmod 644 "$T/theirs.pub"
+    "$GB" status --control "ipc://$T/none.sock" --key "$T/me.key" --server-key "$T/theirs.pub" >"$T/theirpin4.log" 2>&1
+    eq "a pin another user owns, read-only to others: refused only for the address" "$?" 1
     [ -e "$T/x.db" ] && fail "a store was made for a coordinator refused for its keys"
     # our own link to the key is fine
     ln -s "$T/coord.key" "$T/mylink.key"
