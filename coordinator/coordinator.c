@@ -3816,7 +3816,10 @@ static int load_state(gb_coord_t *c, char *err, size_t errlen) {
     size_t running = 0;
     for (size_t i = 0; i < c->n_agents; i++) {
         cagent_t *a = c->agent_list[i];
-        if (a->state == A_DISCONNECTED) gb_store_node_state(c->store, a->id, "disconnected", now);
+        /* a forgotten node's row stays as it was forgotten (its last_seen
+         * moved at every restart, past its forgotten_at) */
+        if (a->state == A_DISCONNECTED && !a->forgotten)
+            gb_store_node_state(c->store, a->id, "disconnected", now);
         running += (size_t)a->n_running;
     }
     if (c->store_failed || gb_store_commit(c->store) != 0) {

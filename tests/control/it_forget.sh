@@ -56,13 +56,18 @@ eq "forgetting it twice is an error" "$?" 1
 # that says so, not "no known node" as for a name mistyped
 contains "says it is forgotten already" "$T/f5.err" "node 'a2' is forgotten already (v_nodes.forgotten_at; its agent registering again makes it known again)"
 
-# a restarted coordinator does not load it
+# a restarted coordinator keeps it forgotten (loaded for its id's pin, never
+# placed on), and its row as it was forgotten (a restart moved its
+# last_seen past forgotten_at)
+seen=$(q "SELECT state || ',' || last_seen FROM nodes WHERE name = 'a2'")
 kill -TERM "$COORD_PID"
 wait "$COORD_PID" 2>/dev/null
+sleep 1.1
 start_coord
 wait_nodes 1
 "$GB" submit --kind sleep --labels role=big >/dev/null 2>&1
 eq "still refused after a restart" "$?" 1
+eq "its row untouched by the restart" "$(q "SELECT state || ',' || last_seen FROM nodes WHERE name = 'a2'")" "$seen"
 
 # its agent returns: known again
 start_agent a2 --label role=big
