@@ -412,7 +412,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     if (zmq_socket_monitor(s, mon_ep,
                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED |
-                               ZMQ_EVENT_CONNECT_RETRIED) == 0) {
+                               ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
         mon = zmq_socket(ctx, ZMQ_PAIR);
         if (!mon || zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
             zmq_connect(mon, mon_ep) != 0) {
@@ -444,12 +444,16 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
     int connected = 0, looked = 0;      /* a connection made; the first failed one looked at */
     gb_probe_t seen = GB_PROBE_UNKNOWN; /* what that look found, said in seen_said */
     char seen_said[96] = "";
-    /* the look at what is there when no reply comes is taken from the
+    /* the look at what is there when no reply comes: a connection made
+     * says it without one (a greeting that never came is a stopped
+     * process; one that came, a coordinator that did not answer in time),
+     * and a look at a coordinator that is merely slow was a refused peer
+     * in its log. With no connection made, the look is taken from the
      * timeout, in its last quarter (at most 1 s), not added after it (a
      * stopped coordinator made `wait --timeout 2` take 3 s); a reply that
      * comes meanwhile waits in the socket, read by one last poll */
     int64_t probe_budget = timeout_ms / 4 < 1000 ? timeout_ms / 4 : 1000;
-    int probed = 0, last_poll = 0;
+    int probed = 0, last_poll = 0, greeted = 0;
     gb_probe_t fin = GB_PROBE_UNKNOWN;
     char fin_said[96] = "";
     for (;;) {
@@ -458,7 +462,7 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
          * second look could wait as long again on a DNS that does not
          * answer) */
         int reuse = looked && !connected && seen != GB_PROBE_UNKNOWN;
-        if (!probed && !reuse && left <= probe_budget) {
+        if (!probed && !reuse && !connected && left <= probe_budget) {
             int ms = left < 1 ? 1 : left > 1000 ? 1000 : (int)left;
             fin = gb_zmq_probe(target, ms, fin_said, sizeof fin_said);
             probed = 1;
@@ -469,9 +473,15 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             left = 0;
         } else if (left <= 0) {
             char said[96], why[256];
-            gb_probe_t p = reuse ? seen : fin;
+            gb_probe_t p = reuse ? seen : connected ? GB_PROBE_SILENT : fin;
             snprintf(said, sizeof said, "%s", reuse ? seen_said : fin_said);
-            if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
+            if (connected && greeted)
+                gb_fmt(err, errlen,
+                       "no reply from %s within %d ms: it took the connection and the request "
+                       "but did not answer (is the coordinator overloaded, or its disk "
+                       "stalled?)",
+                       endpoint, timeout_ms);
+            else if (gb_probe_str(p, said, curve != NULL, why, sizeof why))
                 gb_fmt(err, errlen, "no reply from %s within %d ms: %s", endpoint, timeout_ms, why);
             else
                 gb_fmt(err, errlen, "no reply from %s within %d ms (is the coordinator running?%s)",
@@ -483,7 +493,8 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
                 rc = -3;
             goto out;
         }
-        int n = zmq_poll(items, mon ? 2 : 1, (long)(probed || reuse ? left : left - probe_budget));
+        int n = zmq_poll(items, mon ? 2 : 1,
+                         (long)(probed || reuse || connected ? left : left - probe_budget));
         if (n < 0) {
             if (errno == EINTR) {
                 gb_fmt(err, errlen, "interrupted");
@@ -500,6 +511,8 @@ int gb_request_ex(const char *endpoint, const struct gb_curve_client *curve, Gb_
             gb_monitor_read(mon, &event, &value, where, sizeof where) == 0) {
             if (event == ZMQ_EVENT_CONNECTED) {
                 connected = 1;
+            } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+                greeted = 1;
             } else if (event == ZMQ_EVENT_CONNECT_RETRIED) {
                 /* no connection made, libzmq tries again: nothing listening
                  * there (connection refused, no ipc socket file) is said
