@@ -359,6 +359,9 @@ static int read_proc_stat(const cpu_set_t *mask, int all, uint64_t *busy, uint64
         if (all) break;
     }
     fclose(f);
+    /* no cpuN line of the mask (a /proc/stat that a container renumbers
+     * while the mask has the host's numbers): the whole node, as before */
+    if (!found && !all) return read_proc_stat(mask, 1, busy, steal, total);
     return found ? 0 : -1;
 }
 
