@@ -444,6 +444,19 @@ static void send_after_commit(gb_coord_t *c, void *sock, const uint8_t *rid, siz
     send_after_commit_or(c, sock, rid, rid_len, env, 0);
 }
 
+/* A damaged store (SQLite says corrupt): every turn that writes would fail
+ * and be retried for ever, each result resent and its failure logged, the
+ * sweep never ending. Stop, loudly, with nothing more written to it: the
+ * agents keep every result not acknowledged. */
+static void store_damaged(gb_coord_t *c) {
+    if (c->fatal || !gb_store_damaged(c->store)) return;
+    gb_error("store %s is damaged (%s): stopping. Nothing more is written to it; the agents keep "
+             "the results it did not acknowledge. Keep a copy of it (and its -wal), then try "
+             "`sqlite3 %s .recover`, or start on a new --db",
+             c->cfg.db_path, gb_store_errmsg(c->store), c->cfg.db_path);
+    c->fatal = 1;
+}
+
 /* A store call of this turn failed: log it; flush() rolls the turn back. */
 static void store_err(gb_coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void store_err(gb_coord_t *c, const char *fmt, ...) {
@@ -454,6 +467,7 @@ static void store_err(gb_coord_t *c, const char *fmt, ...) {
     va_end(ap);
     if (!c->store_failed) gb_error("store: %s: %s", what, gb_store_errmsg(c->store));
     c->store_failed = 1;
+    store_damaged(c);
 }
 
 /* Log, once the turn is committed, that a job or a sweep ended (an info
@@ -3575,6 +3589,7 @@ static void flush(gb_coord_t *c) {
     } else {
         char why[512];
         gb_copy(why, sizeof why, gb_store_errmsg(c->store));
+        store_damaged(c);
         gb_store_rollback(c->store);
         c->store_failures++;
         c->store_backoff_ms = c->store_backoff_ms ? c->store_backoff_ms * 2 : STORE_BACKOFF_MIN_MS;

@@ -143,6 +143,9 @@ struct gb_store {
      * a later statement would run, and commit, on its own. So every write
      * is refused until the caller rolls back. */
     int broken;
+    /* SQLite said the file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB):
+     * retrying the turn cannot help */
+    int damaged;
     char err[512];
 };
 
@@ -152,7 +155,13 @@ const char *gb_store_errmsg(gb_store_t *self) {
 
 static int fail(gb_store_t *self, const char *what) {
     snprintf(self->err, sizeof self->err, "%s: %s", what, sqlite3_errmsg(self->db));
+    int ec = sqlite3_errcode(self->db) & 0xff;
+    if (ec == SQLITE_CORRUPT || ec == SQLITE_NOTADB) self->damaged = 1;
     return -1;
+}
+
+int gb_store_damaged(gb_store_t *self) {
+    return self->damaged;
 }
 
 /* Bind ?1.. from a type string: i int, I int64/uint64, d double (NaN ->
@@ -206,6 +215,7 @@ static int exec(gb_store_t *self, int which) {
     sqlite3_reset(self->st[which]);
     if (rc != SQLITE_DONE) {
         snprintf(self->err, sizeof self->err, "%s", sqlite3_errmsg(self->db));
+        if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) self->damaged = 1;
         /* a constraint failure undoes its statement only; SQLITE_FULL or an
          * I/O error may undo the whole transaction */
         if (self->in_tx && sqlite3_get_autocommit(self->db)) self->broken = 1;
@@ -257,7 +267,13 @@ static int check_ours(sqlite3 *db, const char *path, char *err, size_t errlen) {
                    path, sqlite3_errmsg(db));
             return -1;
         }
-        gb_fmt(err, errlen, "%s is not a gpubench store (%s)", path, sqlite3_errmsg(db));
+        int ec = sqlite3_errcode(db) & 0xff;
+        if (ec == SQLITE_CORRUPT)
+            gb_fmt(err, errlen,
+                   "%s is damaged (%s): left as it is; keep a copy, then try `sqlite3 %s .recover`",
+                   path, sqlite3_errmsg(db), path);
+        else
+            gb_fmt(err, errlen, "%s is not a gpubench store (%s)", path, sqlite3_errmsg(db));
         return -1;
     }
     if (version < 0)

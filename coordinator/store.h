@@ -18,6 +18,9 @@ typedef struct gb_store gb_store_t;
 gb_store_t *gb_store_open(const char *path, char *err, size_t errlen);
 void gb_store_close(gb_store_t **self_p);
 const char *gb_store_errmsg(gb_store_t *self);
+/* 1 once SQLite has said the file is damaged (corrupt, or not a database):
+ * no retry can help. */
+int gb_store_damaged(gb_store_t *self);
 
 /* Open a write transaction unless one is open (idempotent). */
 int gb_store_begin(gb_store_t *self);

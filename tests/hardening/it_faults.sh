@@ -18,6 +18,8 @@
 #                committed, the agents keep their results and resend, and once
 #                there is room every result lands once (--sync group, the
 #                default; disk_full_sync_full: the same with --sync full)
+#   store_damaged a store SQLite finds damaged: the coordinator stops at the
+#                first error, says how to recover, writes nothing more
 #   disk_full_requests
 #                a submit and a sweep's cancel (one statement for all its
 #                queued jobs) on a full disk: refused with why, nothing of
@@ -768,6 +770,40 @@ store_replaced)
     start_coord
     check "the waiting result lands" "$GB" wait "$sweep2" --quiet --timeout 30
     assert_exactly_once 2
+    ;;
+store_damaged)
+    # a store SQLite finds damaged (the results table's index overwritten
+    # while no coordinator ran): every result's insert failed, was rolled
+    # back and resent for ever, each logged, the sweep never ending. The
+    # coordinator now stops at the first such error, says so and how to
+    # recover, and writes nothing more; the agent keeps the results
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    sweep=$(submit --kind sleep --param duration_ms=0 --repeat 150)
+    check "a first sweep" "$GB" wait "$sweep" --quiet --timeout 60
+    kill -TERM "$COORD_PID"; wait "$COORD_PID"
+    page=$(sqlite3 "$T/gb.db" "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_results_1'")
+    size=$(sqlite3 "$T/gb.db" "PRAGMA page_size")
+    python3 -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek((int(sys.argv[2]) - 1) * int(sys.argv[3])); f.write(b'\xff' * int(sys.argv[3]))" "$T/gb.db" "$page" "$size"
+    start_coord
+    sweep2=$(submit --kind sleep --param duration_ms=0 --repeat 5)
+    for _ in $(seq 200); do kill -0 "$COORD_PID" 2>/dev/null || break; sleep 0.05; done
+    wait "$COORD_PID"
+    eq "the coordinator stops" "$?" 1
+    contains "says why and what to do" "$T/coord.log" "store $T/gb.db is damaged (database disk image is malformed): stopping. Nothing more is written to it; the agents keep the results it did not acknowledge"
+    n=$(grep -c "database disk image is malformed" "$T/coord.log")
+    [ "$n" -le 4 ] || fail "the damage was logged $n times"
+    # the agent kept what it could not deliver: a coordinator started on
+    # the damaged store again meets the same error at its first result
+    # and stops the same way
+    [ -n "$(ls "$T/a1/spool" 2>/dev/null)" ] || fail "the agent kept no result: $(ls -R "$T/a1")"
+    mv "$T/coord.log" "$T/coord1.log"
+    start_coord
+    for _ in $(seq 200); do kill -0 "$COORD_PID" 2>/dev/null || break; sleep 0.05; done
+    wait "$COORD_PID"
+    eq "stopped again" "$?" 1
+    contains "and says so again" "$T/coord.log" "store $T/gb.db is damaged"
     ;;
 sick_node)
     # one node cannot start workers (its state dir's disk is full): it
