@@ -34,8 +34,10 @@ OBJ=$BUILD/nccl-tests-build
 mkdir -p "$BUILD"
 rm -rf "$SRC" "$OBJ"
 if [ -n "${NCCL_TESTS_SRC:-}" ]; then
+  # at REF whether or not it was given: a mirror's default branch is not
+  # the v2.19.6 the comparison was checked against
   git clone -q "$NCCL_TESTS_SRC" "$SRC"
-  [ -n "${NCCL_TESTS_REF:-}" ] && git -C "$SRC" checkout -q "$REF"
+  git -C "$SRC" checkout -q "$REF"
 else
   git clone -q --depth 1 --branch "$REF" https://github.com/NVIDIA/nccl-tests "$SRC"
 fi

@@ -34,7 +34,8 @@
 #   7. ours in fp32 with FFT/Winograd allowed (GB_CUDA_FP32_ALGOS=any): its
 #      speed and the op and step tests' fp32 lines under it
 #   7b. compute-sanitizer memcheck on a short run of the whole-step test
-#   8. the product path: `gpubench run` (coordinator, local agent, worker,
+#   8. (run right after 4: it had never run on a GPU, and at the end it was
+#      always out of time) the product path: `gpubench run` (coordinator, local agent, worker,
 #      SQLite store, NVML telemetry) with a fp16/bf16(/tf32) sweep on one
 #      GPU, built elsewhere and carried in .gpu-deps/full
 #      (bench/gpu/carry_full.sh), or with FULL=1 built here when this
@@ -119,6 +120,9 @@ PRECS="fp16 bf16 tf32 fp32"
 declare -A OURS=() TORCH_E=() TORCH_C=() RTE_OF=()
 
 mkdir -p "$LOG" 2>/dev/null || LOG=$(mktemp -d)
+# everything this script prints goes into logs.tgz too: only the last 12,000
+# characters of it come back from the device otherwise
+exec > >(tee -a "$LOG/run.log") 2>&1
 if [ -n "$RESULT_DIR" ] && ! mkdir -p "$RESULT_DIR" 2>/dev/null; then RESULT_DIR=; fi
 
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
@@ -354,8 +358,16 @@ if ! want tests; then :
 elif [ "$BUILD_OK" = 1 ]; then
   # -V: the passing tests' own lines (each setting's agreement figures) come
   # back too, not only "Passed"
-  if timeout -k 10 "$(slot 300 200)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 200 -V >"$LOG/gpu_tests.log" 2>&1 \
-     && timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan|fuse_graphs)" --output-on-failure >>"$LOG/gpu_tests.log" 2>&1; then
+  # the host-side CUDA checks (the .so naming the GPU, the plan, the graphs)
+  # on their own: a GPU test that failed hid them (2026-12-04)
+  if timeout -k 10 "$(slot 60)" ctest --test-dir "$BUILD" -R "cuda_(dlopen|math|plan|fuse_graphs)" --output-on-failure >"$LOG/cuda_host_tests.log" 2>&1; then
+    status PASS "cuda host checks (dlopen, math, plan, fuse graphs)"
+  else
+    failed "$?" "cuda host checks: $(grep -A20 'The following tests FAILED' "$LOG/cuda_host_tests.log" | grep -o '[a-z_]*cuda[a-z_]*' | sort -u | tr '\n' ' ')" cuda_host_tests.log
+  fi
+  # at most 150 s: the fused parts run last in each test and print as they
+  # go, so a cut costs only their verdicts, not the figures after
+  if timeout -k 10 "$(slot 150 100)" ctest --test-dir "$BUILD" -L gpu --no-tests=error --timeout 120 -V >"$LOG/gpu_tests.log" 2>&1; then
     if grep -q "Skipped\|Not Run" "$LOG/gpu_tests.log"; then
       status FAIL "gpu tests skipped: no usable GPU (gpu_tests.log)"
     else
@@ -375,7 +387,7 @@ elif [ "$BUILD_OK" = 1 ]; then
   else
     rc=$?
     grep -E "FAIL|CHECK failed|Error|error|Timeout" "$LOG/gpu_tests.log" | head -40
-    failed "$rc" "gpu tests" gpu_tests.log
+    failed "$rc" "gpu tests: $(sed -n '/The following tests FAILED/,$p' "$LOG/gpu_tests.log" | grep -o '[0-9]* - [a-z_0-9]*' | cut -d' ' -f3 | tr '\n' ' ')" gpu_tests.log
   fi
 else
   status SKIPPED "gpu tests: not built"
@@ -543,171 +555,8 @@ dp_section() {
 }
 dp_section
 
-# fp16's fused step before PyTorch everywhere (its correctness and speed are
-# the run's first unknowns); bf16's too on a GPU model whose PyTorch figures
-# RESULTS.md holds already (an H200's, 2026-12-04), elsewhere after PyTorch
-# eager's 16-bit and tf32 figures (the side-by-side ratios), and PyTorch's
-# fp32 (73 s on the H200) after both
-FUSED_FIRST=0
-if [ -n "$GPU" ] && grep -qF -- " - $GPU x" "$ROOT/bench/gpu/RESULTS.md" 2>/dev/null; then FUSED_FIRST=1; fi
-if [ "$FUSED_FIRST" = 1 ]; then fused_section fp16 bf16; else fused_section fp16; fi
-
-# PyTorch eager in the precisions given, each if time is left
-torch_eager() {
-  local p
-  for p in "$@"; do
-    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
-    torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
-  done
-}
-
-section "PyTorch eager"
-TORCH_OK=0
-if ! LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
-  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
-else
-  TORCH_OK=1
-  TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')
-  want torch && torch_eager $(printf '%s\n' $PRECS | grep -vx fp32)
-fi
-
-[ "$FUSED_FIRST" = 1 ] || fused_section bf16
-if [ "$TORCH_OK" = 1 ] && want torch && printf '%s\n' $PRECS | grep -qx fp32; then
-  section "PyTorch eager fp32"
-  torch_eager fp32
-fi
-
-section "gemm: matrix rate (cuBLAS) per precision"
-# the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number) in
-# fp32 (TF32 off), tf32, fp16 and bf16 (16-bit inputs, fp32 accumulation):
-# ours (the backend's gemm op, as the worker runs it) against torch.matmul
-# set the same way, same size and repetitions, each checked after timing
-if ! want gemm; then :
-elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
-  status SKIPPED "gemm: gb_cuda_bench not built"
-else
-  GEMM_ROWS=
-  for p in fp32 tf32 fp16 bf16; do
-    if [ "$(left)" -lt 45 ]; then status SKIPPED "gemm $p: out of time"; continue; fi
-    GO=; GT=
-    if timeout -k 10 "$(slot 60 30)" "$BUILD/gb_cuda_bench" --gemm "$GEMM_N" --precision "$p" --steps "$STEPS" \
-         >"$LOG/gemm_ours_$p.json" 2>"$LOG/gemm_ours_$p.err"; then
-      GO=$(json_field "$LOG/gemm_ours_$p.json" gflops)
-    else
-      failed $? "gemm ours $p" "gemm_ours_$p.err"
-    fi
-    if [ "${TORCH_OK:-0}" = 1 ] && [ "$(left)" -ge 45 ]; then
-      if timeout -k 10 "$(slot 90 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_gemm.py --size "$GEMM_N" \
-           --reps "$STEPS" --precision "$p" >"$LOG/gemm_torch_$p.json" 2>"$LOG/gemm_torch_$p.err"; then
-        GT=$(json_field "$LOG/gemm_torch_$p.json" gflops)
-      else
-        failed $? "gemm torch.matmul $p" "gemm_torch_$p.err"
-      fi
-    fi
-    [ -n "$GO$GT" ] && status PASS "gemm $p ${GEMM_N}^3: ours $(num "$GO") GFLOP/s, torch.matmul $(num "$GT") GFLOP/s, ratio $(ratio "$GO" "$GT") (each checked)"
-    GEMM_ROWS="$GEMM_ROWS $p $(num "$GO")/$(num "$GT")"
-  done
-  GEMM_NOTE="gemm ${GEMM_N}x${GEMM_N}x${GEMM_N}, median of $STEPS, GFLOP/s ours/torch.matmul:$GEMM_ROWS"
-fi
-
-section "gpubench bf16 with our batch norm"
-# cuDNN's batch norm is the default; this says what our kernels cost beside it
-if want ownbn && variant_run bf16_ownbn bf16 GB_CUDA_BN=own 150 120; then
-  status PASS "ours bf16 with GB_CUDA_BN=own: $VARIANT_IPS img/s (cuDNN's batch norm: ${OURS[bf16]:-?}), BN cuDNN/own $(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.own)"
-fi
-
-section "gpubench with the image in the other channel count"
-# bf16 stores the image in 8 channels by default (GB_CUDA_STEM_C; 3 and
-# zeros), the others in 4: with 4, conv1 in bf16 took 2.0 ms forward and
-# 1.2 ms backward (filter) against fp16's 0.5 and 0.5 on the H200,
-# 2026-12-04. This times bf16 with 4 and fp16 with 8 beside their defaults,
-# with conv1's cudnnFind times in each, to tell which count each should use
-conv1_times() { "$JSON_PY" -c 'import json,sys
-out=[]
-for f in sys.argv[1:]:
-    try:
-        ls=[l for l in open(f) if l.startswith("{")]
-    except OSError:
-        ls=[]
-    d=json.loads(ls[-1]).get("details",{}) if ls else {}
-    c=[x for x in d.get("convs",[]) if x["name"]=="conv1"]
-    out.append("%s channels: conv1 fwd %s ms, bwd_filter %s ms"%(d.get("stem_channels","?"),
-               c[0]["fwd"]["ms"] if c else "?", c[0]["bwd_filter"]["ms"] if c else "?"))
-print("; ".join(out))' "$@" 2>/dev/null; }
-if want stem; then
-  if variant_run bf16_stem4 bf16 GB_CUDA_STEM_C=4 150 120; then
-    status PASS "ours bf16 with GB_CUDA_STEM_C=4: $VARIANT_IPS img/s (default, 8: ${OURS[bf16]:-?}); $(conv1_times "$LOG/ours_bf16.json" "$LOG/ours_bf16_stem4.json")"
-  fi
-  if variant_run fp16_stem8 fp16 GB_CUDA_STEM_C=8 150 120; then
-    status PASS "ours fp16 with GB_CUDA_STEM_C=8: $VARIANT_IPS img/s (default, 4: ${OURS[fp16]:-?}); $(conv1_times "$LOG/ours_fp16.json" "$LOG/ours_fp16_stem8.json")"
-  fi
-fi
-
-section "cuDNN's graph-API fusions one by one"
-# the fused step's graphs one by one (fuse.h), per conv at this batch
-# against the unfused calls: where the fused step's time goes
-if ! want fuse; then :
-elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_fuse" ]; then
-  status SKIPPED "fusions: test_cuda_fuse not built"
-elif [ "$(left)" -lt 100 ]; then
-  status SKIPPED "fusions: out of time"
-elif timeout -k 10 "$(slot 150 30)" "$BUILD/tests/cuda/test_cuda_fuse" bench "$BATCH" >"$LOG/fuse_bench.log" 2>&1; then
-  status PASS "$(grep '^fuse:' "$LOG/fuse_bench.log" | tail -1) (fuse_bench.log; correctness: test_cuda_fuse in the gpu tests)"
-else
-  rc=$?
-  tail -5 "$LOG/fuse_bench.log"
-  failed "$rc" "fusions bench" "fuse_bench.log"
-fi
-
-section "gpubench fp32 with FFT and Winograd allowed"
-# ours takes only FMA implicit-GEMM algorithms in fp32 (0.78x PyTorch's fp32
-# on the H200, 2026-12-04); GB_CUDA_FP32_ALGOS=any lets cudnnFind's FFT and
-# Winograd in (still FMA math, as PyTorch's fp32 with TF32 off): its speed,
-# and the op and whole-step tests' fp32 lines under it (their bounds: fp32
-# ops 1e-5, steps 2e-4), to tell whether it can be the default
-if want fp32any && variant_run fp32_any fp32 GB_CUDA_FP32_ALGOS=any 120 100; then
-  ANY_ALGOS=$("$JSON_PY" -c 'import json,sys
-ls=[l for l in open(sys.argv[1]) if l.startswith("{")]
-c=json.loads(ls[-1])["details"]["convs"] if ls else []
-n={}
-for x in c:
-    for d in ("fwd","bwd_data","bwd_filter"):
-        if d in x: k=d+":"+x[d]["algo"]; n[k]=n.get(k,0)+1
-print(" ".join("%s x%d"%kv for kv in sorted(n.items())))' "$LOG/ours_fp32_any.json" 2>/dev/null)
-  ACC=
-  if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/tests/cuda/test_cuda_step" ]; then
-    # their fp32 runs alone (GB_TEST_PRECS): the whole tests took up to 200 s
-    for t in test_cuda_ops test_cuda_step; do
-      GB_TEST_PRECS=fp32 GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 90 20)" "$BUILD/tests/cuda/$t" >"$LOG/${t}_fp32any.log" 2>&1
-      ACC="$ACC $t exit $?;"
-    done
-    ACC="$ACC $(grep -ho '^[a-z]*/fp32: [0-9]* losses median [^;]*; [0-9]* gradients median [0-9.e+-]* worst [0-9.e+-]*' "$LOG/test_cuda_step_fp32any.log" | tr '\n' ';')"
-  fi
-  status PASS "ours fp32 with GB_CUDA_FP32_ALGOS=any: $VARIANT_IPS img/s (FMA implicit GEMM only: ${OURS[fp32]:-?}, torch eager fp32: ${TORCH_E[fp32]:-?}); algorithms: $ANY_ALGOS; accuracy under it:$ACC (logs test_cuda_*_fp32any.log)"
-fi
-
-section "compute-sanitizer"
-# shellcheck disable=SC2012 # two fixed paths: the first that exists
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-if ! want sanitizer; then :
-elif [ -z "$CS" ]; then
-  status SKIPPED "compute-sanitizer not installed"
-elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_step" ]; then
-  status SKIPPED "compute-sanitizer: test_cuda_step not built (by this run)"
-elif [ "$(left)" -lt 90 ]; then
-  status SKIPPED "compute-sanitizer: out of time"
-else
-  GB_TEST_QUICK=1 timeout -k 10 "$(slot 200 30)" "$CS" --tool memcheck --error-exitcode 3 \
-    "$BUILD/tests/cuda/test_cuda_step" >"$LOG/memcheck.log" 2>&1
-  rc=$?
-  if [ "$rc" = 0 ]; then
-    status PASS "compute-sanitizer memcheck: $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$LOG/memcheck.log" | tail -1)"
-  else
-    grep -E "ERROR SUMMARY|Invalid|CHECK failed" "$LOG/memcheck.log" | head -20
-    status FAIL "compute-sanitizer memcheck, exit $rc (3: errors found, 124: out of time; memcheck.log)"
-  fi
-fi
-
+# the product path right after the engine's own figures: it had never run on
+# a GPU and, after the fused step and PyTorch, was always out of time
 # The product as README's first command runs it, on the GPU: `gpubench run`
 # (a coordinator and one local agent in one process, the sweep, every result
 # in a SQLite file, the table) with the agent sampling the GPU through NVML
@@ -850,6 +699,172 @@ elif timeout -k 10 "$(slot 200 60)" cmake -S . -B "$BUILD-full" -DCMAKE_BUILD_TY
   product_run "$BUILD-full/bin/gpubench" "$BUILD-full/lib/libgpubench_cuda.so"
 else
   status FAIL "product: FULL=1, and the whole tree did not build here (full_cmake.log, full_build.log: its Debian packages?)"
+fi
+
+
+# fp16's fused step before PyTorch everywhere (its correctness and speed are
+# the run's first unknowns); bf16's too on a GPU model whose PyTorch figures
+# RESULTS.md holds already (an H200's, 2026-12-04), elsewhere after PyTorch
+# eager's 16-bit and tf32 figures (the side-by-side ratios), and PyTorch's
+# fp32 (73 s on the H200) after both
+FUSED_FIRST=0
+if [ -n "$GPU" ] && grep -qF -- " - $GPU x" "$ROOT/bench/gpu/RESULTS.md" 2>/dev/null; then FUSED_FIRST=1; fi
+if [ "$FUSED_FIRST" = 1 ]; then fused_section fp16 bf16; else fused_section fp16; fi
+
+# PyTorch eager in the precisions given, each if time is left
+torch_eager() {
+  local p
+  for p in "$@"; do
+    if [ "$(left)" -lt 90 ]; then status SKIPPED "torch eager $p: out of time"; continue; fi
+    torch_run eager "$p" "$(slot 150 30)" && TORCH_E[$p]=$TORCH_IPS
+  done
+}
+
+section "PyTorch eager"
+TORCH_OK=0
+# one cold import (it was two, a minute's slot each): the version, or exit 1
+if ! TORCH_V=$(LD_LIBRARY_PATH=$TORCH_LDP timeout -k 10 "$(slot 60)" "$PYTHON" -c 'import torch, torchvision, sys; print(torch.__version__, "torchvision", torchvision.__version__); sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null); then
+  status SKIPPED "PyTorch with CUDA and torchvision not installed for $PYTHON: no side-by-side figures"
+else
+  TORCH_OK=1
+  want torch && torch_eager $(printf '%s\n' $PRECS | grep -vx fp32)
+fi
+
+[ "$FUSED_FIRST" = 1 ] || fused_section bf16
+if [ "$TORCH_OK" = 1 ] && want torch && printf '%s\n' $PRECS | grep -qx fp32; then
+  section "PyTorch eager fp32"
+  torch_eager fp32
+fi
+
+section "gemm: matrix rate (cuBLAS) per precision"
+# the gemm kind's figure (GFLOP/s beside each node's ResNet-50 number) in
+# fp32 (TF32 off), tf32, fp16 and bf16 (16-bit inputs, fp32 accumulation):
+# ours (the backend's gemm op, as the worker runs it) against torch.matmul
+# set the same way, same size and repetitions, each checked after timing
+if ! want gemm; then :
+elif [ "$BENCH_OK" != 1 ] || [ ! -x "$BUILD/gb_cuda_bench" ]; then
+  status SKIPPED "gemm: gb_cuda_bench not built"
+else
+  GEMM_ROWS=
+  for p in fp32 tf32 fp16 bf16; do
+    if [ "$(left)" -lt 45 ]; then status SKIPPED "gemm $p: out of time"; continue; fi
+    GO=; GT=
+    if timeout -k 10 "$(slot 60 30)" "$BUILD/gb_cuda_bench" --gemm "$GEMM_N" --precision "$p" --steps "$STEPS" \
+         >"$LOG/gemm_ours_$p.json" 2>"$LOG/gemm_ours_$p.err"; then
+      GO=$(json_field "$LOG/gemm_ours_$p.json" gflops)
+    else
+      failed $? "gemm ours $p" "gemm_ours_$p.err"
+    fi
+    if [ "${TORCH_OK:-0}" = 1 ] && [ "$(left)" -ge 45 ]; then
+      if timeout -k 10 "$(slot 90 30)" env LD_LIBRARY_PATH="$TORCH_LDP" "$PYTHON" bench/gpu/torch_gemm.py --size "$GEMM_N" \
+           --reps "$STEPS" --precision "$p" >"$LOG/gemm_torch_$p.json" 2>"$LOG/gemm_torch_$p.err"; then
+        GT=$(json_field "$LOG/gemm_torch_$p.json" gflops)
+      else
+        failed $? "gemm torch.matmul $p" "gemm_torch_$p.err"
+      fi
+    fi
+    [ -n "$GO$GT" ] && status PASS "gemm $p ${GEMM_N}^3: ours $(num "$GO") GFLOP/s, torch.matmul $(num "$GT") GFLOP/s, ratio $(ratio "$GO" "$GT") (each checked)"
+    GEMM_ROWS="$GEMM_ROWS $p $(num "$GO")/$(num "$GT")"
+  done
+  GEMM_NOTE="gemm ${GEMM_N}x${GEMM_N}x${GEMM_N}, median of $STEPS, GFLOP/s ours/torch.matmul:$GEMM_ROWS"
+fi
+
+section "gpubench bf16 with our batch norm"
+# cuDNN's batch norm is the default; this says what our kernels cost beside it
+if want ownbn && variant_run bf16_ownbn bf16 GB_CUDA_BN=own 150 120; then
+  status PASS "ours bf16 with GB_CUDA_BN=own: $VARIANT_IPS img/s (cuDNN's batch norm: ${OURS[bf16]:-?}), BN cuDNN/own $(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.cudnn)/$(json_field "$LOG/ours_bf16_ownbn.json" details.batchnorm.own)"
+fi
+
+section "gpubench with the image in the other channel count"
+# bf16 stores the image in 8 channels by default (GB_CUDA_STEM_C; 3 and
+# zeros), the others in 4: with 4, conv1 in bf16 took 2.0 ms forward and
+# 1.2 ms backward (filter) against fp16's 0.5 and 0.5 on the H200,
+# 2026-12-04. This times bf16 with 4 and fp16 with 8 beside their defaults,
+# with conv1's cudnnFind times in each, to tell which count each should use
+conv1_times() { "$JSON_PY" -c 'import json,sys
+out=[]
+for f in sys.argv[1:]:
+    try:
+        ls=[l for l in open(f) if l.startswith("{")]
+    except OSError:
+        ls=[]
+    d=json.loads(ls[-1]).get("details",{}) if ls else {}
+    c=[x for x in d.get("convs",[]) if x["name"]=="conv1"]
+    out.append("%s channels: conv1 fwd %s ms, bwd_filter %s ms"%(d.get("stem_channels","?"),
+               c[0]["fwd"]["ms"] if c else "?", c[0]["bwd_filter"]["ms"] if c else "?"))
+print("; ".join(out))' "$@" 2>/dev/null; }
+if want stem; then
+  if variant_run bf16_stem4 bf16 GB_CUDA_STEM_C=4 150 120; then
+    status PASS "ours bf16 with GB_CUDA_STEM_C=4: $VARIANT_IPS img/s (default, 8: ${OURS[bf16]:-?}); $(conv1_times "$LOG/ours_bf16.json" "$LOG/ours_bf16_stem4.json")"
+  fi
+  if variant_run fp16_stem8 fp16 GB_CUDA_STEM_C=8 150 120; then
+    status PASS "ours fp16 with GB_CUDA_STEM_C=8: $VARIANT_IPS img/s (default, 4: ${OURS[fp16]:-?}); $(conv1_times "$LOG/ours_fp16.json" "$LOG/ours_fp16_stem8.json")"
+  fi
+fi
+
+section "cuDNN's graph-API fusions one by one"
+# the fused step's graphs one by one (fuse.h), per conv at this batch
+# against the unfused calls: where the fused step's time goes
+if ! want fuse; then :
+elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_fuse" ]; then
+  status SKIPPED "fusions: test_cuda_fuse not built"
+elif [ "$(left)" -lt 100 ]; then
+  status SKIPPED "fusions: out of time"
+elif timeout -k 10 "$(slot 150 30)" "$BUILD/tests/cuda/test_cuda_fuse" bench "$BATCH" >"$LOG/fuse_bench.log" 2>&1; then
+  status PASS "$(grep '^fuse:' "$LOG/fuse_bench.log" | tail -1) (fuse_bench.log; correctness: test_cuda_fuse in the gpu tests)"
+else
+  rc=$?
+  tail -5 "$LOG/fuse_bench.log"
+  failed "$rc" "fusions bench" "fuse_bench.log"
+fi
+
+section "gpubench fp32 with FFT and Winograd allowed"
+# ours takes only FMA implicit-GEMM algorithms in fp32 (0.78x PyTorch's fp32
+# on the H200, 2026-12-04); GB_CUDA_FP32_ALGOS=any lets cudnnFind's FFT and
+# Winograd in (still FMA math, as PyTorch's fp32 with TF32 off): its speed,
+# and the op and whole-step tests' fp32 lines under it (their bounds: fp32
+# ops 1e-5, steps 2e-4), to tell whether it can be the default
+if want fp32any && variant_run fp32_any fp32 GB_CUDA_FP32_ALGOS=any 120 100; then
+  ANY_ALGOS=$("$JSON_PY" -c 'import json,sys
+ls=[l for l in open(sys.argv[1]) if l.startswith("{")]
+c=json.loads(ls[-1])["details"]["convs"] if ls else []
+n={}
+for x in c:
+    for d in ("fwd","bwd_data","bwd_filter"):
+        if d in x: k=d+":"+x[d]["algo"]; n[k]=n.get(k,0)+1
+print(" ".join("%s x%d"%kv for kv in sorted(n.items())))' "$LOG/ours_fp32_any.json" 2>/dev/null)
+  ACC=
+  if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/tests/cuda/test_cuda_step" ]; then
+    # their fp32 runs alone (GB_TEST_PRECS): the whole tests took up to 200 s
+    for t in test_cuda_ops test_cuda_step; do
+      GB_TEST_PRECS=fp32 GB_CUDA_FP32_ALGOS=any timeout -k 10 "$(slot 90 20)" "$BUILD/tests/cuda/$t" >"$LOG/${t}_fp32any.log" 2>&1
+      ACC="$ACC $t exit $?;"
+    done
+    ACC="$ACC $(grep -ho '^[a-z]*/fp32: [0-9]* losses median [^;]*; [0-9]* gradients median [0-9.e+-]* worst [0-9.e+-]*' "$LOG/test_cuda_step_fp32any.log" | tr '\n' ';')"
+  fi
+  status PASS "ours fp32 with GB_CUDA_FP32_ALGOS=any: $VARIANT_IPS img/s (FMA implicit GEMM only: ${OURS[fp32]:-?}, torch eager fp32: ${TORCH_E[fp32]:-?}); algorithms: $ANY_ALGOS; accuracy under it:$ACC (logs test_cuda_*_fp32any.log)"
+fi
+
+section "compute-sanitizer"
+# shellcheck disable=SC2012 # two fixed paths: the first that exists
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+if ! want sanitizer; then :
+elif [ -z "$CS" ]; then
+  status SKIPPED "compute-sanitizer not installed"
+elif [ "$BUILD_OK" != 1 ] || [ ! -x "$BUILD/tests/cuda/test_cuda_step" ]; then
+  status SKIPPED "compute-sanitizer: test_cuda_step not built (by this run)"
+elif [ "$(left)" -lt 90 ]; then
+  status SKIPPED "compute-sanitizer: out of time"
+else
+  GB_TEST_QUICK=1 timeout -k 10 "$(slot 200 30)" "$CS" --tool memcheck --error-exitcode 3 \
+    "$BUILD/tests/cuda/test_cuda_step" >"$LOG/memcheck.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    status PASS "compute-sanitizer memcheck: $(grep -o 'ERROR SUMMARY: [0-9]* errors' "$LOG/memcheck.log" | tail -1)"
+  else
+    grep -E "ERROR SUMMARY|Invalid|CHECK failed" "$LOG/memcheck.log" | head -20
+    status FAIL "compute-sanitizer memcheck, exit $rc (3: errors found, 124: out of time; memcheck.log)"
+  fi
 fi
 
 section "torch.compile"
