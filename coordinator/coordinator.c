@@ -39,6 +39,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <sqlite3.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -4613,6 +4614,23 @@ static void keep_store(gb_coord_t *c) {
  * too. Tried once more, then the store is saved as
  * $TMPDIR/NAME.saved-UNIXTIME (or in /tmp). 0 when the store is whole
  * where it belongs, -1 (said) otherwise: the coordinator exits 1. */
+/* A store that does not exist where a saved copy of it lies beside it (a
+ * coordinator that could not write it back left PATH.saved-UNIXTIME): said
+ * before a new, empty one is made in its place, which went unremarked. */
+static void warn_saved(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 || errno != ENOENT) return;
+    char pat[PATH_MAX + 16];
+    if (gb_fmt(pat, sizeof pat, "%s.saved-*", path) != 0) return;
+    glob_t g;
+    if (glob(pat, GLOB_NOSORT, NULL, &g) == 0 && g.gl_pathc > 0)
+        gb_warn("store %s does not exist, but %s does (%zu saved cop%s): a coordinator that could "
+                "not write its store back saved it there. A new, empty store is made; to go on "
+                "with the saved one, stop this coordinator and move it to %s",
+                path, g.gl_pathv[0], g.gl_pathc, g.gl_pathc == 1 ? "y" : "ies", path);
+    globfree(&g);
+}
+
 static int rescue_store(gb_coord_t *c) {
     struct stat own;
     const char *path = c->db_real[0] ? c->db_real : c->cfg.db_path;
@@ -4797,6 +4815,7 @@ gb_coord_t *gb_coord_new(const gb_coord_config_t *cfg, char *err, size_t errlen)
             goto err;
         }
     }
+    warn_saved(cfg->db_path); /* before the lock makes the file */
     if (lock_store(c, err, errlen) != 0) goto err;
     if (c->db_lock >= 0 && !realpath(cfg->db_path, c->db_real)) c->db_real[0] = '\0';
     if (side_files_writable(c, err, errlen) != 0) goto err;

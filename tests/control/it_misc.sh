@@ -407,6 +407,16 @@ EOF
         --ready-file "$T/rfdir" >"$T/u.log" 2>&1; eq "--ready-file a directory" "$?" 1
     contains "says so" "$T/u.log" "gpubench coordinator: --ready-file: cannot write $T/rfdir: it is a directory"
     [ -e "$T/rf.db" ] && fail "a coordinator refused for its --ready-file (a directory) made its store"
+    # a store that does not exist where a saved copy of it lies beside it (a
+    # coordinator that could not write it back saved it so): said, where a
+    # new, empty store was made without a word
+    echo x >"$T/sv.db.saved-123"
+    "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db "$T/sv.db" \
+        --ready-file "$T/sv.ready" >"$T/sv.log" 2>&1 &
+    sv=$!
+    for _ in $(seq 200); do [ -s "$T/sv.ready" ] && break; sleep 0.05; done
+    kill -TERM "$sv"; wait "$sv"
+    contains "the saved copy is said" "$T/sv.log" "store $T/sv.db does not exist, but $T/sv.db.saved-123 does (1 saved copy)"
     # an empty spec is said as such (it read "submit.spec_json: length must be 1..262144")
     "$GB" submit --spec /dev/null --control "tcp://127.0.0.1:9" >"$T/u.log" 2>&1 && fail "submit of an empty spec"
     contains "an empty spec" "$T/u.log" "gpubench submit: /dev/null is empty: not a JSON spec"
