@@ -9,6 +9,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine.h"
+#include "output.h"
 
 #include <cjson/cJSON.h>
 
@@ -149,10 +150,8 @@ static void print_table(const gb_train_config_t *cfg, const gb_train_result_t *r
     /* three significant digits below 100 (a CPU's 0.00617), whole ones
      * from there (%g wrote 1.23e+03 for eight large GPUs) */
     double tf = jnum(rec, "tflops");
-    int dec = 0;
-    for (double a = fabs(tf); dec < 6 && a > 0 && a < 100; a *= 10)
-        dec++;
-    printf("  %-12s %.2f img/s  (%.*f TFLOP/s)\n", "throughput", r->images_per_sec, dec, tf);
+    printf("  %-12s %.2f img/s  (%.*f TFLOP/s)\n", "throughput", r->images_per_sec,
+           gb_decimals_for(tf, 0), tf);
     printf("  %-12s median %.1f  p90 %.1f  min %.1f  max %.1f  mean %.1f\n", "step ms",
            r->step_ms_median, r->step_ms_p90, r->step_ms_min, r->step_ms_max, r->step_ms_mean);
     /* "nan", not glibc's "-nan", when the loss diverged */

@@ -110,17 +110,20 @@ void gb_table_int(gb_table_t *t, int col, int64_t v) {
     c->text = strdup(buf);
 }
 
+int gb_decimals_for(double v, int min) {
+    int d = min;
+    for (double a = fabs(v); d < 6 && a > 0 && a < 100; a *= 10)
+        d++;
+    return d;
+}
+
 void gb_table_real(gb_table_t *t, int col, double v, int decimals) {
     cell_t *c = cur(t, col);
     if (!isfinite(v)) {
         c->type = C_NULL;
         return;
     }
-    if (decimals == GB_DECIMALS_RATE) {
-        decimals = 1;
-        for (double a = fabs(v); decimals < 6 && a > 0 && a < 100; a *= 10)
-            decimals++;
-    }
+    if (decimals == GB_DECIMALS_RATE) decimals = gb_decimals_for(v, 1);
     char buf[64];
     snprintf(buf, sizeof buf, "%.*f", decimals, v);
     c->type = C_REAL;

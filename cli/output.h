@@ -40,6 +40,10 @@ void gb_table_real(gb_table_t *t, int col, double v, int decimals); /* decimals:
  * significant digits (2.345 img/s, 23.45, 234.5), so that a CPU figure of
  * about 2 img/s shows a 5% difference that one decimal would hide */
 #define GB_DECIMALS_RATE (-1)
+/* Decimals for v: min, one more for each power of ten v is below 100, at
+ * most 6 (min 1: four significant digits below 1000; min 0: three below
+ * 100, whole numbers above) */
+int gb_decimals_for(double v, int min);
 void gb_table_print(const gb_table_t *t, FILE *out, gb_format_t fmt);
 int gb_table_rows(const gb_table_t *t);
 
