@@ -1157,6 +1157,16 @@ static pid_t spin(void) {
     return p;
 }
 
+/* SIGKILL and reap n competitors and the worker. */
+static void kill_all(const pid_t *comp, int n, pid_t worker) {
+    for (int i = 0; i < n; i++)
+        kill(comp[i], SIGKILL);
+    kill(worker, SIGKILL);
+    for (int i = 0; i < n; i++)
+        waitpid(comp[i], NULL, 0);
+    waitpid(worker, NULL, 0);
+}
+
 /* The CPU sampler on worker pid every 50 ms, around a window [*w0, *w1] of
  * 1.5 s with 300 ms before and 200 ms after it; stopped polling, its hub in
  * *t (both for the caller to destroy). */
@@ -1190,12 +1200,7 @@ static void t_cpu_competing(void) {
     gb_telemetry_t *t;
     int64_t w0, w1;
     gb_sampler_t *s = sample_window(worker, &t, &w0, &w1);
-    for (int i = 0; i < nc; i++)
-        kill(comp[i], SIGKILL);
-    kill(worker, SIGKILL);
-    for (int i = 0; i < nc; i++)
-        waitpid(comp[i], NULL, 0);
-    waitpid(worker, NULL, 0);
+    kill_all(comp, nc, worker);
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECK(d.cpu && !d.error && d.n_cpu >= 10);
@@ -1269,12 +1274,7 @@ static void t_cpu_mask(void) {
     int64_t w0, w1;
     gb_sampler_t *s = sample_window(worker, &t, &w0, &w1);
     CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
-    for (int i = 0; i < nc; i++)
-        kill(comp[i], SIGKILL);
-    kill(worker, SIGKILL);
-    for (int i = 0; i < nc; i++)
-        waitpid(comp[i], NULL, 0);
-    waitpid(worker, NULL, 0);
+    kill_all(comp, nc, worker);
     gb_tm_data_t d;
     gb_sampler_data(s, &d);
     CHECKF(d.cpu && !d.error && d.cores == 1, "cores %d", d.cores);
