@@ -1231,17 +1231,11 @@ gathered:
     for (int d = 0; d < D; d++)
         if (reps[d].diverged && (!div || reps[d].diverged < div)) div = reps[d].diverged;
     if (div) {
+        int warm = div <= cfg->warmup;
         res->valid = 0;
-        if (div <= cfg->warmup)
-            snprintf(res->invalid_reason, sizeof(res->invalid_reason),
-                     "the parameters are not finite from warm-up step %d on (the run diverged; "
-                     "lower --lr)",
-                     div);
-        else
-            snprintf(res->invalid_reason, sizeof(res->invalid_reason),
-                     "the parameters are not finite from timed step %d on (the run diverged; "
-                     "lower --lr)",
-                     div - cfg->warmup);
+        snprintf(res->invalid_reason, sizeof(res->invalid_reason),
+                 "the parameters are not finite from %s step %d on (the run diverged; lower --lr)",
+                 warm ? "warm-up" : "timed", warm ? div : div - cfg->warmup);
     }
     /* the backends' memory plus what the driver holds while theirs fills in
      * (running statistics, each replica's batch and labels); the canonical
