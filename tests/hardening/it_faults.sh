@@ -780,7 +780,7 @@ store_damaged)
     start_coord
     start_agent a1
     wait_nodes 1
-    sweep=$(submit --kind sleep --param duration_ms=0 --repeat 150)
+    sweep=$(submit --kind sleep --param duration_ms=0 --repeat 10)
     check "a first sweep" "$GB" wait "$sweep" --quiet --timeout 60
     kill -TERM "$COORD_PID"; wait "$COORD_PID"
     page=$(sqlite3 "$T/gb.db" "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_results_1'")
