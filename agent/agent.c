@@ -470,7 +470,8 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
     }
     if (!r) {
         /* It could never be acknowledged: keep the bytes aside and report
-         * the job failed instead, so it ends rather than waits forever. */
+         * the attempt's outcome lost instead, so the job runs again (or
+         * ends, with no attempts left) rather than waits forever. */
         uint64_t job = u->job_id;
         uint32_t attempt = u->attempt;
         if (!removed) {
@@ -484,6 +485,9 @@ static void send_spooled(gb_agent_t *a, unacked_t *u) {
         rr.status = GB_RUN_FAILED;
         rr.exit_code = -1;
         rr.started_ms = rr.finished_ms = gb_wall_ms();
+        /* what the worker said is gone, not a failure of the job: the
+         * coordinator runs it again while attempts are left */
+        rr.outcome_lost = 1;
         if (removed)
             gb_fmt(rr.error, sizeof rr.error,
                    "the agent's spooled result was removed before it was acknowledged (with its "
@@ -631,6 +635,7 @@ static void finish_result(gb_agent_t *a, uint64_t job, uint32_t attempt, const c
     r.exit_code = rr->exit_code;
     r.started_at_ms = (uint64_t)rr->started_ms;
     r.finished_at_ms = (uint64_t)rr->finished_ms;
+    r.outcome_lost = rr->outcome_lost != 0;
     size_t len = gb__result__get_packed_size(&r);
     uint8_t *buf = malloc(len ? len : 1);
     char err[512];

@@ -33,6 +33,8 @@ typedef struct gb_run_result {
     char error[1024];
     char tail[GB_TAIL_BYTES + 1];    /* printable ASCII, '\n' and '\t' kept */
     int64_t started_ms, finished_ms; /* Unix ms */
+    int outcome_lost;                /* the agent lost the worker's report (its spool entry):
+                                      * the wire's Result.outcome_lost, status FAILED */
 } gb_run_result_t;
 
 /* Write job_json to dir/job.json and start `exe worker --job dir/job.json

@@ -335,6 +335,11 @@ int gb_wire_validate(const Gb__Envelope *env, char *why, size_t whylen) {
                   GB_WIRE_RECORD_MAX, "result.record_json");
         CHECK_STR(r->error, 0, GB_WIRE_ERROR_MAX, "result.error");
         CHECK_STR(r->output_tail, 0, GB_WIRE_TAIL_MAX, "result.output_tail");
+        /* an outcome the agent lost is no outcome: it says failed, with no
+         * record, for a coordinator that does not know the field */
+        if (r->outcome_lost &&
+            (r->status != GB__RESULT_STATUS__RESULT_FAILED || r->record_json[0] || !r->error[0]))
+            FAIL(RANGE, "result.outcome_lost needs status failed, no record and an error");
         if (r->store_id && r->store_id[0] && !gb_wire_id_ok(r->store_id))
             FAIL(RANGE, "result.store_id: 1..%d of [A-Za-z0-9._-], or none", GB_WIRE_ID_MAX);
         /* agent-clock Unix ms, 0 for none: past year 9999 it is no time a

@@ -1540,6 +1540,19 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
     }
     if (j && !is_multi(j) && j->state == J_QUEUED && j->attempt == r->attempt) adopt(c, j, own);
     int current = j && j->attempt == r->attempt && j->state == J_RUNNING && j->agent == own;
+    if (r->outcome_lost) {
+        /* The agent lost what the worker reported (its spool entry damaged
+         * or removed): the outcome is unknown, not a failure of the job.
+         * Nothing is stored as a result; the attempt ends lost and the job
+         * runs again while attempts are left (it failed for good before) */
+        if (current)
+            attempt_lost_ex(c, j, r->error, 1, own); /* may end (free) j */
+        else
+            gb_info("job %" PRIu64 " attempt %u: %s (the attempt had ended)", r->job_id, r->attempt,
+                    r->error);
+        ack_after_commit(c, a, r);
+        return;
+    }
     /* What the record says, when it is one. */
     const char *status = status_name(r->status);
     char error[GB_WIRE_ERROR_MAX + 128] = "";
@@ -2301,6 +2314,18 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
         return 1; /* not acknowledged: resent later */
     }
     if (found == 1) return 0;
+    if (r->outcome_lost) { /* no report to keep: on_result says why */
+        if (j && j->gang && j->attempt == r->attempt) {
+            char reason[GB_GANG_REASON_MAX];
+            gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name, r->error);
+            attempt_lost_ex(c, j, reason, 1, a); /* may end (free) j */
+        } else {
+            gb_info("job %" PRIu64 " attempt %u rank %d: %s (the attempt had ended)", r->job_id,
+                    r->attempt, rank, r->error);
+        }
+        ack_after_commit(c, a, r);
+        return 1;
+    }
     const char *status = status_name(r->status);
     char error[GB_WIRE_ERROR_MAX + 128], why[300];
     gb_copy(error, sizeof error, r->error);

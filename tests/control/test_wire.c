@@ -509,6 +509,29 @@ int main(int argc, char **argv) {
         env.body_case = GB__ENVELOPE__BODY_RESULT;
         env.result = &r;
         expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.record_json");
+    } else if (strcmp(c, "result_outcome_lost") == 0) {
+        /* a lost outcome is a failure with a reason and no record (what a
+         * coordinator without the field stores), and goes through */
+        Gb__Result r = GB__RESULT__INIT;
+        r.job_id = 1;
+        r.attempt = 1;
+        r.status = GB__RESULT_STATUS__RESULT_FAILED;
+        r.outcome_lost = 1;
+        r.error = "the agent's spooled result was unreadable";
+        Gb__Envelope env = GB__ENVELOPE__INIT;
+        env.body_case = GB__ENVELOPE__BODY_RESULT;
+        env.result = &r;
+        Gb__Envelope *o = roundtrip(&env);
+        CHECK(o->result->outcome_lost);
+        gb_wire_free(&o);
+        r.error = "";
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.outcome_lost");
+        r.error = "lost";
+        r.record_json = "{}";
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.outcome_lost");
+        r.record_json = "";
+        r.status = GB__RESULT_STATUS__RESULT_CRASHED;
+        expect_bad(&env, 1, GB__REJECT_CODE__REJECT_RANGE, "result.outcome_lost");
     } else if (strcmp(c, "result_clock") == 0) {
         /* agent-clock times: up to year 9999 (UINT64_MAX was stored as
          * "1970-01-01T00:00:00.-01Z") */

@@ -18,7 +18,8 @@ acked() {
 #    cancelled with its reason kept;
 #  - v_results holds each job once; a done job has an ok result of its
 #    final attempt; results of other attempts are marked superseded;
-#  - every result an agent saw acknowledged is in `results`, once; for a
+#  - every result an agent saw acknowledged is in `results`, once (a lost
+#    outcome, its spool entry unreadable: its attempt ended lost); for a
 #    multi-node attempt (issue 5), whose job has one results row written
 #    when every rank ended, it is that agent's rank's report in `ranks`;
 #  - every rank of every multi-node attempt ended;
@@ -52,7 +53,11 @@ assert_exactly_once() {
                     AND k.attempt = $att AND n.name = '$node' AND k.status IS NOT NULL")" = 1 ] ||
                 { echo "acknowledged but not stored: rank report of $node, job,attempt $job,$att" >&2; missing=$((missing + 1)); }
         else
+            # a lost outcome (the agent's spool entry unreadable) is stored
+            # as its attempt's end, lost with why, not as a result
             [ "$(q "SELECT count(*) FROM results WHERE job_id = $job AND attempt = $att")" = 1 ] ||
+                [ "$(q "SELECT count(*) FROM attempts WHERE job_id = $job AND attempt = $att
+                        AND state = 'lost' AND error LIKE 'the agent''s spooled result %'")" = 1 ] ||
                 { echo "acknowledged but not stored: job,attempt $job,$att" >&2; missing=$((missing + 1)); }
         fi
     done

@@ -261,13 +261,14 @@ stop_saves_store() {
     eq "... and is whole" "$(sqlite3 "$SAVED" "PRAGMA integrity_check")" ok
 }
 
-# ends_while_down AGENT: submits a job whose worker stops itself, stops the
+# ends_while_down AGENT [MAX_ATTEMPTS]: submits a job (1 attempt unless
+# said) whose worker stops itself, stops the
 # coordinator, then lets the worker go on: its result comes while nobody is
 # there to take it; sets SWEEP. (A job of a fixed length raced the test's
 # polls under load: its result was stored before the coordinator stopped.)
 ends_while_down() {
     local w
-    SWEEP=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts 1)
+    SWEEP=$(submit --kind sleep --param duration_ms=0 --param signal=19 --max-attempts "${2:-1}")
     w=$(stopped_worker "$1")
     kill -TERM "$COORD_PID"
     wait "$COORD_PID" 2>/dev/null
@@ -500,8 +501,9 @@ state_dir_lost)
     start_coord
     "$GB" wait "$sweep" --quiet --timeout 20
     eq "the job ends failed" "$?" 1
-    eq "why" "$(q "SELECT status || ',' || error FROM results WHERE job_id = 1")" \
-        "failed,the agent's spooled result was removed before it was acknowledged (with its state directory?) and no copy was held in memory"
+    eq "why" "$(q "SELECT state || ',' || error FROM attempts WHERE job_id = 1")" \
+        "lost,the agent's spooled result was removed before it was acknowledged (with its state directory?) and no copy was held in memory"
+    eq "no result stored" "$(q "SELECT count(*) FROM results")" 0
     assert_exactly_once 1
     ;;
 state_dir_taken)
@@ -878,7 +880,15 @@ spool_damaged)
         start_coord
         start_agent a1
         "$GB" wait "$sweep" --quiet --timeout 20
-        eq "$mode: the job ends failed" "$?" 1
+        eq "$mode: the job ends failed (one attempt allowed)" "$?" 1
+        # the outcome is lost, not failed: no result is stored, the
+        # attempt ends lost and the job gives up as after a lost agent
+        eq "$mode: no result stored" "$(q "SELECT count(*) FROM results WHERE job_id = $job")" 0
+        eq "$mode: the attempt is lost" "$(q "SELECT state FROM attempts WHERE job_id = $job")" lost
+        q "SELECT state || ',' || error FROM jobs WHERE job_id = $job" >"$T/why.txt"
+        if [ "$mode" != wrongname ]; then
+            contains "$mode: the job says so" "$T/why.txt" "failed,gave up after 1 attempt(s); last: the agent's spooled result was"
+        fi
         if [ "$mode" = wrongname ]; then
             # the entry says attempt 1 under attempt 2's name: attempt 1
             # came back without its result (it was stored as superseded and
@@ -887,17 +897,42 @@ spool_damaged)
         elif [ "$mode" = status ] || [ "$mode" = cut ]; then
             # it reads, but breaks a field's rule: the coordinator refused
             # it at every resend, and the job never ended
-            q "SELECT status || ',' || error FROM results WHERE job_id = $job" >"$T/why.txt"
-            contains "$mode: why" "$T/why.txt" "failed,the agent's spooled result was damaged ($(
+            q "SELECT state || ',' || error FROM attempts WHERE job_id = $job" >"$T/why.txt"
+            contains "$mode: why" "$T/why.txt" "lost,the agent's spooled result was damaged ($(
                 [ "$mode" = status ] && echo "result.status 7 is not a known status" || echo "result.record_json")"
         else
-            eq "$mode: why" "$(q "SELECT status || ',' || error FROM results WHERE job_id = $job")" \
-                "failed,the agent's spooled result was unreadable"
+            eq "$mode: why" "$(q "SELECT state || ',' || error FROM attempts WHERE job_id = $job")" \
+                "lost,the agent's spooled result was unreadable"
         fi
         kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
     done
     eq "every one moved aside" "$(grep -c "is unreadable: moved aside" "$T/a1.log")" 4
     eq "the damaged ones said so" "$(grep -c "is damaged: moved aside" "$T/a1.log")" 2
+    ;;
+spool_damaged_retry)
+    # a spooled result lost (here emptied) while the agent was down, with
+    # attempts left: the outcome is unknown, not a failure of the job, so
+    # the job runs again and ends done (it ended failed at the first loss)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    ends_while_down a1 2
+    sweep=$SWEEP f="$T/a1/spool/result-1-1.pb"
+    for _ in $(seq 100); do [ -s "$f" ] && break; sleep 0.05; done
+    [ -s "$f" ] || fail "nothing spooled"
+    kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    : >"$f"
+    start_coord
+    start_agent a1
+    # attempt 2 stops itself as attempt 1 did (signal=19): let it go on
+    w=$(stopped_worker a1)
+    kill -CONT "$w"
+    check "the job runs again and ends done" "$GB" wait "$sweep" --quiet --timeout 20
+    eq "attempt 1 lost, 2 done" "$(q "SELECT group_concat(attempt || ':' || state || ':' || ifnull(error, ''), '|') FROM (SELECT * FROM attempts ORDER BY attempt)")" \
+        "1:lost:the agent's spooled result was unreadable|2:done:"
+    eq "one result, attempt 2's" "$(q "SELECT group_concat(attempt || ':' || status) FROM results")" "2:ok"
+    contains "the coordinator says why" "$T/coord.log" "job 1 attempt 1 lost: the agent's spooled result was unreadable"
+    assert_exactly_once 1
     ;;
 agent_id_lost)
     # the agent's id file lost while it was down with a result in its spool

@@ -313,6 +313,19 @@ early_ok)
         "$(q "SELECT group_concat(state) FROM (SELECT state FROM ranks ORDER BY rank)")" "cancelled,failed"
     no_workers a1
     ;;
+rank_lost)
+    # a rank's agent lost what its worker reported (the spool entry
+    # unreadable): the outcome is unknown, so the attempt is lost (as for a
+    # lost agent, and run again while attempts are left), not failed; no
+    # rank's report is kept as the job's result
+    fake_rank_fails rank_lost 30 --param duration_ms=100 --max-attempts 1
+    ended_once 1 failed
+    eq "the job gave up after its one attempt, naming the rank" "$(q "SELECT error FROM jobs WHERE job_id = 1")" \
+        "gave up after 1 attempt(s); last: rank 1 on fake: the agent's spooled result was unreadable"
+    eq "the attempt is lost" "$(q "SELECT state FROM attempts WHERE job_id = 1")" lost
+    eq "no rank's result stored" "$(q "SELECT count(*) FROM results WHERE status = 'ok'")" 0
+    no_workers a1
+    ;;
 stop_then_lost)
     # rank 1's agent stops holding the rank's result in its spool (kept for
     # its restart grace), then rank 0's agent is lost: the attempt is lost

@@ -18,6 +18,8 @@
  *   rank_early  the same, but reports its rank ended "ok" (with a record)
  *               before it ever said ready: a worker that did not take part
  *               in the rendezvous; waits for the ack.
+ *   rank_lost   the same, but reports the rank's outcome lost (its spool
+ *               entry unreadable): failed, outcome_lost; waits for the ack.
  *   rank_stop   the same, but then says it stops (its last Heartbeat,
  *               stopping) holding the rank's result in its spool, prints
  *               "stopping sent" and stays silent for SECONDS.
@@ -355,6 +357,18 @@ int main(int argc, char **argv) {
         r.record_json = "{\"kind\": \"sleep\", \"n_devices\": 2, \"valid\": true}";
         report(s, job, att, &r);
         printf("reported ok before the barrier\n");
+        zmq_close(s);
+    } else if (strcmp(c, "rank_lost") == 0) {
+        uint64_t job;
+        uint32_t att;
+        void *s = fake_rank(listen, &job, &att);
+        Gb__Result r = GB__RESULT__INIT;
+        r.status = GB__RESULT_STATUS__RESULT_FAILED;
+        r.outcome_lost = 1;
+        r.exit_code = -1;
+        r.error = "the agent's spooled result was unreadable";
+        report(s, job, att, &r);
+        printf("reported the outcome lost\n");
         zmq_close(s);
     } else if (strcmp(c, "rank_stop") == 0) {
         uint64_t job;
