@@ -163,7 +163,8 @@ typedef struct gb_tm_cpu_window {
     int64_t span_ms; /* between the two samples used */
     int covers;      /* those samples bracket the whole window */
     double others_pct, steal_pct, taken_pct, worker_pct;
-    uint64_t ticks; /* all CPU time between the two samples, in clock ticks */
+    uint64_t ticks;  /* all CPU time between the two samples, in clock ticks */
+    size_t from, to; /* the two samples' indices (ok only) */
 } gb_tm_cpu_window_t;
 /* Contention over [start_ms, end_ms] from cumulative samples (sorted by
  * time): from the last sample at or before the start (else the first

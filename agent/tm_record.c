@@ -119,6 +119,8 @@ void gb_tm_cpu_window(const gb_tm_cpu_sample_t *s, size_t n, int64_t start_ms, i
     out->taken_pct = out->others_pct + out->steal_pct;
     out->worker_pct = 100.0 * worker / total;
     out->ticks = y->total - x->total;
+    out->from = (size_t)a;
+    out->to = (size_t)b;
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -492,7 +494,7 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
         (const char *const[]){"t_ms", "cpu_mhz", "others_pct", "steal_pct", "worker_pct"}, 5);
     cJSON_AddItemToObject(tm, "columns", cols);
     size_t n_in = 0;
-    double *v = calloc(d->n_cpu + 1, sizeof *v);
+    double *v = calloc(d->n_cpu + 1, sizeof *v); /* n_cpu: room for either way below */
     if (!v) return -1;
     size_t nv = 0;
     for (size_t i = 0; i < d->n_cpu; i++) {
@@ -502,6 +504,12 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
     }
     gb_tm_cpu_window_t w;
     gb_tm_cpu_window(d->cpus, d->n_cpu, ws, we, &w);
+    /* a window shorter than the sampling interval holds no sample: its
+     * clock is the one the samples around it read, those the contention
+     * figure comes from (it was null for every small gemm) */
+    if (nv == 0 && w.ok)
+        for (size_t i = w.from; i <= w.to; i++)
+            if (d->cpus[i].mhz > 0) v[nv++] = round1(d->cpus[i].mhz);
     int judged = w.ok && w.ticks >= GB_TM_CPU_MIN_TICKS;
     double floor_pct = 0; /* too few ticks: the least the others took */
     int coarse_bad =
@@ -516,7 +524,8 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
         cJSON_AddNumberToObject(c, "worker_pct", round1(w.worker_pct));
         cJSON_AddNumberToObject(c, "ticks", (double)w.ticks);
         cJSON_AddBoolToObject(c, "judged", judged || coarse_bad);
-        cJSON_AddBoolToObject(c, "flagged", judged && w.taken_pct > GB_TM_CPU_FLAG_PCT);
+        cJSON_AddBoolToObject(c, "flagged",
+                              coarse_bad || (judged && w.taken_pct > GB_TM_CPU_FLAG_PCT));
     } else if (c) {
         cJSON_AddNullToObject(c, "taken_pct");
         cJSON_AddBoolToObject(c, "flagged", 0);
@@ -544,6 +553,11 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
         gb_fmt(p->flag, sizeof p->flag,
                "cpu contention: %.1f%% of the CPU time taken by others (%.1f%% steal)", w.taken_pct,
                w.steal_pct);
+    if (coarse_bad) /* the window is the reason: flag says so, as for a judged one */
+        gb_fmt(p->flag, sizeof p->flag,
+               "cpu contention: at least %.1f%% of the CPU time taken by others (%.1f%% in %llu "
+               "clock ticks)",
+               floor_pct, w.taken_pct, (unsigned long long)w.ticks);
     p->n_rows_src = n_in;
     return 0;
 }
@@ -641,7 +655,7 @@ int gb_tm_amend(const char *record_json, const gb_tm_data_t *d, size_t max_len, 
         while (rows_after(sorted, n_src, k) > GB_TM_MAX_ROWS)
             k *= 2;
     else
-        while (n_src / k > GB_TM_MAX_ROWS)
+        while ((n_src + k - 1) / k > GB_TM_MAX_ROWS) /* cpu_rows keeps a partial block too */
             k *= 2;
     for (;;) {
         cJSON *rows = n_src == 0 || k > n_src ? cJSON_CreateArray()

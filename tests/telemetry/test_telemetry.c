@@ -705,6 +705,10 @@ static void t_cpu(void) {
            num(o, "telemetry.cpu.taken_pct"));
     CHECK(!is_true(o, "telemetry.cpu.judged") && !is_true(o, "telemetry.cpu.flagged"));
     CHECKF(is_true(o, "valid"), "%s", str(o, "invalid_reason"));
+    /* no sample inside the window: the clock is the two around it (it was
+     * null for every small gemm) */
+    CHECKF(num(o, "telemetry.cpu.cpu_mhz.median") == 2600, "%g",
+           num(o, "telemetry.cpu.cpu_mhz.median"));
     CHECKF(strstr(str(o, "telemetry.flag"), "too few clock ticks to judge contention"), "%s",
            str(o, "telemetry.flag"));
     cJSON_Delete(o);
@@ -730,12 +734,44 @@ static void t_cpu(void) {
                   "CPU contention in the timed window: at least 50.0% of the CPU time taken by "
                   "other processes and the hypervisor (72.5% in 40 clock ticks"),
            "%s", str(o, "invalid_reason"));
+    /* the window is the reason it is invalid: flagged, and the flag says
+     * so (v_results.telemetry_flag was NULL, flagged 0) */
+    CHECK(is_true(o, "telemetry.cpu.flagged"));
+    CHECKF(strstr(str(o, "telemetry.flag"),
+                  "cpu contention: at least 50.0% of the CPU time taken by others (72.5% in 40"),
+           "%s", str(o, "telemetry.flag"));
     cJSON_Delete(o);
     free(rec);
     double fl;
     CHECK(!gb_tm_cpu_taken_floor(25, 20, 2, &fl) && fl == 0);           /* the stray tick above */
     CHECK(!gb_tm_cpu_taken_floor(15, 60, 2, &fl) && fl < 5);            /* 9 - 6 = 3 of 66: 4.5% */
     CHECK(gb_tm_cpu_taken_floor(40, 60, 2, &fl) && fl > 27 && fl < 28); /* 24 - 6 of 66 */
+}
+
+/* A long CPU window: at most GB_TM_MAX_ROWS rows (4097 samples in it kept
+ * 2049 rows with every second one: the partial block counted too). */
+static void t_cpu_rows(void) {
+    enum { N = 4099 };
+    gb_tm_cpu_sample_t *s = calloc(N, sizeof *s);
+    CHECK(s);
+    uint64_t busy = 0, total = 0, worker = 0;
+    for (int i = 0; i < N; i++) {
+        s[i] = cs(W0 - 100 + 100 * i, busy, 0, total, worker);
+        busy += 19;
+        worker += 18;
+        total += 20;
+    }
+    gb_tm_data_t d = cpu_data(s, N);
+    /* samples 1..4097 are in the window [W0, W0 + 409600] */
+    char *rec = record_text(W0, W0 + 100 * 4096, 1, NULL);
+    cJSON *o = amend(rec, &d, 1 << 20, NULL);
+    const cJSON *rows = path(o, "telemetry.samples");
+    CHECKF(cJSON_GetArraySize(rows) <= GB_TM_MAX_ROWS, "%d rows, kept_every %g",
+           cJSON_GetArraySize(rows), num(o, "telemetry.kept_every"));
+    CHECK(num(o, "telemetry.kept_every") == 4);
+    cJSON_Delete(o);
+    free(rec);
+    free(s);
 }
 
 /* What the coordinator refuses in a record's telemetry. */
@@ -1677,6 +1713,7 @@ int main(int argc, char **argv) {
         {"decimate", t_decimate},
         {"edges", t_edges},
         {"cpu", t_cpu},
+        {"cpu_rows", t_cpu_rows},
         {"record_check", t_record_check},
         {"gpu_indices", t_gpu_indices},
         {"sampler_interval", t_sampler_interval},
