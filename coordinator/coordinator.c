@@ -3164,12 +3164,14 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
             if (gb_store_begin(c->store) != 0 ||
                 gb_store_job_cancel_requested(c->store, j->id, j->cancel_why) != 0)
                 store_err(c, "cancelling job %" PRIu64, j->id);
+            j->cancel_sent_ms = gb_mono_ms();
+            stopping++;
+            /* last: a gang whose other ranks had all ended (one's failure
+             * held) ends here, and j is freed (it was written after) */
             if (j->gang)
                 gang_cancel(c, j);
             else
                 send_cancel(c, j->agent->id, j->id, j->attempt, cancel_why(j));
-            j->cancel_sent_ms = gb_mono_ms();
-            stopping++;
         }
     }
     free(x.hits);

@@ -415,6 +415,27 @@ cancel)
         "1/cancelled/-15/cancelled by request"
     no_workers a1 a2
     ;;
+cancel_held)
+    # cancelled while rank 0's "peer gone" failure is held and rank 1 has
+    # ended ok: the cancel ends the gang at once, which frees the job, and
+    # the coordinator wrote the Cancel's time into it after (a write to
+    # freed memory: ASan stopped the coordinator, the cancel got no reply)
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param n_nodes=2 --param duration_ms=300 --param fail_rank=0 \
+        --param 'fail=peer gone: test')
+    for _ in $(seq 200); do grep -q "peer gone: test; held" "$T/coord.log" && break; sleep 0.02; done
+    contains "rank 0's failure is held" "$T/coord.log" "peer gone: test; held"
+    for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM ranks WHERE rank = 1 AND status = 'ok'")" = 1 ] && break; sleep 0.02; done
+    check "cancel" "$GB" cancel "$sweep"
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "wait fails" "$?" 1
+    kill -0 "$COORD_PID" || fail "the coordinator died"
+    ended_once 1 cancelled
+    no_workers a1 a2
+    ;;
 cancel_lost)
     # a rank's stop that never reached its agent: the coordinator stopped
     # (SIGSTOP) past a lost window, so the agents' connections timed out
