@@ -1324,6 +1324,20 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
             i++;
         } else if (ref_listed(c, h->spooled, h->n_spooled, j->id, j->attempt)) {
             i++; /* its result is on the way */
+        } else if (!j->started && j->cancel_requested) {
+            /* cancelled before it started, and the agent registered without
+             * it (its JobAssign and the Cancel both dropped while the
+             * connection was made anew): it ends cancelled here. It was
+             * sent again, ran, and a job shorter than a lost window ended
+             * done. The Cancel goes too, for a JobAssign still on its way */
+            gb_info("job %" PRIu64 " attempt %u: agent %s registered without it, and it was "
+                    "cancelled: not sent again",
+                    j->id, j->attempt, a->name);
+            if (gb_store_attempt_end(c->store, j->id, j->attempt, "cancelled", cancel_why(j),
+                                     now) != 0)
+                store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
+            send_cancel(c, a->id, j->id, j->attempt, cancel_why(j));
+            job_finish(c, j, "cancelled", cancel_why(j)); /* removes it from a->running */
         } else if (!j->started) {
             /* it registered without it: the JobAssign went while its
              * connection was being made anew, and the ROUTER dropped it (or

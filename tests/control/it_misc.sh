@@ -909,6 +909,34 @@ assign_lost)
     eq "one attempt, done" "$(q "SELECT group_concat(state) FROM attempts")" "done"
     contains "the resend said" "$T/coord.log" "registered without it: its assignment sent again"
 ;;
+assign_lost_cancel)
+    # as assign_lost, and the job cancelled before the agent is back (the
+    # Cancel dropped as its JobAssign was): the agent registers without
+    # it, and it ends cancelled there. Its assignment went again without
+    # the Cancel, the worker ran, and the job ended done
+    LOST=20
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -STOP "$COORD_PID"
+    ms=$((HB * LOST + 1500))
+    sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+    kill -STOP "${AGENT_PID[a1]}"
+    "$GB" submit --kind sleep --param duration_ms=300 --max-attempts 1 >"$T/submit.txt" 2>&1 &
+    cmd=$!
+    sleep 0.2
+    kill -CONT "$COORD_PID"
+    wait "$cmd" || fail "submit: $(cat "$T/submit.txt")"
+    check "cancel" "$GB" cancel 1
+    kill -CONT "${AGENT_PID[a1]}"
+    "$GB" wait 1 --quiet --timeout 25
+    eq "the sweep ends cancelled" "$?" 1
+    eq "the job and its attempt cancelled" "$(q "SELECT j.state || ',' || a.state FROM jobs j JOIN attempts a USING (job_id)")" \
+        "cancelled,cancelled"
+    contains "said" "$T/coord.log" "agent a1 registered without it, and it was cancelled: not sent again"
+    sleep 0.5
+    grep -q "job 1 attempt 1 started" "$T/a1.log" && fail "the cancelled job ran: $(grep "job 1" "$T/a1.log")"
+    ;;
 coord_stall)
     # the coordinator stopped (SIGSTOP, a paused VM) for four lost windows
     # while its agent runs a job: the agent's silence over that time is
