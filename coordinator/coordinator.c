@@ -676,6 +676,49 @@ static void agent_caps(const cagent_t *a, gb_node_caps_t *caps) {
     caps->nvlink_known = a->nvlink_known;
 }
 
+/* What placement looks at, or the rendezvous, differs between two states
+ * of an agent. */
+static int caps_changed(const cagent_t *x, const cagent_t *y) {
+    return strcmp(x->name, y->name) != 0 || strcmp(x->gpu_model, y->gpu_model) != 0 ||
+           strcmp(x->labels, y->labels) != 0 || strcmp(x->kinds, y->kinds) != 0 ||
+           strcmp(x->cpu_precisions, y->cpu_precisions) != 0 || x->n_gpus != y->n_gpus ||
+           x->cpu_cores != y->cpu_cores || x->has_nvlink != y->has_nvlink ||
+           x->nvlink_sets != y->nvlink_sets || x->nvlink_known != y->nvlink_known ||
+           (x->rendezvous && !y->rendezvous); /* not stored: 0 after a restart */
+}
+
+static int satisfiable(gb_coord_t *c, const gb_jobdef_t *job, char *why, size_t whylen);
+static void job_finish(gb_coord_t *c, cjob_t *j, const char *state, const char *error);
+
+/* Agent a registered again able to run less than it was (was): a queued
+ * job it alone could run waited for ever, its sweep's `wait` with it (the
+ * same spec submitted again was refused as no node can run it, and `nodes
+ * --forget` refuses a connected node). Such jobs fail, saying why, as
+ * after `nodes --forget`. Only jobs the node fitted before are looked at
+ * (and every multi-node one): a Hello that changes nothing costs nothing. */
+static void requeue_check_caps(gb_coord_t *c, const cagent_t *was, cagent_t *a) {
+    gb_node_caps_t before;
+    agent_caps(was, &before);
+    size_t failed = 0;
+    for (cjob_t *j = c->q_head, *next; j; j = next) {
+        next = j->next;
+        char backend[8], why[700], err[1000];
+        if (j->def.n_nodes <= 1 && !gb_place_fits(&before, &j->def, backend, why, sizeof why))
+            continue;
+        if (satisfiable(c, &j->def, why, sizeof why)) continue;
+        gb_fmt(err, sizeof err,
+               "no known node can run it since node %s registered again able to run less "
+               "(its labels, GPUs, cores or kinds changed): %s",
+               a->name, why);
+        job_finish(c, j, "failed", err);
+        failed++;
+    }
+    if (failed)
+        gb_warn("agent %s registered again able to run less: %zu queued job(s) no node can run "
+                "now failed",
+                a->name, failed);
+}
+
 /* ---- sweeps and job endings ----------------------------------------------- */
 
 static void sweep_job_ended(gb_coord_t *c, uint64_t sweep_id, const char *state) {
@@ -1202,6 +1245,10 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
             a->id, h->name, a->name);
         a->dup_warned_ms = gb_mono_ms();
     }
+    /* what it could run before (a node known, here or from the store):
+     * queued jobs only it could run are looked at again below */
+    cagent_t *before = a->name[0] ? malloc(sizeof *before) : NULL;
+    if (before) *before = *a;
     gb_copy(a->name, sizeof a->name, h->name);
     gb_copy(a->cpu_model, sizeof a->cpu_model, inv->cpu_model);
     gb_copy(a->gpu_model, sizeof a->gpu_model, inv->n_gpus ? inv->gpus[0]->name : inv->cpu_model);
@@ -1298,6 +1345,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
     free(gpus);
     free(links);
     free(inv_json);
+    if (before && caps_changed(before, a)) requeue_check_caps(c, before, a);
+    free(before);
     int was = a->state;
     if (key) gb_copy(a->key, sizeof a->key, key); /* pinned for this coordinator's life */
     a->state = A_CONNECTED;

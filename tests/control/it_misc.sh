@@ -937,6 +937,31 @@ assign_lost_cancel)
     sleep 0.5
     grep -q "job 1 attempt 1 started" "$T/a1.log" && fail "the cancelled job ran: $(grep "job 1" "$T/a1.log")"
     ;;
+relabel)
+    # the one node a sweep's labels choose registers again with other
+    # labels while its jobs wait: they can never run, so they fail saying
+    # why (they waited for ever, `wait` with them; a submit of the same
+    # spec was refused, and `nodes --forget` refuses a connected node).
+    # Another agent registering again with no change fails nothing
+    start_coord
+    start_agent a1 --labels pool=x
+    start_agent a2 --labels pool=z
+    wait_nodes 2
+    sweep=$(submit --kind sleep --param duration_ms=3000 --labels pool=x --repeat 2)
+    wait_running "$sweep" 1
+    other=$(submit --kind sleep --param duration_ms=100 --labels pool=z)
+    kill -TERM "${AGENT_PID[a2]}"; wait "${AGENT_PID[a2]}" 2>/dev/null
+    start_agent a2 --labels pool=z
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1 --labels pool=y
+    "$GB" wait "$sweep" --quiet --timeout 20
+    eq "the sweep ends (failed)" "$?" 1
+    q "SELECT state || ': ' || error FROM jobs WHERE sweep_id = $sweep" >"$T/why.txt"
+    contains "the queued job says why" "$T/why.txt" "failed: no known node can run it since node a1 registered again able to run less (its labels, GPUs, cores or kinds changed): node a"
+    contains "... naming what a1 lacks now" "$T/why.txt" "node a1 lacks labels pool=x (it has pool=y)"
+    check "the other node's job runs" "$GB" wait "$other" --quiet --timeout 20
+    contains "said" "$T/coord.log" "agent a1 registered again able to run less: "
+    ;;
 coord_stall)
     # the coordinator stopped (SIGSTOP, a paused VM) for four lost windows
     # while its agent runs a job: the agent's silence over that time is
