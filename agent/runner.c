@@ -32,6 +32,7 @@ struct gb_run {
     int64_t stop_by_ms;              /* gb_run_stop: TERM sent, SIGKILL at this time */
     int timeout_s, grace_ms;
     int timed_out, cancelled, exited, wstatus;
+    int status_lost;    /* exited, but its wait status and CPU time were never ours to read */
     uint64_t cpu_ticks; /* the reaped worker's user + system time, its children's included */
     char cancel_why[256];
     int64_t started_wall, finished_wall;
@@ -44,7 +45,7 @@ int gb_run_pid(const gb_run_t *r) {
     return (int)r->pid;
 }
 int gb_run_cpu_ticks(const gb_run_t *r, uint64_t *ticks) {
-    if (!r->exited) return -1;
+    if (!r->exited || r->status_lost) return -1;
     *ticks = r->cpu_ticks;
     return 0;
 }
@@ -275,6 +276,18 @@ static int reap(gb_run_t *r) {
     int st;
     struct rusage ru;
     pid_t w = wait4(r->pid, &st, WNOHANG, &ru);
+    if (w < 0 && errno == ECHILD) {
+        /* ended, and reaped by the kernel: SIGCHLD ignored (inherited
+         * across exec from whoever started us; main() sets it back, a
+         * library may not). wait4 never returned it, and the job ran
+         * for ever, its finished result never read */
+        kill(-r->pid, SIGKILL);
+        r->exited = 1;
+        r->status_lost = 1;
+        r->wstatus = 0;
+        r->finished_wall = gb_wall_ms();
+        return 1;
+    }
     if (w != r->pid) return 0;
     /* what the worker started and left behind goes with it: its group
      * (a pgid is not given to a new process while members of it live) */
@@ -370,12 +383,22 @@ void gb_run_result(gb_run_t *r, gb_run_result_t *out) {
         out->exit_code = WEXITSTATUS(st);
     else if (WIFSIGNALED(st))
         out->exit_code = -WTERMSIG(st);
+    if (r->status_lost) out->exit_code = -1;
     if (r->cancelled) {
         out->status = GB_RUN_CANCELLED;
         gb_fmt(out->error, sizeof out->error, "%s", r->cancel_why);
     } else if (r->timed_out) {
         out->status = GB_RUN_TIMEOUT;
         gb_fmt(out->error, sizeof out->error, "timed out after %d s (worker killed)", r->timeout_s);
+    } else if (r->status_lost && !(cJSON_IsObject(rec) && !rec_err)) {
+        /* no exit status to go by: a whole record is the worker's word */
+        out->status = cJSON_IsString(rec_err) ? GB_RUN_FAILED : GB_RUN_CRASHED;
+        if (cJSON_IsString(rec_err))
+            gb_fmt(out->error, sizeof out->error, "%s", rec_err->valuestring);
+        else
+            gb_fmt(out->error, sizeof out->error,
+                   "worker ended without a result record; its exit status was lost (SIGCHLD "
+                   "ignored by the agent's parent?)");
     } else if (WIFSIGNALED(st)) {
         out->status = GB_RUN_CRASHED;
         gb_fmt(out->error, sizeof out->error, "worker killed by signal %d (%s)", WTERMSIG(st),

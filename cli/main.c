@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,6 +77,10 @@ int cmd_version(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* an ignored SIGCHLD is inherited across exec (a wrapper, a service
+     * manager's setting): the kernel then reaps our children itself, and
+     * the agent never saw a worker end (its job ran for ever) */
+    signal(SIGCHLD, SIG_DFL);
     if (argc < 2) {
         cmd_help(0, NULL);
         return 2;

@@ -937,6 +937,28 @@ assign_lost_cancel)
     sleep 0.5
     grep -q "job 1 attempt 1 started" "$T/a1.log" && fail "the cancelled job ran: $(grep "job 1" "$T/a1.log")"
     ;;
+agent_sigchld_ignored)
+    # an agent started with SIGCHLD ignored (inherited across exec from a
+    # wrapper or a service manager): the kernel reaped its workers, it
+    # never saw one end, and the job stayed running for ever. gpubench sets
+    # SIGCHLD back at its start
+    start_coord
+    cat >"$T/ign.py" <<'PY'
+import os, signal, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])
+PY
+    printf '#!/bin/sh\nexec python3 %s %s "$@"\n' "$T/ign.py" "$GB" >"$T/gb-ign"
+    chmod +x "$T/gb-ign"
+    real=$GB GB=$T/gb-ign
+    start_agent a1
+    GB=$real
+    wait_nodes 1
+    ign=$(awk '/^SigIgn:/ {print $2}' "/proc/${AGENT_PID[a1]}/status")
+    [ $((0x$ign >> 16 & 1)) = 0 ] || fail "the agent ignores SIGCHLD (SigIgn $ign)"
+    sweep=$(submit --kind sleep --param duration_ms=100 --timeout 10)
+    check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 20
+    ;;
 relabel)
     # the one node a sweep's labels choose registers again with other
     # labels while its jobs wait: they can never run, so they fail saying

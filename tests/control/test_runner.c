@@ -112,6 +112,22 @@ int main(int argc, char **argv) {
         CHECK(strstr(res.tail, "worker: job 5 attempt 2: sleep on cpu"));
         CHECK(res.finished_ms >= res.started_ms + 30);
         free(res.record_json);
+    } else if (strcmp(c, "sigchld_ignored") == 0) {
+        /* SIGCHLD ignored (as inherited across exec): the kernel reaps the
+         * worker, wait4 says ECHILD, and the run never ended; now it ends,
+         * its record taken, and a worker that wrote none is said to have
+         * crashed with why */
+        signal(SIGCHLD, SIG_IGN);
+        run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 30}", 10, -1, &res);
+        CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
+        CHECK(res.record_json && strstr(res.record_json, "\"slept_ms\""));
+        free(res.record_json);
+        char exe[200];
+        script("norec.sh", "#!/bin/sh\nexit 0\n", exe, sizeof exe);
+        run(exe, "{}", 10, -1, &res);
+        CHECKF(res.status == GB_RUN_CRASHED && strstr(res.error, "its exit status was lost"),
+               "status %d: %s", res.status, res.error);
+        unlink(exe);
     } else if (strcmp(c, "reserved") == 0) {
         /* the result file exists from the start, empty, with the record's
          * 512 KiB of blocks allocated past its end (where the file system
