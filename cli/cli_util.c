@@ -240,6 +240,43 @@ int cli_name_list(const char *cmd, const char *opt, const char *noun, const char
     }
 }
 
+int cli_full_names(const char *cmd, int argc, char **argv, const struct option *opts) {
+    int has_param = 0;
+    for (const struct option *o = opts; o->name; o++)
+        if (strcmp(o->name, "param") == 0) has_param = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) break;
+        if (strncmp(a, "--", 2) != 0 || !a[2]) continue;
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct option *exact = NULL;
+        char near[200] = "";
+        size_t o_near = 0;
+        for (const struct option *o = opts; o->name; o++) {
+            if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+                exact = o;
+            else if (strncmp(o->name, name, len) == 0 && o_near < sizeof near) {
+                int n = snprintf(near + o_near, sizeof near - o_near, "%s--%s", o_near ? ", " : "",
+                                 o->name);
+                if (n > 0) o_near += (size_t)n;
+            }
+        }
+        if (exact) {
+            if (exact->has_arg == required_argument && !eq) i++; /* its value, whatever it is */
+            continue;
+        }
+        if (!near[0]) continue; /* no option's prefix: getopt_long says it is unknown */
+        fprintf(stderr,
+                "gpubench %s: '--%.*s' is not an option: options are written in full (it would "
+                "have been taken as %s)%s (see 'gpubench %s -h')\n",
+                cmd, (int)(len > 64 ? 64 : len), name, near,
+                has_param ? "; a spec key with no flag of its own is --param KEY=VALUE" : "", cmd);
+        return 2;
+    }
+    return 0;
+}
+
 int cli_bad_option(const char *cmd) {
     fprintf(stderr, "gpubench %s: see 'gpubench %s -h' for the options\n", cmd, cmd);
     return 2;

@@ -6,6 +6,7 @@
 #include "output.h"
 
 #include <stdatomic.h>
+#include <getopt.h>
 #include <stdio.h>
 
 #define GB_DEFAULT_LISTEN  "tcp://127.0.0.1:5555"
@@ -104,6 +105,14 @@ void cli_print_versions(FILE *out);
  * when it is not a valid spec of at most max_jobs jobs (gb_spec_parse, as
  * the coordinator will); with 0, when it is not one JSON object. */
 char *cli_read_spec(const char *cmd, const char *file, size_t max_jobs);
+/* Long options written in full: getopt_long takes any unique prefix, so
+ * `submit --m 1024` (a gemm's m, a spec key with no flag of its own) ran
+ * as --max-attempts 1024 at the default shape. Called before CMD's
+ * getopt_long loop over the same argv and opts: 0 when every "--NAME" is
+ * an option's whole name (or no option's prefix at all: getopt_long says
+ * so then); else the usage error, naming the options it is a prefix of
+ * (and --param, where CMD has it), and 2. */
+int cli_full_names(const char *cmd, int argc, char **argv, const struct option *opts);
 /* "see 'gpubench CMD -h'" usage error: prints msg and returns 2. */
 int cli_usage_error(const char *cmd, const char *msg);
 /* --format S into *fmt (gb_format_parse); else a usage error naming the

@@ -30,6 +30,7 @@ int cmd_cancel(int argc, char **argv) {
     int opt;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("cancel", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "cancel", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) continue;

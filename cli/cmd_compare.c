@@ -614,6 +614,7 @@ int cmd_compare(int argc, char **argv) {
     int opt, given_prec = 0;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("compare", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "compare", opts, opt)) return 2;
         switch (opt) {

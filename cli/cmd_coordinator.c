@@ -74,6 +74,7 @@ int cmd_coordinator(int argc, char **argv) {
     int opt;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("coordinator", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "coordinator", opts, opt)) return 2;
         switch (opt) {

@@ -25,6 +25,7 @@ int cmd_keygen(int argc, char **argv) {
         {"force", no_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int force = 0, opt;
     optind = 1;
+    if (cli_full_names("keygen", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case 'f':

@@ -50,6 +50,7 @@ int cmd_nodes(int argc, char **argv) {
     const char *forget = NULL;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("nodes", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "nodes", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) {

@@ -46,6 +46,7 @@ int cmd_results(int argc, char **argv) {
     int opt;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("results", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "results", opts, opt)) return 2;
         switch (opt) {

@@ -254,6 +254,7 @@ int cmd_run(int argc, char **argv) {
     int verbose = 0, opt;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("run", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "run", opts, opt)) return 2;
         switch (opt) {

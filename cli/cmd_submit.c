@@ -214,6 +214,10 @@ int cmd_submit(int argc, char **argv) {
     if (!spec) return 1;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("submit", argc, argv, opts)) {
+        cJSON_Delete(spec);
+        return 2;
+    }
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         /* a flag that sets a spec key, and how its value becomes the key's */
         const spec_flag_t *sf = NULL;

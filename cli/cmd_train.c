@@ -221,6 +221,7 @@ int cmd_train(int argc, char **argv) {
     optind = 0; /* glibc: full re-initialization, so commands can be composed */
     int c;
     cli_once_t once = {0};
+    if (cli_full_names("train", argc, argv, opts)) return 2;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "train", opts, c)) return 2;
         const char *a = optarg;

@@ -37,6 +37,7 @@ int cmd_wait(int argc, char **argv) {
     int progress = 0, opt;
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("wait", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "wait", opts, opt)) return 2;
         if (cli_conn_opt(&conn, opt, optarg)) continue;

@@ -29,6 +29,7 @@ int cmd_worker(int argc, char **argv) {
     prctl(PR_SET_NAME, "gpubench", 0, 0, 0);
     optind = 1;
     cli_once_t once = {0};
+    if (cli_full_names("worker", argc, argv, opts)) return 2;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_once(&once, "worker", opts, opt)) return 2;
         switch (opt) {

@@ -346,6 +346,17 @@ usage)
     # "unexpected argument")
     "$GB" results --db "$T/x.db" 3 >"$T/u.log" 2>&1; eq "results 3" "$?" 2
     contains "names it, and --sweep" "$T/u.log" "unexpected argument '3' (one sweep is --sweep 3)"
+    # options are written in full: getopt_long took any unique prefix, and
+    # `submit --m 1024` (a gemm's m) ran as --max-attempts 1024 at the
+    # default shape. Refused before anything is sent, naming what it would
+    # have been; an option's value that looks like an option is its value
+    "$GB" submit --kind gemm --m 1024 --control "ipc://$T/none" >"$T/u.log" 2>&1
+    eq "submit --m" "$?" 2
+    contains "says why and what to write" "$T/u.log" "gpubench submit: '--m' is not an option: options are written in full (it would have been taken as --max-attempts); a spec key with no flag of its own is --param KEY=VALUE"
+    "$GB" results --db "$T/x.db" --las 3 >"$T/u.log" 2>&1; eq "results --las" "$?" 2
+    contains "names the option" "$T/u.log" "(it would have been taken as --last)"
+    "$GB" submit --kind sleep --name --la --control "ipc://$T/none" >"$T/u.log" 2>&1
+    grep -q "is not an option" "$T/u.log" && fail "a value taken as an option: $(cat "$T/u.log")"
     for c in run coordinator agent submit train; do
         "$GB" $c stray >"$T/u.log" 2>&1; eq "$c stray" "$?" 2
         contains "$c names it" "$T/u.log" "gpubench $c: unexpected argument 'stray' (see"
@@ -356,14 +367,14 @@ usage)
     contains "help names it" "$T/u.log" "gpubench help: unexpected argument 'extra' (help takes one command)"
     # an option that takes one value, given twice, is a usage error (the
     # last one won, silently: results --sweep 1 --sweep 2 showed sweep 2);
-    # a prefix or --opt=value is the same option
+    # --opt=value is the same option (a prefix is refused: usage, above)
     while IFS='|' read -r c args o; do
         # shellcheck disable=SC2086
         "$GB" $c $args >"$T/u.log" 2>&1; eq "$c $args" "$?" 2
         contains "$c names $o" "$T/u.log" "gpubench $c: $o given twice (see 'gpubench $c -h')"
     done <<EOF
 results|--db $T/x.db --sweep 1 --sweep 2|--sweep
-results|--sweep=1 --swe 2|--sweep
+results|--sweep=1 --sweep 2|--sweep
 compare|--db $T/x.db --batch 1 --batch 2|--batch
 scaling|--db $T/x.db --batch 1 --batch 2|--batch
 run|--db $T/d1.db --db $T/d2.db|--db
