@@ -95,6 +95,14 @@ enum {
      * slowdown, folded into it when the sampler thinned its samples (one
      * such alone is not held against the GPU: tm_record.c) */
     GB_TM_SLOWDOWN_RUN = 1 << 8,
+    /* a folded sample (GB_TM_FOLDED): whether the first and the last of the
+     * samples it stands for that had reasons had HW slowdown; only those
+     * touch its neighbours' (two blips a clean sample apart, folded into
+     * two neighbours, read as a run of two and invalidated the result).
+     * A sample never folded is its own first and last */
+    GB_TM_FOLDED = 1 << 9,
+    GB_TM_SLOW_FIRST = 1 << 10,
+    GB_TM_SLOW_LAST = 1 << 11,
 };
 
 typedef struct gb_tm_gpu_sample {

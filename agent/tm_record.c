@@ -129,6 +129,15 @@ static double round1(double x) {
     return round(x * 10.0) / 10.0;
 }
 
+/* Decimals that show x (a share over limit) above the limit: "10.0% ...,
+ * limit 10%" was the reason a 10.04% window was invalid. */
+static int over_digits(double x, double limit) {
+    int d = 1;
+    for (double scale = 10.0; d < 4 && round(x * scale) / scale <= limit; scale *= 10.0)
+        d++;
+    return d;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -146,6 +155,15 @@ static cJSON *stats(double *v, size_t n) {
     cJSON_AddNumberToObject(o, "median", med);
     cJSON_AddNumberToObject(o, "max", v[n - 1]);
     return o;
+}
+
+/* A reasons mask as a JSON number: a double holds 53 bits exactly, and the
+ * coordinator refuses more (a driver's bit 63, "unknown", failed the job
+ * and lost its figures). Bits 52 and up are folded into bit 52; the names
+ * and the verdict are drawn from the whole mask. */
+static double reasons_num(uint64_t r) {
+    const uint64_t top = 1ULL << 52;
+    return (double)(r >= top ? (r & (top - 1)) | top : r);
 }
 
 static cJSON *names_array(uint64_t reasons) {
@@ -186,11 +204,28 @@ typedef struct gpu_acc {
     unsigned min_limit_mw;
 } gpu_acc_t;
 
+/* Whether the first (last) of the samples s stands for, of those with
+ * reasons, had HW slowdown. */
+static int slow_first(const gb_tm_gpu_sample_t *s) {
+    return s->have & GB_TM_FOLDED ? !!(s->have & GB_TM_SLOW_FIRST)
+                                  : !!(s->reasons & GB_TM_REASON_HW_SLOWDOWN);
+}
+static int slow_last(const gb_tm_gpu_sample_t *s) {
+    return s->have & GB_TM_FOLDED ? !!(s->have & GB_TM_SLOW_LAST)
+                                  : !!(s->reasons & GB_TM_REASON_HW_SLOWDOWN);
+}
+
 void gb_tm_fold(gb_tm_gpu_sample_t *x, const gb_tm_gpu_sample_t *y) {
-    if ((x->reasons & y->reasons & GB_TM_REASON_HW_SLOWDOWN) || (y->have & GB_TM_SLOWDOWN_RUN))
+    int xr = !!(x->have & GB_TM_HAVE_REASONS), yr = !!(y->have & GB_TM_HAVE_REASONS);
+    int first = xr ? slow_first(x) : yr && slow_first(y);
+    int last = yr ? slow_last(y) : xr && slow_last(x);
+    /* a run: the two touch with slowdown on both sides, or y held one */
+    if ((xr && yr && slow_last(x) && slow_first(y)) || (y->have & GB_TM_SLOWDOWN_RUN))
         x->have |= GB_TM_SLOWDOWN_RUN;
     x->reasons |= y->reasons;
-    x->have |= y->have & GB_TM_HAVE_REASONS;
+    x->have = (x->have & ~(unsigned)(GB_TM_SLOW_FIRST | GB_TM_SLOW_LAST)) | GB_TM_FOLDED |
+              (first ? GB_TM_SLOW_FIRST : 0) | (last ? GB_TM_SLOW_LAST : 0) |
+              (y->have & GB_TM_HAVE_REASONS);
 }
 
 /* nvml.h of HW slowdown (clocks cut by half or more): "May be also
@@ -208,7 +243,10 @@ static int lone_slowdown_backed(const gb_tm_gpu_sample_t *const *in, size_t n, s
             k = dir < 0 ? k - 1 : k + 1;
             if (in[k]->gpu != in[i]->gpu) break;
             if (!(in[k]->have & GB_TM_HAVE_REASONS)) continue;
-            if (in[k]->reasons & GB_TM_REASON_HW_SLOWDOWN) return 1;
+            /* where the two touch: k's last before i, k's first after it */
+            if (dir < 0 ? slow_last(in[k]) && slow_first(in[i])
+                        : slow_last(in[i]) && slow_first(in[k]))
+                return 1;
             break;
         }
     return 0;
@@ -261,7 +299,8 @@ static cJSON *gpu_rows(const gb_tm_gpu_sample_t *const *in, size_t n, size_t k, 
         NUM_OR_NULL(GB_TM_HAVE_TEMP, s->temp_c);
         NUM_OR_NULL(GB_TM_HAVE_UTIL, s->util_pct);
         NUM_OR_NULL(GB_TM_HAVE_USED, (double)s->mem_used);
-        cJSON_AddItemToArray(r, have_r ? cJSON_CreateNumber((double)reasons) : cJSON_CreateNull());
+        cJSON_AddItemToArray(r, have_r ? cJSON_CreateNumber(reasons_num(reasons))
+                                       : cJSON_CreateNull());
         NUM_OR_NULL(GB_TM_HAVE_LIMIT, s->limit_mw / 1000.0);
 #undef NUM_OR_NULL
         cJSON_AddItemToArray(rows, r);
@@ -380,7 +419,7 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
             cJSON_AddNumberToObject(o, "default_power_limit_w", d->default_limit_mw[g] / 1000.0);
         else
             cJSON_AddNullToObject(o, "default_power_limit_w");
-        cJSON_AddNumberToObject(o, "reasons", (double)a->reasons);
+        cJSON_AddNumberToObject(o, "reasons", reasons_num(a->reasons));
         cJSON_AddItemToObject(o, "reason_names", names_array(a->reasons));
         cJSON_AddItemToObject(o, "throttle_names", names_array(a->throttle));
         if (a->n && !a->judged)
@@ -390,7 +429,7 @@ static int gpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p,
         cJSON_AddItemToArray(gpus, o);
     }
     free(v);
-    cJSON_AddNumberToObject(tm, "reasons", (double)all);
+    cJSON_AddNumberToObject(tm, "reasons", reasons_num(all));
     cJSON_AddItemToObject(tm, "reason_names", names_array(all));
     cJSON_AddItemToObject(tm, "throttle_names", names_array(all_throttle));
     /* a GPU none of whose samples had its clocks-event reasons (a driver
@@ -540,15 +579,17 @@ static int cpu_part(const gb_tm_data_t *d, int64_t ws, int64_t we, part_t *p) {
                                     "ticks to judge contention"));
     if (coarse_bad)
         gb_fmt(p->verdict, sizeof p->verdict,
-               "CPU contention in the timed window: at least %.1f%% of the CPU time taken by "
+               "CPU contention in the timed window: at least %.*f%% of the CPU time taken by "
                "other processes and the hypervisor (%.1f%% in %llu clock ticks, too few for a "
                "closer figure), limit %.0f%%",
-               floor_pct, w.taken_pct, (unsigned long long)w.ticks, GB_TM_CPU_INVALID_PCT);
+               over_digits(floor_pct, GB_TM_CPU_INVALID_PCT), floor_pct, w.taken_pct,
+               (unsigned long long)w.ticks, GB_TM_CPU_INVALID_PCT);
     if (judged && w.taken_pct > GB_TM_CPU_INVALID_PCT)
         gb_fmt(p->verdict, sizeof p->verdict,
-               "CPU contention in the timed window: %.1f%% of the CPU time taken by other "
+               "CPU contention in the timed window: %.*f%% of the CPU time taken by other "
                "processes (%.1f%%) and the hypervisor (%.1f%%), limit %.0f%%",
-               w.taken_pct, w.others_pct, w.steal_pct, GB_TM_CPU_INVALID_PCT);
+               over_digits(w.taken_pct, GB_TM_CPU_INVALID_PCT), w.taken_pct, w.others_pct,
+               w.steal_pct, GB_TM_CPU_INVALID_PCT);
     if (judged && w.taken_pct > GB_TM_CPU_FLAG_PCT)
         gb_fmt(p->flag, sizeof p->flag,
                "cpu contention: %.1f%% of the CPU time taken by others (%.1f%% steal)", w.taken_pct,

@@ -252,6 +252,23 @@ static void t_throttled(void) {
     cJSON_Delete(o);
     free(rec);
 
+    /* a reason bit past 2^53 (a driver's bit 63, "unknown"): folded into
+     * bit 52 in the numbers, named in full, and the record is one the
+     * coordinator takes (amend checks: it refused it, the job failed and
+     * its figures were lost) */
+    for (size_t i = 0; i < n; i++)
+        s[i].reasons = i >= 10 ? 0x8000000000000000ULL | GB_TM_REASON_HW_SLOWDOWN : 0;
+    rec = record_text(W0, W0 + 900, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECK(num(o, "telemetry.reasons") == (double)((1ULL << 52) | GB_TM_REASON_HW_SLOWDOWN));
+    CHECKF(strstr(str(o, "invalid_reason"), "unknown_0x8000000000000000"), "%s",
+           str(o, "invalid_reason"));
+    cJSON_Delete(o);
+    free(rec);
+    for (size_t k = 0; k < n; k++) /* as made above */
+        s[k].reasons = k % 2 == 1 && k / 2 >= 6 ? GB_TM_REASON_HW_SLOWDOWN | GB_TM_REASON_HW_THERMAL
+                                                : GB_TM_REASON_SW_POWER_CAP;
+
     /* a long earlier reason is cut, never the record invalid */
     char longreason[400];
     memset(longreason, 'x', 300);
@@ -432,6 +449,27 @@ static void t_fold(void) {
     CHECK(!is_true(o, "valid"));
     cJSON_Delete(o);
     free(rec);
+    /* two lone blips a clean sample apart (raw 2 and 4), folded in pairs
+     * into neighbours: not a run, valid (the folded pair [2, 3] and [4, 5]
+     * read as two in a row and made it invalid); blips at raw 3 and 4 are
+     * a run across the pairs' edge */
+    for (int blip = 0; blip < 2; blip++) {
+        gb_tm_gpu_sample_t raw[16];
+        for (int i = 0; i < 16; i++)
+            raw[i] = gs(0, W0 + 50 * i, 1980,
+                        i == (blip ? 3 : 2) || i == 4 ? GB_TM_REASON_HW_SLOWDOWN : 0);
+        for (int i = 0; i < 8; i++) {
+            s[i] = raw[2 * i];
+            gb_tm_fold(&s[i], &raw[2 * i + 1]);
+        }
+        gpu_data(&d, s, 8, 1);
+        rec = record_text(W0, W0 + 800, 1, NULL);
+        o = amend(rec, &d, 1 << 19, NULL);
+        CHECKF(is_true(o, "valid") == !blip, "blips at %d and 4: %s", blip ? 3 : 2,
+               str(o, "invalid_reason"));
+        cJSON_Delete(o);
+        free(rec);
+    }
 }
 
 /* A long run of 8 GPUs: at most GB_TM_MAX_ROWS rows, each the first of a
@@ -742,6 +780,18 @@ static void t_cpu(void) {
            "%s", str(o, "telemetry.flag"));
     cJSON_Delete(o);
     free(rec);
+    /* just over the limit: the reason shows it over ("10.0% ..., limit 10%"
+     * was why a 10.04% window was invalid) */
+    s[0] = cs(W0 - 100, 0, 0, 0, 0);
+    s[1] = cs(W0 + 1000, 251 + 2000, 0, 2500, 2000);
+    d = cpu_data(s, 2);
+    rec = record_text(W0, W0 + 900, 1, NULL);
+    o = amend(rec, &d, 1 << 19, NULL);
+    CHECKF(strstr(str(o, "invalid_reason"),
+                  "CPU contention in the timed window: 10.04% of the CPU time taken"),
+           "%s", str(o, "invalid_reason"));
+    cJSON_Delete(o);
+    free(rec);
     double fl;
     CHECK(!gb_tm_cpu_taken_floor(25, 20, 2, &fl) && fl == 0);           /* the stray tick above */
     CHECK(!gb_tm_cpu_taken_floor(15, 60, 2, &fl) && fl < 5);            /* 9 - 6 = 3 of 66: 4.5% */
@@ -804,6 +854,13 @@ static void t_record_check(void) {
         "\"telemetry\": {\"source\": \"nvml\", \"flag\": 3}",
         "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"taken_pct\": \"high\"}}",
         "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"flagged\": \"yes\"}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"judged\": \"no\"}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"covers_window\": 1}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"ticks\": -7}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"ticks\": 2.5}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"cpu_mhz\": {\"median\": \"fast\"}}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cpu\": {\"cpu_mhz\": 2000}}",
+        "\"telemetry\": {\"source\": \"proc\", \"cores\": -3}",
     };
     char json[1024], err[300];
     gb_record_t r;
