@@ -1665,7 +1665,7 @@ static void on_result(gb_coord_t *c, cagent_t *a, const Gb__Result *r) {
         .synthetic = gb_kind_synthetic(kind),
         .error = error[0] ? error : NULL,
         .output_tail = r->output_tail[0] ? r->output_tail : NULL,
-        .record = have_rec ? r->record_json : NULL,
+        .record = have_rec ? rec.text : NULL,
         .exit_code = r->exit_code,
     };
     char started[32], finished[32];
@@ -2403,11 +2403,14 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
             gb_copy(kind, sizeof kind, k->valuestring);
         cJSON_Delete(probe);
     }
+    char *canon = NULL; /* the record as stored (gb_record_t.text) */
     if (r->record_json[0] && kind[0]) {
         gb_record_t rec;
         if (gb_record_parse(r->record_json, strlen(r->record_json), kind, &rec, why, sizeof why) ==
             0) {
             have_rec = 1;
+            canon = rec.text;
+            rec.text = NULL;
             gb_record_free(&rec);
         } else if (j && r->status == GB__RESULT_STATUS__RESULT_OK) {
             status = "failed";
@@ -2418,7 +2421,7 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
     gb_rank_report_t rep = {.status = status,
                             .error = error[0] ? error : NULL,
                             .output_tail = r->output_tail[0] ? r->output_tail : NULL,
-                            .record = have_rec ? r->record_json : NULL,
+                            .record = have_rec ? canon : NULL,
                             .exit_code = r->exit_code};
     if (r->started_at_ms) {
         gb_iso8601((int64_t)r->started_at_ms, started, sizeof started);
@@ -2429,7 +2432,9 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
         rep.finished_at = finished;
     }
     int stored = 0;
-    if (gb_ranks_report(c->ranks, r->job_id, r->attempt, rank, &rep, &stored) != 0) {
+    int rrc = gb_ranks_report(c->ranks, r->job_id, r->attempt, rank, &rep, &stored);
+    cJSON_free(canon);
+    if (rrc != 0) {
         store_err(c, "result of job %" PRIu64 " attempt %u rank %d", r->job_id, r->attempt, rank);
         return 1; /* the turn is rolled back; the agent resends */
     }

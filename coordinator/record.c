@@ -279,11 +279,29 @@ static int check_telemetry(const cJSON *root, char *err, size_t errlen) {
             const cJSON *o = cJSON_GetObjectItemCaseSensitive(cpu, nums[k]);
             ok = !o || num_ok(o, 1, 1e12);
         }
-        const cJSON *fl = ok ? cJSON_GetObjectItemCaseSensitive(cpu, "flagged") : NULL;
-        if (!ok || (fl && !cJSON_IsBool(fl))) {
+        /* what v_cpu_telemetry shows: whole ticks, true/false flags, a
+         * clock as the GPU's readings (-3 cores, "no", "fast" were taken) */
+        const cJSON *o = ok ? cJSON_GetObjectItemCaseSensitive(cpu, "ticks") : NULL;
+        ok = ok && (!o || whole_ok(o, 1e15));
+        static const char *const flags[] = {"flagged", "judged", "covers_window"};
+        for (size_t k = 0; ok && k < sizeof flags / sizeof flags[0]; k++) {
+            o = cJSON_GetObjectItemCaseSensitive(cpu, flags[k]);
+            ok = !o || cJSON_IsBool(o);
+        }
+        o = ok ? cJSON_GetObjectItemCaseSensitive(cpu, "cpu_mhz") : NULL;
+        if (ok && o && !cJSON_IsNull(o))
+            ok = cJSON_IsObject(o) && num_ok(cJSON_GetObjectItemCaseSensitive(o, "min"), 0, 1e7) &&
+                 num_ok(cJSON_GetObjectItemCaseSensitive(o, "median"), 0, 1e7) &&
+                 num_ok(cJSON_GetObjectItemCaseSensitive(o, "max"), 0, 1e7);
+        if (!ok) {
             gb_fmt(err, errlen, "record: 'telemetry.cpu' is not a CPU summary");
             return -1;
         }
+    }
+    const cJSON *cores = cJSON_GetObjectItemCaseSensitive(tm, "cores");
+    if (cores && !whole_ok(cores, 1 << 20)) {
+        gb_fmt(err, errlen, "record: 'telemetry.cores' must be a whole number >= 0");
+        return -1;
     }
     return 0;
 }
@@ -314,6 +332,16 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         if (!cJSON_IsNumber(nd) || !(nd->valuedouble >= 0 && nd->valuedouble <= 65536))
             FAIL("record: 'n_devices' must be an integer in 0..65536");
         out->n_devices = (int)nd->valuedouble;
+    }
+    /* the configuration keys the views group by: whole numbers (224.9 and
+     * "224" beside 224 made three groups in v_models, which `compare` read
+     * as one and showed one of their figures) */
+    static const char *const whole_keys[] = {
+        "image_size", "batch_per_device", "global_batch", "steps", "warmup", "m", "n", "k", "reps"};
+    for (size_t i = 0; i < sizeof whole_keys / sizeof whole_keys[0]; i++) {
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, whole_keys[i]);
+        if (w && !cJSON_IsNull(w) && !whole_ok(w, 1e12))
+            FAIL("record: '%s' must be a whole number >= 0", whole_keys[i]);
     }
     const cJSON *valid = cJSON_GetObjectItemCaseSensitive(root, "valid");
     if (valid) {
@@ -354,6 +382,12 @@ int gb_record_parse(const char *json, size_t len, const char *kind, gb_record_t 
         out->samples_stride = (int)ss->valuedouble;
     }
     if (check_dp(root, err, errlen) != 0 || check_telemetry(root, err, errlen) != 0) goto fail;
+    /* what is stored: cJSON's own print of what it read. cJSON takes text
+     * SQLite's JSON functions refuse (a number 0400, "1.", bytes after the
+     * object): stored as sent, the insert trigger failed, the whole turn
+     * rolled back at every resend and placement paused for every agent */
+    out->text = cJSON_PrintUnformatted(root);
+    if (!out->text) FAIL("out of memory reading the record");
     return 0;
 fail:
     gb_record_free(out);
@@ -363,6 +397,8 @@ fail:
 void gb_record_free(gb_record_t *r) {
     if (!r) return;
     cJSON_Delete(r->root);
+    cJSON_free(r->text);
+    r->text = NULL;
     free(r->step_ms);
     free(r->loss);
     r->root = NULL;

@@ -17,6 +17,7 @@
 
 typedef struct gb_record {
     void *root; /* the parsed cJSON; the strings below point into it */
+    char *text; /* root printed again: the record as stored (valid JSON to SQLite too) */
     const char *backend, *device_model, *precision, *invalid_reason;
     int n_devices;                                              /* -1 when absent */
     int valid;                                                  /* -1 when absent, else 0/1 */

@@ -5,7 +5,23 @@
 #include "record.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <string.h>
+
+/* What SQLite's JSON functions (the store's triggers, the views) make of
+ * text: 1 valid, 0 not. */
+static int sqlite_json_valid(const char *text) {
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(db, "SELECT json_valid(?)", -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    int v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
 
 static void bad(const char *json, const char *kind, const char *want) {
     gb_record_t r;
@@ -36,6 +52,24 @@ int main(void) {
     CHECK(r.n_samples == 3 && r.step_ms[2] == 215.0 && r.loss[0] == 6.9);
     CHECK(r.samples_stride == 1);
     gb_record_free(&r);
+    /* text cJSON takes and SQLite refuses (a number written 0400, "1."):
+     * stored as sent, the insert trigger failed, the turn rolled back at
+     * every resend, and placement paused for every agent. What is stored
+     * is cJSON's print of it */
+    const char *lax = "{\"kind\": \"sleep\", \"duration_ms\": 0400, \"x\": 1.}";
+    CHECK(!sqlite_json_valid(lax));
+    CHECKF(gb_record_parse(lax, strlen(lax), "sleep", &r, err, sizeof err) == 0, "%s", err);
+    CHECKF(r.text && sqlite_json_valid(r.text) && strstr(r.text, "\"duration_ms\":400"), "%s",
+           r.text ? r.text : "(none)");
+    gb_record_free(&r);
+    CHECK(r.text == NULL);
+    /* the configuration keys the views group by are whole numbers: 224.9
+     * and "224" beside 224 made three groups, which compare showed as one */
+    bad("{\"kind\": \"resnet50\", \"image_size\": 224.9}", "resnet50",
+        "'image_size' must be a whole number");
+    bad("{\"kind\": \"resnet50\", \"image_size\": \"224\"}", "resnet50",
+        "'image_size' must be a whole number");
+    bad("{\"kind\": \"gemm\", \"m\": -1}", "gemm", "'m' must be a whole number");
     /* a long run's samples, each the mean of samples_stride steps */
     const char *folded = "{\"kind\": \"resnet50\", \"step_ms_samples\": [1, 2], \"loss_samples\":"
                          " [3, 4], \"samples_stride\": 245}";
