@@ -1006,6 +1006,7 @@ static int ended_with_stop(const gb_agent_t *a, const gb_run_result_t *rr) {
 
 static void reap_jobs(gb_agent_t *a) {
     int64_t now = gb_mono_ms();
+    gb_run_reap_orphans();
     for (int i = 0; i < a->cfg.slots; i++) {
         slot_t *s = &a->slots[i];
         if (!s->run || !gb_run_poll(s->run, now)) continue;

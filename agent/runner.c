@@ -21,6 +21,57 @@
 
 #define RECORD_MAX (512u << 10)
 
+/* An agent that is its PID namespace's init (a container's entrypoint with
+ * no --init: the default in Docker and Kubernetes) or a subreaper inherits
+ * a worker's processes once the worker is gone: a timed-out or cancelled
+ * data-parallel job's replicas, killed with the worker's group, stayed its
+ * zombies for ever, one a replica. The group of every worker that ended is
+ * waited for a minute (waitpid of -pgid: only that group's members). */
+#define ORPHAN_GROUPS  64
+#define ORPHAN_WAIT_MS 60000
+static struct {
+    pid_t pgid; /* 0: free */
+    int64_t until_ms;
+} orphan_groups[ORPHAN_GROUPS];
+static pthread_mutex_t orphan_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_reaper(void) {
+    int sub = 0;
+    return getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub) == 0 && sub);
+}
+
+/* Watch pgid's group (watch 1), or stop (0: a new worker took the pid). */
+static void orphans_watch(pid_t pgid, int watch) {
+    if (pgid <= 0 || (watch && !is_reaper())) return;
+    int64_t now = gb_mono_ms();
+    pthread_mutex_lock(&orphan_mu);
+    int slot = -1;
+    for (int i = 0; i < ORPHAN_GROUPS; i++) {
+        if (orphan_groups[i].pgid == pgid) orphan_groups[i].pgid = 0;
+        if (slot < 0 && (!orphan_groups[i].pgid || now > orphan_groups[i].until_ms)) slot = i;
+    }
+    if (watch && slot >= 0) {
+        orphan_groups[slot].pgid = pgid;
+        orphan_groups[slot].until_ms = now + ORPHAN_WAIT_MS;
+    }
+    pthread_mutex_unlock(&orphan_mu);
+}
+
+void gb_run_reap_orphans(void) {
+    int64_t now = gb_mono_ms();
+    pthread_mutex_lock(&orphan_mu);
+    for (int i = 0; i < ORPHAN_GROUPS; i++) {
+        pid_t g = orphan_groups[i].pgid;
+        if (!g) continue;
+        pid_t w;
+        while ((w = waitpid(-g, NULL, WNOHANG)) > 0) {
+        }
+        if ((w < 0 && errno == ECHILD) || now > orphan_groups[i].until_ms)
+            orphan_groups[i].pgid = 0; /* none left (or given up) */
+    }
+    pthread_mutex_unlock(&orphan_mu);
+}
+
 struct gb_run {
     pid_t pid;
     int fd;     /* read end of the output pipe; -1 at EOF */
@@ -212,7 +263,8 @@ gb_run_t *gb_run_start_ex(const char *exe, const char *dir, const char *job_json
         _exit(127);
     }
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    setpgid(pid, pid); /* also here: whichever runs first */
+    setpgid(pid, pid);     /* also here: whichever runs first */
+    orphans_watch(pid, 0); /* a group of that number watched is gone: not this one's */
     free(envp);
     close(p[1]);
     close(devnull);
@@ -387,6 +439,14 @@ void gb_run_result(gb_run_t *r, gb_run_result_t *out) {
     if (r->cancelled) {
         out->status = GB_RUN_CANCELLED;
         gb_fmt(out->error, sizeof out->error, "%s", r->cancel_why);
+    } else if (r->timed_out && cJSON_IsObject(rec) && !rec_err && !r->status_lost &&
+               cJSON_AddStringToObject(rec, "worker_end",
+                                       "killed at its time limit after it wrote this record") &&
+               (out->record_json = cJSON_PrintUnformatted(rec)) != NULL) {
+        /* the measurement is whole; what hung was the worker's exit (a
+         * CUDA or NCCL teardown that never returns): it was a timeout,
+         * the record dropped */
+        out->status = GB_RUN_OK;
     } else if (r->timed_out) {
         out->status = GB_RUN_TIMEOUT;
         gb_fmt(out->error, sizeof out->error, "timed out after %d s (worker killed)", r->timeout_s);
@@ -445,6 +505,7 @@ void gb_run_destroy(gb_run_t **self_p) {
         }
         kill(-r->pid, SIGKILL); /* what the worker started that ignored the TERM */
     }
+    if (r->pid > 0) orphans_watch(r->pid, 1);
     if (r->fd >= 0) close(r->fd);
     gb_run_rdv_close(r);
     free(r);

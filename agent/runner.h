@@ -85,6 +85,10 @@ void gb_run_cancel(gb_run_t *self, const char *why);
 /* After gb_run_poll returned 1: the outcome (record read from
  * dir/result.json). The caller frees out->record_json. */
 void gb_run_result(gb_run_t *self, gb_run_result_t *out);
+/* Where the agent is its PID namespace's init or a subreaper: reap what is
+ * left of ended workers' process groups (their replicas, re-parented to
+ * it). Called once a loop turn; a no-op otherwise. */
+void gb_run_reap_orphans(void);
 int gb_run_pid(const gb_run_t *self);
 
 #endif

@@ -178,6 +178,23 @@ int main(int argc, char **argv) {
         CHECKF(strcmp(res.error, "timed out after 1 s (worker killed)") == 0, "%s", res.error);
         /* the limit plus at most the 300 ms grace, plus scheduling slack */
         CHECKF(took >= 1000 && took < 3000, "took %lld ms", (long long)took);
+    } else if (strcmp(c, "record_then_hang") == 0) {
+        /* a whole record written, then an exit that hangs (a CUDA or NCCL
+         * teardown): the measurement stands, its record saying how the
+         * worker ended (it was a timeout, the record dropped) */
+        char exe[200];
+        script("hang.sh",
+               "#!/bin/sh\nprintf '{\"kind\": \"sleep\", \"slept_ms\": 5}' > \"$5\"\n"
+               "exec sleep 100\n",
+               exe, sizeof exe);
+        run(exe, "{}", 1, -1, &res);
+        CHECKF(res.status == GB_RUN_OK, "status %d: %s", res.status, res.error);
+        CHECKF(res.record_json && strstr(res.record_json, "\"slept_ms\":5") &&
+                   strstr(res.record_json,
+                          "\"worker_end\":\"killed at its time limit after it wrote this record\""),
+               "%s", res.record_json ? res.record_json : "(none)");
+        free(res.record_json);
+        unlink(exe);
     } else if (strcmp(c, "cancel") == 0) {
         run(gb, "{\"kind\": \"sleep\", \"backend\": \"cpu\", \"duration_ms\": 60000}", 100, 100,
             &res);
