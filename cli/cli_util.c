@@ -350,13 +350,37 @@ struct sqlite3 *cli_store_open(const char *cmd, const char *path) {
         sqlite3_close(db);
         return NULL;
     }
+    /* an older store reads without an error, through views that later
+     * migrations fixed: its figures were the wrong ones those fixed (a
+     * scaling baseline of another GPU model, a failed job's given-up
+     * attempt's rate), printed as this version's */
+    sqlite3_stmt *st = NULL;
+    long long v = 0;
+    if (db && sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (db && v > 0 && v < (long long)gb_schema_n_migrations) {
+        fprintf(stderr,
+                "gpubench %s: %s has schema version %lld, this gpubench reads %zu: its views are "
+                "older than this version's, and would show figures it corrected; a coordinator of "
+                "this version upgrades it when it starts on it (gpubench coordinator --db %s)\n",
+                cmd, path, v, gb_schema_n_migrations, path);
+        sqlite3_close(db);
+        return NULL;
+    }
     return db;
 }
 
 static struct sqlite3 *store_open(const char *cmd, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        fprintf(stderr, "gpubench %s: no store at %s\n", cmd, path);
+        /* it reads the file itself: not over the network from wherever
+         * GB_CONTROL points (README's remote set-up) */
+        fprintf(stderr,
+                "gpubench %s: no store at %s (this command reads the coordinator's SQLite file "
+                "itself: run it where that file is, or give its path with --db)\n",
+                cmd, path);
         return NULL;
     }
     if (S_ISDIR(sb.st_mode)) {

@@ -280,15 +280,20 @@ static const char *find_baseline(const cmp_t *c, const char *want, const char *d
                 fprintf(stderr, " ...");
                 break;
             }
-            fprintf(stderr, "%s '%s'", k > 1 ? "," : "", m);
+            fprintf(stderr, "%s '", k > 1 ? "," : "");
+            gb_put_line(stderr, m); /* a stored name: its control bytes as '?' */
+            fputc('\'', stderr);
         }
         fprintf(stderr, ") in %s\n", db);
         return NULL;
     }
     fprintf(stderr, "gpubench compare: --baseline '%s' is ambiguous: it matches %d models:", want,
             nmatch);
-    for (int i = 0; i < nmatch && i < 8; i++)
-        fprintf(stderr, "%s '%s'", i ? "," : "", match[i]);
+    for (int i = 0; i < nmatch && i < 8; i++) {
+        fprintf(stderr, "%s '", i ? "," : "");
+        gb_put_line(stderr, match[i]);
+        fputc('\'', stderr);
+    }
     fprintf(stderr, "%s (give more of the name, or all of it)\n", nmatch > 8 ? ", ..." : "");
     return NULL;
 }

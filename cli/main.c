@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,6 +82,10 @@ int main(int argc, char **argv) {
      * manager's setting): the kernel then reaps our children itself, and
      * the agent never saw a worker end (its job ran for ever) */
     signal(SIGCHLD, SIG_DFL);
+    /* a --db FILE is a file name, never a URI: "file:x.db" opened x.db
+     * (Debian's SQLite reads URIs by default). Before any other SQLite
+     * call; an open that means a URI says SQLITE_OPEN_URI */
+    sqlite3_config(SQLITE_CONFIG_URI, 0);
     if (argc < 2) {
         cmd_help(0, NULL);
         return 2;

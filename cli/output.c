@@ -123,9 +123,16 @@ void gb_table_real(gb_table_t *t, int col, double v, int decimals) {
         c->type = C_NULL;
         return;
     }
-    if (decimals == GB_DECIMALS_RATE) decimals = gb_decimals_for(v, 1);
+    int rate = decimals == GB_DECIMALS_RATE;
+    if (rate) decimals = gb_decimals_for(v, 1);
     char buf[64];
-    snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    /* fixed decimals, unless that form lies: past 1e15 its digits run over
+     * the buffer (1e100 printed 63 digits of about 1e62) and are noise
+     * anyway; a nonzero rate it rounds to 0 showed as 0.000000 */
+    if (fabs(v) >= 1e15 || (rate && v != 0 && fabs(v) < 0.5 * pow(10.0, -decimals)))
+        snprintf(buf, sizeof buf, "%.4g", v);
+    else
+        snprintf(buf, sizeof buf, "%.*f", decimals, v);
     c->type = C_REAL;
     c->d = v;
     c->text = strdup(buf);

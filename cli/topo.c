@@ -4,6 +4,7 @@
 
 #include "cli_util.h"
 #include "gb_util.h"
+#include "output.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -113,8 +114,13 @@ static void print_matrix(FILE *out, const node_topo_t *t) {
         fputc('\n', out);
     }
     fputc('\n', out);
-    for (int i = 0; i < t->n_gpus; i++)
-        fprintf(out, "GPU%d  %s  %s\n", i, t->names[i], t->bus[i]);
+    for (int i = 0; i < t->n_gpus; i++) { /* stored text: its control bytes as '?' */
+        fprintf(out, "GPU%d  ", i);
+        gb_put_line(out, t->names[i]);
+        fputs("  ", out);
+        gb_put_line(out, t->bus[i]);
+        fputc('\n', out);
+    }
 }
 
 int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE *out) {
@@ -172,12 +178,22 @@ int cli_print_topo(const char *db_path, const char *node, gb_format_t fmt, FILE 
         }
         if (found > 1) fputc('\n', out);
         if (n_gpus == 0 || t->n_gpus == 0) {
-            fprintf(out, "node %s (agent %s): no GPUs%s", name, id, nvml && *nvml ? ": " : "");
+            fputs("node ", out);
+            gb_put_line(out, name);
+            fputs(" (agent ", out);
+            gb_put_line(out, id);
+            fprintf(out, "): no GPUs%s", nvml && *nvml ? ": " : "");
             gb_put_line(out, nvml);
             fputc('\n', out);
             continue;
         }
-        fprintf(out, "node %s (agent %s): %d GPU(s), %s\n\n", name, id, n_gpus, model);
+        fputs("node ", out);
+        gb_put_line(out, name);
+        fputs(" (agent ", out);
+        gb_put_line(out, id);
+        fprintf(out, "): %d GPU(s), ", n_gpus);
+        gb_put_line(out, model);
+        fputs("\n\n", out);
         print_matrix(out, t);
         matrices++;
     }

@@ -385,6 +385,15 @@ store)
     # an older store without v_models; exit 1, said
     store_refusals compare v_models 18
     store_refusals compare v_gemm_models 20 --kind gemm
+    # a stored model name with an escape sequence (a record's device_model)
+    # is never printed raw in the --baseline refusals (it was: a terminal
+    # ran it)
+    cp "$DB" "$T/esc.db"
+    sqlite3 "$T/esc.db" "UPDATE results SET device_model = 'GPU ' || char(27) || '[2J X'
+        WHERE device_model IS NOT NULL"
+    "$GB" compare --db "$T/esc.db" --baseline zzz >/dev/null 2>"$T/e.txt"; eq "esc: unknown baseline" "$?" 1
+    grep -q "$(printf '\033')" "$T/e.txt" && fail "an escape byte printed: $(cat -v "$T/e.txt")"
+    contains "esc: named safely" "$T/e.txt" "'GPU ?[2J X'"
     # read-only: the store is not written (no -wal left behind, same bytes)
     sum=$(cksum <"$DB")
     check "compare reads" "$GB" compare --db "$DB" >/dev/null

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 start_coord
 start_agent a1
-start_agent a2 --label role=big
+start_agent a2 --labels role=big
 wait_nodes 2
 
 "$GB" nodes --forget a1 >"$T/f1.out" 2>"$T/f1.err"
@@ -70,7 +70,7 @@ eq "still refused after a restart" "$?" 1
 eq "its row untouched by the restart" "$(q "SELECT state || ',' || last_seen FROM nodes WHERE name = 'a2'")" "$seen"
 
 # its agent returns: known again
-start_agent a2 --label role=big
+start_agent a2 --labels role=big
 wait_nodes 2
 eq "forgotten_at cleared" "$(q "SELECT forgotten_at IS NULL FROM v_nodes WHERE node = 'a2'")" 1
 back=$(submit --kind sleep --labels role=big --param duration_ms=10)

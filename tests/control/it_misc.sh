@@ -970,6 +970,40 @@ PY
     sweep=$(submit --kind sleep --param duration_ms=100 --timeout 10)
     check "the job ends done" "$GB" wait "$sweep" --quiet --timeout 20
     ;;
+agent_pid1)
+    # an agent that is its PID namespace's init (a container's entrypoint
+    # with no --init): a timed-out data-parallel job's replica processes,
+    # killed with the worker's group, were re-parented to it and stayed
+    # its zombies for ever. Skipped where a PID namespace cannot be made
+    unshare --pid --fork --mount-proc true 2>/dev/null || { echo "skip: no PID namespace here"; exit 0; }
+    start_coord
+    printf '#!/bin/sh\nexec unshare --pid --kill-child --mount-proc %s "$@"\n' "$GB" >"$T/gb-ns"
+    chmod +x "$T/gb-ns"
+    real=$GB GB=$T/gb-ns
+    start_agent a1
+    GB=$real
+    wait_nodes 1
+    agent=$(pgrep -P "${AGENT_PID[a1]}" | head -n 1)
+    [ -n "$agent" ] || fail "no agent under unshare"
+    eq "the agent is its namespace's pid 1" "$(awk '/^NSpid:/ {print $NF}' "/proc/$agent/status")" 1
+    sweep=$(submit --kind resnet50 --backend cpu --batch 2 --steps 2000 --warmup 1 --image-size 32 \
+        --gpus 2 --param launch=processes --timeout 4 --max-attempts 1)
+    # both replicas started (they are the worker's children) before the limit
+    for _ in $(seq 200); do
+        w=$(pgrep -P "$agent" -f "gpubench worker" | head -n 1)
+        [ -n "$w" ] && [ "$(pgrep -P "$w" | wc -l)" -ge 2 ] && break
+        sleep 0.05
+    done
+    [ -n "$w" ] && [ "$(pgrep -P "$w" | wc -l)" -ge 2 ] || fail "the replicas never started"
+    "$GB" wait "$sweep" --quiet --timeout 60
+    eq "timed out" "$(q "SELECT status FROM results")" timeout
+    for _ in $(seq 60); do
+        [ -z "$(ps --ppid "$agent" -o stat= | grep Z)" ] && break
+        sleep 0.05
+    done
+    z=$(ps --ppid "$agent" -o pid=,stat=,comm= | grep " Z" || true)
+    [ -z "$z" ] || fail "zombies under the agent: $z"
+    ;;
 relabel)
     # the one node a sweep's labels choose registers again with other
     # labels while its jobs wait: they can never run, so they fail saying

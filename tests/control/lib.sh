@@ -112,6 +112,17 @@ store_refusals() {
     sqlite3 "$T/old.db" "DROP VIEW $view; PRAGMA user_version = $version"
     "$GB" "$cmd" --db "$T/old.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: an older store" "$?" 1
     contains "$cmd: an older store" "$T/e.txt" "has schema version $version, this gpubench reads"
+    # an older store whose views all work: read without a word, its views
+    # showed the figures later migrations corrected
+    cp "$DB" "$T/old.db"
+    sqlite3 "$T/old.db" "PRAGMA user_version = $version"
+    "$GB" "$cmd" --db "$T/old.db" "$@" >/dev/null 2>"$T/e.txt"; eq "$cmd: an older store that reads" "$?" 1
+    contains "$cmd: an older store that reads" "$T/e.txt" "its views are older than this version's"
+    # a --db is a file name, not a URI ("file:X" read X)
+    cp "$DB" "$T/file:x.db"
+    (cd "$T" && "$GB" "$cmd" --db "file:x.db" "$@" >/dev/null 2>"$T/e.txt") ||
+        fail "$cmd: a store named file:x.db: $(cat "$T/e.txt")"
+    rm -f "$T/file:x.db"
 }
 # usage_errors CMD [ARG...]: each line on stdin, "MORE|WANT", is a usage
 # error of `gpubench CMD ARG... MORE` (MORE split at blanks): exit 2, WANT

@@ -155,6 +155,22 @@ int main(int argc, char **argv) {
                "\n%s", out);
         free(out);
         gb_table_destroy(&u);
+    } else if (strcmp(c, "real_extremes") == 0) {
+        /* a huge figure prints its magnitude (1e100 printed 63 digits of
+         * about 1e62: the buffer cut it); a tiny nonzero rate is not 0 */
+        static const char *const one[] = {"img_s"};
+        gb_table_t *u = gb_table_new(1, one);
+        CHECK(u && gb_table_row(u) == 0);
+        gb_table_real(u, 0, 1e100, GB_DECIMALS_RATE);
+        CHECK(gb_table_row(u) == 0);
+        gb_table_real(u, 0, 1.23456e-9, GB_DECIMALS_RATE);
+        CHECK(gb_table_row(u) == 0);
+        gb_table_real(u, 0, 2.345, GB_DECIMALS_RATE);
+        char *out = print(u, GB_FMT_TABLE);
+        CHECKF(strstr(out, "1e+100\n") && strstr(out, "1.235e-09\n") && strstr(out, "2.345\n"),
+               "\n%s", out);
+        free(out);
+        gb_table_destroy(&u);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
