@@ -141,8 +141,11 @@ struct cagent {
     cjob_t *running[MAX_SLOTS];
     int n_running;
     int reported_busy; /* jobs the agent last said it runs (ours or stale ones it is stopping) */
-    int seen_dirty;    /* last_seen changed and is not written yet */
-    int in_store;      /* found in the store by the last resync */
+    /* the oldest waiting multi-node job that could run on it holds it
+     * (gang_reserve, one placement pass): no newer job is placed on it */
+    const cjob_t *reserved_for;
+    int seen_dirty;                 /* last_seen changed and is not written yet */
+    int in_store;                   /* found in the store by the last resync */
     char key[GB_CURVE_Z85_LEN + 1]; /* CURVE key it registered with ("" without CURVE) */
     /* why it cannot start workers now, from its heartbeats ("" when it
      * can): it is offered no job meanwhile (docs/control-plane.md) */
@@ -914,10 +917,13 @@ static void dispatch(gb_coord_t *c) {
              j && a->n_running < a->slots && a->reported_busy < a->slots; j = next) {
             next = j->next;
             char backend[8], why[256];
+            if (j == a->reserved_for) break; /* what comes after it is newer */
             if (is_multi(j)) continue;
             if (gb_place_fits(&caps, &j->def, backend, why, sizeof why)) assign(c, j, a, backend);
         }
     }
+    for (size_t i = 0; i < c->n_agents; i++)
+        c->agent_list[i]->reserved_for = NULL; /* a pass's own: the job may end before the next */
 }
 
 static void flush(gb_coord_t *c);
@@ -2183,7 +2189,7 @@ static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *back
             /* idle, not only a free slot: a rank beside another job on the
              * node would measure both (docs/scaling.md) */
             if (a->state != A_CONNECTED || a->rendezvous < 1 || a->n_running > 0 ||
-                a->reported_busy > 0 || a->unable[0])
+                a->reported_busy > 0 || a->unable[0] || (a->reserved_for && a->reserved_for != j))
                 continue;
             gb_node_caps_t caps;
             char be[8], why[256];
@@ -2199,8 +2205,49 @@ static int gang_pick(gb_coord_t *c, const cjob_t *j, cagent_t **pick, char *back
     return 0;
 }
 
+/* The agents that could run a rank of j on backend, the idle ones first:
+ * counted, or (mark) held for it, n_nodes of them. */
+static int gang_candidates(gb_coord_t *c, const cjob_t *j, const char *backend, int mark) {
+    int k = 0, n = j->def.n_nodes;
+    for (int idle = 1; idle >= 0 && (!mark || k < n); idle--)
+        for (size_t i = 0; i < c->n_agents && (!mark || k < n); i++) {
+            cagent_t *a = c->agent_list[i];
+            if (a->state != A_CONNECTED || a->rendezvous < 1 || a->unable[0] || a->reserved_for ||
+                (a->n_running == 0 && a->reported_busy == 0) != idle)
+                continue;
+            gb_node_caps_t caps;
+            char be[8], why[256];
+            agent_caps(a, &caps);
+            if (!gb_place_fits(&caps, &j->def, be, why, sizeof why) || strcmp(be, backend) != 0)
+                continue;
+            if (mark) a->reserved_for = j;
+            k++;
+        }
+    return k;
+}
+
+/* j, a multi-node job that cannot be placed now, holds the agents it
+ * would run on, when enough connected ones could run it: n_nodes of one
+ * backend, the idle ones first. Newer jobs are then not placed on them, so
+ * they come free for it: one-node jobs submitted after it took each node
+ * as it came free, and it waited as long as they kept coming (a sweep's
+ * `wait` with it). 1 when it holds them. */
+static int gang_reserve(gb_coord_t *c, const cjob_t *j) {
+    static const char *const order[] = {"cuda", "cpu"};
+    for (size_t b = 0; b < 2; b++) {
+        if (strcmp(j->def.backend, "auto") != 0 && strcmp(j->def.backend, order[b]) != 0) continue;
+        if (gang_candidates(c, j, order[b], 0) < j->def.n_nodes) continue;
+        gang_candidates(c, j, order[b], 1);
+        return 1;
+    }
+    return 0;
+}
+
 static void gang_dispatch(gb_coord_t *c) {
     cagent_t **pick = NULL;
+    for (size_t i = 0; i < c->n_agents; i++)
+        c->agent_list[i]->reserved_for = NULL;
+    int held = 0; /* the oldest waiting one holds its agents; the rest backfill around them */
     for (cjob_t *j = c->q_head, *next; j; j = next) {
         next = j->next;
         if (!is_multi(j)) continue;
@@ -2208,7 +2255,10 @@ static void gang_dispatch(gb_coord_t *c) {
         if (!p) break;
         pick = p;
         char backend[8];
-        if (gang_pick(c, j, pick, backend)) gang_place(c, j, pick, backend);
+        if (gang_pick(c, j, pick, backend))
+            gang_place(c, j, pick, backend);
+        else if (!held)
+            held = gang_reserve(c, j);
     }
     free(pick);
 }

@@ -415,6 +415,28 @@ cancel)
         "1/cancelled/-15/cancelled by request"
     no_workers a1 a2
     ;;
+reserve)
+    # a multi-node job that waits for busy nodes holds them: one-node jobs
+    # submitted after it are not placed on them as they come free. They
+    # took each node as it came free, and the two-node job ran after every
+    # one of them (it waits as long as they keep coming)
+    start_coord
+    start_agent a1
+    start_agent a2
+    wait_nodes 2
+    s1=$(submit --kind sleep --param duration_ms=600 --repeat 4)
+    wait_running "$s1" 2
+    s2=$(submit --kind sleep --param n_nodes=2 --param duration_ms=200)
+    s3=$(submit --kind sleep --param duration_ms=600 --repeat 6)
+    check "all ends" "$GB" wait "$s3" --quiet --timeout 60
+    check "the gang ends" "$GB" wait "$s2" --quiet --timeout 60
+    gang=$(q "SELECT min(a.assigned_at) FROM attempts a JOIN jobs j USING (job_id) WHERE j.sweep_id = $s2")
+    later=$(q "SELECT min(a.assigned_at) FROM attempts a JOIN jobs j USING (job_id) WHERE j.sweep_id = $s3")
+    [[ "$gang" < "$later" ]] || fail "the two-node job ($gang) was placed after a newer one-node job ($later)"
+    # the jobs before it still ran first (no reservation for them)
+    eq "sweep 1 before it" "$(q "SELECT count(*) FROM attempts a JOIN jobs j USING (job_id)
+        WHERE j.sweep_id = $s1 AND a.assigned_at > '$gang'")" 0
+    ;;
 cancel_held)
     # cancelled while rank 0's "peer gone" failure is held and rank 1 has
     # ended ok: the cancel ends the gang at once, which frees the job, and
