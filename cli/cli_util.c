@@ -100,11 +100,16 @@ static void on_signal(int sig) {
 }
 
 int cli_end_by_signal(int rc) {
+    stop_flag = NULL; /* the command's own, in its frame, which ends now */
+    /* the output first: a signal that comes while it is written (a pipe
+     * that blocks) is one too. It was looked for before main's flush, and
+     * one caught during that flush was lost (exit 0) */
+    int out_failed = fflush(stdout) != 0 || ferror(stdout);
     int sig = stop_signal;
     if (!sig) return rc;
-    /* dying skips main's flush and its check: a table that could not be
-     * written is said there, with exit status 1, instead */
-    if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : 1;
+    /* dying skips main's check: a table that could not be written is said
+     * there, with exit status 1, instead */
+    if (out_failed) return rc ? rc : 1;
     fflush(stderr);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -119,14 +124,29 @@ int cli_end_by_signal(int rc) {
     return 128 + sig; /* not reached */
 }
 
+/* sig's handler set to sa; a hangup ignored by whoever started us stays
+ * ignored: `nohup gpubench run` had the terminal's close cancel its sweep.
+ * (SIGINT is caught even where ignored: a script's `gpubench run &` has
+ * it ignored by the shell, and `kill -INT` is how such a script stops the
+ * run.) The first look decides, for every later call. */
+static void catch_signal(int sig, const struct sigaction *sa) {
+    static int looked, hup_ignored;
+    if (sig == SIGHUP && !looked) {
+        struct sigaction old;
+        hup_ignored = sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+        looked = 1;
+    }
+    if (sig != SIGHUP || !hup_ignored) sigaction(sig, sa, NULL);
+}
+
 void cli_stop_on_signals(atomic_int *flag) {
     stop_flag = flag;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    catch_signal(SIGINT, &sa);
+    catch_signal(SIGTERM, &sa);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -136,9 +156,9 @@ void cli_signals_restart(void) {
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    catch_signal(SIGINT, &sa);
+    catch_signal(SIGTERM, &sa);
+    catch_signal(SIGHUP, &sa);
 }
 
 void cli_stop_on_hangup(void) {
@@ -146,7 +166,7 @@ void cli_stop_on_hangup(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGHUP, &sa, NULL);
+    catch_signal(SIGHUP, &sa);
 }
 
 static atomic_int *reload_flag;

@@ -224,6 +224,14 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
     Gb__SweepStatus last = GB__SWEEP_STATUS__INIT;
     int have_last = 0;
     for (;;) {
+        if (o->gone && atomic_load(o->gone)) {
+            gb_log_end_partial_line();
+            fprintf(stderr,
+                    "gpubench %s: the local coordinator or agent stopped (its log above says why); "
+                    "sweep %" PRIu64 " did not finish\n",
+                    cmd, sweep_id);
+            return 1;
+        }
         if (stop && atomic_load(stop)) {
             gb_log_end_partial_line();
             /* run says it with what it did then ("interrupted: sweep N
@@ -248,8 +256,10 @@ int cli_wait(const char *control, const gb_curve_client_t *curve, uint64_t sweep
         if (deadline && deadline - now < req_ms)
             req_ms = deadline - now > 100 ? (int)(deadline - now) : 100;
         int rc = gb_request_ex(control, curve, &env, req_ms, &rep, err, sizeof err);
-        if (stop && atomic_load(stop)) { /* the request cut short by it ("interrupted"): */
-            gb_wire_free(&rep);          /* said once, at the top */
+        if ((stop && atomic_load(stop)) || (o->gone && atomic_load(o->gone))) {
+            /* the request cut short by it ("interrupted"), or the daemons
+             * ended: said once, at the top */
+            gb_wire_free(&rep);
             continue;
         }
         if (rc != -2) refused = 0;

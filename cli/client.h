@@ -66,6 +66,10 @@ typedef struct cli_wait_opts {
     int interval_ms;  /* between status requests */
     int progress;     /* > 0 always draw the progress line, < 0 never, 0 on a terminal */
     atomic_int *stop; /* NULL, or set by a signal: stop waiting */
+    /* NULL, or set when the coordinator this waits on ended in this process
+     * (run's own): stop waiting, said; it waited for ever, asking a
+     * coordinator that had stopped (a damaged or replaced store) */
+    atomic_int *gone;
     /* say "interrupted" when stopped (0 where the caller says what the stop
      * made it do, as run does) */
     int say_interrupted;

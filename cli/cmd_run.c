@@ -114,12 +114,14 @@ typedef struct runner {
     gb_coord_t *coord;
     gb_agent_t *agent;
     int rc;
+    atomic_int *gone; /* set when the thread ends (asked to, or on its own) */
 } runner_t;
 
 static void *coord_thread(void *arg) {
     runner_t *r = arg;
     gb_log_set_component("coord");
     r->rc = gb_coord_run(r->coord);
+    atomic_store(r->gone, 1);
     return NULL;
 }
 
@@ -127,6 +129,7 @@ static void *agent_thread(void *arg) {
     runner_t *r = arg;
     gb_log_set_component("agent");
     r->rc = gb_agent_run(r->agent);
+    atomic_store(r->gone, 1);
     return NULL;
 }
 
@@ -324,11 +327,11 @@ int cmd_run(int argc, char **argv) {
     /* stop: a signal (the user's); daemons, agent_stop: the embedded
      * coordinator and agent, stopped only once an unfinished sweep has been
      * cancelled, the agent first (its node is `stopped` in the store) */
-    atomic_int stop = 0, daemons = 0, agent_stop = 0;
+    atomic_int stop = 0, daemons = 0, agent_stop = 0, gone = 0;
     cli_stop_on_signals(&stop);
     cli_stop_on_hangup(); /* the terminal closed: as Ctrl-C, the sweep cancelled */
     int rc = 1;
-    runner_t rc_coord = {0}, rc_agent = {0};
+    runner_t rc_coord = {.gone = &gone}, rc_agent = {.gone = &gone};
     pthread_t tc, ta;
     int have_tc = 0, have_ta = 0;
 
@@ -426,13 +429,16 @@ int cmd_run(int argc, char **argv) {
     /* run says an interrupt itself, with what it did, and prints each
      * job's error in its table */
     cli_wait_opts_t wo = {
-        .cmd = "run", .timeout_s = (int)timeout, .interval_ms = 200, .stop = &stop};
+        .cmd = "run", .timeout_s = (int)timeout, .interval_ms = 200, .stop = &stop, .gone = &gone};
     rc = cli_wait(control, NULL, sweep, &wo);
-    if (rc != 0 && stop_sweep(control, sweep,
-                              atomic_load(&stop) ? STOP_INTERRUPTED
-                              : timeout > 0      ? STOP_TIMED_OUT
-                                                 : STOP_ENDED,
-                              timeout) != 0)
+    /* (a daemon that ended takes no cancel: asked, it waited a request's
+     * timeout for each) */
+    if (rc != 0 && !atomic_load(&gone) &&
+        stop_sweep(control, sweep,
+                   atomic_load(&stop) ? STOP_INTERRUPTED
+                   : timeout > 0      ? STOP_TIMED_OUT
+                                      : STOP_ENDED,
+                   timeout) != 0)
         rc = 1;
     /* the agent, then the coordinator once it has its last word (a second
      * at most: else the node is left `disconnected`, as by a restart) */

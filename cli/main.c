@@ -8,6 +8,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -78,6 +79,18 @@ int cmd_version(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* fds 0-2 open, on /dev/null where they were closed: started with one
+     * closed (`2>&-`), the next file opened took it, and run's coordinator
+     * wrote its stderr lines into its lock file and then the store, which
+     * SQLite then found malformed, its earlier results with it */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
     /* an ignored SIGCHLD is inherited across exec (a wrapper, a service
      * manager's setting): the kernel then reaps our children itself, and
      * the agent never saw a worker end (its job ran for ever) */

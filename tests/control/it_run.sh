@@ -14,6 +14,10 @@
 #            default with its count (before a store is made), taken with
 #            --max-jobs raised, end to end (run's own check and its embedded
 #            coordinator's: the sweep stored whole), then cut short
+#   closed_fds stderr (then stdout too) closed: the store stays sound
+#   coordinator_gone the embedded coordinator stops mid-sweep (its store
+#            replaced): run ends, exit 1, saying so (it waited for ever)
+#   nohup    SIGHUP ignored at the start (nohup): a hangup does not cancel
 #   default_cpu the default sweep on a CPU with and without bf16 (oneDNN
 #            held to AVX512_CORE by DNNL_MAX_CPU_ISA): -h says what it is,
 #            and the sweep the coordinator takes holds those jobs (cut
@@ -21,6 +25,62 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
+if [ "$case" = closed_fds ]; then
+    # started with stderr closed (`2>&-`): the next file opened took fd 2,
+    # and the coordinator's log lines went into its lock file and then the
+    # store, which SQLite then found malformed, earlier results with it.
+    # Then with stdout closed too
+    printf '{"kind": "sleep", "duration_ms": [10, 20]}' >"$T/s.json"
+    check "a first run" "$GB" run --db "$T/fd.db" --spec "$T/s.json" >/dev/null 2>"$T/fd.log"
+    "$GB" run --db "$T/fd.db" --spec "$T/s.json" --verbose >/dev/null 2>&-
+    eq "stderr closed: the run ends well" "$?" 0
+    "$GB" run --db "$T/fd.db" --spec "$T/s.json" --verbose >&- 2>&-
+    eq "stdout closed too" "$?" 0
+    eq "the store is sound" "$(sqlite3 "$T/fd.db" "PRAGMA integrity_check")" ok
+    eq "with every run's results" "$(sqlite3 "$T/fd.db" "SELECT count(*) FROM results WHERE status = 'ok'")" 6
+    echo ok
+    exit 0
+fi
+if [ "$case" = coordinator_gone ]; then
+    # the embedded coordinator stops mid-sweep (another file moved over its
+    # store): run ends, exit 1, saying so. It asked the stopped coordinator
+    # for ever ("still waiting")
+    printf '{"kind": "sleep", "duration_ms": 20000}' >"$T/long.json"
+    "$GB" run --db "$T/gone.db" --spec "$T/long.json" >"$T/gone.out" 2>"$T/gone.log" &
+    RUN_PID=$!
+    PIDS+=("$RUN_PID")
+    for _ in $(seq 200); do
+        [ "$(sqlite3 "$T/gone.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
+        sleep 0.05
+    done
+    cp "$T/gone.db" "$T/other.db"
+    mv "$T/other.db" "$T/gone.db"
+    t0=$(date +%s)
+    wait "$RUN_PID"
+    eq "run ends, exit 1" "$?" 1
+    [ $(($(date +%s) - t0)) -le 15 ] || fail "run took $(($(date +%s) - t0)) s to see it"
+    contains "says why" "$T/gone.log" "gpubench run: the local coordinator or agent stopped (its log above says why); sweep 1 did not finish"
+    echo ok
+    exit 0
+fi
+if [ "$case" = nohup ]; then
+    # started with SIGHUP ignored (nohup): a hangup leaves it running to
+    # its end (it cancelled the sweep, as a terminal's close does otherwise)
+    printf '{"kind": "sleep", "duration_ms": 1500}' >"$T/hup.json"
+    (trap '' HUP; exec "$GB" run --db "$T/hup.db" --spec "$T/hup.json" >"$T/hup.out" 2>"$T/hup.log") &
+    RUN_PID=$!
+    PIDS+=("$RUN_PID")
+    for _ in $(seq 200); do
+        [ "$(sqlite3 "$T/hup.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
+        sleep 0.05
+    done
+    kill -HUP "$RUN_PID"
+    wait "$RUN_PID"
+    eq "the run goes on to its end" "$?" 0
+    eq "its job done" "$(sqlite3 "$T/hup.db" "SELECT state FROM jobs")" done
+    echo ok
+    exit 0
+fi
 if [ "$case" = max_jobs ]; then
     # 24 x 417 = 10,008 sleep jobs, just over the default limit
     /usr/bin/python3 -c 'import json; print(json.dumps({"kind": "sleep", "duration_ms": list(range(24)), "repeat": 417}))' >"$T/big.json"
