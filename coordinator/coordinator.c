@@ -793,6 +793,16 @@ static void attempt_retry(gb_coord_t *c, cjob_t *j, const char *reason, int coun
         job_finish(c, j, "failed", err);
         return;
     }
+    /* no known node can run it any more (its node came back able to run
+     * less, and its attempt was lost with that): it waited queued for
+     * ever */
+    char why[700];
+    if (!satisfiable(c, &j->def, why, sizeof why)) {
+        char err[1200];
+        gb_fmt(err, sizeof err, "%s; and no known node can run it now: %s", reason, why);
+        job_finish(c, j, "failed", err);
+        return;
+    }
     if (gb_store_job_requeue(c->store, j->id, j->refused) != 0)
         store_err(c, "re-queueing job %" PRIu64, j->id);
     j->state = J_QUEUED;
@@ -1372,7 +1382,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
         if (ref_listed(c, h->running, h->n_running, j->id, j->attempt)) {
             if (!j->started) {
                 j->started = 1;
-                if (gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
+                if (gb_store_begin(c->store) != 0 ||
+                    gb_store_attempt_started(c->store, j->id, j->attempt, now) != 0)
                     store_err(c, "job %" PRIu64 " started", j->id);
             }
             cancel_again(c, a, j, 1);
@@ -1388,7 +1399,8 @@ static void on_hello(gb_coord_t *c, gb_frame_t *f, const Gb__Envelope *env) {
             gb_info("job %" PRIu64 " attempt %u: agent %s registered without it, and it was "
                     "cancelled: not sent again",
                     j->id, j->attempt, a->name);
-            if (gb_store_attempt_end(c->store, j->id, j->attempt, "cancelled", cancel_why(j),
+            if (gb_store_begin(c->store) != 0 ||
+                gb_store_attempt_end(c->store, j->id, j->attempt, "cancelled", cancel_why(j),
                                      now) != 0)
                 store_err(c, "ending attempt %u of job %" PRIu64, j->attempt, j->id);
             send_cancel(c, a->id, j->id, j->attempt, cancel_why(j));
@@ -2431,7 +2443,9 @@ static int gang_result(gb_coord_t *c, cagent_t *a, cjob_t *j, const Gb__Result *
         if (j && j->gang && j->attempt == r->attempt) {
             char reason[GB_GANG_REASON_MAX];
             gb_fmt(reason, sizeof reason, "rank %d on %s: %s", rank, a->name, r->error);
-            attempt_lost_ex(c, j, reason, 1, a); /* may end (free) j */
+            /* that rank is lost (its row says why), and with it the attempt
+             * (attempt_lost_ex skipped the rank: its agent is connected) */
+            gang_rank_lost(c, j, rank, reason, 1); /* may end (free) j */
         } else {
             gb_info("job %" PRIu64 " attempt %u rank %d: %s (the attempt had ended)", r->job_id,
                     r->attempt, rank, r->error);
@@ -3283,13 +3297,17 @@ static void on_cancel(gb_coord_t *c, const gb_frame_t *f, const Gb__Envelope *en
                 gb_store_job_cancel_requested(c->store, j->id, j->cancel_why) != 0)
                 store_err(c, "cancelling job %" PRIu64, j->id);
             j->cancel_sent_ms = gb_mono_ms();
-            stopping++;
             /* last: a gang whose other ranks had all ended (one's failure
              * held) ends here, and j is freed (it was written after) */
+            uint64_t id = j->id;
             if (j->gang)
                 gang_cancel(c, j);
             else
                 send_cancel(c, j->agent->id, j->id, j->attempt, cancel_why(j));
+            if (gb_map_get_u64(c->jobs, id) == j)
+                stopping++;
+            else
+                cancelled++; /* ended already */
         }
     }
     free(x.hits);
@@ -4197,7 +4215,9 @@ static void *bind_router(gb_coord_t *c, const char *ep, size_t maxmsg, char *out
  * none. */
 static int lock_store(gb_coord_t *c, char *err, size_t errlen) {
     const char *p = c->cfg.db_path;
-    if (!p || !p[0] || strcmp(p, ":memory:") == 0 || strncmp(p, "file:", 5) == 0) return 0;
+    /* (a name "file:..." is a file: gpubench reads no URIs; two
+     * coordinators on --db file:x.db both ran) */
+    if (!p || !p[0] || strcmp(p, ":memory:") == 0) return 0;
     struct stat st;
     c->db_made = lstat(p, &st) != 0 && errno == ENOENT; /* removed again if the start fails */
     if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {

@@ -975,7 +975,7 @@ agent_pid1)
     # with no --init): a timed-out data-parallel job's replica processes,
     # killed with the worker's group, were re-parented to it and stayed
     # its zombies for ever. Skipped where a PID namespace cannot be made
-    unshare --pid --fork --mount-proc true 2>/dev/null || { echo "skip: no PID namespace here"; exit 0; }
+    unshare --pid --fork --mount-proc true 2>/dev/null || { echo "SKIP: no PID namespace here" >&2; exit 77; }
     start_coord
     printf '#!/bin/sh\nexec unshare --pid --kill-child --mount-proc %s "$@"\n' "$GB" >"$T/gb-ns"
     chmod +x "$T/gb-ns"
@@ -1028,6 +1028,21 @@ relabel)
     contains "... naming what a1 lacks now" "$T/why.txt" "node a1 lacks labels pool=x (it has pool=y)"
     check "the other node's job runs" "$GB" wait "$other" --quiet --timeout 20
     contains "said" "$T/coord.log" "agent a1 registered again able to run less: "
+    # the same node killed while it runs such a job, back with other labels
+    # before it is found lost: the attempt is lost ("came back without
+    # it"), and the job, which no node can run now, fails (it was queued
+    # again, to wait for ever)
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1 --labels pool=x
+    wait_nodes 2
+    s3=$(submit --kind sleep --param duration_ms=5000 --labels pool=x)
+    wait_running "$s3" 1
+    kill -KILL "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    start_agent a1 --labels pool=y
+    "$GB" wait "$s3" --quiet --timeout 20
+    eq "the crashed node's job ends (failed)" "$?" 1
+    q "SELECT state || ': ' || error FROM jobs WHERE sweep_id = $s3" >"$T/why3.txt"
+    contains "saying why" "$T/why3.txt" "agent a1 came back without it; and no known node can run it now: "
     ;;
 coord_stall)
     # the coordinator stopped (SIGSTOP, a paused VM) for four lost windows

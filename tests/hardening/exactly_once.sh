@@ -49,8 +49,10 @@ assert_exactly_once() {
     for line in $acks; do
         IFS=, read -r node job att <<<"$line"
         if [ "$(q "SELECT count(*) FROM ranks WHERE job_id = $job AND attempt = $att")" != 0 ]; then
+            # (a rank's lost outcome: its row lost, with the agent's why)
             [ "$(q "SELECT count(*) FROM ranks k JOIN nodes n USING (agent_id) WHERE k.job_id = $job
-                    AND k.attempt = $att AND n.name = '$node' AND k.status IS NOT NULL")" = 1 ] ||
+                    AND k.attempt = $att AND n.name = '$node' AND (k.status IS NOT NULL OR
+                    (k.state = 'lost' AND k.error LIKE '%the agent''s spooled result %'))")" = 1 ] ||
                 { echo "acknowledged but not stored: rank report of $node, job,attempt $job,$att" >&2; missing=$((missing + 1)); }
         else
             # a lost outcome (the agent's spool entry unreadable) is stored
