@@ -135,6 +135,17 @@ store_lock)
     # once the first stops, the store is free again
     kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
     LISTEN= CONTROL= start_coord
+    # a store named file:... is a file too, locked as any (it was taken
+    # for a URI and not locked: two coordinators ran on it)
+    (cd "$T" && exec "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db file:f.db >"$T/f1.log" 2>&1) &
+    f1=$!
+    PIDS+=("$f1")
+    for _ in $(seq 100); do [ -e "$T/file:f.db" ] && break; sleep 0.05; done
+    sleep 0.3
+    (cd "$T" && timeout 10 "$GB" coordinator --listen 'tcp://127.0.0.1:*' --control 'tcp://127.0.0.1:*' --db file:f.db >"$T/f2.log" 2>&1) &&
+        fail "a second coordinator on file:f.db started"
+    contains "file:f.db: says why" "$T/f2.log" "is in use by another coordinator"
+    kill -TERM "$f1"; wait "$f1" 2>/dev/null
     ;;
 port_held)
     # a port named outright and held a moment (a client's connection that
