@@ -343,6 +343,7 @@ int cmd_run(int argc, char **argv) {
     cc.db_path = db;
     cc.max_jobs_per_sweep = (size_t)max_jobs;
     cc.stop = &daemons;
+    cc.new_sweeps_only = 1; /* a fleet's store: its queued jobs are not run here */
     rc_coord.coord = gb_coord_new(&cc, err, sizeof err);
     if (!rc_coord.coord) {
         fprintf(stderr, "gpubench run: coordinator: %s\n", err);

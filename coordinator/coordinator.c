@@ -210,13 +210,14 @@ struct gb_coord {
      * back-off instead of failing (and being reloaded and logged) again
      * every turn while the disk stays full */
     int64_t reload_changes;
-    gb_map_t *peers;        /* fd -> "addr:port" of accepted connections (read_monitor) */
-    gb_map_t *spoke;        /* fd -> messages read from control connections on it, not yet
-                               matched with their disconnect (intptr_t) */
-    int control_backlog;    /* this turn left control messages unread */
-    int srcfd_works;        /* ZMQ_SRCFD named a connection once (it is deprecated) */
-    gb_rate_t *refusal_log; /* one "refused a peer" line per host and reason a while */
-    int reject_quiet;       /* reject(): log at debug level (refusal_log said it already) */
+    uint64_t place_min_sweep; /* cfg.new_sweeps_only: jobs of older sweeps are not placed */
+    gb_map_t *peers;          /* fd -> "addr:port" of accepted connections (read_monitor) */
+    gb_map_t *spoke;          /* fd -> messages read from control connections on it, not yet
+                                 matched with their disconnect (intptr_t) */
+    int control_backlog;      /* this turn left control messages unread */
+    int srcfd_works;          /* ZMQ_SRCFD named a connection once (it is deprecated) */
+    gb_rate_t *refusal_log;   /* one "refused a peer" line per host and reason a while */
+    int reject_quiet;         /* reject(): log at debug level (refusal_log said it already) */
     /* request ids asked about with only_if_made before any sweep had them:
      * their submit, should it still arrive (another connection, no order
      * between the two), is dropped; the last 64 */
@@ -928,7 +929,7 @@ static void dispatch(gb_coord_t *c) {
             next = j->next;
             char backend[8], why[256];
             if (j == a->reserved_for) break; /* what comes after it is newer */
-            if (is_multi(j)) continue;
+            if (is_multi(j) || j->sweep_id < c->place_min_sweep) continue;
             if (gb_place_fits(&caps, &j->def, backend, why, sizeof why)) assign(c, j, a, backend);
         }
     }
@@ -2262,7 +2263,7 @@ static void gang_dispatch(gb_coord_t *c) {
     int held = 0; /* the oldest waiting one holds its agents; the rest backfill around them */
     for (cjob_t *j = c->q_head, *next; j; j = next) {
         next = j->next;
-        if (!is_multi(j)) continue;
+        if (!is_multi(j) || j->sweep_id < c->place_min_sweep) continue;
         cagent_t **p = realloc(pick, (size_t)j->def.n_nodes * sizeof *p);
         if (!p) break;
         pick = p;
@@ -3985,10 +3986,25 @@ static int load_work(gb_coord_t *c, int reload) {
     return 0;
 }
 
+static void max_sweep(void *ctx, void *value) {
+    uint64_t *m = ctx;
+    const csweep_t *s = value;
+    if (s->id > *m) *m = s->id;
+}
+
 static int load_state(gb_coord_t *c, char *err, size_t errlen) {
     if (gb_store_load_nodes(c->store, load_node, c) != 0 || load_work(c, 0) != 0) {
         gb_fmt(err, errlen, "cannot load the store: %s", gb_store_errmsg(c->store));
         return -1;
+    }
+    if (c->cfg.new_sweeps_only) { /* a sweep made now has an id above every one there */
+        uint64_t m = 0;
+        gb_map_each(c->sweeps, max_sweep, &m);
+        c->place_min_sweep = m + 1;
+        if (m)
+            gb_info("the store's unfinished sweeps (up to %" PRIu64 ") are left for their own "
+                    "coordinator",
+                    m);
     }
     char now[32];
     now_iso(now, sizeof now);

@@ -55,6 +55,10 @@ typedef struct gb_coord_config {
     size_t max_jobs_per_sweep; /* GB_SPEC_MAX_JOBS */
     int insecure;              /* 1: allow binding a non-loopback address without keys */
     atomic_int *stop;          /* the loop returns once *stop != 0; may be NULL */
+    /* 1 (gpubench run): place only the jobs of sweeps made by this
+     * coordinator; the store's other unfinished sweeps wait, untouched, for
+     * their own (run's local agent ran a fleet's queued jobs first) */
+    int new_sweeps_only;
     /* security (docs/security.md): both or neither */
     const char *key_path;        /* NAME.key: CURVE on both endpoints */
     const char *authorized_path; /* public keys admitted (agents and clients), one a line */

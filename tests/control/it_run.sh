@@ -17,6 +17,8 @@
 #   closed_fds stderr (then stdout too) closed: the store stays sound
 #   coordinator_gone the embedded coordinator stops mid-sweep (its store
 #            replaced): run ends, exit 1, saying so (it waited for ever)
+#   fleet_store run on a store with another submitter's sweep queued:
+#            that sweep is left alone (its jobs ran here first)
 #   nohup    SIGHUP ignored at the start (nohup): a hangup does not cancel
 #   default_cpu the default sweep on a CPU with and without bf16 (oneDNN
 #            held to AVX512_CORE by DNNL_MAX_CPU_ISA): -h says what it is,
@@ -60,6 +62,25 @@ if [ "$case" = coordinator_gone ]; then
     eq "run ends, exit 1" "$?" 1
     [ $(($(date +%s) - t0)) -le 15 ] || fail "run took $(($(date +%s) - t0)) s to see it"
     contains "says why" "$T/gone.log" "gpubench run: the local coordinator or agent stopped (its log above says why); sweep 1 did not finish"
+    echo ok
+    exit 0
+fi
+if [ "$case" = fleet_store ]; then
+    # run on a fleet's store with a sweep of another submitter queued: that
+    # sweep is left for its own coordinator (run's local agent ran its jobs
+    # first, on this machine, into the fleet's results)
+    start_coord
+    start_agent a1
+    wait_nodes 1
+    kill -TERM "${AGENT_PID[a1]}"; wait "${AGENT_PID[a1]}" 2>/dev/null
+    fleet=$(submit --kind sleep --param duration_ms=2000 --repeat 3)
+    kill -TERM "$COORD_PID"; wait "$COORD_PID" 2>/dev/null
+    printf '{"kind": "sleep", "duration_ms": 10}' >"$T/own.json"
+    check "run on the fleet's store" "$GB" run --db "$T/gb.db" --spec "$T/own.json" >"$T/own.out" 2>"$T/own.log"
+    eq "the fleet's sweep untouched" "$(sqlite3 "$T/gb.db" "SELECT group_concat(state || ':' || attempt) FROM jobs WHERE sweep_id = $fleet")" \
+        "queued:0,queued:0,queued:0"
+    eq "no attempt of it" "$(sqlite3 "$T/gb.db" "SELECT count(*) FROM attempts a JOIN jobs j USING (job_id) WHERE j.sweep_id = $fleet")" 0
+    eq "run's own done" "$(sqlite3 "$T/gb.db" "SELECT count(*) FROM jobs WHERE sweep_id > $fleet AND state = 'done'")" 1
     echo ok
     exit 0
 fi
@@ -340,7 +361,9 @@ contains "says what it cancelled" "$T/kill2.log" "sweep 1, left unfinished by an
 eq "the killed run's sweep cancelled" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 1")" cancelled
 eq "its job says why" "$(sqlite3 "$T/kill.db" "SELECT error FROM jobs WHERE sweep_id = 1")" \
     "cancelled: left unfinished by an earlier gpubench run on this store"
-eq "a sweep it did not submit left alone (and run)" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 2")" done
+# a sweep it did not submit is left alone, not run: its jobs wait for
+# their own coordinator (they ran here first, into another store's results)
+eq "a sweep it did not submit left alone" "$(sqlite3 "$T/kill.db" "SELECT s.state || ',' || j.state FROM sweeps s JOIN jobs j USING (sweep_id) WHERE sweep_id = 2")" running,queued
 eq "its own ran" "$(sqlite3 "$T/kill.db" "SELECT state FROM sweeps WHERE sweep_id = 3")" done
 printf '{"kind": "bert"}' >"$T/bad.json"
 "$GB" run --db "$T/run.db" --spec "$T/bad.json" >/dev/null 2>"$T/bad.log"
