@@ -114,13 +114,15 @@ typedef struct runner {
     gb_coord_t *coord;
     gb_agent_t *agent;
     int rc;
-    atomic_int *gone; /* set when the thread ends (asked to, or on its own) */
+    atomic_int ended; /* the thread ended (asked to, or on its own) */
+    atomic_int *gone; /* set with it: either daemon's */
 } runner_t;
 
 static void *coord_thread(void *arg) {
     runner_t *r = arg;
     gb_log_set_component("coord");
     r->rc = gb_coord_run(r->coord);
+    atomic_store(&r->ended, 1);
     atomic_store(r->gone, 1);
     return NULL;
 }
@@ -129,6 +131,7 @@ static void *agent_thread(void *arg) {
     runner_t *r = arg;
     gb_log_set_component("agent");
     r->rc = gb_agent_run(r->agent);
+    atomic_store(&r->ended, 1);
     atomic_store(r->gone, 1);
     return NULL;
 }
@@ -292,6 +295,7 @@ int cmd_run(int argc, char **argv) {
     if (optind < argc) return cli_unexpected_arg("run", argv[optind], NULL);
     /* "" is SQLite's temporary database: the sweep ran, its results gone */
     if (!db[0]) return cli_usage_error("run", "--db needs a file name");
+    if (state_dir && !state_dir[0]) return cli_usage_error("run", "--state-dir needs a directory");
     if (!verbose) gb_log_set_level(GB_LOG_WARN);
     gb_log_set_component("run");
 
@@ -324,10 +328,18 @@ int cmd_run(int argc, char **argv) {
         free(spec);
         return 1;
     }
+    /* the state directory made (or found unusable) before the store: an
+     * agent that could not make it left a new, empty store behind */
+    if (gb_mkdir_p(state_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "gpubench run: the local agent's state directory: %s\n", err);
+        free(spec);
+        return 1;
+    }
     /* stop: a signal (the user's); daemons, agent_stop: the embedded
      * coordinator and agent, stopped only once an unfinished sweep has been
      * cancelled, the agent first (its node is `stopped` in the store) */
     atomic_int stop = 0, daemons = 0, agent_stop = 0, gone = 0;
+    char control[256] = "";
     cli_stop_on_signals(&stop);
     cli_stop_on_hangup(); /* the terminal closed: as Ctrl-C, the sweep cancelled */
     int rc = 1;
@@ -349,7 +361,6 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "gpubench run: coordinator: %s\n", err);
         goto out;
     }
-    char control[256];
     gb_copy(control, sizeof control, gb_coord_control_endpoint(rc_coord.coord));
     gb_agent_config_t ac;
     gb_agent_config_default(&ac);
@@ -418,6 +429,8 @@ int cmd_run(int argc, char **argv) {
                         sweep);
             stop_sweep(control, sweep, atomic_load(&stop) ? STOP_INTERRUPTED : STOP_NO_REPLY,
                        timeout);
+            rc = 1;
+            goto finish; /* what finished of it printed, as after the wait */
         } else if (made == 1) {
             fprintf(stderr, "gpubench run: %s; no sweep was stored\n", why);
         } else {
@@ -441,6 +454,7 @@ int cmd_run(int argc, char **argv) {
                                       : STOP_ENDED,
                    timeout) != 0)
         rc = 1;
+finish:
     /* the agent, then the coordinator once it has its last word (a second
      * at most: else the node is left `disconnected`, as by a restart) */
     atomic_store(&agent_stop, 1);
@@ -456,8 +470,13 @@ int cmd_run(int argc, char **argv) {
     if (cli_print_results(db, sweep, NULL, fmt) != 0) rc = 1;
 out:
     atomic_store(&agent_stop, 1);
+    if (have_ta) { /* the agent first, its last word heard: its node `stopped` */
+        pthread_join(ta, NULL);
+        gb_agent_destroy(&rc_agent.agent);
+        if (have_tc && !atomic_load(&rc_coord.ended))
+            cli_wait_nodes(control, NULL, 0, 1, 1000, NULL);
+    }
     atomic_store(&daemons, 1);
-    if (have_ta) pthread_join(ta, NULL);
     if (have_tc) pthread_join(tc, NULL);
     gb_agent_destroy(&rc_agent.agent);
     gb_coord_destroy(&rc_coord.coord);

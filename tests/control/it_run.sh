@@ -19,6 +19,7 @@
 #            replaced): run ends, exit 1, saying so (it waited for ever)
 #   fleet_store run on a store with another submitter's sweep queued:
 #            that sweep is left alone (its jobs ran here first)
+#   state_dir --state-dir '' or one that cannot be made: no store left
 #   nohup    SIGHUP ignored at the start (nohup): a hangup does not cancel
 #   default_cpu the default sweep on a CPU with and without bf16 (oneDNN
 #            held to AVX512_CORE by DNNL_MAX_CPU_ISA): -h says what it is,
@@ -60,7 +61,7 @@ if [ "$case" = coordinator_gone ]; then
     t0=$(date +%s)
     wait "$RUN_PID"
     eq "run ends, exit 1" "$?" 1
-    [ $(($(date +%s) - t0)) -le 15 ] || fail "run took $(($(date +%s) - t0)) s to see it"
+    [ $(($(date +%s) - t0)) -le 30 ] || fail "run took $(($(date +%s) - t0)) s to see it"
     contains "says why" "$T/gone.log" "gpubench run: the local coordinator or agent stopped (its log above says why); sweep 1 did not finish"
     echo ok
     exit 0
@@ -81,6 +82,20 @@ if [ "$case" = fleet_store ]; then
         "queued:0,queued:0,queued:0"
     eq "no attempt of it" "$(sqlite3 "$T/gb.db" "SELECT count(*) FROM attempts a JOIN jobs j USING (job_id) WHERE j.sweep_id = $fleet")" 0
     eq "run's own done" "$(sqlite3 "$T/gb.db" "SELECT count(*) FROM jobs WHERE sweep_id > $fleet AND state = 'done'")" 1
+    echo ok
+    exit 0
+fi
+if [ "$case" = state_dir ]; then
+    # --state-dir '' is a usage error (exit 2), and one that cannot be made
+    # is said before a store is made (a new, empty store was left behind)
+    "$GB" run --db "$T/sd.db" --state-dir '' >/dev/null 2>"$T/sd.log"
+    eq "--state-dir '': usage" "$?" 2
+    contains "says so" "$T/sd.log" "--state-dir needs a directory"
+    : >"$T/afile"
+    "$GB" run --db "$T/sd.db" --state-dir "$T/afile/sub" >/dev/null 2>"$T/sd.log"
+    eq "a state dir that cannot be made" "$?" 1
+    contains "said" "$T/sd.log" "gpubench run: the local agent's state directory: "
+    [ -e "$T/sd.db" ] && fail "a store was left behind"
     echo ok
     exit 0
 fi
