@@ -90,9 +90,10 @@ typedef struct cmp {
     const cmp_kind_t *kind;
     cmp_row_t *rows;
     int n, cap;
-    int sel[N_PREC], nsel; /* shown precisions: indexes into known_prec */
-    int by_node;           /* --by node */
-    double below;          /* --below; 0: not given */
+    int sel[N_PREC], nsel;  /* shown precisions: indexes into known_prec */
+    int by_node;            /* --by node */
+    double below;           /* --below; 0: not given */
+    long long unknown_prec; /* rows of a precision this gpubench does not know (last pass) */
 } cmp_t;
 
 static void usage(FILE *out) {
@@ -513,7 +514,10 @@ static int load(cmp_t *c, sqlite3 *db, const char *path, const char *backend, co
             int k = -1, p = -1;
             for (int i = 0; prec && i < N_PREC; i++)
                 if (strcmp(prec, known_prec[i]) == 0) k = i;
-            if (k < 0) continue; /* a precision this gpubench does not know */
+            if (k < 0) { /* a precision this gpubench does not know */
+                if (pass == 1) c->unknown_prec++;
+                continue;
+            }
             if (pass == 0) {
                 found[k] = 1;
                 continue;
@@ -703,7 +707,14 @@ int cmd_compare(int argc, char **argv) {
         const cmp_kind_t *k = c.kind;
         long long in_view = view_rows(db, k);
         FILE *say = gb_format_for_people(fmt) ? stdout : stderr;
-        if (in_view > 0)
+        if (in_view > 0 && c.unknown_prec > 0) /* it blamed filters nobody gave */
+            fprintf(say,
+                    "%sno %s in %s to show: %lld of the %lld row(s) of %s have a precision this "
+                    "gpubench does not know (it shows fp16, bf16, tf32, fp32), the rest none "
+                    "the %s given match\n",
+                    say == stderr ? "gpubench compare: " : "", k->results, db_path, c.unknown_prec,
+                    in_view, k->view, k->filters);
+        else if (in_view > 0)
             fprintf(say, "%sno %s in %s match the %s given (%s has %lld row(s))\n",
                     say == stderr ? "gpubench compare: " : "", k->results, db_path, k->filters,
                     k->view, in_view);

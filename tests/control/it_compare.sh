@@ -394,6 +394,12 @@ store)
     "$GB" compare --db "$T/esc.db" --baseline zzz >/dev/null 2>"$T/e.txt"; eq "esc: unknown baseline" "$?" 1
     grep -q "$(printf '\033')" "$T/e.txt" && fail "an escape byte printed: $(cat -v "$T/e.txt")"
     contains "esc: named safely" "$T/e.txt" "'GPU ?[2J X'"
+    # rows of a precision this gpubench does not know, and no filter given:
+    # said so (it blamed the filters)
+    cp "$DB" "$T/int8.db"
+    sqlite3 "$T/int8.db" "UPDATE results SET precision = 'int8'"
+    check "compare, unknown precisions" "$GB" compare --db "$T/int8.db" >"$T/o.txt" 2>&1
+    contains "says why" "$T/o.txt" "have a precision this gpubench does not know (it shows fp16, bf16, tf32, fp32)"
     # read-only: the store is not written (no -wal left behind, same bytes)
     sum=$(cksum <"$DB")
     check "compare reads" "$GB" compare --db "$DB" >/dev/null
