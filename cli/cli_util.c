@@ -108,8 +108,9 @@ int cli_end_by_signal(int rc) {
     int sig = stop_signal;
     if (!sig) return rc;
     /* dying skips main's check: a table that could not be written is said
-     * there, with exit status 1, instead */
-    if (out_failed) return rc ? rc : 1;
+     * there, with exit status 1, instead; but not after a hangup, whose
+     * terminal is gone with it (it ended 1 where the docs say 129) */
+    if (out_failed && sig != SIGHUP) return rc ? rc : 1;
     fflush(stderr);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);

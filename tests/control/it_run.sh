@@ -20,6 +20,7 @@
 #   fleet_store run on a store with another submitter's sweep queued:
 #            that sweep is left alone (its jobs ran here first)
 #   state_dir --state-dir '' or one that cannot be made: no store left
+#   hangup_tty its terminal closed mid-sweep: dies of the SIGHUP
 #   nohup    SIGHUP ignored at the start (nohup): a hangup does not cancel
 #   default_cpu the default sweep on a CPU with and without bf16 (oneDNN
 #            held to AVX512_CORE by DNNL_MAX_CPU_ISA): -h says what it is,
@@ -96,6 +97,17 @@ if [ "$case" = state_dir ]; then
     eq "a state dir that cannot be made" "$?" 1
     contains "said" "$T/sd.log" "gpubench run: the local agent's state directory: "
     [ -e "$T/sd.db" ] && fail "a store was left behind"
+    echo ok
+    exit 0
+fi
+if [ "$case" = hangup_tty ]; then
+    # its terminal closed mid-sweep (a window closed, an ssh session
+    # dropped): the sweep cancelled, and run dies of the SIGHUP (129 in a
+    # shell). It ended 1: its output to the dead terminal failed
+    printf '{"kind": "sleep", "duration_ms": 20000}' >"$T/tty.json"
+    got=$(timeout 60 python3 "$(dirname "$0")/pty_hangup.py" "$GB" "$T/tty.db" "$T/tty.json")
+    eq "dies of the hangup" "$got" "signal 1"
+    eq "its sweep cancelled" "$(sqlite3 "$T/tty.db" "SELECT state FROM sweeps")" cancelled
     echo ok
     exit 0
 fi
