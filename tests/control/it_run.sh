@@ -29,6 +29,13 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 case=${3:?case}
 cd "$T"
+# one_running DB: until DB has one job running (10 s)
+one_running() {
+    for _ in $(seq 200); do
+        [ "$(sqlite3 "$1" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && return 0
+        sleep 0.05
+    done
+}
 if [ "$case" = closed_fds ]; then
     # started with stderr closed (`2>&-`): the next file opened took fd 2,
     # and the coordinator's log lines went into its lock file and then the
@@ -53,10 +60,7 @@ if [ "$case" = coordinator_gone ]; then
     "$GB" run --db "$T/gone.db" --spec "$T/long.json" >"$T/gone.out" 2>"$T/gone.log" &
     RUN_PID=$!
     PIDS+=("$RUN_PID")
-    for _ in $(seq 200); do
-        [ "$(sqlite3 "$T/gone.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
-        sleep 0.05
-    done
+    one_running "$T/gone.db"
     cp "$T/gone.db" "$T/other.db"
     mv "$T/other.db" "$T/gone.db"
     t0=$(date +%s)
@@ -118,10 +122,7 @@ if [ "$case" = nohup ]; then
     (trap '' HUP; exec "$GB" run --db "$T/hup.db" --spec "$T/hup.json" >"$T/hup.out" 2>"$T/hup.log") &
     RUN_PID=$!
     PIDS+=("$RUN_PID")
-    for _ in $(seq 200); do
-        [ "$(sqlite3 "$T/hup.db" "SELECT count(*) FROM jobs WHERE state = 'running'" 2>/dev/null)" = 1 ] && break
-        sleep 0.05
-    done
+    one_running "$T/hup.db"
     kill -HUP "$RUN_PID"
     wait "$RUN_PID"
     eq "the run goes on to its end" "$?" 0
